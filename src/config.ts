@@ -1,0 +1,124 @@
+/**
+ * The environment, parsed once. Nothing else in src/ reads process.env: a bad value stops the
+ * process at start with a message naming the variable, never a surprise at the first request.
+ */
+import { z } from "zod";
+
+const bool = z
+  .enum(["true", "false", "1", "0", "yes", "no"])
+  .transform((v) => v === "true" || v === "1" || v === "yes");
+
+const port = z.coerce.number().int().min(0).max(65_535);
+
+const gatewaySchema = z.object({
+  PORT: port.default(8080),
+  HOST: z.string().default("0.0.0.0"),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** Unset: 127.0.0.1:6379 if it answers, else a redis-server started by the gateway. */
+  REDIS_URL: z.string().url().optional(),
+  /** Unset: the embedded local DynamoDB, data under DATA_DIR. */
+  DYNAMODB_ENDPOINT: z.string().url().optional(),
+  DYNAMODB_PORT: port.default(8000),
+  DYNAMODB_TABLE: z.string().regex(/^[A-Za-z0-9_.-]{3,255}$/).default("onsale"),
+  AWS_REGION: z.string().default("us-east-1"),
+  DATA_DIR: z.string().default(".data"),
+  ADMIN_TOKEN: z.string().min(16).optional(),
+  GATEWAY_SECRET: z.string().min(32).optional(),
+  PAYMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
+  RATE_LIMIT_PER_IP: z.coerce.number().min(0).default(50),
+  RATE_LIMIT_PER_FAN: z.coerce.number().min(0).default(5),
+  TRUST_PROXY: bool.default(false),
+  DEMO_EVENT: bool.default(true),
+});
+
+export type GatewayConfig = {
+  port: number;
+  host: string;
+  logLevel: string;
+  redisUrl: string | undefined;
+  dynamodb: { endpoint: string | undefined; localPort: number; table: string; region: string };
+  dataDir: string;
+  adminToken: string | undefined;
+  gatewaySecret: string | undefined;
+  paymentTimeoutMs: number;
+  rateLimitPerIp: number;
+  rateLimitPerFan: number;
+  trustProxy: boolean;
+  demoEvent: boolean;
+};
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+function parse<T extends z.ZodType>(schema: T, env: NodeJS.ProcessEnv): z.infer<T> {
+  const result = schema.safeParse(env);
+  if (!result.success) {
+    const lines = result.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
+  }
+  return result.data;
+}
+
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const e = parse(gatewaySchema, env);
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    logLevel: e.LOG_LEVEL,
+    redisUrl: e.REDIS_URL,
+    dynamodb: {
+      endpoint: e.DYNAMODB_ENDPOINT,
+      localPort: e.DYNAMODB_PORT,
+      table: e.DYNAMODB_TABLE,
+      region: e.AWS_REGION,
+    },
+    dataDir: e.DATA_DIR,
+    adminToken: e.ADMIN_TOKEN,
+    gatewaySecret: e.GATEWAY_SECRET,
+    paymentTimeoutMs: e.PAYMENT_TIMEOUT_MS,
+    rateLimitPerIp: e.RATE_LIMIT_PER_IP,
+    rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
+    trustProxy: e.TRUST_PROXY,
+    demoEvent: e.DEMO_EVENT,
+  };
+}
+
+const localDynamoSchema = z.object({
+  DYNAMODB_PORT: port.default(8000),
+  DYNAMODB_HOST: z.string().default("127.0.0.1"),
+  /** Unset: in memory. `npm start` passes DATA_DIR/dynamodb. */
+  DYNAMODB_DATA_PATH: z.string().optional(),
+  LOG_LEVEL: z.string().default("info"),
+});
+
+export interface LocalDynamoConfig {
+  port: number;
+  host: string;
+  path: string | undefined;
+  logLevel: string;
+}
+
+/** For `npm run dynamodb`; command-line flags (--port, --host, --path) win over the environment. */
+export function loadLocalDynamoConfig(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): LocalDynamoConfig {
+  const e = parse(localDynamoSchema, env);
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const v = argv[i + 1];
+    if (a?.startsWith("--") && v !== undefined) {
+      flags.set(a.slice(2), v);
+      i++;
+    }
+  }
+  const flagPort = flags.get("port");
+  return {
+    port: flagPort === undefined ? e.DYNAMODB_PORT : parse(z.object({ p: port }), { p: flagPort }).p,
+    host: flags.get("host") ?? e.DYNAMODB_HOST,
+    path: flags.get("path") ?? e.DYNAMODB_DATA_PATH,
+    logLevel: e.LOG_LEVEL,
+  };
+}

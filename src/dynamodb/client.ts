@@ -1,0 +1,44 @@
+/**
+ * The DynamoDB clients, built once by main.ts (or a test) and handed to whatever needs them.
+ * A loopback endpoint (the local DynamoDB) gets static placeholder credentials, since it checks
+ * none; any other endpoint uses the SDK's default credential chain.
+ */
+import { Agent } from "node:http";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { NodeHttpHandler } from "@smithy/node-http-handler";
+
+export interface DynamoClientOptions {
+  endpoint?: string | undefined;
+  region: string;
+  /** Sockets per client; the SDK's default of 50 would queue a spike behind a few requests. */
+  maxSockets?: number;
+  requestTimeoutMs?: number;
+  maxAttempts?: number;
+}
+
+export function isLoopbackEndpoint(endpoint: string): boolean {
+  const host = new URL(endpoint).hostname;
+  return host === "localhost" || host === "[::1]" || host === "::1" || host.startsWith("127.");
+}
+
+export function createDynamoClient(options: DynamoClientOptions): DynamoDBClient {
+  const local = options.endpoint !== undefined && isLoopbackEndpoint(options.endpoint);
+  return new DynamoDBClient({
+    region: options.region,
+    ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+    ...(local ? { credentials: { accessKeyId: "local", secretAccessKey: "local" } } : {}),
+    maxAttempts: options.maxAttempts ?? 3,
+    requestHandler: new NodeHttpHandler({
+      httpAgent: new Agent({ keepAlive: true, maxSockets: options.maxSockets ?? 256 }),
+      connectionTimeout: 2_000,
+      requestTimeout: options.requestTimeoutMs ?? 5_000,
+    }),
+  });
+}
+
+export function createDocumentClient(client: DynamoDBClient): DynamoDBDocumentClient {
+  return DynamoDBDocumentClient.from(client, {
+    marshallOptions: { removeUndefinedValues: true },
+  });
+}

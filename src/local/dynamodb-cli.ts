@@ -1,0 +1,31 @@
+/**
+ * `npm run dynamodb`: the local DynamoDB alone, on DYNAMODB_PORT (default 8000). Creates nothing.
+ * Prints one JSON line with `listening` once ready (spawnLocalDynamoDB waits for it).
+ */
+import { ConfigError, loadLocalDynamoConfig } from "../config.js";
+import { createLogger } from "../logger.js";
+import { startLocalDynamoDB } from "./dynamodb.js";
+
+const log = createLogger({ level: "info", name: "local-dynamodb" });
+
+try {
+  const config = loadLocalDynamoConfig(process.argv.slice(2));
+  const db = await startLocalDynamoDB({
+    port: config.port,
+    host: config.host,
+    ...(config.path ? { path: config.path } : {}),
+  });
+  log.info(
+    { listening: db.port, endpoint: db.endpoint, path: config.path ?? "(memory)" },
+    "local DynamoDB listening",
+  );
+  const stop = () => {
+    void db.close().then(() => process.exit(0));
+    setTimeout(() => process.exit(0), 3_000).unref();
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+} catch (err) {
+  log.fatal({ err: err instanceof ConfigError ? err.message : err }, "local DynamoDB failed to start");
+  process.exit(1);
+}

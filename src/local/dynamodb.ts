@@ -1,0 +1,119 @@
+/**
+ * The local DynamoDB: dynalite, extended by patches/dynalite+4.0.0.patch with transactions,
+ * ReturnValuesOnConditionCheckFailure and atomic item+index writes.
+ *
+ * `startLocalDynamoDB` runs it in this process (the `npm run dynamodb` CLI does that).
+ * `spawnLocalDynamoDB` runs it as a child process, which the gateway (embedded default) and the
+ * test harness use: the store gets its own core and event loop, and a test can kill it.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import dynalite from "dynalite";
+
+export interface LocalDynamoDBOptions {
+  /** 0 picks a free port. */
+  port: number;
+  host?: string;
+  /** LevelDB directory; in memory when absent. */
+  path?: string;
+}
+
+export interface LocalDynamoDB {
+  endpoint: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function startLocalDynamoDB(options: LocalDynamoDBOptions): Promise<LocalDynamoDB> {
+  if (options.path) mkdirSync(options.path, { recursive: true });
+  const server = dynalite({
+    ...(options.path ? { path: options.path } : {}),
+    createTableMs: 0,
+    deleteTableMs: 0,
+    updateTableMs: 0,
+  });
+  const host = options.host ?? "127.0.0.1";
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  // The AWS SDK keeps sockets alive; dynalite's default timeouts would otherwise cut them.
+  server.keepAliveTimeout = 65_000;
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections?.();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+export interface SpawnedDynamoDB extends LocalDynamoDB {
+  child: ChildProcess;
+}
+
+const cliPath = join(dirname(fileURLToPath(import.meta.url)), "dynamodb-cli.ts");
+
+/**
+ * Starts the local DynamoDB in a child process and resolves once it listens. The child prints
+ * one JSON line with `"listening":<port>` on stdout when it is ready.
+ */
+export async function spawnLocalDynamoDB(
+  options: LocalDynamoDBOptions & { startTimeoutMs?: number },
+): Promise<SpawnedDynamoDB> {
+  const host = options.host ?? "127.0.0.1";
+  const args = ["--import", "tsx", cliPath, "--port", String(options.port), "--host", host];
+  if (options.path) args.push("--path", options.path);
+  const child = spawn(process.execPath, args, {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, LOG_LEVEL: "info" },
+  });
+
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`local DynamoDB did not start within ${options.startTimeoutMs ?? 20_000} ms`));
+    }, options.startTimeoutMs ?? 20_000);
+    const lines = createInterface({ input: child.stdout! });
+    lines.on("line", (line) => {
+      try {
+        const parsed = JSON.parse(line) as { listening?: number };
+        if (typeof parsed.listening === "number") {
+          clearTimeout(timer);
+          resolve(parsed.listening);
+        }
+      } catch {
+        // a non-JSON line is not the readiness line
+      }
+    });
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`local DynamoDB exited before it listened (code ${code}, signal ${signal})`));
+    });
+  });
+  // Keep draining stdout so the child never blocks on a full pipe.
+  child.stdout?.resume();
+
+  return {
+    endpoint: `http://${host}:${port}`,
+    port,
+    child,
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+        setTimeout(() => child.kill("SIGKILL"), 5_000).unref();
+      }),
+  };
+}
