@@ -19,7 +19,10 @@ const gatewaySchema = z.object({
   /** Unset: the embedded local DynamoDB, data under DATA_DIR. */
   DYNAMODB_ENDPOINT: z.string().url().optional(),
   DYNAMODB_PORT: port.default(8000),
-  DYNAMODB_TABLE: z.string().regex(/^[A-Za-z0-9_.-]{3,255}$/).default("onsale"),
+  DYNAMODB_TABLE: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{3,255}$/)
+    .default("onsale"),
   AWS_REGION: z.string().default("us-east-1"),
   DATA_DIR: z.string().default(".data"),
   ADMIN_TOKEN: z.string().min(16).optional(),
@@ -52,7 +55,9 @@ export class ConfigError extends Error {
 }
 
 function parse<T extends z.ZodType>(schema: T, env: NodeJS.ProcessEnv): z.infer<T> {
-  const result = schema.safeParse(env);
+  // An empty variable means "unset", as a shell user expects from `FOO= npm start`.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const result = schema.safeParse(present);
   if (!result.success) {
     const lines = result.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
     throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
@@ -100,10 +105,7 @@ export interface LocalDynamoConfig {
 }
 
 /** For `npm run dynamodb`; command-line flags (--port, --host, --path) win over the environment. */
-export function loadLocalDynamoConfig(
-  argv: string[],
-  env: NodeJS.ProcessEnv = process.env,
-): LocalDynamoConfig {
+export function loadLocalDynamoConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): LocalDynamoConfig {
   const e = parse(localDynamoSchema, env);
   const flags = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {

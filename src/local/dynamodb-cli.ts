@@ -15,10 +15,7 @@ try {
     host: config.host,
     ...(config.path ? { path: config.path } : {}),
   });
-  log.info(
-    { listening: db.port, endpoint: db.endpoint, path: config.path ?? "(memory)" },
-    "local DynamoDB listening",
-  );
+  log.info({ listening: db.port, endpoint: db.endpoint, path: config.path ?? "(memory)" }, "local DynamoDB listening");
   const stop = () => {
     void db.close().then(() => process.exit(0));
     setTimeout(() => process.exit(0), 3_000).unref();

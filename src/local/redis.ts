@@ -46,19 +46,21 @@ export async function redisAnswers(url: string, timeoutMs = 1_000): Promise<bool
   }
 }
 
-export async function spawnRedis(options: {
-  port?: number;
-  bin?: string;
-  extraArgs?: string[];
-  startTimeoutMs?: number;
-} = {}): Promise<SpawnedRedis> {
+export async function spawnRedis(
+  options: { port?: number; bin?: string; extraArgs?: string[]; startTimeoutMs?: number } = {},
+): Promise<SpawnedRedis> {
   const port = options.port || (await freePort());
   const args = [
-    "--port", String(port),
-    "--bind", "127.0.0.1",
-    "--save", "",
-    "--appendonly", "no",
-    "--protected-mode", "no",
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--protected-mode",
+    "no",
     ...(options.extraArgs ?? []),
   ];
   const child = spawn(options.bin ?? "redis-server", args, { stdio: ["ignore", "ignore", "pipe"] });

@@ -1,0 +1,107 @@
+/**
+ * Finds or starts what the gateway stands on, so that `npm start` on a fresh clone works with no
+ * configuration at all:
+ *  - Redis: REDIS_URL; else 127.0.0.1:6379 when it answers; else a redis-server started here.
+ *  - DynamoDB: DYNAMODB_ENDPOINT; else the local DynamoDB as a child process, data under DATA_DIR.
+ *  - Secrets: ADMIN_TOKEN / GATEWAY_SECRET; else generated once and kept in DATA_DIR/secrets.json,
+ *    so tokens stay valid across restarts.
+ */
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { GatewayConfig } from "./config.js";
+import type { Logger } from "./logger.js";
+import { spawnLocalDynamoDB } from "./local/dynamodb.js";
+import { redisAnswers, spawnRedis } from "./local/redis.js";
+
+type Stop = () => Promise<void>;
+
+export interface Services {
+  redisUrl: string;
+  dynamoEndpoint: string | undefined;
+  adminToken: string;
+  gatewaySecret: string;
+  /** Stops what bootstrap started, in reverse order. */
+  stop: Stop;
+}
+
+const DEFAULT_REDIS = "redis://127.0.0.1:6379";
+
+async function resolveRedis(config: GatewayConfig, log: Logger, stops: Stop[]): Promise<string> {
+  if (config.redisUrl) return config.redisUrl;
+  if (await redisAnswers(DEFAULT_REDIS)) {
+    log.info({ redis: DEFAULT_REDIS }, "using the Redis on the default port");
+    return DEFAULT_REDIS;
+  }
+  try {
+    const redis = await spawnRedis();
+    stops.push(redis.close);
+    log.info({ redis: redis.url }, "started a redis-server of our own (nothing answered on 6379)");
+    return redis.url;
+  } catch (err) {
+    throw new Error(
+      `no Redis: nothing answers on 127.0.0.1:6379 and ${(err as Error).message}. ` +
+        "Set REDIS_URL, start Redis, or install redis-server.",
+    );
+  }
+}
+
+async function resolveDynamo(config: GatewayConfig, log: Logger, stops: Stop[]): Promise<string | undefined> {
+  if (config.dynamodb.endpoint) return config.dynamodb.endpoint;
+  const path = resolve(config.dataDir, "dynamodb");
+  let db: Awaited<ReturnType<typeof spawnLocalDynamoDB>>;
+  try {
+    db = await spawnLocalDynamoDB({ port: config.dynamodb.localPort, path });
+  } catch (err) {
+    log.warn(
+      { err: (err as Error).message, port: config.dynamodb.localPort },
+      "local DynamoDB port busy; using a free one",
+    );
+    db = await spawnLocalDynamoDB({ port: 0, path });
+  }
+  stops.push(db.close);
+  log.info({ endpoint: db.endpoint, path }, "started the embedded local DynamoDB");
+  return db.endpoint;
+}
+
+interface StoredSecrets {
+  adminToken: string;
+  gatewaySecret: string;
+}
+
+function resolveSecrets(config: GatewayConfig, log: Logger): StoredSecrets {
+  if (config.adminToken && config.gatewaySecret) {
+    return { adminToken: config.adminToken, gatewaySecret: config.gatewaySecret };
+  }
+  mkdirSync(config.dataDir, { recursive: true });
+  const file = join(config.dataDir, "secrets.json");
+  let stored: Partial<StoredSecrets> = {};
+  if (existsSync(file)) stored = JSON.parse(readFileSync(file, "utf8")) as Partial<StoredSecrets>;
+  const secrets: StoredSecrets = {
+    adminToken: config.adminToken ?? stored.adminToken ?? `adm_${randomBytes(18).toString("base64url")}`,
+    gatewaySecret: config.gatewaySecret ?? stored.gatewaySecret ?? randomBytes(48).toString("base64url"),
+  };
+  if (secrets.adminToken !== stored.adminToken || secrets.gatewaySecret !== stored.gatewaySecret) {
+    writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+    chmodSync(file, 0o600);
+    log.info({ file }, "generated secrets for this data directory (set ADMIN_TOKEN and GATEWAY_SECRET in production)");
+  }
+  return secrets;
+}
+
+export async function startServices(config: GatewayConfig, log: Logger): Promise<Services> {
+  const stops: Stop[] = [];
+  const stop: Stop = async () => {
+    for (const s of stops.reverse()) await s().catch(() => {});
+  };
+  try {
+    const [redisUrl, dynamoEndpoint] = await Promise.all([
+      resolveRedis(config, log, stops),
+      resolveDynamo(config, log, stops),
+    ]);
+    return { redisUrl, dynamoEndpoint, ...resolveSecrets(config, log), stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * One error model for the whole API: `{"error": {code, message, requestId, details?}}`.
+ * Codes map to statuses through one table, so a handler names what went wrong and never picks
+ * a status by hand.
+ */
+import { z } from "@hono/zod-openapi";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+export const errorCodes = [
+  "invalid_request",
+  "unauthenticated",
+  "forbidden",
+  "not_found",
+  "seat_unavailable",
+  "hold_expired",
+  "hold_not_owned",
+  "payment_declined",
+  "payload_too_large",
+  "seat_limit_exceeded",
+  "idempotency_key_reused",
+  "event_on_sale",
+  "rate_limited",
+  "unavailable",
+  "internal_error",
+] as const;
+
+export type ErrorCode = (typeof errorCodes)[number];
+
+export const statusOf: Record<ErrorCode, ContentfulStatusCode> = {
+  invalid_request: 400,
+  unauthenticated: 401,
+  payment_declined: 402,
+  forbidden: 403,
+  not_found: 404,
+  seat_unavailable: 409,
+  hold_expired: 409,
+  hold_not_owned: 409,
+  event_on_sale: 409,
+  payload_too_large: 413,
+  seat_limit_exceeded: 422,
+  idempotency_key_reused: 422,
+  rate_limited: 429,
+  internal_error: 500,
+  unavailable: 503,
+};
+
+export class ApiError extends Error {
+  override name = "ApiError";
+  readonly code: ErrorCode;
+  readonly status: ContentfulStatusCode;
+  readonly details: Record<string, unknown> | undefined;
+  /** Seconds, sent as Retry-After (429, 503). */
+  readonly retryAfter: number | undefined;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { details?: Record<string, unknown>; retryAfter?: number; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.status = statusOf[code];
+    this.details = options.details;
+    this.retryAfter = options.retryAfter;
+  }
+}
+
+export const ErrorBody = z
+  .object({
+    error: z.object({
+      code: z.enum(errorCodes),
+      message: z.string(),
+      requestId: z.string(),
+      details: z.record(z.string(), z.unknown()).optional(),
+    }),
+  })
+  .openapi("Error");
+
+export type ErrorBody = z.infer<typeof ErrorBody>;
+
+export function errorBody(err: ApiError, requestId: string): ErrorBody {
+  return {
+    error: {
+      code: err.code,
+      message: err.message,
+      requestId,
+      ...(err.details ? { details: err.details } : {}),
+    },
+  };
+}

@@ -1,0 +1,92 @@
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
+import { type GatewayProcess, startGatewayProcess } from "../support/processes.js";
+
+const started: GatewayProcess[] = [];
+afterAll(async () => {
+  await Promise.all(started.map((g) => g.stop("SIGKILL")));
+});
+
+describe("the gateway process", () => {
+  it("answers /healthz and /readyz against the provided Redis and DynamoDB, and stops cleanly on SIGTERM", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "gw-"));
+    const gw = await startGatewayProcess({
+      REDIS_URL: inject("redisUrl"),
+      DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
+      DYNAMODB_TABLE: `foundation_${Date.now()}`,
+      DATA_DIR: dataDir,
+    });
+    started.push(gw);
+
+    const health = await fetch(`${gw.url}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: "ok" });
+
+    const ready = await fetch(`${gw.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: "ready", checks: { redis: "ok", dynamodb: "ok" } });
+
+    const missing = await fetch(`${gw.url}/v1/nothing-here`, { headers: { "X-Request-Id": "req_123" } });
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get("x-request-id")).toBe("req_123");
+    expect(await missing.json()).toEqual({
+      error: { code: "not_found", message: "no route for GET /v1/nothing-here", requestId: "req_123" },
+    });
+
+    const openapi = (await (await fetch(`${gw.url}/openapi.json`)).json()) as { paths: Record<string, unknown> };
+    expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(["/healthz", "/readyz"]));
+
+    // Generated secrets are kept for the next start.
+    const secrets = JSON.parse(readFileSync(join(dataDir, "secrets.json"), "utf8")) as Record<string, string>;
+    expect(secrets.adminToken).toMatch(/^adm_/);
+    expect(secrets.gatewaySecret?.length).toBeGreaterThanOrEqual(32);
+
+    expect(await gw.stop("SIGTERM")).toBe(0);
+  });
+
+  it("starts the embedded local DynamoDB when no endpoint is given, keeping its data under DATA_DIR", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "gw-embedded-"));
+    const env = {
+      REDIS_URL: inject("redisUrl"),
+      DYNAMODB_PORT: "0",
+      DATA_DIR: dataDir,
+      DYNAMODB_ENDPOINT: "",
+    };
+    const gw = await startGatewayProcess(env);
+    started.push(gw);
+    const ready = await fetch(`${gw.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(gw.logs.join("\n")).toContain("started the embedded local DynamoDB");
+    expect(await gw.stop("SIGTERM")).toBe(0);
+
+    // The table persisted: a second start finds it (LevelDB under DATA_DIR/dynamodb).
+    const again = await startGatewayProcess(env);
+    started.push(again);
+    expect((await fetch(`${again.url}/readyz`)).status).toBe(200);
+    expect(await again.stop("SIGTERM")).toBe(0);
+  });
+
+  it("answers /readyz with 503 and Retry-After when DynamoDB goes away, while /healthz stays 200", async () => {
+    const dynamo = await spawnLocalDynamoDB({ port: 0 });
+    const gw = await startGatewayProcess({
+      REDIS_URL: inject("redisUrl"),
+      DYNAMODB_ENDPOINT: dynamo.endpoint,
+      DATA_DIR: mkdtempSync(join(tmpdir(), "gw-down-")),
+    });
+    started.push(gw);
+    expect((await fetch(`${gw.url}/readyz`)).status).toBe(200);
+
+    await dynamo.close();
+    const down = await fetch(`${gw.url}/readyz`);
+    expect(down.status).toBe(503);
+    expect(down.headers.get("retry-after")).toBe("1");
+    const body = (await down.json()) as { error: { code: string; details: { failures: string[] } } };
+    expect(body.error.code).toBe("unavailable");
+    expect(body.error.details.failures).toHaveLength(1);
+    expect(body.error.details.failures[0]).toMatch(/^dynamodb: /);
+    expect((await fetch(`${gw.url}/healthz`)).status).toBe(200);
+  });
+});
