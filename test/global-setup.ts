@@ -12,7 +12,6 @@ import "./support/provided.js";
 import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
 import { spawnRedis } from "../src/local/redis.js";
 
-
 type Stop = () => Promise<void>;
 
 function dockerMayAnswer(): boolean {
