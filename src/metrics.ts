@@ -1,0 +1,76 @@
+/**
+ * Prometheus instruments, one registry per process (built by main.ts, or per test), never the
+ * module-level default registry, so several apps in one test process do not collide.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
+  const registry = new Registry();
+  if (options.defaultMetrics) collectDefaultMetrics({ register: registry });
+
+  return {
+    registry,
+    httpDuration: new Histogram({
+      name: "gateway_http_request_duration_seconds",
+      help: "HTTP request latency by route and status",
+      labelNames: ["method", "route", "status"] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    waiting: new Gauge({
+      name: "gateway_waiting_fans",
+      help: "Fans waiting in line, by event",
+      labelNames: ["event"] as const,
+      registers: [registry],
+    }),
+    admitted: new Gauge({
+      name: "gateway_admitted_fans",
+      help: "Fans admitted so far, by event",
+      labelNames: ["event"] as const,
+      registers: [registry],
+    }),
+    active: new Gauge({
+      name: "gateway_active_sessions",
+      help: "Active purchase sessions, by event",
+      labelNames: ["event"] as const,
+      registers: [registry],
+    }),
+    holds: new Counter({
+      name: "gateway_holds_total",
+      help: "Hold attempts by outcome (granted, conflict, not_found, ...)",
+      labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
+    conflicts: new Counter({
+      name: "gateway_conflicts_total",
+      help: "Claims lost to another fan (409), by stage: shield or dynamodb",
+      labelNames: ["stage"] as const,
+      registers: [registry],
+    }),
+    shieldRejections: new Counter({
+      name: "gateway_shield_rejections_total",
+      help: "Holds refused by the hot-seat shield without a DynamoDB request",
+      registers: [registry],
+    }),
+    dynamoRequests: new Counter({
+      name: "gateway_dynamodb_requests_total",
+      help: "DynamoDB requests by operation and outcome",
+      labelNames: ["operation", "outcome"] as const,
+      registers: [registry],
+    }),
+    redisScripts: new Counter({
+      name: "gateway_redis_script_calls_total",
+      help: "Redis Lua script calls by script and outcome",
+      labelNames: ["script", "outcome"] as const,
+      registers: [registry],
+    }),
+    rateLimited: new Counter({
+      name: "gateway_rate_limited_total",
+      help: "Requests refused with 429, by limit",
+      labelNames: ["limit"] as const,
+      registers: [registry],
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,191 @@
+/**
+ * The seat-map cache in Redis: per section, one status character per seat (`a`vailable,
+ * `h`eld, `s`old) plus a version, loaded from DynamoDB on a miss and updated write-through on
+ * every state change. Every change is also published on the event's channel, which each gateway
+ * instance relays to its Server-Sent Events clients.
+ *
+ * It may lag the truth by a few seconds. It is never consulted to decide who owns a seat.
+ */
+import { randomBytes } from "node:crypto";
+import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics.js";
+import { callScript, defineScripts, type RedisClient } from "../redis/scripts.js";
+
+export type SeatStatus = "available" | "held" | "sold";
+
+export interface SeatRow {
+  id: string;
+  status: SeatStatus;
+  /** Epoch ms; for held seats. */
+  holdExpiresAt?: number | undefined;
+}
+
+/** Where a section is loaded from on a miss: the authoritative store. */
+export interface SectionSource {
+  loadSection(eventId: string, sectionId: string): Promise<SeatRow[] | null>;
+}
+
+export interface CachedSection {
+  sectionId: string;
+  /** Opaque; changes whenever any seat of the section changes. Used as the ETag. */
+  version: string;
+  seats: { id: string; status: SeatStatus }[];
+}
+
+export type ShieldResult =
+  | { kind: "leased"; owner: string; release(): Promise<void> }
+  | { kind: "bypass"; release(): Promise<void> }
+  | { kind: "lost"; seats: string[] };
+
+const statusChar: Record<SeatStatus, string> = { available: "a", held: "h", sold: "s" };
+const charStatus: Record<string, SeatStatus> = { a: "available", h: "held", s: "sold" };
+
+export const seatMapKeys = {
+  section(eventId: string, sectionId: string) {
+    const base = `sm:{evt:${eventId}}:sec:${sectionId}`;
+    return { st: `${base}:st`, idx: `${base}:idx`, exp: `${base}:exp`, meta: `${base}:meta` };
+  },
+  availability: (eventId: string) => `sm:{evt:${eventId}}:avail`,
+  channel: (eventId: string) => `seatmap:{evt:${eventId}}`,
+  lease: (eventId: string, seatId: string) => `lease:{evt:${eventId}}:${seatId}`,
+};
+
+/** A seat id is `<section>-<row>-<number>`; section ids contain no dash. */
+export function sectionOf(seatId: string): string {
+  const dash = seatId.indexOf("-");
+  return dash === -1 ? seatId : seatId.slice(0, dash);
+}
+
+export interface SeatMapCache {
+  /** The section from cache, loading it from the source on a miss; null when it does not exist. */
+  getSection(eventId: string, sectionId: string): Promise<CachedSection | null>;
+  /** Write-through after DynamoDB answered; also publishes the changes. */
+  apply(eventId: string, changes: SeatRow[]): Promise<void>;
+  /** Rebuilds a section from the source (cache-refresh worker, or a version in doubt). */
+  rebuild(eventId: string, sectionId: string): Promise<boolean>;
+  /** Available seats per cached section (the event summary). */
+  availability(eventId: string): Promise<Record<string, number>>;
+  /** The hot-seat shield: filters holds that cannot win and leases the seats of one that can. */
+  shield(eventId: string, seatIds: string[], leaseMs: number): Promise<ShieldResult>;
+}
+
+export function createSeatMapCache(deps: {
+  redis: RedisClient;
+  source: SectionSource;
+  metrics: Metrics;
+  logger: Logger;
+}): SeatMapCache {
+  const { redis, source, metrics } = deps;
+  defineScripts(redis, ["seatmap-load-5", "seatmap-apply-6", "shield-n", "lease-release-n"]);
+
+  const script = async <T>(name: string, keys: string[], args: (string | number)[], variable = false) => {
+    try {
+      const out = await callScript<T>(redis, name, keys, args, variable);
+      metrics.redisScripts.inc({ script: name, outcome: "ok" });
+      return out;
+    } catch (err) {
+      metrics.redisScripts.inc({ script: name, outcome: "error" });
+      throw err;
+    }
+  };
+
+  async function fill(eventId: string, sectionId: string, force: boolean): Promise<boolean> {
+    const rows = await source.loadSection(eventId, sectionId);
+    if (!rows) return false;
+    const k = seatMapKeys.section(eventId, sectionId);
+    const held = rows.flatMap((r) => (r.status === "held" ? [r.id, String(r.holdExpiresAt ?? 0)] : []));
+    await script<number>(
+      "seatmapLoad",
+      [k.st, k.idx, k.exp, k.meta, seatMapKeys.availability(eventId)],
+      [
+        force ? 1 : 0,
+        randomBytes(4).toString("hex"),
+        sectionId,
+        rows.map((r) => r.id).join(","),
+        rows.map((r) => statusChar[r.status]).join(""),
+        ...held,
+      ],
+    );
+    return true;
+  }
+
+  async function read(eventId: string, sectionId: string): Promise<CachedSection | null> {
+    const k = seatMapKeys.section(eventId, sectionId);
+    const result = await redis.multi().hmget(k.meta, "gen", "v", "ids").get(k.st).exec();
+    if (!result) return null;
+    const [metaResult, stResult] = result;
+    const meta = metaResult?.[1] as (string | null)[] | undefined;
+    const st = stResult?.[1] as string | null | undefined;
+    const [gen, v, ids] = meta ?? [];
+    if (!gen || !v || ids == null || st == null) return null;
+    const seatIds = ids === "" ? [] : ids.split(",");
+    return {
+      sectionId,
+      version: `${gen}.${v}`,
+      seats: seatIds.map((id, i) => ({ id, status: charStatus[st[i] ?? "a"] ?? "available" })),
+    };
+  }
+
+  return {
+    async getSection(eventId, sectionId) {
+      const cached = await read(eventId, sectionId);
+      if (cached) return cached;
+      if (!(await fill(eventId, sectionId, false))) return null;
+      return read(eventId, sectionId);
+    },
+
+    async apply(eventId, changes) {
+      const bySection = new Map<string, SeatRow[]>();
+      for (const change of changes) {
+        const section = sectionOf(change.id);
+        bySection.set(section, [...(bySection.get(section) ?? []), change]);
+      }
+      await Promise.all(
+        [...bySection].map(([sectionId, rows]) => {
+          const k = seatMapKeys.section(eventId, sectionId);
+          return script<number>(
+            "seatmapApply",
+            [k.st, k.idx, k.exp, k.meta, seatMapKeys.availability(eventId), seatMapKeys.channel(eventId)],
+            [sectionId, ...rows.flatMap((r) => [r.id, r.status, String(r.holdExpiresAt ?? 0)])],
+          );
+        }),
+      );
+    },
+
+    rebuild: (eventId, sectionId) => fill(eventId, sectionId, true),
+
+    async availability(eventId) {
+      const raw = await redis.hgetall(seatMapKeys.availability(eventId));
+      return Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
+    },
+
+    async shield(eventId, seatIds, leaseMs) {
+      const owner = randomBytes(9).toString("base64url");
+      const bySection = new Map<string, string[]>();
+      for (const id of seatIds) {
+        const section = sectionOf(id);
+        bySection.set(section, [...(bySection.get(section) ?? []), id]);
+      }
+      const leased: string[] = [];
+      const release = async () => {
+        if (leased.length === 0) return;
+        const keys = leased.map((id) => seatMapKeys.lease(eventId, id));
+        await script<number>("leaseRelease", keys, [owner], true).catch(() => {});
+      };
+      let bypass = false;
+      for (const [sectionId, ids] of bySection) {
+        const k = seatMapKeys.section(eventId, sectionId);
+        const keys = [k.st, k.idx, k.exp, ...ids.map((id) => seatMapKeys.lease(eventId, id))];
+        const out = await script<(number | string)[]>("shield", keys, [leaseMs, owner, ...ids], true);
+        if (out[0] === 0) {
+          await release();
+          metrics.shieldRejections.inc();
+          return { kind: "lost", seats: out.slice(1).map(String) };
+        }
+        if (out[0] === 2) bypass = true;
+        else leased.push(...ids);
+      }
+      return bypass && leased.length === 0 ? { kind: "bypass", release } : { kind: "leased", owner, release };
+    },
+  };
+}

@@ -1,0 +1,142 @@
+import { randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createMetrics } from "../../src/metrics.js";
+import { createSeatMapCache, type SeatRow, seatMapKeys } from "../../src/seatmap/cache.js";
+
+// The source stands in for the inventory's section read: this file tests the Redis side (cache,
+// versions, pub/sub, shield). The gateway tests run the same cache against the real DynamoDB.
+function section(prefix: string, rows: number, perRow: number): SeatRow[] {
+  const seats: SeatRow[] = [];
+  for (let r = 1; r <= rows; r++)
+    for (let n = 1; n <= perRow; n++) seats.push({ id: `${prefix}-${r}-${n}`, status: "available" });
+  return seats;
+}
+
+describe("seat-map cache and hot-seat shield (real Redis)", () => {
+  let redis: Redis;
+  let sub: Redis;
+  const metrics = createMetrics();
+  const logger = pino({ level: "silent" });
+  const sections = new Map<string, SeatRow[]>();
+  let loads = 0;
+  const source = {
+    loadSection: async (_eventId: string, sectionId: string) => {
+      loads++;
+      return sections.get(sectionId) ?? null;
+    },
+  };
+
+  beforeAll(() => {
+    redis = new Redis(inject("redisUrl"));
+    sub = new Redis(inject("redisUrl"));
+    sections.set("A", section("A", 10, 20));
+    sections.set("B", section("B", 2, 5));
+  });
+  afterAll(() => {
+    redis.disconnect();
+    sub.disconnect();
+  });
+
+  it("loads a section once on a miss, then serves it from Redis with a stable version", async () => {
+    const eventId = `e${randomUUID().slice(0, 8)}`;
+    const cache = createSeatMapCache({ redis, source, metrics, logger });
+    loads = 0;
+    const [a, b] = await Promise.all([cache.getSection(eventId, "A"), cache.getSection(eventId, "A")]);
+    expect(a?.seats).toHaveLength(200);
+    expect(a?.seats[0]).toEqual({ id: "A-1-1", status: "available" });
+    expect(b?.version).toBe(a?.version);
+    const again = await cache.getSection(eventId, "A");
+    expect(again?.version).toBe(a?.version);
+    expect(loads).toBeLessThanOrEqual(2);
+    expect(await cache.getSection(eventId, "Z")).toBeNull();
+    expect(await cache.availability(eventId)).toEqual({ A: 200 });
+  });
+
+  it("applies changes write-through, bumps the version, publishes them, and never un-sells a seat", async () => {
+    const eventId = `e${randomUUID().slice(0, 8)}`;
+    const cache = createSeatMapCache({ redis, source, metrics, logger });
+    const before = await cache.getSection(eventId, "B");
+    const received: unknown[] = [];
+    await sub.subscribe(seatMapKeys.channel(eventId));
+    const got = new Promise<void>((resolve) => {
+      sub.on("message", (_channel, message) => {
+        received.push(...(JSON.parse(message) as unknown[]));
+        if (received.length >= 3) resolve();
+      });
+    });
+
+    await cache.apply(eventId, [
+      { id: "B-1-1", status: "held", holdExpiresAt: Date.now() + 60_000 },
+      { id: "B-1-2", status: "sold" },
+    ]);
+    await cache.apply(eventId, [
+      { id: "B-1-2", status: "available" },
+      { id: "B-1-3", status: "held", holdExpiresAt: 1 },
+    ]);
+    await got;
+    await sub.unsubscribe();
+
+    const after = await cache.getSection(eventId, "B");
+    expect(after?.version).not.toBe(before?.version);
+    const status = Object.fromEntries(after!.seats.map((s) => [s.id, s.status]));
+    expect(status["B-1-1"]).toBe("held");
+    expect(status["B-1-2"]).toBe("sold");
+    expect(status["B-1-3"]).toBe("held");
+    expect(await cache.availability(eventId)).toEqual({ B: 7 });
+    expect(received).toEqual(
+      expect.arrayContaining([
+        { id: "B-1-1", status: "held" },
+        { id: "B-1-2", status: "sold" },
+        { id: "B-1-3", status: "held" },
+      ]),
+    );
+    expect(received).not.toContainEqual({ id: "B-1-2", status: "available" });
+  });
+
+  it("lets exactly one of 500 concurrent hold attempts through to the store for one seat", async () => {
+    const eventId = `e${randomUUID().slice(0, 8)}`;
+    const cache = createSeatMapCache({ redis, source, metrics, logger });
+    await cache.getSection(eventId, "A");
+    const clients = Array.from({ length: 8 }, () => new Redis(inject("redisUrl")));
+    try {
+      const caches = clients.map((c) => createSeatMapCache({ redis: c, source, metrics, logger }));
+      const results = await Promise.all(
+        Array.from({ length: 500 }, (_, i) => caches[i % caches.length]!.shield(eventId, ["A-1-1", "A-1-2"], 5_000)),
+      );
+      expect(results.filter((r) => r.kind === "leased")).toHaveLength(1);
+      const lost = results.filter((r) => r.kind === "lost");
+      expect(lost).toHaveLength(499);
+      expect(lost.every((r) => r.kind === "lost" && r.seats.length > 0)).toBe(true);
+    } finally {
+      clients.forEach((c) => c.disconnect());
+    }
+  });
+
+  it("refuses sold and unexpired held seats, passes expired holds, and frees leases on release", async () => {
+    const eventId = `e${randomUUID().slice(0, 8)}`;
+    const cache = createSeatMapCache({ redis, source, metrics, logger });
+    await cache.getSection(eventId, "A");
+    await cache.apply(eventId, [
+      { id: "A-2-1", status: "sold" },
+      { id: "A-2-2", status: "held", holdExpiresAt: Date.now() + 60_000 },
+      { id: "A-2-3", status: "held", holdExpiresAt: Date.now() - 1_000 },
+    ]);
+    const refused = await cache.shield(eventId, ["A-2-1", "A-2-2", "A-2-4"], 5_000);
+    expect(refused).toEqual({ kind: "lost", seats: ["A-2-1", "A-2-2"] });
+
+    const first = await cache.shield(eventId, ["A-2-3", "A-2-4"], 5_000);
+    expect(first.kind).toBe("leased");
+    expect((await cache.shield(eventId, ["A-2-4"], 5_000)).kind).toBe("lost");
+    if (first.kind !== "leased") throw new Error("expected a lease");
+    await first.release();
+    expect((await cache.shield(eventId, ["A-2-4"], 5_000)).kind).toBe("leased");
+  });
+
+  it("bypasses the shield when the section is not cached (DynamoDB decides)", async () => {
+    const eventId = `e${randomUUID().slice(0, 8)}`;
+    const cache = createSeatMapCache({ redis, source, metrics, logger });
+    expect((await cache.shield(eventId, ["A-1-1"], 5_000)).kind).toBe("bypass");
+  });
+});
