@@ -24,15 +24,21 @@ export function isLoopbackEndpoint(endpoint: string): boolean {
 
 export function createDynamoClient(options: DynamoClientOptions): DynamoDBClient {
   const local = options.endpoint !== undefined && isLoopbackEndpoint(options.endpoint);
+  const maxSockets = options.maxSockets ?? 512;
   return new DynamoDBClient({
     region: options.region,
     ...(options.endpoint ? { endpoint: options.endpoint } : {}),
     ...(local ? { credentials: { accessKeyId: "local", secretAccessKey: "local" } } : {}),
     maxAttempts: options.maxAttempts ?? 3,
     requestHandler: new NodeHttpHandler({
-      httpAgent: new Agent({ keepAlive: true, maxSockets: options.maxSockets ?? 256 }),
-      connectionTimeout: 2_000,
+      // Keep every socket of a burst for the next one instead of closing all but 256 of them.
+      httpAgent: new Agent({ keepAlive: true, maxSockets, maxFreeSockets: maxSockets }),
+      // The SDK counts time spent queued for a free socket against connectionTimeout, so it must
+      // cover a spike deeper than maxSockets, not just a TCP handshake.
+      connectionTimeout: 10_000,
       requestTimeout: options.requestTimeoutMs ?? 5_000,
+      // Without this an overdue request only logs a warning; a claim must fail fast with 503.
+      throwOnRequestTimeout: true,
     }),
   });
 }
