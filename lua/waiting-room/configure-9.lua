@@ -1,0 +1,58 @@
+--[[
+  Create an event's waiting room, or update one that has not opened yet. Idempotent: the same
+  arguments again change nothing. The lottery seed and its commitment are stored once, at
+  creation, and never replaced.
+
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[9]     changes  STREAM  capped log of settings changes (at, kind, fields)
+  ARGV[1]     onSaleAt (ms since the epoch)
+  ARGV[2]     admitPerSecond (decimal)
+  ARGV[3]     maxActive
+  ARGV[4]     sessionSeconds
+  ARGV[5]     abandonSeconds
+  ARGV[6]     seed (hex), used only when the room is created
+  ARGV[7]     commitment = hex SHA-256 of the seed string, stored with the seed
+
+  Returns the snapshot plus 'created' 1|0 and 'changed' 1|0, or
+    -5  the room has already opened (its pre-queue is drawn) and the arguments differ
+]]
+--- @include "core"
+
+local NAMES = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 'abandonSeconds' }
+local now = now_ms()
+local created, changed = 0, 0
+
+local r = load_room()
+if not r then
+  redis.call('HSET', K_ROOM, 'seed', ARGV[6], 'commitment', ARGV[7], 'createdAt', int(now),
+    'paused', '0', 'closed', '0')
+  created = 1
+else
+  tick(r, now)
+  save_room(r)
+end
+
+local same = r ~= nil
+if r then
+  for i, name in ipairs(NAMES) do
+    if r.raw[name] ~= ARGV[i] then same = false end
+  end
+end
+if not same then
+  if r and r.openedAt > 0 then return -5 end
+  local args = {}
+  for i, name in ipairs(NAMES) do
+    args[#args + 1] = name
+    args[#args + 1] = ARGV[i]
+  end
+  redis.call('HSET', K_ROOM, unpack(args))
+  local kind = 'configure'
+  if created == 1 then kind = 'create' end
+  redis.call('XADD', KEYS[9], 'MAXLEN', '~', '1000', '*', 'at', int(now), 'kind', kind, unpack(args))
+  changed = 1
+  r = load_room()
+  tick(r, now)
+  save_room(r)
+end
+
+return append(snapshot(r, now), 'created', int(created), 'changed', int(changed))

@@ -1,0 +1,59 @@
+--[[
+  Join an event's line, or return the place the fan already holds (idempotent per fan).
+
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  ARGV[1]     fanId
+
+  Before the draw (Redis time < onSaleAt) a new fan enters the pre-queue and gets a provisional
+  arrival number; afterwards the next place at the back. A fan whose place was abandoned, or
+  whose session completed or expired, gets a new place at the back.
+
+  Returns the fan view (flat key/value list, see fan_view) plus 'created' 1|0, or
+    -1  unknown event (the room was never configured)
+    -3  the room is closed: no new places
+    -4  the fan's session was revoked: no new place
+]]
+--- @include "core"
+
+local fanId = ARGV[1]
+local r = load_room()
+if not r then return -1 end
+local now = now_ms()
+tick(r, now)
+
+local f = get_fan(fanId)
+if f then settle_fan(r, fanId, f, now) end
+if f and f.s == 'r' then
+  save_room(r)
+  return -4
+end
+
+local created = 0
+if f and (f.s == 'p' or f.s == 'w' or f.s == 'a') then
+  if f.s ~= 'a' then redis.call('ZADD', K_SEEN, int(now), fanId) end
+else
+  if r.closed ~= 0 then
+    save_room(r)
+    return -3
+  end
+  f = { s = 'w', pos = 0, n = 0, sid = '', exp = 0, at = 0 }
+  if r.openedAt == 0 then
+    r.preSeq = r.preSeq + 1
+    f.s = 'p'
+    f.n = r.preSeq
+    redis.call('ZADD', K_PRE, 0, pre_member(r, fanId))
+  else
+    r.tail = r.tail + 1
+    f.pos = r.tail
+    redis.call('ZADD', K_FIFO, int(r.tail), fanId)
+  end
+  put_fan(fanId, f)
+  redis.call('ZADD', K_SEEN, int(now), fanId)
+  r.joined = r.joined + 1
+  created = 1
+  -- an arrival at the head of an empty line may be admitted at once
+  if r.openedAt > 0 and r.credit >= 1 and serve(r, now) > 0 then f = get_fan(fanId) end
+end
+
+save_room(r)
+return append(fan_view(r, fanId, f, now), 'created', int(created))

@@ -1,0 +1,28 @@
+--[[
+  A page of the drawn pre-queue in lottery order (place offset+1 onwards), for audit: with the
+  revealed seed anyone can check it against their own recomputation. Refused before the draw,
+  since the order must not leak while the seed is secret.
+
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  ARGV[1]     offset (0-based)
+  ARGV[2]     limit (1..1000, checked by the caller)
+
+  Returns { preCount, fanId... }, or
+    -1  unknown event
+    -7  not drawn yet
+]]
+--- @include "core"
+
+local r = load_room()
+if not r then return -1 end
+local now = now_ms()
+tick(r, now)
+save_room(r)
+if r.openedAt == 0 then return -7 end
+
+local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = { int(r.preCount) }
+for _, m in ipairs(redis.call('ZRANGE', K_PRE, offset, offset + limit - 1)) do
+  out[#out + 1] = string.sub(m, 41)
+end
+return out

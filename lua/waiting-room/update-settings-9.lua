@@ -1,0 +1,45 @@
+--[[
+  Change operator settings; they apply from this instant on every gateway at once. Budget owed
+  for the time before the change is settled at the old settings first, so a new admitPerSecond
+  is never applied retroactively (and time spent paused never accrues).
+
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[9]     changes  STREAM  capped log of settings changes (at, kind, fields)
+  ARGV        name, value pairs; names among admitPerSecond, maxActive, sessionSeconds,
+              abandonSeconds, paused (0|1), closed (0|1); values validated by the caller
+
+  Returns the snapshot plus 'changed' <number of fields changed>, or
+    -1  unknown event
+]]
+--- @include "core"
+
+local EDITABLE = { admitPerSecond = true, maxActive = true, sessionSeconds = true,
+  abandonSeconds = true, paused = true, closed = true }
+
+local r = load_room()
+if not r then return -1 end
+local now = now_ms()
+tick(r, now)
+save_room(r)
+
+local args, changed = {}, 0
+for i = 1, #ARGV - 1, 2 do
+  local name, value = ARGV[i], ARGV[i + 1]
+  if EDITABLE[name] and r.raw[name] ~= value then
+    args[#args + 1] = name
+    args[#args + 1] = value
+    changed = changed + 1
+  end
+end
+
+if changed > 0 then
+  redis.call('HSET', K_ROOM, unpack(args))
+  redis.call('XADD', KEYS[9], 'MAXLEN', '~', '1000', '*', 'at', int(now), 'kind', 'settings', unpack(args))
+  r = load_room()
+  -- accrual up to `now` is done, so this only admits what the new settings allow at once
+  -- (e.g. more room under a higher maxActive)
+  tick(r, now)
+  save_room(r)
+end
+
+return append(snapshot(r, now), 'changed', int(changed))

@@ -1,0 +1,165 @@
+/**
+ * Waiting-room throughput, through the module (scripts + reply parsing + token signing), beside
+ * the raw rate of a trivial EVALSHA on the same Redis in the same run, so the figures say how
+ * much of Redis' script budget one join or one status poll costs.
+ *
+ *   npm run bench:waiting-room                      # spawns a redis-server of its own
+ *   REDIS_URL=redis://127.0.0.1:6379 npm run bench:waiting-room
+ *
+ * Knobs (environment): BENCH_JOINS, BENCH_POLLS, BENCH_TRIVIAL, BENCH_CONCURRENCY (calls in
+ * flight), BENCH_CONNECTIONS. Prints a table, then one JSON line.
+ */
+import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
+import { z } from "zod";
+import { spawnRedis, type SpawnedRedis } from "../src/local/redis.js";
+import { createWaitingRoom, waitingRoomKeys, type WaitingRoom } from "../src/waiting-room/index.js";
+
+const env = z
+  .object({
+    REDIS_URL: z.string().url().optional(),
+    BENCH_JOINS: z.coerce.number().int().positive().default(20_000),
+    BENCH_POLLS: z.coerce.number().int().positive().default(40_000),
+    BENCH_TRIVIAL: z.coerce.number().int().positive().default(40_000),
+    BENCH_CONCURRENCY: z.coerce.number().int().positive().default(64),
+    BENCH_CONNECTIONS: z.coerce.number().int().positive().default(4),
+  })
+  .parse(process.env);
+
+interface Measure {
+  name: string;
+  ops: number;
+  seconds: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Redis CPU per script call (INFO commandstats, eval + evalsha), in microseconds. */
+  redisUsPerCall: number;
+}
+
+/** Total calls and microseconds Redis has spent in EVAL and EVALSHA so far. */
+async function scriptTime(redis: Redis): Promise<{ calls: number; usec: number }> {
+  const info = await redis.info("commandstats");
+  let calls = 0;
+  let usec = 0;
+  for (const m of info.matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+),usec=(\d+)/gm)) {
+    calls += Number(m[1]);
+    usec += Number(m[2]);
+  }
+  return { calls, usec };
+}
+
+/** `ops` calls of `op(i)`, `concurrency` in flight at a time. */
+async function measure(
+  redis: Redis,
+  name: string,
+  ops: number,
+  concurrency: number,
+  op: (i: number) => Promise<unknown>,
+): Promise<Measure> {
+  const before = await scriptTime(redis);
+  const latencies = new Float64Array(ops);
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < ops; i = next++) {
+        const t = performance.now();
+        await op(i);
+        latencies[i] = performance.now() - t;
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  const after = await scriptTime(redis);
+  latencies.sort();
+  const at = (q: number) => latencies[Math.min(ops - 1, Math.floor(q * ops))] ?? 0;
+  const redisUsPerCall = (after.usec - before.usec) / Math.max(1, after.calls - before.calls);
+  return { name, ops, seconds, perSecond: ops / seconds, p50Ms: at(0.5), p99Ms: at(0.99), redisUsPerCall };
+}
+
+function expectOk(result: { ok: boolean }, what: string): void {
+  if (!result.ok) throw new Error(`${what} failed: ${JSON.stringify(result)}`);
+}
+
+async function main(): Promise<void> {
+  const spawned: SpawnedRedis | undefined = env.REDIS_URL ? undefined : await spawnRedis();
+  const url = env.REDIS_URL ?? spawned?.url ?? "";
+  const clients = Array.from({ length: env.BENCH_CONNECTIONS }, () => new Redis(url));
+  const rooms: WaitingRoom[] = clients.map((redis) =>
+    createWaitingRoom({ redis, secret: randomBytes(32).toString("hex") }),
+  );
+  const room = (i: number) => rooms[i % rooms.length] as WaitingRoom;
+  const client = (i: number) => clients[i % clients.length] as Redis;
+  const eventId = `bench_${randomBytes(6).toString("hex")}`;
+  const fanIds = Array.from({ length: env.BENCH_JOINS }, (_, i) => `fan-${i}`);
+
+  try {
+    // A live on-sale: admitting 500/s into at most 100,000 sessions while fans join and poll.
+    expectOk(
+      await room(0).configure(eventId, {
+        onSaleAt: Date.now() - 1_000,
+        admitPerSecond: 500,
+        maxActive: 100_000,
+        sessionSeconds: 900,
+      }),
+      "configure",
+    );
+
+    // the trivial script, on a key of the same event (so the same slot, were it a cluster)
+    const trivialSha = String(await client(0).script("LOAD", "return 1"));
+    const trivialKey = waitingRoomKeys(eventId).room;
+    const trivial = await measure(client(0), "trivial EVALSHA", env.BENCH_TRIVIAL, env.BENCH_CONCURRENCY, (i) =>
+      client(i).evalsha(trivialSha, 1, trivialKey),
+    );
+    const joins = await measure(client(0), "join (module)", env.BENCH_JOINS, env.BENCH_CONCURRENCY, async (i) =>
+      expectOk(await room(i).join(eventId, fanIds[i] as string), "join"),
+    );
+    const polls = await measure(client(0), "status poll (module)", env.BENCH_POLLS, env.BENCH_CONCURRENCY, async (i) =>
+      expectOk(await room(i).statusOf(eventId, fanIds[(i * 7_919) % fanIds.length] as string), "status"),
+    );
+    const stats = await room(0).stats(eventId);
+    const admitted = stats.ok ? stats.stats.admitted : 0;
+
+    const rows = [trivial, joins, polls];
+    const pad = (s: string, n: number) => s.padEnd(n);
+    const num = (x: number, d = 0) => x.toFixed(d).padStart(10);
+    const lines = [
+      `waiting-room benchmark: ${env.BENCH_CONNECTIONS} connections, ${env.BENCH_CONCURRENCY} calls in flight, redis ${spawned ? "spawned" : url}`,
+      `${pad("operation", 22)}${"ops".padStart(10)}${"ops/s".padStart(10)}${"p50 ms".padStart(10)}${"p99 ms".padStart(10)}${"vs trivial".padStart(12)}${"redis us/call".padStart(15)}`,
+      ...rows.map(
+        (r) =>
+          `${pad(r.name, 22)}${num(r.ops)}${num(r.perSecond)}${num(r.p50Ms, 2)}${num(r.p99Ms, 2)}${(r.perSecond / trivial.perSecond).toFixed(2).padStart(12)}${r.redisUsPerCall.toFixed(1).padStart(15)}`,
+      ),
+      `(${admitted} fans admitted during the run)`,
+    ];
+    process.stdout.write(`${lines.join("\n")}\n`);
+    process.stdout.write(
+      `${JSON.stringify({
+        bench: "waiting-room",
+        connections: env.BENCH_CONNECTIONS,
+        concurrency: env.BENCH_CONCURRENCY,
+        trivialEvalshaPerSecond: Math.round(trivial.perSecond),
+        joinsPerSecond: Math.round(joins.perSecond),
+        statusPollsPerSecond: Math.round(polls.perSecond),
+        joinRatio: Number((joins.perSecond / trivial.perSecond).toFixed(3)),
+        statusRatio: Number((polls.perSecond / trivial.perSecond).toFixed(3)),
+        joinP99Ms: Number(joins.p99Ms.toFixed(2)),
+        trivialRedisUsPerCall: Number(trivial.redisUsPerCall.toFixed(1)),
+        joinRedisUsPerCall: Number(joins.redisUsPerCall.toFixed(1)),
+        statusRedisUsPerCall: Number(polls.redisUsPerCall.toFixed(1)),
+        statusP99Ms: Number(polls.p99Ms.toFixed(2)),
+        admitted,
+      })}\n`,
+    );
+  } finally {
+    await room(0).remove(eventId);
+    for (const c of clients) c.disconnect();
+    await spawned?.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench-waiting-room failed: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});

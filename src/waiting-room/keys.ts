@@ -1,0 +1,70 @@
+/**
+ * Every Redis key of the waiting room, built here and nowhere else (never inside Lua). All keys
+ * of one event share the hash tag `{evt:<eventId>}`, so one event's scripts run on one Cluster
+ * slot; the `wr:` prefix keeps them apart from other modules' keys under the same tag.
+ */
+
+/** The gateway's event id rule; it also keeps `{` and `}` out of the hash tag. */
+export const EVENT_ID_PATTERN = /^[A-Za-z0-9_]{1,32}$/;
+
+/** Fan ids: 1..128 printable characters (the API contract): no control characters. */
+export const FAN_ID_PATTERN = /^[^\p{Cc}\p{Cs}]{1,128}$/u;
+
+export interface WaitingRoomKeys {
+  /** HASH: settings, lottery seed and commitment, cursor, budget, counters. */
+  room: string;
+  /** HASH: fanId -> packed place record. */
+  fans: string;
+  /** ZSET: the pre-queue in lottery order (score 0, member sha1hex(seed:fanId) + fanId). */
+  pre: string;
+  /** ZSET: fanId -> place, for fans placed after the draw and not yet reached. */
+  fifo: string;
+  /** ZSET: fanId -> last join or poll (ms), fans still in line. */
+  seen: string;
+  /** ZSET: places vacated by abandonment (only those ahead of the cursor count). */
+  gone: string;
+  /** ZSET: sessionId -> session expiry (ms). */
+  active: string;
+  /** HASH: sessionId -> fanId. */
+  sessions: string;
+  /** STREAM: capped log of settings changes. */
+  changes: string;
+}
+
+export function isEventId(eventId: string): boolean {
+  return EVENT_ID_PATTERN.test(eventId);
+}
+
+export function isFanId(fanId: string): boolean {
+  return FAN_ID_PATTERN.test(fanId);
+}
+
+export function waitingRoomKeys(eventId: string): WaitingRoomKeys {
+  if (!isEventId(eventId)) throw new RangeError(`invalid event id: ${JSON.stringify(eventId)}`);
+  const key = (name: string) => `wr:{evt:${eventId}}:${name}`;
+  return {
+    room: key("room"),
+    fans: key("fans"),
+    pre: key("pre"),
+    fifo: key("fifo"),
+    seen: key("seen"),
+    gone: key("gone"),
+    active: key("active"),
+    sessions: key("sessions"),
+    changes: key("changes"),
+  };
+}
+
+/** KEYS[1..8] of every script that includes lua/waiting-room/includes/core.lua, in that order. */
+export function lineKeys(k: WaitingRoomKeys): string[] {
+  return [k.room, k.fans, k.pre, k.fifo, k.seen, k.gone, k.active, k.sessions];
+}
+
+/** KEYS[1..9]: the line keys and the settings-change log. */
+export function lineKeysWithChanges(k: WaitingRoomKeys): string[] {
+  return [...lineKeys(k), k.changes];
+}
+
+export function allKeys(k: WaitingRoomKeys): string[] {
+  return lineKeysWithChanges(k);
+}

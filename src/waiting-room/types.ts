@@ -1,0 +1,165 @@
+/**
+ * The waiting room's public types. Every method returns a value, never throws for an expected
+ * outcome: `ok: true` with the result, or `ok: false` with a `reason` the gateway maps to HTTP.
+ */
+import type { TokenFailure } from "./tokens.js";
+
+export type RoomState = "prequeue" | "open" | "paused" | "closed";
+
+export type FanStatusName = "prequeue" | "waiting" | "admitted" | "abandoned" | "completed" | "expired" | "revoked";
+
+/** Settings in force for one event (what the operator set, as stored in Redis). */
+export interface RoomSettings {
+  onSaleAt: string;
+  admitPerSecond: number;
+  maxActive: number;
+  sessionSeconds: number;
+  abandonSeconds: number;
+  paused: boolean;
+  closed: boolean;
+}
+
+/** The public `GET /v1/events/{eventId}/waiting-room` body. */
+export interface WaitingRoomInfo {
+  onSaleAt: string;
+  state: RoomState;
+  waiting: number;
+  admitPerSecond: number;
+  lottery: { commitment: string; seed?: string };
+}
+
+/** Operator figures. `admitted`, `abandoned`, `completed`, `expired`, `revoked` are totals. */
+export interface WaitingRoomStats {
+  state: RoomState;
+  /** Fans in line (pre-queued or waiting), not counting places known to be abandoned. */
+  waiting: number;
+  /** Sessions active now (admitted, not yet expired, completed or revoked). */
+  active: number;
+  joined: number;
+  admitted: number;
+  abandoned: number;
+  completed: number;
+  expired: number;
+  revoked: number;
+  /** Admissions per second a waiting fan can expect now. */
+  effectiveAdmitPerSecond: number;
+  /** Places the line has reached so far (the serving position). */
+  servedThrough: number;
+  /** Places handed out so far (the back of the line). */
+  lastPosition: number;
+  /** Size of the drawn pre-queue (0 before the draw). */
+  preQueued: number;
+  /** Redis time the figures were taken at. */
+  at: string;
+}
+
+interface PlaceCommon {
+  /**
+   * The fan's place in line, fixed once given. Before the draw (status "prequeue") it is only the
+   * fan's arrival number among pre-queued fans, `provisional: true`: the real place is drawn at
+   * onSaleAt. For ended/abandoned states it is the place the fan had.
+   */
+  position: number;
+  /** Fans still ahead (abandoned places excluded as they are found). Prequeue: all the others. */
+  ahead: number;
+  etaSeconds: number | null;
+  pollAfterSeconds: number;
+}
+
+export type FanPlace =
+  | (PlaceCommon & { status: "prequeue"; provisional: true; onSaleAt: string })
+  | (PlaceCommon & { status: "waiting"; provisional: false })
+  | (PlaceCommon & {
+      status: "admitted";
+      provisional: false;
+      sessionId: string;
+      accessToken: string;
+      accessExpiresAt: string;
+    })
+  | (PlaceCommon & {
+      status: "abandoned" | "completed" | "expired" | "revoked";
+      provisional: false;
+      /** Whether `join` gives this fan a new place at the back (not after a revocation). */
+      canRejoin: boolean;
+    });
+
+export type Unavailable = { ok: false; reason: "unavailable"; message: string };
+export type NotFound = { ok: false; reason: "not_found" };
+export type Invalid = { ok: false; reason: "invalid"; issues: string[] };
+
+export interface ConfigureInput {
+  onSaleAt: Date | string | number;
+  admitPerSecond: number;
+  maxActive: number;
+  sessionSeconds: number;
+  /** Default 60. */
+  abandonSeconds?: number;
+}
+
+export type ConfigureResult =
+  | { ok: true; created: boolean; changed: boolean; settings: RoomSettings; info: WaitingRoomInfo }
+  | Invalid
+  | NotFound
+  | { ok: false; reason: "already_open" }
+  | Unavailable;
+
+export type JoinResult =
+  | { ok: true; created: boolean; fanId: string; queueToken: string; place: FanPlace }
+  | NotFound
+  | { ok: false; reason: "closed" | "revoked" | "invalid_fan" }
+  | Unavailable;
+
+export type StatusResult =
+  | { ok: true; fanId: string; place: FanPlace }
+  | NotFound
+  | { ok: false; reason: "not_joined" }
+  | { ok: false; reason: "token"; token: TokenFailure }
+  | Unavailable;
+
+export type InfoResult = { ok: true; info: WaitingRoomInfo } | NotFound | Unavailable;
+
+export type StatsResult = { ok: true; stats: WaitingRoomStats; settings: RoomSettings } | NotFound | Unavailable;
+
+export interface SettingsPatch {
+  admitPerSecond?: number;
+  maxActive?: number;
+  sessionSeconds?: number;
+  abandonSeconds?: number;
+  paused?: boolean;
+  closed?: boolean;
+}
+
+export type UpdateSettingsResult =
+  | { ok: true; changed: number; settings: RoomSettings }
+  | Invalid
+  | NotFound
+  | Unavailable;
+
+export type OpenNowResult = { ok: true; changed: boolean; info: WaitingRoomInfo } | NotFound | Unavailable;
+
+export type EndSessionResult =
+  | { ok: true; freed: boolean; fanId: string; status: FanStatusName }
+  | NotFound
+  | { ok: false; reason: "unknown_session" }
+  | Unavailable;
+
+export type SessionActiveResult = { ok: true; active: boolean } | Unavailable;
+
+export type LotteryPageResult =
+  | { ok: true; preQueued: number; offset: number; fanIds: string[] }
+  | NotFound
+  | { ok: false; reason: "not_drawn" }
+  | Invalid
+  | Unavailable;
+
+export interface SettingsChange {
+  /** Stream entry id. */
+  id: string;
+  at: string;
+  kind: "create" | "configure" | "settings" | "open";
+  fields: Record<string, string>;
+}
+
+export type SettingsHistoryResult = { ok: true; changes: SettingsChange[] } | NotFound | Unavailable;
+
+export type RemoveResult = { ok: true; removedKeys: number } | NotFound | Unavailable;

@@ -1,0 +1,506 @@
+/**
+ * The virtual waiting room: a line per event in Redis, moved only by Lua scripts (see
+ * lua/waiting-room/), admitted at the operator's rate into at most maxActive sessions. This file
+ * validates input, runs the scripts, turns their replies into domain results and signs tokens.
+ * It knows nothing of HTTP; the gateway maps results to status codes.
+ */
+import type { Cluster, Redis } from "ioredis";
+import { z } from "zod";
+import type { Logger } from "../logger.js";
+import { adviseFan } from "./advice.js";
+import { OUTCOME_MESSAGES, scriptOutcome } from "./codes.js";
+import {
+  allKeys,
+  isEventId,
+  isFanId,
+  lineKeys,
+  lineKeysWithChanges,
+  waitingRoomKeys,
+  type WaitingRoomKeys,
+} from "./keys.js";
+import { commitmentOf, generateSeed } from "./lottery.js";
+import { registerScripts, type ScriptName } from "./scripts.js";
+import { createTokenService, type AccessTokenClaims, type QueueTokenClaims, type TokenCheck } from "./tokens.js";
+import type {
+  ConfigureInput,
+  ConfigureResult,
+  EndSessionResult,
+  FanPlace,
+  FanStatusName,
+  InfoResult,
+  JoinResult,
+  LotteryPageResult,
+  NotFound,
+  OpenNowResult,
+  RemoveResult,
+  RoomSettings,
+  RoomState,
+  SessionActiveResult,
+  SettingsChange,
+  SettingsHistoryResult,
+  SettingsPatch,
+  StatsResult,
+  StatusResult,
+  Unavailable,
+  UpdateSettingsResult,
+  WaitingRoomInfo,
+  WaitingRoomStats,
+} from "./types.js";
+
+export const DEFAULT_ABANDON_SECONDS = 60;
+
+export interface WaitingRoomOptions {
+  redis: Redis | Cluster;
+  /** The gateway secret (at least 32 bytes) that signs queue and access tokens. */
+  secret: string | Uint8Array;
+  logger?: Logger;
+  /** Where the .lua files are; default lua/waiting-room/ of this repository. */
+  luaDir?: string;
+  queueTokenTtlSeconds?: number;
+}
+
+export interface WaitingRoom {
+  /** Create or update (before it opens) an event's waiting room. Never changes a committed seed. */
+  configure(eventId: string, input: ConfigureInput): Promise<ConfigureResult>;
+  /** Draw the pre-queue and open now (onSaleAt := now), if not open yet. */
+  openNow(eventId: string): Promise<OpenNowResult>;
+  /** Take a place in line, or get the one the fan has. */
+  join(eventId: string, fanId: string): Promise<JoinResult>;
+  /** The place named by a queue token; the call counts as the poll that keeps the place. */
+  status(eventId: string, queueToken: string): Promise<StatusResult>;
+  /** The same, by fan id (for callers that already authenticated the fan). */
+  statusOf(eventId: string, fanId: string): Promise<StatusResult>;
+  /** Public info (`GET /v1/events/{eventId}/waiting-room`). */
+  info(eventId: string): Promise<InfoResult>;
+  /** Operator stats and settings in force. */
+  stats(eventId: string): Promise<StatsResult>;
+  /** Change settings from now on, on every gateway at once; returns the settings in force. */
+  updateSettings(eventId: string, patch: SettingsPatch): Promise<UpdateSettingsResult>;
+  /** The latest settings changes, newest first. */
+  settingsHistory(eventId: string, limit?: number): Promise<SettingsHistoryResult>;
+  /** The fan bought: the session ends and frees its slot. */
+  completeSession(eventId: string, sessionId: string): Promise<EndSessionResult>;
+  /** The operator ends a session; the fan may not join this event again. */
+  revokeSession(eventId: string, sessionId: string): Promise<EndSessionResult>;
+  /** One Redis round trip: is this session neither expired, completed nor revoked? */
+  isSessionActive(eventId: string, sessionId: string): Promise<SessionActiveResult>;
+  verifyQueueToken(token: string, eventId: string): Promise<TokenCheck<QueueTokenClaims>>;
+  verifyAccessToken(token: string, eventId: string): Promise<TokenCheck<AccessTokenClaims>>;
+  /** The drawn pre-queue in lottery order, a page at a time (for audit). */
+  lotteryPage(eventId: string, page: { offset: number; limit: number }): Promise<LotteryPageResult>;
+  /** Delete every key of the event's waiting room. */
+  remove(eventId: string): Promise<RemoveResult>;
+}
+
+const rate = z.number().min(0).max(1_000_000);
+const count = z.number().int().min(0).max(10_000_000);
+const duration = z.number().int().min(1).max(86_400);
+
+const configureSchema = z.object({
+  onSaleAt: z
+    .union([z.date(), z.string(), z.number()])
+    .transform((v) => (v instanceof Date ? v.getTime() : typeof v === "string" ? Date.parse(v) : v))
+    .pipe(z.number().int().min(0).max(8.64e15)),
+  admitPerSecond: rate,
+  maxActive: count,
+  sessionSeconds: duration,
+  abandonSeconds: duration.default(DEFAULT_ABANDON_SECONDS),
+});
+
+const patchSchema = z
+  .object({
+    admitPerSecond: rate,
+    maxActive: count,
+    sessionSeconds: duration,
+    abandonSeconds: duration,
+    paused: z.boolean(),
+    closed: z.boolean(),
+  })
+  .partial()
+  .strict();
+
+const pageSchema = z.object({
+  offset: z.number().int().min(0),
+  limit: z.number().int().min(1).max(1_000),
+});
+
+const ROOM_STATES: readonly RoomState[] = ["prequeue", "open", "paused", "closed"];
+const FAN_STATUSES: readonly FanStatusName[] = [
+  "prequeue",
+  "waiting",
+  "admitted",
+  "abandoned",
+  "completed",
+  "expired",
+  "revoked",
+];
+const CHANGE_KINDS: readonly SettingsChange["kind"][] = ["create", "configure", "settings", "open"];
+
+class ReplyShapeError extends Error {
+  override name = "ReplyShapeError";
+}
+
+/** A script's flat key/value reply, read with checks. */
+class Fields {
+  private readonly map = new Map<string, string>();
+  constructor(reply: unknown) {
+    if (!Array.isArray(reply)) throw new ReplyShapeError(`expected a list, got ${typeof reply}`);
+    for (let i = 0; i + 1 < reply.length; i += 2) this.map.set(String(reply[i]), String(reply[i + 1]));
+  }
+  str(name: string): string {
+    const v = this.map.get(name);
+    if (v === undefined) throw new ReplyShapeError(`reply lacks ${name}`);
+    return v;
+  }
+  num(name: string): number {
+    const n = Number(this.str(name));
+    if (!Number.isFinite(n)) throw new ReplyShapeError(`reply field ${name} is not a number`);
+    return n;
+  }
+  flag(name: string): boolean {
+    return this.num(name) !== 0;
+  }
+  oneOf<T extends string>(name: string, values: readonly T[]): T {
+    const v = this.str(name);
+    if (!(values as readonly string[]).includes(v)) throw new ReplyShapeError(`${name} is ${v}`);
+    return v as T;
+  }
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const issuesOf = (error: z.ZodError) => error.issues.map((i) => `${i.path.join(".") || "input"}: ${i.message}`);
+const notFound: NotFound = { ok: false, reason: "not_found" };
+
+function settingsFrom(f: Fields): RoomSettings {
+  return {
+    onSaleAt: iso(f.num("onSaleAt")),
+    admitPerSecond: f.num("admitPerSecond"),
+    maxActive: f.num("maxActive"),
+    sessionSeconds: f.num("sessionSeconds"),
+    abandonSeconds: f.num("abandonSeconds"),
+    paused: f.flag("paused"),
+    closed: f.flag("closed"),
+  };
+}
+
+function infoFrom(f: Fields): WaitingRoomInfo {
+  const seed = f.str("seed");
+  return {
+    onSaleAt: iso(f.num("onSaleAt")),
+    state: f.oneOf("state", ROOM_STATES),
+    waiting: f.num("waiting"),
+    admitPerSecond: f.num("admitPerSecond"),
+    lottery: seed ? { commitment: f.str("commitment"), seed } : { commitment: f.str("commitment") },
+  };
+}
+
+function statsFrom(f: Fields): WaitingRoomStats {
+  return {
+    state: f.oneOf("state", ROOM_STATES),
+    waiting: f.num("waiting"),
+    active: f.num("active"),
+    joined: f.num("joined"),
+    admitted: f.num("admitted"),
+    abandoned: f.num("abandoned"),
+    completed: f.num("completed"),
+    expired: f.num("expired"),
+    revoked: f.num("revoked"),
+    effectiveAdmitPerSecond: f.num("rate"),
+    servedThrough: f.num("served"),
+    lastPosition: f.num("tail"),
+    preQueued: f.num("preCount"),
+    at: iso(f.num("now")),
+  };
+}
+
+export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
+  const { redis } = options;
+  const log = options.logger?.child({ module: "waiting-room" });
+  const run = registerScripts(redis, options.luaDir);
+  const tokens = createTokenService({
+    secret: options.secret,
+    ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
+  });
+
+  /** Redis and reply failures become `unavailable`; nothing was decided, the caller may retry. */
+  async function guarded<T>(op: string, eventId: string, fn: () => Promise<T>): Promise<T | Unavailable> {
+    try {
+      return await fn();
+    } catch (err) {
+      log?.error({ err, op, eventId }, "waiting-room call failed");
+      return { ok: false, reason: "unavailable", message: (err as Error).message };
+    }
+  }
+
+  async function script(name: ScriptName, keys: readonly string[], args: readonly (string | number)[] = []) {
+    const reply = await run(name, keys, args);
+    const outcome = scriptOutcome(reply);
+    if (outcome) log?.debug({ script: name, outcome }, OUTCOME_MESSAGES[outcome]);
+    return { reply, outcome };
+  }
+
+  async function placeFrom(f: Fields, eventId: string, fanId: string): Promise<FanPlace> {
+    const status = f.oneOf("status", FAN_STATUSES);
+    const now = f.num("now");
+    const onSaleAt = f.num("onSaleAt");
+    const position = f.num("position");
+    const ahead = f.num("ahead");
+    const advice = adviseFan({
+      status,
+      ahead,
+      effectiveRate: f.num("rate"),
+      admitPerSecond: f.num("admitPerSecond"),
+      untilOnSaleSeconds: Math.max(0, (onSaleAt - now) / 1000),
+      abandonSeconds: f.num("abandonSeconds"),
+    });
+    const common = { position, ahead, ...advice };
+    switch (status) {
+      case "prequeue":
+        return { status, provisional: true, onSaleAt: iso(onSaleAt), ...common };
+      case "waiting":
+        return { status, provisional: false, ...common };
+      case "admitted": {
+        const sessionId = f.str("sessionId");
+        const expiresAt = new Date(f.num("expiresAt"));
+        const accessToken = await tokens.signAccessToken({
+          fanId,
+          eventId,
+          sessionId,
+          issuedAt: new Date(f.num("admittedAt")),
+          expiresAt,
+        });
+        return {
+          status,
+          provisional: false,
+          sessionId,
+          accessToken,
+          accessExpiresAt: expiresAt.toISOString(),
+          ...common,
+        };
+      }
+      default:
+        return { status, provisional: false, canRejoin: status !== "revoked", ...common };
+    }
+  }
+
+  function keysFor(eventId: string): WaitingRoomKeys | null {
+    return isEventId(eventId) ? waitingRoomKeys(eventId) : null;
+  }
+
+  async function statusOf(eventId: string, fanId: string): Promise<StatusResult> {
+    const k = keysFor(eventId);
+    if (!k) return notFound;
+    if (!isFanId(fanId)) return { ok: false, reason: "not_joined" };
+    return guarded("status", eventId, async () => {
+      const { reply, outcome } = await script("status", lineKeys(k), [fanId]);
+      if (outcome === "not_found") return notFound;
+      if (outcome === "not_joined") return { ok: false as const, reason: outcome };
+      if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
+      return { ok: true as const, fanId, place: await placeFrom(new Fields(reply), eventId, fanId) };
+    });
+  }
+
+  async function endSession(
+    eventId: string,
+    sessionId: string,
+    reason: "completed" | "revoked",
+  ): Promise<EndSessionResult> {
+    const k = keysFor(eventId);
+    if (!k) return notFound;
+    return guarded(`${reason}Session`, eventId, async () => {
+      const { reply, outcome } = await script("endSession", lineKeys(k), [sessionId, reason]);
+      if (outcome === "not_found") return notFound;
+      if (outcome === "unknown_session") return { ok: false as const, reason: outcome };
+      if (outcome) throw new ReplyShapeError(`endSession: unexpected ${outcome}`);
+      const f = new Fields(reply);
+      if (reason === "revoked") log?.info({ eventId, sessionId }, "session revoked");
+      return {
+        ok: true as const,
+        freed: f.flag("freed"),
+        fanId: f.str("fanId"),
+        status: f.oneOf("status", FAN_STATUSES),
+      };
+    });
+  }
+
+  return {
+    async configure(eventId, input) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      const parsed = configureSchema.safeParse(input);
+      if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
+      const s = parsed.data;
+      // A fresh seed every call; the script keeps the first one it stored.
+      const seed = generateSeed();
+      return guarded("configure", eventId, async () => {
+        const { reply, outcome } = await script("configure", lineKeysWithChanges(k), [
+          String(s.onSaleAt),
+          String(s.admitPerSecond),
+          String(s.maxActive),
+          String(s.sessionSeconds),
+          String(s.abandonSeconds),
+          seed,
+          commitmentOf(seed),
+        ]);
+        if (outcome === "already_open") return { ok: false as const, reason: outcome };
+        if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
+        const f = new Fields(reply);
+        if (f.flag("changed")) {
+          log?.info({ eventId, settings: s, created: f.flag("created") }, "waiting room configured");
+        }
+        return {
+          ok: true as const,
+          created: f.flag("created"),
+          changed: f.flag("changed"),
+          settings: settingsFrom(f),
+          info: infoFrom(f),
+        };
+      });
+    },
+
+    async openNow(eventId) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      return guarded("openNow", eventId, async () => {
+        const { reply, outcome } = await script("openNow", lineKeysWithChanges(k));
+        if (outcome === "not_found") return notFound;
+        if (outcome) throw new ReplyShapeError(`openNow: unexpected ${outcome}`);
+        const f = new Fields(reply);
+        return { ok: true as const, changed: f.flag("changed"), info: infoFrom(f) };
+      });
+    },
+
+    async join(eventId, fanId) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      if (!isFanId(fanId)) return { ok: false, reason: "invalid_fan" };
+      return guarded("join", eventId, async () => {
+        const { reply, outcome } = await script("join", lineKeys(k), [fanId]);
+        if (outcome === "not_found") return notFound;
+        if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
+        if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
+        const f = new Fields(reply);
+        const [place, queueToken] = await Promise.all([
+          placeFrom(f, eventId, fanId),
+          tokens.signQueueToken({ fanId, eventId }),
+        ]);
+        return { ok: true as const, created: f.flag("created"), fanId, queueToken, place };
+      });
+    },
+
+    async status(eventId, queueToken) {
+      if (!isEventId(eventId)) return notFound;
+      const check = await tokens.verifyQueueToken(queueToken, eventId);
+      if (!check.ok) return { ok: false, reason: "token", token: check.reason };
+      return statusOf(eventId, check.claims.fanId);
+    },
+
+    statusOf,
+
+    async info(eventId) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      return guarded("info", eventId, async () => {
+        const { reply, outcome } = await script("snapshot", lineKeys(k));
+        if (outcome === "not_found") return notFound;
+        if (outcome) throw new ReplyShapeError(`snapshot: unexpected ${outcome}`);
+        return { ok: true as const, info: infoFrom(new Fields(reply)) };
+      });
+    },
+
+    async stats(eventId) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      return guarded("stats", eventId, async () => {
+        const { reply, outcome } = await script("snapshot", lineKeys(k));
+        if (outcome === "not_found") return notFound;
+        if (outcome) throw new ReplyShapeError(`snapshot: unexpected ${outcome}`);
+        const f = new Fields(reply);
+        return { ok: true as const, stats: statsFrom(f), settings: settingsFrom(f) };
+      });
+    },
+
+    async updateSettings(eventId, patch) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      const parsed = patchSchema.safeParse(patch);
+      if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
+      const args: string[] = [];
+      for (const [name, value] of Object.entries(parsed.data)) {
+        if (value === undefined) continue;
+        args.push(name, typeof value === "boolean" ? (value ? "1" : "0") : String(value));
+      }
+      return guarded("updateSettings", eventId, async () => {
+        const { reply, outcome } = await script("updateSettings", lineKeysWithChanges(k), args);
+        if (outcome === "not_found") return notFound;
+        if (outcome) throw new ReplyShapeError(`updateSettings: unexpected ${outcome}`);
+        const f = new Fields(reply);
+        const changed = f.num("changed");
+        if (changed > 0) log?.info({ eventId, patch: parsed.data }, "waiting-room settings changed");
+        return { ok: true as const, changed, settings: settingsFrom(f) };
+      });
+    },
+
+    async settingsHistory(eventId, limit = 50) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      const n = Math.max(1, Math.min(1_000, Math.floor(limit)));
+      return guarded("settingsHistory", eventId, async () => {
+        const [exists, entries] = await Promise.all([
+          redis.exists(k.room),
+          redis.xrevrange(k.changes, "+", "-", "COUNT", n),
+        ]);
+        if (exists === 0) return notFound;
+        const changes: SettingsChange[] = entries.map(([id, flat]) => {
+          const fields: Record<string, string> = {};
+          for (let i = 0; i + 1 < flat.length; i += 2) fields[String(flat[i])] = String(flat[i + 1]);
+          const { at, kind, ...rest } = fields;
+          const known = CHANGE_KINDS.find((c) => c === kind);
+          if (!known || at === undefined) throw new ReplyShapeError(`change ${id} is malformed`);
+          return { id, at: iso(Number(at)), kind: known, fields: rest };
+        });
+        return { ok: true as const, changes };
+      });
+    },
+
+    completeSession: (eventId, sessionId) => endSession(eventId, sessionId, "completed"),
+    revokeSession: (eventId, sessionId) => endSession(eventId, sessionId, "revoked"),
+
+    async isSessionActive(eventId, sessionId) {
+      const k = keysFor(eventId);
+      if (!k) return { ok: true, active: false };
+      return guarded("isSessionActive", eventId, async () => {
+        const { reply } = await script("sessionActive", [k.active], [sessionId]);
+        return { ok: true as const, active: reply === 1 };
+      });
+    },
+
+    verifyQueueToken: (token, eventId) => tokens.verifyQueueToken(token, eventId),
+    verifyAccessToken: (token, eventId) => tokens.verifyAccessToken(token, eventId),
+
+    async lotteryPage(eventId, page) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      const parsed = pageSchema.safeParse(page);
+      if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
+      const { offset, limit } = parsed.data;
+      return guarded("lotteryPage", eventId, async () => {
+        const { reply, outcome } = await script("lotteryPage", lineKeys(k), [offset, limit]);
+        if (outcome === "not_found") return notFound;
+        if (outcome === "not_drawn") return { ok: false as const, reason: outcome };
+        if (outcome || !Array.isArray(reply)) throw new ReplyShapeError("lotteryPage: unexpected reply");
+        const [preQueued, ...fanIds] = reply.map(String);
+        return { ok: true as const, preQueued: Number(preQueued), offset, fanIds };
+      });
+    },
+
+    async remove(eventId) {
+      const k = keysFor(eventId);
+      if (!k) return notFound;
+      return guarded("remove", eventId, async () => {
+        const removedKeys = await redis.unlink(...allKeys(k));
+        return { ok: true as const, removedKeys };
+      });
+    },
+  };
+}

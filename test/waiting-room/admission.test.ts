@@ -1,0 +1,253 @@
+import { afterAll, describe, expect, it } from "vitest";
+import type { FanPlace } from "../../src/waiting-room/index.js";
+import { eventId, fanOut, fans, gateways, ok, sleep, until } from "./helpers.js";
+
+const gw = gateways(4);
+afterAll(() => gw.close());
+const { room } = gw;
+
+const past = () => Date.now() - 1_000;
+
+async function place(evt: string, fanId: string): Promise<FanPlace> {
+  return ok(await room.statusOf(evt, fanId)).place;
+}
+
+function admittedPlace(p: FanPlace) {
+  if (p.status !== "admitted") throw new Error(`expected admitted, got ${p.status}`);
+  return p;
+}
+
+/** Poll (as fans do) until `count` fans are admitted; returns the stats then. */
+async function admittedCount(evt: string, ids: string[], count: number) {
+  return until(async () => {
+    await fanOut(gw.rooms, ids, (r, fanId) => r.statusOf(evt, fanId));
+    const { stats } = ok(await room.stats(evt));
+    return stats.admitted >= count ? stats : undefined;
+  });
+}
+
+describe("admission", () => {
+  it("never lets more than maxActive in, and an ended session frees exactly one slot", async () => {
+    const evt = eventId("slots");
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 1_000, maxActive: 3, sessionSeconds: 60 }));
+    const ids = fans(8);
+    for (const fanId of ids) ok(await room.join(evt, fanId));
+    await admittedCount(evt, ids, 3);
+    await sleep(100); // a hundred admissions' worth of budget, and still only three slots
+    const places = await Promise.all(ids.map((f) => place(evt, f)));
+    expect(places.map((p) => p.status)).toEqual([
+      "admitted",
+      "admitted",
+      "admitted",
+      "waiting",
+      "waiting",
+      "waiting",
+      "waiting",
+      "waiting",
+    ]);
+    expect(places[3]).toMatchObject({ position: 4, ahead: 0 });
+    expect(places[7]).toMatchObject({ position: 8, ahead: 4 });
+    expect(ok(await room.stats(evt)).stats).toMatchObject({ active: 3, admitted: 3, waiting: 5 });
+
+    const first = admittedPlace(places[0]!);
+    expect(ok(await room.completeSession(evt, first.sessionId))).toMatchObject({
+      freed: true,
+      fanId: "fan-1",
+      status: "completed",
+    });
+    expect(admittedPlace(await place(evt, "fan-4")).position).toBe(4);
+    expect((await place(evt, "fan-5")).status).toBe("waiting");
+    expect((await place(evt, "fan-1")).status).toBe("completed");
+    // completing again changes nothing
+    expect(ok(await room.completeSession(evt, first.sessionId))).toMatchObject({ freed: false, status: "completed" });
+    expect((await place(evt, "fan-5")).status).toBe("waiting");
+    expect(ok(await room.stats(evt)).stats).toMatchObject({ active: 3, admitted: 4, completed: 1 });
+  });
+
+  it("a session that runs out frees its slot; the fan sees it expired and may join again", async () => {
+    const evt = eventId("expiry");
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 1_000, maxActive: 1, sessionSeconds: 1 }));
+    ok(await room.join(evt, "first"));
+    ok(await room.join(evt, "second"));
+    await admittedCount(evt, ["first", "second"], 1);
+    const first = admittedPlace(await place(evt, "first"));
+    expect(new Date(first.accessExpiresAt).getTime() - Date.now()).toBeLessThanOrEqual(1_000);
+    expect((await place(evt, "second")).status).toBe("waiting");
+    await until(async () => (ok(await room.isSessionActive(evt, first.sessionId)).active ? undefined : true));
+    expect(admittedPlace(await place(evt, "second")).position).toBe(2);
+    expect(await place(evt, "first")).toMatchObject({ status: "expired", canRejoin: true });
+    const again = ok(await room.join(evt, "first"));
+    expect(again).toMatchObject({ created: true, place: { position: 3 } });
+    expect(ok(await room.stats(evt)).stats.expired).toBe(1);
+  });
+
+  it("a revoked session is refused at once and its fan cannot take a new place", async () => {
+    const evt = eventId("revoke");
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 1_000, maxActive: 1, sessionSeconds: 300 }));
+    ok(await room.join(evt, "bot"));
+    ok(await room.join(evt, "fan"));
+    await admittedCount(evt, ["bot", "fan"], 1);
+    const bot = admittedPlace(await place(evt, "bot"));
+    expect(ok(await room.isSessionActive(evt, bot.sessionId)).active).toBe(true);
+
+    expect(ok(await gw.rooms[2]!.revokeSession(evt, bot.sessionId))).toMatchObject({
+      freed: true,
+      fanId: "bot",
+      status: "revoked",
+    });
+    // every gateway sees it on the next claim: the token still verifies, the session does not
+    for (const r of gw.rooms) expect(ok(await r.isSessionActive(evt, bot.sessionId)).active).toBe(false);
+    expect((await room.verifyAccessToken(bot.accessToken, evt)).ok).toBe(true);
+    expect(await place(evt, "bot")).toMatchObject({ status: "revoked", canRejoin: false });
+    expect(await room.join(evt, "bot")).toEqual({ ok: false, reason: "revoked" });
+    expect(ok(await room.completeSession(evt, bot.sessionId)).freed).toBe(false);
+    expect((await place(evt, "fan")).status).toBe("admitted"); // the freed slot went to the next fan
+    expect(ok(await room.stats(evt)).stats).toMatchObject({ revoked: 1, active: 1 });
+  });
+
+  it("skips abandoned places: they use no budget or slot, and a returning fan joins at the back", async () => {
+    const evt = eventId("abandon");
+    ok(
+      await room.configure(evt, {
+        onSaleAt: past(),
+        admitPerSecond: 0,
+        maxActive: 100,
+        sessionSeconds: 60,
+        abandonSeconds: 1,
+      }),
+    );
+    const [a, b, c, d, e] = ["a", "b", "c", "d", "e"];
+    for (const fanId of [a, b, c, d, e]) ok(await room.join(evt, fanId!));
+    // b, d and e keep polling (every 200 ms, inside abandonSeconds); a and c stop
+    const stats = await until(
+      async () => {
+        for (const fanId of [b, d, e]) await room.statusOf(evt, fanId!);
+        const s = ok(await room.stats(evt)).stats;
+        return s.abandoned === 2 ? s : undefined;
+      },
+      5_000,
+      200,
+    );
+    expect(stats).toMatchObject({ waiting: 3, admitted: 0 });
+    expect(await place(evt, b!)).toMatchObject({ status: "waiting", position: 2, ahead: 0 });
+    expect(await place(evt, e!)).toMatchObject({ status: "waiting", position: 5, ahead: 2 });
+
+    // 2 admissions a second: b, d and e (still polling) are in after 1.5 s. Had the two dead
+    // places ahead of them used budget, it would take 2.5 s.
+    ok(await room.updateSettings(evt, { admitPerSecond: 2 }));
+    const changedAt = Date.parse(ok(await room.settingsHistory(evt, 1)).changes[0]!.at);
+    const allIn = await until(
+      async () => {
+        for (const fanId of [b, d, e]) await room.statusOf(evt, fanId!);
+        const s = ok(await room.stats(evt)).stats;
+        return s.admitted === 3 ? s : undefined;
+      },
+      5_000,
+      100,
+    );
+    expect(Date.parse(allIn.at) - changedAt).toBeLessThan(2_200);
+    for (const fanId of [b, d, e]) expect((await place(evt, fanId!)).status).toBe("admitted");
+    expect(ok(await room.stats(evt)).stats).toMatchObject({ admitted: 3, abandoned: 2, waiting: 0 });
+
+    expect(await place(evt, a!)).toMatchObject({ status: "abandoned", position: 1, canRejoin: true });
+    const back = ok(await room.join(evt, a!));
+    expect(back.created).toBe(true);
+    expect(back.place.position).toBe(6);
+  });
+
+  it("gets past hundreds of dead places in bounded calls, admitting only the fan still there", async () => {
+    const evt = eventId("deadline");
+    ok(
+      await room.configure(evt, {
+        onSaleAt: past(),
+        admitPerSecond: 0,
+        maxActive: 100,
+        sessionSeconds: 60,
+        abandonSeconds: 1,
+      }),
+    );
+    const joined = (await fanOut(gw.rooms, fans(700), (r, fanId) => r.join(evt, fanId))).map(ok);
+    const last = joined.find((j) => j.place.position === 700)!.fanId;
+    // only the last fan keeps polling while abandonSeconds runs out for the 699 ahead
+    const deadline = Date.now() + 1_300;
+    while (Date.now() < deadline) {
+      ok(await room.statusOf(evt, last));
+      await sleep(200);
+    }
+    ok(await room.updateSettings(evt, { admitPerSecond: 1_000 }));
+    const end = await until(async () => {
+      const s = ok(await room.statusOf(evt, last)).place;
+      return s.status === "admitted" ? s : undefined;
+    });
+    expect(end.position).toBe(700);
+    expect(ok(await room.stats(evt)).stats).toMatchObject({
+      admitted: 1,
+      abandoned: 699,
+      waiting: 0,
+      servedThrough: 700,
+    });
+  });
+
+  it("a change of admitPerSecond applies from that instant, never to the time before it", async () => {
+    const evt = eventId("retro");
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 2, maxActive: 10_000, sessionSeconds: 300 }));
+    await fanOut(gw.rooms, fans(600), (r, fanId) => r.join(evt, fanId));
+    const before = ok(await room.stats(evt)).stats;
+    await sleep(1_500); // nobody asks; 3 admissions are owed at the old rate
+    ok(await room.updateSettings(evt, { admitPerSecond: 500 }));
+    const after = ok(await room.stats(evt)).stats;
+    const changedAt = Date.parse(ok(await room.settingsHistory(evt, 1)).changes[0]!.at);
+
+    const owedOld = (2 * (changedAt - Date.parse(before.at))) / 1000;
+    const owedNew = (500 * (Date.parse(after.at) - changedAt)) / 1000;
+    const got = after.admitted - before.admitted;
+    expect(got).toBeGreaterThanOrEqual(Math.floor(owedOld) - 1);
+    expect(got).toBeLessThanOrEqual(Math.ceil(owedOld + owedNew) + 1);
+    expect(got).toBeLessThan(50); // retroactive would have been ~750
+
+    await sleep(400);
+    const later = ok(await room.stats(evt)).stats;
+    const expected = (500 * (Date.parse(later.at) - Date.parse(after.at))) / 1000;
+    expect(Math.abs(later.admitted - after.admitted - expected)).toBeLessThanOrEqual(expected * 0.1 + 2);
+  });
+
+  it("paused admits nobody, and unpausing does not pay out the paused time", async () => {
+    const evt = eventId("paused");
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 1_000, maxActive: 10_000, sessionSeconds: 300 }));
+    ok(await room.updateSettings(evt, { paused: true }));
+    const ids = fans(2_000);
+    await fanOut(gw.rooms, ids, (r, fanId) => r.join(evt, fanId));
+    for (let i = 0; i < 5; i++) {
+      const polled = await fanOut(gw.rooms, ids.slice(0, 200), (r, fanId) => r.statusOf(evt, fanId));
+      expect(polled.every((p) => ok(p).place.status === "waiting" && ok(p).place.etaSeconds === null)).toBe(true);
+      await sleep(200);
+    }
+    const paused = ok(await room.stats(evt));
+    expect(paused.stats).toMatchObject({ admitted: 0, state: "paused", effectiveAdmitPerSecond: 0 });
+    expect(ok(await room.info(evt)).info.state).toBe("paused");
+
+    ok(await room.updateSettings(evt, { paused: false }));
+    const resumed = ok(await room.stats(evt)).stats;
+    const changedAt = Date.parse(ok(await room.settingsHistory(evt, 1)).changes[0]!.at);
+    // ~1 s paused at 1,000/s would be ~1,000 admissions if the pause were paid out
+    expect(resumed.admitted).toBeLessThanOrEqual(Math.ceil((1_000 * (Date.parse(resumed.at) - changedAt)) / 1000) + 1);
+    expect(resumed.admitted).toBeLessThan(200);
+    expect(resumed.state).toBe("open");
+  });
+
+  it("bounds the work of one call and carries the rest to the next", async () => {
+    const evt = eventId("bounded");
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 0, maxActive: 100_000, sessionSeconds: 300 }));
+    await fanOut(gw.rooms, fans(1_000), (r, fanId) => r.join(evt, fanId));
+    ok(await room.updateSettings(evt, { admitPerSecond: 100_000 }));
+    await sleep(100); // ~10,000 admissions owed, 1,000 fans waiting
+    const steps: number[] = [];
+    let admitted = 0;
+    while (admitted < 1_000) {
+      const now = ok(await room.stats(evt)).stats.admitted;
+      steps.push(now - admitted);
+      admitted = now;
+    }
+    expect(steps).toEqual([256, 256, 256, 232]);
+  });
+});

@@ -1,0 +1,70 @@
+/** Shared by the waiting-room tests: connections, unique event ids, concurrent fan-out. */
+import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
+import { inject } from "vitest";
+import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
+
+export const SECRET = "waiting-room-test-secret-0123456789abcdef";
+
+/** A fresh event id (matches ^[A-Za-z0-9_]{1,32}$); every test uses its own. */
+export function eventId(tag: string): string {
+  return `${tag.slice(0, 10)}_${randomBytes(8).toString("hex")}`;
+}
+
+export interface Gateways {
+  /** One waiting room per connection, as several gateway instances would have. */
+  rooms: WaitingRoom[];
+  room: WaitingRoom;
+  clients: Redis[];
+  close(): void;
+}
+
+export function gateways(count: number, url: string = inject("redisUrl")): Gateways {
+  const clients = Array.from({ length: count }, () => new Redis(url, { maxRetriesPerRequest: 1 }));
+  const rooms = clients.map((redis) => createWaitingRoom({ redis, secret: SECRET }));
+  const room = rooms[0];
+  if (!room) throw new Error("at least one gateway");
+  return {
+    rooms,
+    room,
+    clients,
+    close: () => {
+      for (const c of clients) c.disconnect();
+    },
+  };
+}
+
+/** Round-robin over the rooms, all calls in flight at once. */
+export function fanOut<T, R>(
+  rooms: WaitingRoom[],
+  items: readonly T[],
+  fn: (room: WaitingRoom, item: T) => Promise<R>,
+): Promise<R[]> {
+  return Promise.all(items.map((item, i) => fn(rooms[i % rooms.length] as WaitingRoom, item)));
+}
+
+export function fans(count: number, prefix = "fan"): string[] {
+  return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Narrow an `ok` result or fail the test with what came back instead. */
+export function ok<T extends { ok: boolean }>(result: T): Extract<T, { ok: true }> {
+  if (!result.ok) throw new Error(`expected ok, got ${JSON.stringify(result)}`);
+  return result as Extract<T, { ok: true }>;
+}
+
+/**
+ * Poll `probe` until it returns a value (not undefined), at most `timeoutMs`. For conditions that
+ * only elapsed Redis time can bring (expiry, abandonment), with a pause between polls.
+ */
+export async function until<T>(probe: () => Promise<T | undefined>, timeoutMs = 5_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`condition not reached within ${timeoutMs} ms`);
+    await sleep(everyMs);
+  }
+}

@@ -1,0 +1,105 @@
+/** Pure parts of the waiting room: no I/O. */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { scriptOutcome, SCRIPT_OUTCOMES } from "../../src/waiting-room/codes.js";
+import { isFanId, lineKeys, waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { adviseFan, commitmentOf, lotteryOrder, seedMatchesCommitment } from "../../src/waiting-room/index.js";
+import { loadScripts } from "../../src/waiting-room/scripts.js";
+
+describe("keys", () => {
+  it("put every key of an event under one hash tag and refuse ids that could break it", () => {
+    const keys = Object.values(waitingRoomKeys("Finals_2026"));
+    expect(new Set(keys.map((k) => /\{[^}]*\}/.exec(k)?.[0]))).toEqual(new Set(["{evt:Finals_2026}"]));
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(lineKeys(waitingRoomKeys("x"))).toHaveLength(8);
+    for (const bad of ["", "a}b", "a{b", "a:b", "x".repeat(33)]) expect(() => waitingRoomKeys(bad)).toThrow(RangeError);
+  });
+
+  it("take any printable fan id of 1..128 characters", () => {
+    for (const good of ["a", "fan 42", "fanné", "🎟️", "x".repeat(128)]) expect(isFanId(good)).toBe(true);
+    for (const bad of ["", "tab\there", "new\nline", "\u0000", "x".repeat(129), "\ud800"])
+      expect(isFanId(bad)).toBe(false);
+  });
+});
+
+describe("scripts", () => {
+  it("carry their key count in the file name and inline the core", () => {
+    for (const s of loadScripts()) {
+      expect(s.numberOfKeys).toBeGreaterThan(0);
+      expect(s.lua).not.toMatch(/^--- @include/m);
+      expect(s.lua).not.toMatch(/\.\.\s*['"]:?\{?evt/); // no key is ever built inside Lua
+    }
+    expect(loadScripts()).toBe(loadScripts()); // read once
+  });
+
+  it("map negative codes through one table", () => {
+    expect(scriptOutcome(-1)).toBe("not_found");
+    expect(scriptOutcome(["status", "waiting"])).toBeNull();
+    expect(scriptOutcome(1)).toBeNull();
+    expect(() => scriptOutcome(-99)).toThrow();
+    expect(new Set(Object.values(SCRIPT_OUTCOMES)).size).toBe(Object.keys(SCRIPT_OUTCOMES).length);
+  });
+});
+
+describe("lottery recomputation", () => {
+  it("commits with SHA-256 of the seed string and orders by SHA-1(seed:fanId)", () => {
+    const seed = "00".repeat(32);
+    expect(commitmentOf(seed)).toBe("60e05bd1b195af2f94112fa7197a5c88289058840ce7c6df9693756bc6250f55");
+    expect(seedMatchesCommitment(seed, commitmentOf(seed).toUpperCase())).toBe(true);
+    expect(seedMatchesCommitment(seed, commitmentOf("11".repeat(32)))).toBe(false);
+    // a duplicate fan counts once; the order is a permutation of the input
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.string({ minLength: 1, maxLength: 20 }), { maxLength: 50 }),
+        fc.uint8Array({ minLength: 32, maxLength: 32 }).map((b) => Buffer.from(b).toString("hex")),
+        (ids, s) => {
+          const order = lotteryOrder(s, [...ids, ...ids]);
+          expect([...order].sort()).toEqual([...ids].sort());
+          expect(lotteryOrder(s, [...ids].reverse())).toEqual(order);
+        },
+      ),
+    );
+  });
+});
+
+describe("advice to fans", () => {
+  const base = { effectiveRate: 10, admitPerSecond: 10, untilOnSaleSeconds: 0, abandonSeconds: 60 };
+
+  it("polls sooner near the front, never later than a third of abandonSeconds, and 1..30 s", () => {
+    fc.assert(
+      fc.property(
+        fc.nat(1_000_000),
+        fc.double({ min: 0.01, max: 10_000, noNaN: true }),
+        fc.integer({ min: 1, max: 3_600 }),
+        (ahead, rate, abandon) => {
+          const a = adviseFan({ ...base, status: "waiting", ahead, effectiveRate: rate, abandonSeconds: abandon });
+          expect(a.pollAfterSeconds).toBeGreaterThanOrEqual(1);
+          expect(a.pollAfterSeconds).toBeLessThanOrEqual(Math.min(30, Math.max(1, Math.floor(abandon / 3))));
+          expect(a.etaSeconds).toBe(Math.ceil((ahead + 1) / rate));
+          const further = adviseFan({
+            ...base,
+            status: "waiting",
+            ahead: ahead + 1000,
+            effectiveRate: rate,
+            abandonSeconds: abandon,
+          });
+          expect(further.pollAfterSeconds).toBeGreaterThanOrEqual(a.pollAfterSeconds);
+        },
+      ),
+    );
+  });
+
+  it("has no ETA while nothing is admitted, and counts the wait for the on-sale in the pre-queue", () => {
+    expect(adviseFan({ ...base, status: "waiting", ahead: 5, effectiveRate: 0 })).toEqual({
+      etaSeconds: null,
+      pollAfterSeconds: 10,
+    });
+    expect(adviseFan({ ...base, status: "prequeue", ahead: 1_000, untilOnSaleSeconds: 120 })).toEqual({
+      etaSeconds: 170,
+      pollAfterSeconds: 30,
+    });
+    expect(adviseFan({ ...base, status: "prequeue", ahead: 0, untilOnSaleSeconds: 0.2 }).pollAfterSeconds).toBe(1);
+    expect(adviseFan({ ...base, status: "admitted", ahead: 0 }).etaSeconds).toBe(0);
+    expect(adviseFan({ ...base, status: "abandoned", ahead: 0 }).etaSeconds).toBeNull();
+  });
+});
