@@ -1,0 +1,363 @@
+/**
+ * `npm run bench:inventory`: throughput of the inventory against one DynamoDB endpoint, beside the
+ * raw conditional UpdateItem rate of the same endpoint in the same run, so the figures read as
+ * ratios (what the inventory costs over the bare primitive) rather than as absolutes of a laptop.
+ *
+ * DYNAMODB_ENDPOINT: use it (a bench table is created and deleted); unset: spawn the local one.
+ * BENCH_OPS (default 3000), BENCH_CONCURRENCY (default 64), BENCH_SEATS (default 100000).
+ * Prints a table, then one JSON line.
+ */
+import { DeleteTableCommand } from "@aws-sdk/client-dynamodb";
+import { BatchWriteCommand, DynamoDBDocumentClient, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { createDynamoClient } from "../src/dynamodb/client.js";
+import { ensureTable } from "../src/dynamodb/table.js";
+import { createInventory, type Hold } from "../src/inventory/index.js";
+import { spawnLocalDynamoDB, type SpawnedDynamoDB } from "../src/local/dynamodb.js";
+
+const OPS = Number(process.env.BENCH_OPS ?? 3_000);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
+const SEATS = Number(process.env.BENCH_SEATS ?? 100_000);
+
+interface Row {
+  scenario: string;
+  ops: number;
+  ms: number;
+  perSecond: number;
+  /** perSecond / the raw rate it compares with. */
+  ratio?: number;
+  note?: string;
+}
+
+async function timed(n: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
+  return performance.now() - started;
+}
+
+const rate = (ops: number, ms: number) => Math.round((ops / ms) * 1000);
+
+/** true if the write applied, false if its condition failed. */
+function settle(p: Promise<unknown>): Promise<boolean> {
+  return p.then(
+    () => true,
+    (err: { name?: string }) => {
+      if (err.name === "ConditionalCheckFailedException") return false;
+      throw err;
+    },
+  );
+}
+
+const spawned: SpawnedDynamoDB | undefined = process.env.DYNAMODB_ENDPOINT
+  ? undefined
+  : await spawnLocalDynamoDB({ port: 0 });
+const endpoint = spawned?.endpoint ?? process.env.DYNAMODB_ENDPOINT!;
+const client = createDynamoClient({
+  endpoint,
+  region: process.env.AWS_REGION ?? "us-east-1",
+  maxSockets: 256,
+  maxAttempts: 3,
+  requestTimeoutMs: 30_000,
+});
+const doc = DynamoDBDocumentClient.from(client);
+const tableName = `bench_inventory_${Date.now()}`;
+const rows: Row[] = [];
+
+try {
+  await ensureTable(client, tableName);
+  const inventory = createInventory({ client, tableName });
+  const onSaleAt = new Date(Date.now() - 1_000).toISOString();
+  const waitingRoom = { admitPerSecond: 50, maxActive: 2_000, sessionSeconds: 900 };
+
+  // --- createEvent with SEATS seats (2,000 per section) ---
+  {
+    const sections = Math.ceil(SEATS / 2_000);
+    let reports = 0;
+    const started = performance.now();
+    const created = await inventory.createEvent(
+      "bench_big",
+      {
+        name: "Bench",
+        onSaleAt: new Date(Date.now() + 3_600_000).toISOString(),
+        holdSeconds: 480,
+        maxSeatsPerFan: 8,
+        sections: Array.from({ length: sections }, (_, i) => ({
+          id: `S${i}`,
+          tier: "T",
+          price: 100,
+          rows: 40,
+          seatsPerRow: 50,
+        })),
+        generalAdmission: [],
+        waitingRoom,
+      },
+      { onProgress: () => reports++ },
+    );
+    const ms = performance.now() - started;
+    if (!created.ok) throw new Error(`createEvent failed: ${JSON.stringify(created)}`);
+    rows.push({
+      scenario: `createEvent, ${created.seatsWritten.toLocaleString("en")} seats (BatchWriteItem)`,
+      ops: created.seatsWritten,
+      ms,
+      perSecond: rate(created.seatsWritten, ms),
+      note: `${reports} progress reports`,
+    });
+  }
+
+  // --- the event the hold/confirm runs use: enough distinct seats for every scenario ---
+  const perRow = 50;
+  const benchRows = Math.ceil((OPS + 4 * Math.floor(OPS / 2) + 1) / perRow);
+  const created = await inventory.createEvent("bench", {
+    name: "Bench",
+    onSaleAt,
+    holdSeconds: 3_600,
+    maxSeatsPerFan: 8,
+    sections: [{ id: "B", tier: "T", price: 100, rows: benchRows, seatsPerRow: perRow }],
+    generalAdmission: [],
+    waitingRoom,
+  });
+  if (!created.ok) throw new Error(`createEvent failed: ${JSON.stringify(created)}`);
+  let cursor = 0;
+  const seatAt = (k: number) => `B-${Math.floor(k / perRow) + 1}-${(k % perRow) + 1}`;
+  const nextSeats = (n: number) => Array.from({ length: n }, () => seatAt(cursor++));
+
+  // --- raw conditional UpdateItem, distinct items and one hot item ---
+  const rawKeys = Array.from({ length: OPS }, (_, i) => ({ PK: `BENCH#raw#${i}`, SK: "RAW" }));
+  for (let i = 0; i < rawKeys.length; i += 25) {
+    await doc.send(
+      new BatchWriteCommand({
+        RequestItems: {
+          [tableName]: rawKeys.slice(i, i + 25).map((k) => ({ PutRequest: { Item: { ...k, status: "available" } } })),
+        },
+      }),
+    );
+  }
+  for (const PK of ["BENCH#hot", "BENCH#hot2"]) {
+    await doc.send(new PutCommand({ TableName: tableName, Item: { PK, SK: "RAW", status: "available" } }));
+  }
+  // Minimal: the smallest conditional write that can claim an item.
+  const rawUpdate = (key: { PK: string; SK: string }, who: string) =>
+    settle(
+      doc.send(
+        new UpdateCommand({
+          TableName: tableName,
+          Key: key,
+          UpdateExpression: "SET #s = :held, holder = :who",
+          ConditionExpression: "attribute_exists(PK) AND #s = :available",
+          ExpressionAttributeNames: { "#s": "status" },
+          ExpressionAttributeValues: { ":held": "held", ":available": "available", ":who": who },
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      ),
+    );
+  // The hold's own expressions (keys, condition, GSI moves), without the module around it.
+  const rawHoldShaped = (key: { PK: string; SK: string }, who: string) => {
+    const now = Date.now();
+    return settle(
+      doc.send(
+        new UpdateCommand({
+          TableName: tableName,
+          Key: key,
+          UpdateExpression:
+            "SET #status = :held, holderId = :fan, holdId = :hold, holdExpiresAt = :exp, heldAt = :now, " +
+            "GSI2PK = :g2pk, GSI2SK = :g2sk REMOVE GSI1PK, GSI1SK",
+          ConditionExpression:
+            "(attribute_exists(PK) AND #status = :available) OR (#status = :held AND holdExpiresAt <= :now) " +
+            "OR (#status = :held AND holdId = :hold)",
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: {
+            ":held": "held",
+            ":available": "available",
+            ":fan": who,
+            ":hold": who,
+            ":exp": now + 60_000,
+            ":now": now,
+            ":g2pk": "BENCH#exp",
+            ":g2sk": `${new Date(now).toISOString()}#${who}`,
+          },
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      ),
+    );
+  };
+  const rawDistinctMs = await timed(OPS, CONCURRENCY, (i) => rawUpdate(rawKeys[i]!, `f${i}`));
+  const rawDistinct = rate(OPS, rawDistinctMs);
+  rows.push({
+    scenario: "raw conditional UpdateItem, distinct items",
+    ops: OPS,
+    ms: rawDistinctMs,
+    perSecond: rawDistinct,
+    ratio: 1,
+  });
+  let rawHotWins = 0;
+  const rawHotMs = await timed(OPS, CONCURRENCY, async (i) => {
+    if (await rawUpdate({ PK: "BENCH#hot", SK: "RAW" }, `f${i}`)) rawHotWins++;
+  });
+  const rawHot = rate(OPS, rawHotMs);
+  rows.push({
+    scenario: "raw conditional UpdateItem, one hot item",
+    ops: OPS,
+    ms: rawHotMs,
+    perSecond: rawHot,
+    ratio: 1,
+    note: `${rawHotWins} won`,
+  });
+  const shapedKeys = Array.from({ length: OPS }, (_, i) => ({ PK: `BENCH#shaped#${i}`, SK: "RAW" }));
+  for (let i = 0; i < shapedKeys.length; i += 25) {
+    await doc.send(
+      new BatchWriteCommand({
+        RequestItems: {
+          [tableName]: shapedKeys
+            .slice(i, i + 25)
+            .map((k) => ({ PutRequest: { Item: { ...k, status: "available" } } })),
+        },
+      }),
+    );
+  }
+  const shapedMs = await timed(OPS, CONCURRENCY, (i) => rawHoldShaped(shapedKeys[i]!, `f${i}`));
+  rows.push({
+    scenario: "raw UpdateItem with the hold's expressions, distinct items",
+    ops: OPS,
+    ms: shapedMs,
+    perSecond: rate(OPS, shapedMs),
+    ratio: rate(OPS, shapedMs) / rawDistinct,
+  });
+  const shapedHotMs = await timed(OPS, CONCURRENCY, (i) => rawHoldShaped({ PK: "BENCH#hot2", SK: "RAW" }, `f${i}`));
+  rows.push({
+    scenario: "raw UpdateItem with the hold's expressions, one hot item",
+    ops: OPS,
+    ms: shapedHotMs,
+    perSecond: rate(OPS, shapedHotMs),
+    ratio: rate(OPS, shapedHotMs) / rawHot,
+  });
+
+  // --- holds on distinct seats ---
+  const singleSeats = nextSeats(OPS);
+  const singleHolds: Hold[] = [];
+  const holdMs = await timed(OPS, CONCURRENCY, async (i) => {
+    const r = await inventory.hold("bench", `fan-${i}`, [singleSeats[i]!], 3_600);
+    if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
+    singleHolds[i] = r.hold;
+  });
+  rows.push({
+    scenario: "hold, 1 seat, distinct seats (UpdateItem + hold record Put)",
+    ops: OPS,
+    ms: holdMs,
+    perSecond: rate(OPS, holdMs),
+    ratio: rate(OPS, holdMs) / rawDistinct,
+  });
+
+  const multi = Math.floor(OPS / 2);
+  const multiSeats = Array.from({ length: multi }, () => nextSeats(4));
+  const multiHolds: Hold[] = [];
+  const multiMs = await timed(multi, CONCURRENCY, async (i) => {
+    const r = await inventory.hold("bench", `mfan-${i}`, multiSeats[i]!, 3_600);
+    if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
+    multiHolds[i] = r.hold;
+  });
+  rows.push({
+    scenario: "hold, 4 seats, distinct seats (TransactWriteItems, 5 actions)",
+    ops: multi,
+    ms: multiMs,
+    perSecond: rate(multi, multiMs),
+    ratio: rate(multi, multiMs) / rawDistinct,
+  });
+
+  // --- confirms on distinct seats: pending purchases first (timed on their own), then confirm ---
+  const pendingMs = await timed(OPS, CONCURRENCY, async (i) => {
+    const h = singleHolds[i]!;
+    const r = await inventory.createPendingPurchase("bench", h.holdId, h.fanId, `pur_${i}`);
+    if (!r.ok) throw new Error(`pending failed: ${JSON.stringify(r)}`);
+  });
+  rows.push({
+    scenario: "createPendingPurchase (reads + conditional Put)",
+    ops: OPS,
+    ms: pendingMs,
+    perSecond: rate(OPS, pendingMs),
+    ratio: rate(OPS, pendingMs) / rawDistinct,
+  });
+  const confirmMs = await timed(OPS, CONCURRENCY, async (i) => {
+    const h = singleHolds[i]!;
+    const r = await inventory.confirm("bench", h.holdId, h.fanId, `pur_${i}`);
+    if (!r.ok || r.alreadyConfirmed) throw new Error(`confirm failed: ${JSON.stringify(r)}`);
+  });
+  rows.push({
+    scenario: "confirm, 1 seat, distinct seats (2 reads + TransactWriteItems, 4 actions)",
+    ops: OPS,
+    ms: confirmMs,
+    perSecond: rate(OPS, confirmMs),
+    ratio: rate(OPS, confirmMs) / rawDistinct,
+  });
+
+  // --- one hot seat: every fan wants the same (so far untouched) seat ---
+  const [hotSeat] = nextSeats(1);
+  let hotWins = 0;
+  const hotMs = await timed(OPS, CONCURRENCY, async (i) => {
+    const r = await inventory.hold("bench", `hot-${i}`, [hotSeat!], 3_600);
+    if (r.ok) hotWins++;
+    else if (r.reason !== "seat_unavailable") throw new Error(`hot hold: ${JSON.stringify(r)}`);
+  });
+  rows.push({
+    scenario: "hold, one hot seat (all fans, same seat)",
+    ops: OPS,
+    ms: hotMs,
+    perSecond: rate(OPS, hotMs),
+    ratio: rate(OPS, hotMs) / rawHot,
+    note: `${hotWins} won`,
+  });
+
+  // Hot confirm: the same purchase confirmed by many at once (retries, double clicks, two
+  // gateways): they all pass the pre-reads together and meet at the transaction.
+  const hot = multiHolds[0]!;
+  await inventory.createPendingPurchase("bench", hot.holdId, hot.fanId, "pur_hot");
+  let committed = 0;
+  const hotConfirms = Math.min(OPS, 1_000);
+  const hotConfirmMs = await timed(hotConfirms, hotConfirms, async () => {
+    const r = await inventory.confirm("bench", hot.holdId, hot.fanId, "pur_hot");
+    if (!r.ok) throw new Error(`hot confirm: ${JSON.stringify(r)}`);
+    if (!r.alreadyConfirmed) committed++;
+  });
+  rows.push({
+    scenario: "confirm, one hot hold (same purchase, all at once)",
+    ops: hotConfirms,
+    ms: hotConfirmMs,
+    perSecond: rate(hotConfirms, hotConfirmMs),
+    ratio: rate(hotConfirms, hotConfirmMs) / rawHot,
+    note: `${committed} committed, ${hotConfirms - committed} got the first result`,
+  });
+
+  // --- print ---
+  const w = Math.max(...rows.map((r) => r.scenario.length));
+  console.log(
+    `\ninventory benchmark: ${endpoint}${spawned ? " (spawned local DynamoDB)" : ""}, concurrency ${CONCURRENCY}, ${OPS} ops per run\n`,
+  );
+  console.log(
+    `${"scenario".padEnd(w)}  ${"ops".padStart(7)}  ${"seconds".padStart(8)}  ${"ops/s".padStart(8)}  ${"x raw".padStart(6)}  note`,
+  );
+  for (const r of rows) {
+    console.log(
+      `${r.scenario.padEnd(w)}  ${String(r.ops).padStart(7)}  ${(r.ms / 1000).toFixed(2).padStart(8)}  ${String(r.perSecond).padStart(8)}  ${(r.ratio !== undefined ? r.ratio.toFixed(2) : "").padStart(6)}  ${r.note ?? ""}`,
+    );
+  }
+  console.log(
+    JSON.stringify({
+      bench: "inventory",
+      endpoint: spawned ? "local-spawned" : endpoint,
+      concurrency: CONCURRENCY,
+      ops: OPS,
+      results: rows.map((r) => ({
+        ...r,
+        ms: Math.round(r.ms),
+        ...(r.ratio !== undefined ? { ratio: Number(r.ratio.toFixed(3)) } : {}),
+      })),
+    }),
+  );
+} finally {
+  if (!spawned) await client.send(new DeleteTableCommand({ TableName: tableName })).catch(() => undefined);
+  client.destroy();
+  await spawned?.close();
+}

@@ -1,0 +1,339 @@
+/**
+ * Events and their seats: create or replace (before the on-sale only), read, and the cached
+ * layout the hold path prices seats with.
+ */
+import { randomUUID } from "node:crypto";
+import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { iso, toEvent } from "./items.js";
+import { ID_PATTERN, keys, seatIdOf, type ItemKey, type SeatRef } from "./keys.js";
+import { parseEventInput } from "./schema.js";
+import { backoff, conditionFailure, type Ctx, guard, type Item, mapLimit, optNum } from "./store.js";
+import type {
+  CreateEventOptions,
+  CreateEventResult,
+  EventDefinition,
+  EventInput,
+  GeneralAdmissionInput,
+  SectionInput,
+} from "./types.js";
+
+/** A replacement that has not finished within this long is presumed crashed and may be taken over. */
+const BUILD_LEASE_MS = 15 * 60_000;
+const BATCH_SIZE = 25;
+const BATCH_ATTEMPTS = 12;
+
+interface Layout {
+  id: string;
+  rows: number;
+  seatsPerRow: number;
+}
+
+export async function getEventItem(ctx: Ctx, eventId: string): Promise<Item | undefined> {
+  const out = await ctx.doc.send(
+    new GetCommand({ TableName: ctx.tableName, Key: keys.event(eventId), ConsistentRead: true }),
+  );
+  return out.Item;
+}
+
+export async function getEvent(ctx: Ctx, eventId: string): Promise<EventDefinition | null> {
+  if (!ID_PATTERN.test(eventId)) return null;
+  return guard("getEvent", async () => {
+    const item = await getEventItem(ctx, eventId);
+    return item ? toEvent(item) : null;
+  });
+}
+
+export interface SaleEvent {
+  event: EventDefinition;
+  onSale: boolean;
+  sections: Map<string, SectionInput>;
+  areas: Map<string, GeneralAdmissionInput>;
+}
+
+/**
+ * The event as the hold path needs it. Once an event is on sale and its layout complete it can
+ * never be replaced again, so its layout is immutable and safe to cache: holds then cost no read
+ * of the (single, hot) event item.
+ */
+export function createEventCache(ctx: Ctx, ttlMs = 60_000) {
+  const cache = new Map<string, { sale: SaleEvent; until: number }>();
+  return async function loadForSale(eventId: string): Promise<SaleEvent | null> {
+    const now = ctx.clock();
+    const hit = cache.get(eventId);
+    if (hit && hit.until > Date.now()) return hit.sale;
+    const item = await getEventItem(ctx, eventId);
+    if (!item) return null;
+    const event = toEvent(item);
+    const onSale = event.layoutComplete && Date.parse(event.onSaleAt) <= now;
+    const sale: SaleEvent = {
+      event,
+      onSale,
+      sections: new Map(event.sections.map((s) => [s.id, s])),
+      areas: new Map(event.generalAdmission.map((g) => [g.id, g])),
+    };
+    if (onSale) {
+      if (cache.size > 1_000) cache.clear();
+      cache.set(eventId, { sale, until: Date.now() + ttlMs });
+    }
+    return sale;
+  };
+}
+
+export function seatExists(sale: SaleEvent, ref: SeatRef): SectionInput | undefined {
+  const section = sale.sections.get(ref.sectionId);
+  if (!section || ref.row > section.rows || ref.number > section.seatsPerRow) return undefined;
+  return section;
+}
+
+function* seatRefs(layout: Layout): Generator<SeatRef> {
+  for (let row = 1; row <= layout.rows; row++) {
+    for (let number = 1; number <= layout.seatsPerRow; number++) yield { sectionId: layout.id, row, number };
+  }
+}
+
+export function seatItem(eventId: string, section: SectionInput, ref: SeatRef): Item {
+  const key = keys.seat(eventId, ref);
+  return {
+    ...key,
+    entity: "SEAT",
+    eventId,
+    sectionId: section.id,
+    seatId: seatIdOf(ref),
+    row: ref.row,
+    number: ref.number,
+    tier: section.tier,
+    price: section.price,
+    status: "available",
+    GSI1PK: keys.availableSeatsPartition(eventId, section.id),
+    GSI1SK: key.SK,
+  };
+}
+
+function areaItem(eventId: string, area: GeneralAdmissionInput): Item {
+  return {
+    ...keys.generalAdmission(eventId, area.id),
+    entity: "GA",
+    eventId,
+    areaId: area.id,
+    tier: area.tier,
+    price: area.price,
+    capacity: area.capacity,
+    available: area.capacity,
+    held: 0,
+    sold: 0,
+  };
+}
+
+/** Union of layouts, widest per section: a superset of every seat key that may exist. */
+function mergeLayouts(...lists: Layout[][]): Layout[] {
+  const byId = new Map<string, Layout>();
+  for (const list of lists) {
+    for (const l of list) {
+      const prev = byId.get(l.id);
+      byId.set(l.id, {
+        id: l.id,
+        rows: Math.max(prev?.rows ?? 0, l.rows),
+        seatsPerRow: Math.max(prev?.seatsPerRow ?? 0, l.seatsPerRow),
+      });
+    }
+  }
+  return [...byId.values()];
+}
+
+function layoutsOf(value: unknown): Layout[] {
+  if (!Array.isArray(value)) return [];
+  return (value as Item[]).map((l) => ({
+    id: String(l.id),
+    rows: Number(l.rows),
+    seatsPerRow: Number(l.seatsPerRow),
+  }));
+}
+
+type WriteRequest = { PutRequest: { Item: Item } } | { DeleteRequest: { Key: ItemKey } };
+
+/**
+ * Creates the event and all its seats, or replaces an event that has not gone on sale.
+ *
+ * Order, chosen so a crash at any point is repaired by running the same PUT again:
+ *  1. conditional write of the event item (new layout, `layoutComplete: false`, a build lease, and
+ *     `staleSections`: every layout whose seats may still exist), so holds are refused meanwhile;
+ *  2. BatchWriteItem: delete the seats of stale layouts that the new layout lacks, put every seat;
+ *  3. `layoutComplete: true`, stale lists removed, conditional on still owning the build.
+ */
+export async function createEvent(
+  ctx: Ctx,
+  eventId: string,
+  input: EventInput,
+  options: CreateEventOptions = {},
+): Promise<CreateEventResult> {
+  if (!ID_PATTERN.test(eventId)) {
+    return { ok: false, reason: "invalid_request", issues: ["eventId: must match ^[A-Za-z0-9_]{1,32}$"] };
+  }
+  const parsed = parseEventInput(input);
+  if (!parsed.ok) return { ok: false, reason: "invalid_request", issues: parsed.issues };
+  const def = parsed.value;
+
+  return guard("createEvent", async () => {
+    const now = ctx.clock();
+    const existing = await getEventItem(ctx, eventId);
+    if (existing) {
+      const old = toEvent(existing);
+      if (Date.parse(old.onSaleAt) <= now) return { ok: false, reason: "on_sale", event: old };
+      if (!old.layoutComplete && (optNum(existing, "buildLeaseUntil") ?? 0) > now) {
+        return { ok: false, reason: "conflict" };
+      }
+    }
+
+    const buildId = randomUUID();
+    const layouts: Layout[] = def.sections.map(({ id, rows, seatsPerRow }) => ({ id, rows, seatsPerRow }));
+    const staleSections = existing ? mergeLayouts(layoutsOf(existing.sections), layoutsOf(existing.staleSections)) : [];
+    const staleAreas = existing
+      ? [
+          ...new Set([
+            ...layoutsOf(existing.generalAdmission).map((g) => g.id),
+            ...(Array.isArray(existing.staleAreas) ? (existing.staleAreas as string[]) : []),
+          ]),
+        ]
+      : [];
+    const totalSeats = layouts.reduce((n, l) => n + l.rows * l.seatsPerRow, 0);
+    const version = existing ? Number(existing.version) + 1 : 1;
+    const item: Item = {
+      ...keys.event(eventId),
+      entity: "EVENT",
+      eventId,
+      name: def.name,
+      onSaleAt: iso(Date.parse(def.onSaleAt)),
+      onSaleAtMs: Date.parse(def.onSaleAt),
+      holdSeconds: def.holdSeconds,
+      maxSeatsPerFan: def.maxSeatsPerFan,
+      sections: def.sections,
+      generalAdmission: def.generalAdmission,
+      waitingRoom: def.waitingRoom,
+      version,
+      layoutComplete: false,
+      totalSeats,
+      createdAt: existing ? existing.createdAt : iso(now),
+      updatedAt: iso(now),
+      buildId,
+      buildLeaseUntil: now + BUILD_LEASE_MS,
+      staleSections,
+      staleAreas,
+    };
+
+    try {
+      await ctx.doc.send(
+        new PutCommand({
+          TableName: ctx.tableName,
+          Item: item,
+          ...(existing
+            ? {
+                ConditionExpression:
+                  "version = :v AND onSaleAtMs > :now AND (layoutComplete = :true OR buildLeaseUntil < :now)",
+                ExpressionAttributeValues: { ":v": existing.version, ":now": now, ":true": true },
+              }
+            : { ConditionExpression: "attribute_not_exists(PK)" }),
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+    } catch (err) {
+      const failed = conditionFailure(err);
+      if (!failed) throw err;
+      if (failed.item && Number(failed.item.onSaleAtMs) <= now) {
+        return { ok: false, reason: "on_sale", event: toEvent(failed.item) };
+      }
+      return { ok: false, reason: "conflict" };
+    }
+
+    // Deletes: seats of stale layouts outside the new one, and areas that are gone.
+    const requests: WriteRequest[] = [];
+    const inNew = new Map(layouts.map((l) => [l.id, l]));
+    for (const stale of staleSections) {
+      const kept = inNew.get(stale.id);
+      for (const ref of seatRefs(stale)) {
+        if (kept && ref.row <= kept.rows && ref.number <= kept.seatsPerRow) continue;
+        requests.push({ DeleteRequest: { Key: keys.seat(eventId, ref) } });
+      }
+    }
+    const newAreas = new Set(def.generalAdmission.map((g) => g.id));
+    for (const areaId of staleAreas) {
+      if (!newAreas.has(areaId)) requests.push({ DeleteRequest: { Key: keys.generalAdmission(eventId, areaId) } });
+    }
+    const deletes = requests.length;
+    for (const section of def.sections) {
+      for (const ref of seatRefs(section)) requests.push({ PutRequest: { Item: seatItem(eventId, section, ref) } });
+    }
+    for (const area of def.generalAdmission) requests.push({ PutRequest: { Item: areaItem(eventId, area) } });
+
+    let written = 0;
+    let deleted = 0;
+    const total = requests.length;
+    await batchWrite(ctx, requests, options.concurrency ?? 16, (batch) => {
+      for (const r of batch) {
+        if ("PutRequest" in r) written++;
+        else deleted++;
+      }
+      options.onProgress?.({ written, deleted, total });
+    });
+
+    try {
+      await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.event(eventId),
+          UpdateExpression:
+            "SET layoutComplete = :true, updatedAt = :at REMOVE buildId, buildLeaseUntil, staleSections, staleAreas",
+          ConditionExpression: "buildId = :build",
+          ExpressionAttributeValues: { ":true": true, ":at": iso(ctx.clock()), ":build": buildId },
+        }),
+      );
+    } catch (err) {
+      if (conditionFailure(err)) return { ok: false, reason: "conflict" };
+      throw err;
+    }
+    const event: EventDefinition = toEvent({ ...item, layoutComplete: true });
+    return {
+      ok: true,
+      created: !existing,
+      event,
+      seatsWritten: total - deletes - def.generalAdmission.length,
+      itemsDeleted: deletes,
+    };
+  });
+}
+
+/**
+ * BatchWriteItem in chunks of 25, `concurrency` chunks in flight. UnprocessedItems (and
+ * throttling) are retried with exponential backoff and jitter; `onDone` sees each chunk once it
+ * is fully written.
+ */
+async function batchWrite(
+  ctx: Ctx,
+  requests: WriteRequest[],
+  concurrency: number,
+  onDone: (batch: WriteRequest[]) => void,
+): Promise<void> {
+  const chunks: WriteRequest[][] = [];
+  for (let i = 0; i < requests.length; i += BATCH_SIZE) chunks.push(requests.slice(i, i + BATCH_SIZE));
+  await mapLimit(chunks, concurrency, async (chunk) => {
+    let pending = chunk;
+    for (let attempt = 0; pending.length > 0; attempt++) {
+      if (attempt >= BATCH_ATTEMPTS)
+        throw new Error(`BatchWriteItem: ${pending.length} items unprocessed after ${attempt} attempts`);
+      if (attempt > 0) await backoff(attempt, 25, 2_000);
+      try {
+        const out = await ctx.doc.send(new BatchWriteCommand({ RequestItems: { [ctx.tableName]: pending } }));
+        pending = (out.UnprocessedItems?.[ctx.tableName] ?? []) as WriteRequest[];
+      } catch (err) {
+        const name = (err as { name?: string }).name;
+        if (
+          name !== "ProvisionedThroughputExceededException" &&
+          name !== "ThrottlingException" &&
+          name !== "RequestLimitExceeded"
+        ) {
+          throw err;
+        }
+      }
+    }
+    onDone(chunk);
+  });
+}

@@ -1,0 +1,426 @@
+/**
+ * Holds: seats (one conditional UpdateItem for one seat, one TransactWriteItems for several) and
+ * general admission (a conditional decrement in a transaction with the hold record), release,
+ * and reading a hold.
+ */
+import { randomUUID } from "node:crypto";
+import { GetCommand, PutCommand, UpdateCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
+import type { SaleEvent } from "./events.js";
+import { seatExists } from "./events.js";
+import { iso, toHold } from "./items.js";
+import {
+  expirySortKey,
+  HOLD_ID_PATTERN,
+  ID_PATTERN,
+  keys,
+  parseSeatId,
+  type SeatRef,
+  seatIdOf,
+  shardOf,
+} from "./keys.js";
+import {
+  backoff,
+  conditionFailure,
+  type Ctx,
+  guard,
+  type Item,
+  isTransactionConflict,
+  num,
+  transact,
+  type TransactItem,
+} from "./store.js";
+import { reclaimExpiredAdmissions } from "./sweep.js";
+import type { Hold, HoldResult, ReleaseResult } from "./types.js";
+
+/** A confirmation is one transaction: every seat, the hold, the purchase and the outbox record. */
+export const MAX_SEATS_PER_HOLD = 100 - 3;
+const SINGLE_WRITE_ATTEMPTS = 6;
+
+export type LoadForSale = (eventId: string) => Promise<SaleEvent | null>;
+
+export function validFan(fanId: string): boolean {
+  return typeof fanId === "string" && fanId.length >= 1 && fanId.length <= 128;
+}
+
+function validHoldSeconds(holdSeconds: number): boolean {
+  return Number.isInteger(holdSeconds) && holdSeconds >= 1 && holdSeconds <= 86_400;
+}
+
+export async function getHoldItem(ctx: Ctx, eventId: string, holdId: string): Promise<Item | undefined> {
+  const out = await ctx.doc.send(
+    new GetCommand({ TableName: ctx.tableName, Key: keys.hold(eventId, holdId), ConsistentRead: true }),
+  );
+  return out.Item;
+}
+
+export async function getHold(ctx: Ctx, eventId: string, holdId: string): Promise<Hold | null> {
+  if (!ID_PATTERN.test(eventId) || !HOLD_ID_PATTERN.test(holdId)) return null;
+  return guard("getHold", async () => {
+    const item = await getHoldItem(ctx, eventId, holdId);
+    return item ? toHold(item, ctx.clock()) : null;
+  });
+}
+
+interface HoldTerms {
+  eventId: string;
+  fanId: string;
+  holdId: string;
+  now: number;
+  expiresAt: number;
+}
+
+function seatHoldUpdate(
+  ctx: Ctx,
+  t: HoldTerms,
+  ref: SeatRef,
+  seatId: string,
+): UpdateCommandInput & { UpdateExpression: string } {
+  return {
+    TableName: ctx.tableName,
+    Key: keys.seat(t.eventId, ref),
+    UpdateExpression:
+      "SET #status = :held, holderId = :fan, holdId = :hold, holdExpiresAt = :exp, heldAt = :now, " +
+      "GSI2PK = :g2pk, GSI2SK = :g2sk REMOVE GSI1PK, GSI1SK",
+    // Expiry is decided here, at write time: a held seat whose hold has passed is free to take.
+    // `holdId = :hold` makes an SDK retry of this very request (same hold id) succeed again.
+    // A missing key satisfies no branch (it has no status), so this write never creates a seat.
+    // One level of parentheses on purpose: the local DynamoDB's parser slows down steeply with
+    // nesting (three levels cost it 4x), and DynamoDB reads both forms the same.
+    ConditionExpression:
+      "(attribute_exists(PK) AND #status = :available) OR (#status = :held AND holdExpiresAt <= :now) " +
+      "OR (#status = :held AND holdId = :hold)",
+    ExpressionAttributeNames: { "#status": "status" },
+    ExpressionAttributeValues: {
+      ":held": "held",
+      ":available": "available",
+      ":fan": t.fanId,
+      ":hold": t.holdId,
+      ":exp": t.expiresAt,
+      ":now": t.now,
+      ":g2pk": keys.heldSeatsPartition(t.eventId, shardOf(seatId)),
+      ":g2sk": expirySortKey(t.expiresAt, seatId),
+    },
+    ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+  };
+}
+
+function holdRecord(t: HoldTerms, amount: number, seats: string[], ga?: { areaId: string; quantity: number }): Item {
+  return {
+    ...keys.hold(t.eventId, t.holdId),
+    entity: "HOLD",
+    eventId: t.eventId,
+    holdId: t.holdId,
+    fanId: t.fanId,
+    status: "held",
+    seats,
+    amount,
+    createdAt: iso(t.now),
+    expiresAt: t.expiresAt,
+    ...(ga
+      ? {
+          areaId: ga.areaId,
+          quantity: ga.quantity,
+          // Only general-admission holds need the sweeper: seats carry their own expiry.
+          GSI2PK: keys.heldAdmissionsPartition(t.eventId, ga.areaId),
+          GSI2SK: expirySortKey(t.expiresAt, t.holdId),
+        }
+      : {}),
+  };
+}
+
+/** In a transaction the record is new, always: a cancellation's ALL_OLD image tells a retry apart. */
+function recordPut(ctx: Ctx, record: Item) {
+  return {
+    TableName: ctx.tableName,
+    Item: record,
+    ConditionExpression: "attribute_not_exists(PK)",
+    ReturnValuesOnConditionCheckFailure: "ALL_OLD" as const,
+  };
+}
+
+const newHoldId = (): string => randomUUID().replaceAll("-", "");
+
+export async function hold(
+  ctx: Ctx,
+  loadForSale: LoadForSale,
+  eventId: string,
+  fanId: string,
+  seatIds: string[],
+  holdSeconds: number,
+): Promise<HoldResult> {
+  if (!validFan(fanId)) return { ok: false, reason: "invalid_request", message: "fanId must be 1..128 characters" };
+  if (!validHoldSeconds(holdSeconds))
+    return { ok: false, reason: "invalid_request", message: "holdSeconds must be 1..86400" };
+  const requested = [...new Set(seatIds)];
+  if (requested.length === 0) return { ok: false, reason: "invalid_request", message: "no seats asked for" };
+  if (!ID_PATTERN.test(eventId)) return { ok: false, reason: "not_found", what: "event" };
+
+  return guard("hold", async () => {
+    const sale = await loadForSale(eventId);
+    if (!sale) return { ok: false, reason: "not_found", what: "event" };
+    if (!sale.onSale) return { ok: false, reason: "not_on_sale" };
+    const limit = Math.min(sale.event.maxSeatsPerFan, MAX_SEATS_PER_HOLD);
+    if (requested.length > limit) return { ok: false, reason: "seat_limit_exceeded", limit };
+
+    const refs: SeatRef[] = [];
+    const unknown: string[] = [];
+    let amount = 0;
+    for (const seatId of requested) {
+      const ref = parseSeatId(seatId);
+      const section = ref ? seatExists(sale, ref) : undefined;
+      if (!ref || !section) unknown.push(seatId);
+      else {
+        refs.push(ref);
+        amount += section.price;
+      }
+    }
+    if (unknown.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: unknown };
+
+    const now = ctx.clock();
+    const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + holdSeconds * 1000 };
+    const record = holdRecord(t, amount, requested);
+
+    if (refs.length === 1) {
+      const outcome = await holdOneSeat(ctx, t, refs[0]!, requested[0]!);
+      if (outcome !== "held") return outcome;
+      try {
+        // The seat write above is the authority; the record only lets release/confirm find it.
+        // A crash between the two leaves the seat held, unreachable by hold id, until it expires.
+        await ctx.doc.send(
+          new PutCommand({
+            TableName: ctx.tableName,
+            Item: record,
+            ConditionExpression: "attribute_not_exists(PK) OR holdId = :hold",
+            ExpressionAttributeValues: { ":hold": t.holdId },
+          }),
+        );
+      } catch (err) {
+        await releaseSeat(ctx, eventId, t.holdId, refs[0]!).catch(() => undefined);
+        throw err;
+      }
+      return { ok: true, hold: toHold(record, now) };
+    }
+
+    const items: TransactItem[] = refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, requested[i]!) }));
+    items.push({ Put: recordPut(ctx, record) });
+    const out = await transact(ctx, items);
+    if (out.ok) return { ok: true, hold: toHold(record, now) };
+    if (out.contention) return { ok: false, reason: "contention" };
+    // An SDK retry of a transaction that had committed: the record is there, with our hold id.
+    if (out.reasons[refs.length]?.item?.holdId === t.holdId) return { ok: true, hold: toHold(record, now) };
+    const lost: string[] = [];
+    const missing: string[] = [];
+    out.reasons.forEach((r, i) => {
+      if (i >= refs.length || r.code !== "ConditionalCheckFailed") return;
+      (r.item ? lost : missing).push(requested[i]!);
+    });
+    if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
+    if (lost.length === 0) throw new Error("hold transaction cancelled on the hold record");
+    return { ok: false, reason: "seat_unavailable", seats: lost };
+  });
+}
+
+async function holdOneSeat(ctx: Ctx, t: HoldTerms, ref: SeatRef, seatId: string): Promise<"held" | HoldResult> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await ctx.doc.send(new UpdateCommand(seatHoldUpdate(ctx, t, ref, seatId)));
+      return "held";
+    } catch (err) {
+      const failed = conditionFailure(err);
+      if (failed) {
+        // No old image: the key does not exist, and attribute_exists kept us from creating it.
+        return failed.item
+          ? { ok: false, reason: "seat_unavailable", seats: [seatId] }
+          : { ok: false, reason: "not_found", what: "seat", seats: [seatId] };
+      }
+      if (!isTransactionConflict(err)) throw err;
+      if (attempt + 1 >= SINGLE_WRITE_ATTEMPTS) return { ok: false, reason: "contention" };
+      await backoff(attempt, 15, 500);
+    }
+  }
+}
+
+export async function holdGeneralAdmission(
+  ctx: Ctx,
+  loadForSale: LoadForSale,
+  eventId: string,
+  fanId: string,
+  areaId: string,
+  quantity: number,
+  holdSeconds: number,
+): Promise<HoldResult> {
+  if (!validFan(fanId)) return { ok: false, reason: "invalid_request", message: "fanId must be 1..128 characters" };
+  if (!validHoldSeconds(holdSeconds))
+    return { ok: false, reason: "invalid_request", message: "holdSeconds must be 1..86400" };
+  if (!Number.isInteger(quantity) || quantity < 1) {
+    return { ok: false, reason: "invalid_request", message: "quantity must be a positive integer" };
+  }
+  if (!ID_PATTERN.test(eventId)) return { ok: false, reason: "not_found", what: "event" };
+
+  return guard("holdGeneralAdmission", async () => {
+    const sale = await loadForSale(eventId);
+    if (!sale) return { ok: false, reason: "not_found", what: "event" };
+    if (!sale.onSale) return { ok: false, reason: "not_on_sale" };
+    const area = sale.areas.get(areaId);
+    if (!area) return { ok: false, reason: "not_found", what: "area" };
+    if (quantity > sale.event.maxSeatsPerFan) {
+      return { ok: false, reason: "seat_limit_exceeded", limit: sale.event.maxSeatsPerFan };
+    }
+
+    for (let round = 0; ; round++) {
+      const now = ctx.clock();
+      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + holdSeconds * 1000 };
+      const record = holdRecord(t, area.price * quantity, [], { areaId, quantity });
+      const out = await transact(ctx, [
+        {
+          Update: {
+            TableName: ctx.tableName,
+            Key: keys.generalAdmission(eventId, areaId),
+            UpdateExpression: "SET available = available - :q, held = held + :q",
+            ConditionExpression: "attribute_exists(PK) AND available >= :q",
+            ExpressionAttributeValues: { ":q": quantity },
+            ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+          },
+        },
+        { Put: recordPut(ctx, record) },
+      ]);
+      if (out.ok) return { ok: true, hold: toHold(record, now) };
+      if (out.contention) return { ok: false, reason: "contention" };
+      if (out.reasons[1]?.item?.holdId === t.holdId) return { ok: true, hold: toHold(record, now) };
+      const areaReason = out.reasons[0];
+      if (areaReason?.code !== "ConditionalCheckFailed") throw new Error("GA hold cancelled on the hold record");
+      if (!areaReason.item) return { ok: false, reason: "not_found", what: "area" };
+      const available = num(areaReason.item, "available");
+      // Expired holds still count against `available` until someone returns them; do it now rather
+      // than tell a fan "sold out" while expired places wait for the sweeper.
+      if (round < 2 && num(areaReason.item, "held") > 0) {
+        // Try again when expired holds were found, even if a concurrent caller returned them first.
+        const reclaimed = await reclaimExpiredAdmissions(ctx, eventId, areaId, now);
+        if (reclaimed.quantity > 0 || reclaimed.examined > 0) continue;
+        // None left to find: a release (or sweep) may have returned them since our attempt. The
+        // answer is what the area holds now, with no expired hold left to count.
+        const fresh = await ctx.doc.send(
+          new GetCommand({
+            TableName: ctx.tableName,
+            Key: keys.generalAdmission(eventId, areaId),
+            ConsistentRead: true,
+          }),
+        );
+        const availableNow = fresh.Item ? num(fresh.Item, "available") : available;
+        if (availableNow >= quantity) continue;
+        return { ok: false, reason: "insufficient_quantity", available: availableNow };
+      }
+      return { ok: false, reason: "insufficient_quantity", available };
+    }
+  });
+}
+
+/** Resets one seat to available if (and only if) it is still held by `holdId`. */
+async function releaseSeat(ctx: Ctx, eventId: string, holdId: string, ref: SeatRef): Promise<boolean> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.seat(eventId, ref),
+          UpdateExpression:
+            "SET #status = :available, GSI1PK = :g1pk, GSI1SK = :g1sk " +
+            "REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
+          ConditionExpression: "#status = :held AND holdId = :hold",
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: {
+            ":available": "available",
+            ":held": "held",
+            ":hold": holdId,
+            ":g1pk": keys.availableSeatsPartition(eventId, ref.sectionId),
+            ":g1sk": keys.seat(eventId, ref).SK,
+          },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (conditionFailure(err)) return false; // not ours any more: sold, released, or re-held
+      if (!isTransactionConflict(err) || attempt + 1 >= SINGLE_WRITE_ATTEMPTS) throw err;
+      await backoff(attempt, 15, 500);
+    }
+  }
+}
+
+/**
+ * Gives a hold back. Seats are released one conditional write each (a seat another fan has taken
+ * since the hold expired is left alone), then the record is marked released; a crash in between
+ * is finished by calling release again. A general-admission hold returns its quantity in the
+ * same transaction that moves its record from held to released, so it is returned exactly once.
+ */
+export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: string): Promise<ReleaseResult> {
+  if (!ID_PATTERN.test(eventId) || !HOLD_ID_PATTERN.test(holdId)) return { ok: false, reason: "not_found" };
+  return guard("release", async () => {
+    const item = await getHoldItem(ctx, eventId, holdId);
+    if (!item) return { ok: false, reason: "not_found" };
+    if (item.fanId !== fanId) return { ok: false, reason: "hold_not_owned" };
+    if (item.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
+    if (item.status !== "held") return { ok: true, hold: toHold(item, ctx.clock()), releasedSeats: [] };
+
+    const now = ctx.clock();
+    const areaId = typeof item.areaId === "string" ? item.areaId : undefined;
+    if (areaId === undefined) {
+      const refs = (item.seats as string[]).map((s) => parseSeatId(s)).filter((r): r is SeatRef => r !== null);
+      const released = await Promise.all(refs.map((ref) => releaseSeat(ctx, eventId, holdId, ref)));
+      const releasedSeats = refs.filter((_, i) => released[i]).map(seatIdOf);
+      try {
+        const out = await ctx.doc.send(
+          new UpdateCommand({
+            TableName: ctx.tableName,
+            Key: keys.hold(eventId, holdId),
+            UpdateExpression: "SET #status = :released, releasedAt = :at",
+            ConditionExpression: "#status = :held",
+            ExpressionAttributeNames: { "#status": "status" },
+            ExpressionAttributeValues: { ":released": "released", ":held": "held", ":at": iso(now) },
+            ReturnValues: "ALL_NEW",
+            ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+          }),
+        );
+        return { ok: true, hold: toHold(out.Attributes ?? item, now), releasedSeats };
+      } catch (err) {
+        const failed = conditionFailure(err);
+        if (!failed?.item) throw err;
+        if (failed.item.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
+        return { ok: true, hold: toHold(failed.item, now), releasedSeats };
+      }
+    }
+
+    const quantity = num(item, "quantity");
+    const out = await transact(
+      ctx,
+      [
+        {
+          Update: {
+            TableName: ctx.tableName,
+            Key: keys.hold(eventId, holdId),
+            UpdateExpression: "SET #status = :released, releasedAt = :at REMOVE GSI2PK, GSI2SK",
+            ConditionExpression: "#status = :held AND fanId = :fan",
+            ExpressionAttributeNames: { "#status": "status" },
+            ExpressionAttributeValues: { ":released": "released", ":held": "held", ":fan": fanId, ":at": iso(now) },
+            ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+          },
+        },
+        {
+          Update: {
+            TableName: ctx.tableName,
+            Key: keys.generalAdmission(eventId, areaId),
+            UpdateExpression: "SET available = available + :q, held = held - :q",
+            ConditionExpression: "attribute_exists(PK)",
+            ExpressionAttributeValues: { ":q": quantity },
+          },
+        },
+      ],
+      10,
+    );
+    if (out.ok) return { ok: true, hold: toHold({ ...item, status: "released" }, now), releasedSeats: [] };
+    if (out.contention) throw new Error("release: transactions kept colliding");
+    const current = out.reasons[0]?.item;
+    if (!current) throw new Error("release: general-admission area missing");
+    if (current.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
+    return { ok: true, hold: toHold(current, now), releasedSeats: [] };
+  });
+}

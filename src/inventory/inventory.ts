@@ -1,0 +1,119 @@
+/**
+ * The authoritative seat inventory on DynamoDB. `createInventory({client, tableName})` returns the
+ * interface the gateway, the payment saga and the workers use; docs/data-model.md explains the
+ * keys and why each operation is safe under any amount of concurrency.
+ */
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { createEvent, createEventCache, getEvent } from "./events.js";
+import { getHold, hold, holdGeneralAdmission, release } from "./holds.js";
+import {
+  confirm,
+  createPendingPurchase,
+  getPurchase,
+  listUnsentOutbox,
+  markOutboxSent,
+  markPurchaseFailed,
+  markPurchaseRefunded,
+} from "./purchases.js";
+import { countAvailable, eventCounts, getGeneralAdmission, listSectionSeats, type SeatPageOptions } from "./reads.js";
+import { createCtx } from "./store.js";
+import { sweepExpired } from "./sweep.js";
+import type {
+  Clock,
+  ConfirmResult,
+  CreateEventOptions,
+  CreateEventResult,
+  EventCounts,
+  EventDefinition,
+  EventInput,
+  GeneralAdmissionCounts,
+  Hold,
+  HoldResult,
+  OutboxRecord,
+  PendingPurchaseResult,
+  Purchase,
+  PurchaseTransitionResult,
+  ReleaseResult,
+  SeatPage,
+  SweepResult,
+} from "./types.js";
+
+export interface InventoryOptions {
+  client: DynamoDBClient;
+  tableName: string;
+  /** Epoch ms; defaults to Date.now. Every expiry decision uses it. */
+  clock?: Clock;
+  /** How long an on-sale event's layout is cached in this process (default 60 s). */
+  eventCacheMs?: number;
+}
+
+export interface Inventory {
+  /** Creates an event and writes all its seats, or replaces one that is not on sale yet. */
+  createEvent(eventId: string, input: EventInput, options?: CreateEventOptions): Promise<CreateEventResult>;
+  getEvent(eventId: string): Promise<EventDefinition | null>;
+
+  /** All or nothing: one conditional write for one seat, one transaction for several. */
+  hold(eventId: string, fanId: string, seatIds: string[], holdSeconds: number): Promise<HoldResult>;
+  holdGeneralAdmission(
+    eventId: string,
+    fanId: string,
+    areaId: string,
+    quantity: number,
+    holdSeconds: number,
+  ): Promise<HoldResult>;
+  /** Idempotent. Seats go back only while this hold still holds them. */
+  release(eventId: string, holdId: string, fanId: string): Promise<ReleaseResult>;
+  getHold(eventId: string, holdId: string): Promise<Hold | null>;
+
+  /** Before charging: the `pending` purchase, found again by a retry with the same purchase id. */
+  createPendingPurchase(
+    eventId: string,
+    holdId: string,
+    fanId: string,
+    purchaseId: string,
+  ): Promise<PendingPurchaseResult>;
+  /** After the charge: one transaction; a repeat returns the first result. */
+  confirm(eventId: string, holdId: string, fanId: string, purchaseId: string): Promise<ConfirmResult>;
+  markPurchaseFailed(eventId: string, purchaseId: string, reason?: string): Promise<PurchaseTransitionResult>;
+  markPurchaseRefunded(eventId: string, purchaseId: string, reason?: string): Promise<PurchaseTransitionResult>;
+  getPurchase(eventId: string, purchaseId: string): Promise<Purchase | null>;
+
+  /** Resets expired holds of one shard (0..SWEEP_SHARDS-1); `now` defaults to the clock. */
+  sweepExpired(eventId: string, shard: number, now?: number): Promise<SweepResult>;
+
+  /** null for an unknown event or section, or a malformed cursor. */
+  listSectionSeats(eventId: string, sectionId: string, options?: SeatPageOptions): Promise<SeatPage | null>;
+  countAvailable(eventId: string, sectionId: string): Promise<number>;
+  eventCounts(eventId: string): Promise<EventCounts | null>;
+  getGeneralAdmission(eventId: string, areaId: string): Promise<GeneralAdmissionCounts | null>;
+
+  listUnsentOutbox(eventId: string, limit?: number): Promise<OutboxRecord[]>;
+  markOutboxSent(eventId: string, purchaseId: string): Promise<boolean>;
+}
+
+export function createInventory(options: InventoryOptions): Inventory {
+  const ctx = createCtx(options.client, options.tableName, options.clock ?? Date.now);
+  const loadForSale = createEventCache(ctx, options.eventCacheMs);
+  return {
+    createEvent: (eventId, input, opts) => createEvent(ctx, eventId, input, opts),
+    getEvent: (eventId) => getEvent(ctx, eventId),
+    hold: (eventId, fanId, seatIds, holdSeconds) => hold(ctx, loadForSale, eventId, fanId, seatIds, holdSeconds),
+    holdGeneralAdmission: (eventId, fanId, areaId, quantity, holdSeconds) =>
+      holdGeneralAdmission(ctx, loadForSale, eventId, fanId, areaId, quantity, holdSeconds),
+    release: (eventId, holdId, fanId) => release(ctx, eventId, holdId, fanId),
+    getHold: (eventId, holdId) => getHold(ctx, eventId, holdId),
+    createPendingPurchase: (eventId, holdId, fanId, purchaseId) =>
+      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId),
+    confirm: (eventId, holdId, fanId, purchaseId) => confirm(ctx, eventId, holdId, fanId, purchaseId),
+    markPurchaseFailed: (eventId, purchaseId, reason) => markPurchaseFailed(ctx, eventId, purchaseId, reason),
+    markPurchaseRefunded: (eventId, purchaseId, reason) => markPurchaseRefunded(ctx, eventId, purchaseId, reason),
+    getPurchase: (eventId, purchaseId) => getPurchase(ctx, eventId, purchaseId),
+    sweepExpired: (eventId, shard, now) => sweepExpired(ctx, eventId, shard, now ?? ctx.clock()),
+    listSectionSeats: (eventId, sectionId, opts) => listSectionSeats(ctx, eventId, sectionId, opts),
+    countAvailable: (eventId, sectionId) => countAvailable(ctx, eventId, sectionId),
+    eventCounts: (eventId) => eventCounts(ctx, eventId),
+    getGeneralAdmission: (eventId, areaId) => getGeneralAdmission(ctx, eventId, areaId),
+    listUnsentOutbox: (eventId, limit) => listUnsentOutbox(ctx, eventId, limit),
+    markOutboxSent: (eventId, purchaseId) => markOutboxSent(ctx, eventId, purchaseId),
+  };
+}

@@ -1,0 +1,158 @@
+/**
+ * Stored items <-> domain values. Attribute names are listed in docs/data-model.md.
+ */
+import { type Item, num, optNum, optStr, str, strList } from "./store.js";
+import type {
+  EventDefinition,
+  GeneralAdmissionInput,
+  GeneralAdmissionQuantity,
+  Hold,
+  HoldStatus,
+  OutboxRecord,
+  Purchase,
+  PurchaseStatus,
+  SeatStatus,
+  SeatView,
+  SectionInput,
+  WaitingRoomSettings,
+} from "./types.js";
+
+export const iso = (ms: number): string => new Date(ms).toISOString();
+
+export function toEvent(item: Item): EventDefinition {
+  const sections = (Array.isArray(item.sections) ? item.sections : []) as Item[];
+  const areas = (Array.isArray(item.generalAdmission) ? item.generalAdmission : []) as Item[];
+  const room = (item.waitingRoom ?? {}) as Item;
+  return {
+    eventId: str(item, "eventId"),
+    name: str(item, "name"),
+    onSaleAt: str(item, "onSaleAt"),
+    holdSeconds: num(item, "holdSeconds"),
+    maxSeatsPerFan: num(item, "maxSeatsPerFan"),
+    sections: sections.map(
+      (s): SectionInput => ({
+        id: str(s, "id"),
+        tier: str(s, "tier"),
+        price: num(s, "price"),
+        rows: num(s, "rows"),
+        seatsPerRow: num(s, "seatsPerRow"),
+      }),
+    ),
+    generalAdmission: areas.map(
+      (g): GeneralAdmissionInput => ({
+        id: str(g, "id"),
+        tier: str(g, "tier"),
+        price: num(g, "price"),
+        capacity: num(g, "capacity"),
+      }),
+    ),
+    waitingRoom: {
+      admitPerSecond: num(room, "admitPerSecond"),
+      maxActive: num(room, "maxActive"),
+      sessionSeconds: num(room, "sessionSeconds"),
+    } satisfies WaitingRoomSettings,
+    version: num(item, "version"),
+    layoutComplete: item.layoutComplete === true,
+    totalSeats: num(item, "totalSeats"),
+    createdAt: str(item, "createdAt"),
+    updatedAt: str(item, "updatedAt"),
+  };
+}
+
+function gaOf(item: Item): GeneralAdmissionQuantity | undefined {
+  const areaId = optStr(item, "areaId");
+  const quantity = optNum(item, "quantity");
+  return areaId !== undefined && quantity !== undefined ? { areaId, quantity } : undefined;
+}
+
+/** `now` turns a stored `held` whose expiry has passed into `expired`. */
+export function toHold(item: Item, now: number): Hold {
+  const stored = str(item, "status") as HoldStatus;
+  const expiresAtMs = num(item, "expiresAt");
+  const ga = gaOf(item);
+  const purchaseId = optStr(item, "purchaseId");
+  return {
+    holdId: str(item, "holdId"),
+    eventId: str(item, "eventId"),
+    fanId: str(item, "fanId"),
+    kind: ga ? "general_admission" : "seats",
+    seats: strList(item, "seats"),
+    ...(ga ? { generalAdmission: ga } : {}),
+    amount: num(item, "amount"),
+    createdAt: str(item, "createdAt"),
+    expiresAt: iso(expiresAtMs),
+    status: stored === "held" && expiresAtMs <= now ? "expired" : stored,
+    ...(purchaseId !== undefined ? { purchaseId } : {}),
+  };
+}
+
+export function toPurchase(item: Item): Purchase {
+  const ga = gaOf(item);
+  const optional = (name: "confirmedAt" | "failedAt" | "refundedAt" | "failureReason") => {
+    const v = optStr(item, name);
+    return v !== undefined ? { [name]: v } : {};
+  };
+  return {
+    purchaseId: str(item, "purchaseId"),
+    eventId: str(item, "eventId"),
+    holdId: str(item, "holdId"),
+    fanId: str(item, "fanId"),
+    status: str(item, "status") as PurchaseStatus,
+    seats: strList(item, "seats"),
+    ...(ga ? { generalAdmission: ga } : {}),
+    amount: num(item, "amount"),
+    createdAt: str(item, "createdAt"),
+    ...optional("confirmedAt"),
+    ...optional("failedAt"),
+    ...optional("refundedAt"),
+    ...optional("failureReason"),
+  };
+}
+
+export function toSeatView(item: Item, now: number): SeatView {
+  const stored = str(item, "status") as SeatStatus;
+  const expiresAt = optNum(item, "holdExpiresAt");
+  const expired = stored === "held" && expiresAt !== undefined && expiresAt <= now;
+  const view: SeatView = {
+    id: str(item, "seatId"),
+    status: expired ? "available" : stored,
+    tier: str(item, "tier"),
+    price: num(item, "price"),
+  };
+  if (stored === "held" && !expired) {
+    const holdId = optStr(item, "holdId");
+    const holderId = optStr(item, "holderId");
+    if (holdId !== undefined) view.holdId = holdId;
+    if (holderId !== undefined) view.holderId = holderId;
+    if (expiresAt !== undefined) view.holdExpiresAt = iso(expiresAt);
+  }
+  if (stored === "sold") {
+    const purchaseId = optStr(item, "purchaseId");
+    const holderId = optStr(item, "holderId");
+    if (purchaseId !== undefined) view.purchaseId = purchaseId;
+    if (holderId !== undefined) view.holderId = holderId;
+  }
+  return view;
+}
+
+export function toOutbox(item: Item): OutboxRecord {
+  const payload = (item.payload ?? {}) as Item;
+  const ga = gaOf(payload);
+  return {
+    outboxId: str(item, "outboxId"),
+    eventId: str(item, "eventId"),
+    type: "BookingConfirmed",
+    purchaseId: str(item, "purchaseId"),
+    createdAt: str(item, "createdAt"),
+    sent: item.sent === true,
+    payload: {
+      purchaseId: str(payload, "purchaseId"),
+      holdId: str(payload, "holdId"),
+      fanId: str(payload, "fanId"),
+      seats: strList(payload, "seats"),
+      ...(ga ? { generalAdmission: ga } : {}),
+      amount: num(payload, "amount"),
+      confirmedAt: str(payload, "confirmedAt"),
+    },
+  };
+}

@@ -1,0 +1,103 @@
+/**
+ * Every key string of the inventory, built here and nowhere else (docs/data-model.md lists them
+ * with their access patterns). Every key starts with `EVT#<eventId>`, so one on-sale never
+ * touches another's partitions, and an id never contains `#` (ids are checked before they get
+ * here), so no key of one entity can spell a key of another.
+ */
+
+/** Sweeper shards of GSI2 for held seats. The sweeper worker runs one loop per shard. */
+export const SWEEP_SHARDS = 16;
+
+/** Ids of events, sections, rows and general-admission areas (API.md). */
+export const ID_PATTERN = /^[A-Za-z0-9_]{1,32}$/;
+/** Purchase ids come from the caller (the saga derives them from the Idempotency-Key). */
+export const PURCHASE_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+/** Hold ids are ours: 32 lowercase hex digits. */
+export const HOLD_ID_PATTERN = /^[0-9a-f]{32}$/;
+
+/** Rows and seat numbers are 1..MAX_ROW_OR_NUMBER, zero-padded in sort keys for natural order. */
+export const MAX_ROW_OR_NUMBER = 99_999;
+const PAD = 5;
+
+export interface SeatRef {
+  sectionId: string;
+  row: number;
+  number: number;
+}
+
+/** `A-12-7`: no leading zeros, so a seat has exactly one id and one key. */
+const SEAT_ID = /^([A-Za-z0-9_]{1,32})-([1-9][0-9]{0,4})-([1-9][0-9]{0,4})$/;
+
+export function parseSeatId(seatId: string): SeatRef | null {
+  const m = SEAT_ID.exec(seatId);
+  if (!m) return null;
+  return { sectionId: m[1]!, row: Number(m[2]), number: Number(m[3]) };
+}
+
+export function seatIdOf(ref: SeatRef): string {
+  return `${ref.sectionId}-${ref.row}-${ref.number}`;
+}
+
+const pad = (n: number): string => String(n).padStart(PAD, "0");
+
+export interface ItemKey {
+  PK: string;
+  SK: string;
+}
+
+export const keys = {
+  event: (eventId: string): ItemKey => ({ PK: `EVT#${eventId}`, SK: "EVENT" }),
+
+  sectionPartition: (eventId: string, sectionId: string): string => `EVT#${eventId}#SEC#${sectionId}`,
+  seat: (eventId: string, ref: SeatRef): ItemKey => ({
+    PK: keys.sectionPartition(eventId, ref.sectionId),
+    SK: `SEAT#${pad(ref.row)}#${pad(ref.number)}`,
+  }),
+  /** GSI1 partition of a section's available seats (sparse: only available seats carry it). */
+  availableSeatsPartition: (eventId: string, sectionId: string): string => `EVT#${eventId}#SEC#${sectionId}#AVAILABLE`,
+
+  generalAdmission: (eventId: string, areaId: string): ItemKey => ({ PK: `EVT#${eventId}#GA#${areaId}`, SK: "GA" }),
+
+  hold: (eventId: string, holdId: string): ItemKey => ({ PK: `EVT#${eventId}#HOLD#${holdId}`, SK: "HOLD" }),
+
+  purchase: (eventId: string, purchaseId: string): ItemKey => ({
+    PK: `EVT#${eventId}#PURCHASE#${purchaseId}`,
+    SK: "PURCHASE",
+  }),
+
+  outbox: (eventId: string, purchaseId: string): ItemKey => ({
+    PK: `EVT#${eventId}#OUTBOX#${purchaseId}`,
+    SK: "OUTBOX#BookingConfirmed",
+  }),
+  /** GSI1 partition of an event's unsent outbox records (sparse: removed once sent). */
+  unsentOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNSENT`,
+
+  /** GSI2 partition of held seats of one sweeper shard, sorted by expiry. */
+  heldSeatsPartition: (eventId: string, shard: number): string =>
+    `EVT#${eventId}#EXP#${String(shard).padStart(2, "0")}`,
+  /** GSI2 partition of an area's general-admission holds, sorted by expiry. */
+  heldAdmissionsPartition: (eventId: string, areaId: string): string => `EVT#${eventId}#GAEXP#${areaId}`,
+} as const;
+
+/**
+ * Sort key of GSI2: the expiry as a fixed-width ISO string first, so `GSI2SK < expiryBound(now)`
+ * selects exactly the entries whose expiry is at or before `now`.
+ */
+export function expirySortKey(expiresAtMs: number, id: string): string {
+  return `${new Date(expiresAtMs).toISOString()}#${id}`;
+}
+
+/** Upper bound (exclusive) for GSI2SK of entries expired at `nowMs`: `~` sorts after `#`. */
+export function expiryBound(nowMs: number): string {
+  return `${new Date(nowMs).toISOString()}~`;
+}
+
+/** FNV-1a, so a seat always lands in the same shard on every instance and every run. */
+export function shardOf(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) {
+    h ^= id.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % SWEEP_SHARDS;
+}

@@ -1,0 +1,376 @@
+/**
+ * Purchases: the pending record the saga writes before it charges, the one-transaction
+ * confirmation (seats sold, hold and purchase confirmed, BookingConfirmed in the outbox), the
+ * failed/refunded transitions, and the outbox the publisher drains.
+ */
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { GSI1 } from "../dynamodb/table.js";
+import { getHoldItem, validFan } from "./holds.js";
+import { iso, toOutbox, toPurchase } from "./items.js";
+import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN } from "./keys.js";
+import { conditionFailure, type Ctx, guard, type Item, transact, type TransactItem } from "./store.js";
+import type {
+  ConfirmResult,
+  HoldUnusableReason,
+  OutboxRecord,
+  PendingPurchaseResult,
+  Purchase,
+  PurchaseStatus,
+  PurchaseTransitionResult,
+} from "./types.js";
+
+async function getPurchaseItem(ctx: Ctx, eventId: string, purchaseId: string): Promise<Item | undefined> {
+  const out = await ctx.doc.send(
+    new GetCommand({ TableName: ctx.tableName, Key: keys.purchase(eventId, purchaseId), ConsistentRead: true }),
+  );
+  return out.Item;
+}
+
+export async function getPurchase(ctx: Ctx, eventId: string, purchaseId: string): Promise<Purchase | null> {
+  if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return null;
+  return guard("getPurchase", async () => {
+    const item = await getPurchaseItem(ctx, eventId, purchaseId);
+    return item ? toPurchase(item) : null;
+  });
+}
+
+/** Why this hold cannot be bought by this fan now, or null if it can. */
+function unusable(hold: Item, fanId: string, now: number): HoldUnusableReason | null {
+  if (hold.fanId !== fanId) return "hold_not_owned";
+  if (hold.status === "confirmed") return "hold_confirmed";
+  if (hold.status === "released") return "hold_released";
+  if (hold.status !== "held" || Number(hold.expiresAt) <= now) return "hold_expired";
+  return null;
+}
+
+function sameOrder(purchase: Item, holdId: string, fanId: string): boolean {
+  return purchase.holdId === holdId && purchase.fanId === fanId;
+}
+
+/**
+ * The purchase, `pending`, written by a conditional put keyed by the caller's purchase id: a
+ * retry of the same step (same id) finds the record it wrote and gets it back, unchanged.
+ */
+export async function createPendingPurchase(
+  ctx: Ctx,
+  eventId: string,
+  holdId: string,
+  fanId: string,
+  purchaseId: string,
+): Promise<PendingPurchaseResult> {
+  if (!PURCHASE_ID_PATTERN.test(purchaseId)) {
+    return { ok: false, reason: "invalid_request", message: "purchaseId must match ^[A-Za-z0-9_-]{1,128}$" };
+  }
+  if (!validFan(fanId)) return { ok: false, reason: "invalid_request", message: "fanId must be 1..128 characters" };
+  if (!ID_PATTERN.test(eventId) || !HOLD_ID_PATTERN.test(holdId))
+    return { ok: false, reason: "not_found", what: "hold" };
+
+  return guard("createPendingPurchase", async () => {
+    const existing = await getPurchaseItem(ctx, eventId, purchaseId);
+    if (existing) {
+      return sameOrder(existing, holdId, fanId)
+        ? { ok: true, purchase: toPurchase(existing), created: false }
+        : { ok: false, reason: "purchase_conflict" };
+    }
+    const now = ctx.clock();
+    const hold = await getHoldItem(ctx, eventId, holdId);
+    if (!hold) return { ok: false, reason: "not_found", what: "hold" };
+    const why = unusable(hold, fanId, now);
+    if (why) {
+      // A concurrent retry may have written this purchase (and the saga confirmed it) between
+      // our two reads: then the answer is that purchase, not the hold's state.
+      const again = await getPurchaseItem(ctx, eventId, purchaseId);
+      if (again && sameOrder(again, holdId, fanId)) return { ok: true, purchase: toPurchase(again), created: false };
+      return { ok: false, reason: why };
+    }
+
+    const item: Item = {
+      ...keys.purchase(eventId, purchaseId),
+      entity: "PURCHASE",
+      eventId,
+      purchaseId,
+      holdId,
+      fanId,
+      status: "pending",
+      seats: hold.seats,
+      ...(hold.areaId !== undefined ? { areaId: hold.areaId, quantity: hold.quantity } : {}),
+      amount: hold.amount,
+      createdAt: iso(now),
+    };
+    try {
+      await ctx.doc.send(
+        new PutCommand({
+          TableName: ctx.tableName,
+          Item: item,
+          ConditionExpression: "attribute_not_exists(PK)",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+    } catch (err) {
+      const failed = conditionFailure(err);
+      if (!failed?.item) throw err;
+      // A concurrent retry of the same step got there first.
+      return sameOrder(failed.item, holdId, fanId)
+        ? { ok: true, purchase: toPurchase(failed.item), created: false }
+        : { ok: false, reason: "purchase_conflict" };
+    }
+    return { ok: true, purchase: toPurchase(item), created: true };
+  });
+}
+
+/**
+ * Confirms a pending purchase in ONE TransactWriteItems: every seat held -> sold (still held by
+ * this hold and fan, hold unexpired), the hold held -> confirmed, the purchase pending ->
+ * confirmed, and a BookingConfirmed outbox record, unsent. Any failed condition cancels all of it.
+ */
+export async function confirm(
+  ctx: Ctx,
+  eventId: string,
+  holdId: string,
+  fanId: string,
+  purchaseId: string,
+): Promise<ConfirmResult> {
+  if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) {
+    return { ok: false, reason: "not_found", what: "purchase" };
+  }
+  if (!HOLD_ID_PATTERN.test(holdId)) return { ok: false, reason: "not_found", what: "hold" };
+
+  return guard("confirm", async () => {
+    const purchaseItem = await getPurchaseItem(ctx, eventId, purchaseId);
+    if (!purchaseItem) return { ok: false, reason: "not_found", what: "purchase" };
+    if (!sameOrder(purchaseItem, holdId, fanId)) return { ok: false, reason: "purchase_conflict" };
+    const purchase = toPurchase(purchaseItem);
+    if (purchase.status === "confirmed") return { ok: true, purchase, alreadyConfirmed: true };
+    if (purchase.status !== "pending") return { ok: false, reason: "purchase_not_pending", status: purchase.status };
+
+    const now = ctx.clock();
+    const hold = await getHoldItem(ctx, eventId, holdId);
+    if (!hold) return { ok: false, reason: "not_found", what: "hold" };
+    if (hold.status === "confirmed" && hold.purchaseId === purchaseId) {
+      // A concurrent repeat committed between our two reads; the purchase changed in that same
+      // transaction, so reading it again gives the first result.
+      const stored = await getPurchaseItem(ctx, eventId, purchaseId);
+      if (stored?.status === "confirmed") return { ok: true, purchase: toPurchase(stored), alreadyConfirmed: true };
+    }
+    const why = unusable(hold, fanId, now);
+    if (why) return { ok: false, reason: why };
+
+    const seats = purchase.seats;
+    const refs = seats.map((s) => parseSeatId(s));
+    if (refs.some((r) => r === null)) throw new Error(`purchase ${purchaseId} has a malformed seat id`);
+    const confirmedAt = iso(now);
+    const confirmed: Purchase = { ...purchase, status: "confirmed", confirmedAt };
+    const payload = {
+      purchaseId,
+      holdId,
+      fanId,
+      seats,
+      ...(purchase.generalAdmission ? purchase.generalAdmission : {}),
+      amount: purchase.amount,
+      confirmedAt,
+    };
+
+    const items: TransactItem[] = refs.map((ref) => ({
+      Update: {
+        TableName: ctx.tableName,
+        Key: keys.seat(eventId, ref!),
+        UpdateExpression: "SET #status = :sold, purchaseId = :pid, soldAt = :at REMOVE holdExpiresAt, GSI2PK, GSI2SK",
+        // A late confirmation can never capture a seat: it must still be this hold's, unexpired.
+        ConditionExpression: "#status = :held AND holdId = :hold AND holderId = :fan AND holdExpiresAt > :now",
+        ExpressionAttributeNames: { "#status": "status" },
+        ExpressionAttributeValues: {
+          ":sold": "sold",
+          ":held": "held",
+          ":pid": purchaseId,
+          ":hold": holdId,
+          ":fan": fanId,
+          ":now": now,
+          ":at": confirmedAt,
+        },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      },
+    }));
+    const holdIndex = items.length;
+    items.push({
+      Update: {
+        TableName: ctx.tableName,
+        Key: keys.hold(eventId, holdId),
+        UpdateExpression: "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at REMOVE GSI2PK, GSI2SK",
+        ConditionExpression: "#status = :held AND fanId = :fan AND expiresAt > :now",
+        ExpressionAttributeNames: { "#status": "status" },
+        ExpressionAttributeValues: {
+          ":confirmed": "confirmed",
+          ":held": "held",
+          ":pid": purchaseId,
+          ":fan": fanId,
+          ":now": now,
+          ":at": confirmedAt,
+        },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      },
+    });
+    const purchaseIndex = items.length;
+    items.push({
+      Update: {
+        TableName: ctx.tableName,
+        Key: keys.purchase(eventId, purchaseId),
+        UpdateExpression: "SET #status = :confirmed, confirmedAt = :at",
+        ConditionExpression: "#status = :pending AND holdId = :hold AND fanId = :fan",
+        ExpressionAttributeNames: { "#status": "status" },
+        ExpressionAttributeValues: {
+          ":confirmed": "confirmed",
+          ":pending": "pending",
+          ":hold": holdId,
+          ":fan": fanId,
+          ":at": confirmedAt,
+        },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      },
+    });
+    const outboxKey = keys.outbox(eventId, purchaseId);
+    items.push({
+      Put: {
+        TableName: ctx.tableName,
+        Item: {
+          ...outboxKey,
+          entity: "OUTBOX",
+          outboxId: `BookingConfirmed#${purchaseId}`,
+          type: "BookingConfirmed",
+          eventId,
+          purchaseId,
+          createdAt: confirmedAt,
+          sent: false,
+          payload,
+          GSI1PK: keys.unsentOutboxPartition(eventId),
+          GSI1SK: `${confirmedAt}#${purchaseId}`,
+        },
+        ConditionExpression: "attribute_not_exists(PK)",
+      },
+    });
+    if (purchase.generalAdmission) {
+      items.push({
+        Update: {
+          TableName: ctx.tableName,
+          Key: keys.generalAdmission(eventId, purchase.generalAdmission.areaId),
+          UpdateExpression: "SET held = held - :q, sold = sold + :q",
+          ConditionExpression: "attribute_exists(PK)",
+          ExpressionAttributeValues: { ":q": purchase.generalAdmission.quantity },
+        },
+      });
+    }
+
+    const out = await transact(ctx, items, 10);
+    if (out.ok) return { ok: true, purchase: confirmed, alreadyConfirmed: false };
+    if (out.contention) return { ok: false, reason: "contention" };
+
+    // Read why from the cancellation reasons and their ALL_OLD images; no extra read.
+    const purchaseNow = out.reasons[purchaseIndex]?.item;
+    if (purchaseNow && purchaseNow.status !== "pending") {
+      const status = purchaseNow.status as PurchaseStatus;
+      // The same confirmation ran concurrently (a retry) and won.
+      if (status === "confirmed") return { ok: true, purchase: toPurchase(purchaseNow), alreadyConfirmed: true };
+      return { ok: false, reason: "purchase_not_pending", status };
+    }
+    const holdNow = out.reasons[holdIndex]?.item;
+    const holdWhy = holdNow ? unusable(holdNow, fanId, now) : null;
+    const lost = seats.filter((_, i) => out.reasons[i]?.code === "ConditionalCheckFailed");
+    if (holdWhy) return { ok: false, reason: holdWhy, ...(lost.length ? { seats: lost } : {}) };
+    if (lost.length) return { ok: false, reason: "hold_expired", seats: lost };
+    throw new Error(`confirm cancelled for no stated reason: ${out.reasons.map((r) => r.code).join(",")}`);
+  });
+}
+
+async function transition(
+  ctx: Ctx,
+  eventId: string,
+  purchaseId: string,
+  to: "failed" | "refunded",
+  from: PurchaseStatus[],
+  reason?: string,
+): Promise<PurchaseTransitionResult> {
+  if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return { ok: false, reason: "not_found" };
+  return guard(`markPurchase ${to}`, async () => {
+    const at = to === "failed" ? "failedAt" : "refundedAt";
+    try {
+      const out = await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.purchase(eventId, purchaseId),
+          UpdateExpression: `SET #status = :to, ${at} = :at${reason !== undefined ? ", failureReason = :why" : ""}`,
+          ConditionExpression: `attribute_exists(PK) AND #status IN (${from.map((_, i) => `:from${i}`).join(", ")})`,
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: {
+            ":to": to,
+            ":at": iso(ctx.clock()),
+            ...Object.fromEntries(from.map((s, i) => [`:from${i}`, s])),
+            ...(reason !== undefined ? { ":why": reason.slice(0, 500) } : {}),
+          },
+          ReturnValues: "ALL_NEW",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+      return { ok: true, purchase: toPurchase(out.Attributes ?? {}) };
+    } catch (err) {
+      const failed = conditionFailure(err);
+      if (!failed) throw err;
+      if (!failed.item) return { ok: false, reason: "not_found" };
+      const current = toPurchase(failed.item);
+      // Idempotent: asking again for the state it is already in succeeds.
+      if (current.status === to) return { ok: true, purchase: current };
+      return { ok: false, reason: "invalid_transition", status: current.status };
+    }
+  });
+}
+
+/** pending -> failed (the charge was declined or errored). */
+export function markPurchaseFailed(ctx: Ctx, eventId: string, purchaseId: string, reason?: string) {
+  return transition(ctx, eventId, purchaseId, "failed", ["pending"], reason);
+}
+
+/**
+ * pending | failed -> refunded (money taken for a purchase that could not be confirmed).
+ * A confirmed purchase is never refunded here: its seats are sold for good, and a sold seat
+ * always belongs to a confirmed purchase.
+ */
+export function markPurchaseRefunded(ctx: Ctx, eventId: string, purchaseId: string, reason?: string) {
+  return transition(ctx, eventId, purchaseId, "refunded", ["pending", "failed"], reason);
+}
+
+/** Unsent outbox records of an event, oldest first (GSI1, sparse: sent records leave it). */
+export async function listUnsentOutbox(ctx: Ctx, eventId: string, limit = 100): Promise<OutboxRecord[]> {
+  if (!ID_PATTERN.test(eventId)) return [];
+  return guard("listUnsentOutbox", async () => {
+    const out = await ctx.doc.send(
+      new QueryCommand({
+        TableName: ctx.tableName,
+        IndexName: GSI1,
+        KeyConditionExpression: "GSI1PK = :pk",
+        ExpressionAttributeValues: { ":pk": keys.unsentOutboxPartition(eventId) },
+        Limit: Math.max(1, Math.min(limit, 1_000)),
+      }),
+    );
+    return (out.Items ?? []).map(toOutbox);
+  });
+}
+
+/** Marks an outbox record sent; true the first time, false if it was already sent. */
+export async function markOutboxSent(ctx: Ctx, eventId: string, purchaseId: string): Promise<boolean> {
+  if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return false;
+  return guard("markOutboxSent", async () => {
+    try {
+      await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.outbox(eventId, purchaseId),
+          UpdateExpression: "SET sent = :true, sentAt = :at REMOVE GSI1PK, GSI1SK",
+          ConditionExpression: "sent = :false",
+          ExpressionAttributeValues: { ":true": true, ":false": false, ":at": iso(ctx.clock()) },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (conditionFailure(err)) return false;
+      throw err;
+    }
+  });
+}

@@ -1,0 +1,176 @@
+/**
+ * Reads for the seat map and operator stats. Each is a Query on one partition (a section, or a
+ * section's slice of the sparse available index) or a GetItem; never a Scan.
+ */
+import { GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
+import { GSI1 } from "../dynamodb/table.js";
+import { getEventItem } from "./events.js";
+import { toEvent, toSeatView } from "./items.js";
+import { ID_PATTERN, keys } from "./keys.js";
+import { type Ctx, guard, num, optNum } from "./store.js";
+import type { EventCounts, GeneralAdmissionCounts, SeatPage, SectionCounts } from "./types.js";
+
+const SEAT_SK = /^SEAT#\d{5}#\d{5}$/;
+
+function encodeCursor(sk: unknown): string | undefined {
+  return typeof sk === "string" ? Buffer.from(sk, "utf8").toString("base64url") : undefined;
+}
+
+function decodeCursor(cursor: string): string | null {
+  const sk = Buffer.from(cursor, "base64url").toString("utf8");
+  return SEAT_SK.test(sk) ? sk : null;
+}
+
+export interface SeatPageOptions {
+  /** Seats per page, 1..1000 (default 1000). */
+  limit?: number;
+  cursor?: string;
+  /** Strongly consistent (default false: the seat map may lag by a moment anyway). */
+  consistent?: boolean;
+}
+
+/** A page of a section's seats, in row and seat order, with their effective status. */
+export async function listSectionSeats(
+  ctx: Ctx,
+  eventId: string,
+  sectionId: string,
+  options: SeatPageOptions = {},
+): Promise<SeatPage | null> {
+  if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(sectionId)) return null;
+  const start = options.cursor !== undefined ? decodeCursor(options.cursor) : undefined;
+  if (start === null) return null;
+  const partition = keys.sectionPartition(eventId, sectionId);
+  return guard("listSectionSeats", async () => {
+    const now = ctx.clock();
+    const out = await ctx.doc.send(
+      new QueryCommand({
+        TableName: ctx.tableName,
+        KeyConditionExpression: "PK = :pk AND begins_with(SK, :seat)",
+        ExpressionAttributeValues: { ":pk": partition, ":seat": "SEAT#" },
+        Limit: Math.max(1, Math.min(options.limit ?? 1_000, 1_000)),
+        ConsistentRead: options.consistent ?? false,
+        ...(start ? { ExclusiveStartKey: { PK: partition, SK: start } } : {}),
+      }),
+    );
+    const nextCursor = out.LastEvaluatedKey ? encodeCursor(out.LastEvaluatedKey.SK) : undefined;
+    return {
+      seats: (out.Items ?? []).map((item) => toSeatView(item, now)),
+      ...(nextCursor !== undefined ? { nextCursor } : {}),
+    };
+  });
+}
+
+/** Available seats of a section: Select COUNT on the sparse GSI1 (eventually consistent). */
+export async function countAvailable(ctx: Ctx, eventId: string, sectionId: string): Promise<number> {
+  if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(sectionId)) return 0;
+  return guard("countAvailable", async () => {
+    let count = 0;
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await ctx.doc.send(
+        new QueryCommand({
+          TableName: ctx.tableName,
+          IndexName: GSI1,
+          KeyConditionExpression: "GSI1PK = :pk",
+          ExpressionAttributeValues: { ":pk": keys.availableSeatsPartition(eventId, sectionId) },
+          Select: "COUNT",
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+      );
+      count += out.Count ?? 0;
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return count;
+  });
+}
+
+/**
+ * Counts of one section. `available` comes from GSI1 (Select COUNT); held, expired holds and sold
+ * from one paginated Query of the section's partition projecting only status and expiry (it reads
+ * the whole section: fine for operator stats, which the gateway caches; not for fans).
+ */
+export async function sectionCounts(
+  ctx: Ctx,
+  eventId: string,
+  sectionId: string,
+  total: number,
+): Promise<SectionCounts> {
+  const partition = keys.sectionPartition(eventId, sectionId);
+  const [available, rest] = await Promise.all([
+    countAvailable(ctx, eventId, sectionId),
+    guard("sectionCounts", async () => {
+      const now = ctx.clock();
+      let held = 0;
+      let expiredHolds = 0;
+      let sold = 0;
+      let start: Record<string, unknown> | undefined;
+      do {
+        const out = await ctx.doc.send(
+          new QueryCommand({
+            TableName: ctx.tableName,
+            KeyConditionExpression: "PK = :pk AND begins_with(SK, :seat)",
+            FilterExpression: "#status <> :available",
+            ProjectionExpression: "#status, holdExpiresAt",
+            ExpressionAttributeNames: { "#status": "status" },
+            ExpressionAttributeValues: { ":pk": partition, ":seat": "SEAT#", ":available": "available" },
+            ...(start ? { ExclusiveStartKey: start } : {}),
+          }),
+        );
+        for (const item of out.Items ?? []) {
+          if (item.status === "sold") sold++;
+          else if (item.status === "held") {
+            if ((optNum(item, "holdExpiresAt") ?? 0) <= now) expiredHolds++;
+            else held++;
+          }
+        }
+        start = out.LastEvaluatedKey;
+      } while (start);
+      return { held, expiredHolds, sold };
+    }),
+  ]);
+  return { sectionId, total, available, ...rest };
+}
+
+export async function getGeneralAdmission(
+  ctx: Ctx,
+  eventId: string,
+  areaId: string,
+): Promise<GeneralAdmissionCounts | null> {
+  if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(areaId)) return null;
+  return guard("getGeneralAdmission", async () => {
+    const out = await ctx.doc.send(
+      new GetCommand({ TableName: ctx.tableName, Key: keys.generalAdmission(eventId, areaId), ConsistentRead: true }),
+    );
+    if (!out.Item) return null;
+    return {
+      areaId,
+      capacity: num(out.Item, "capacity"),
+      available: num(out.Item, "available"),
+      held: num(out.Item, "held"),
+      sold: num(out.Item, "sold"),
+    };
+  });
+}
+
+/** Per-section and per-event counts for operator stats; sections are counted in parallel. */
+export async function eventCounts(ctx: Ctx, eventId: string): Promise<EventCounts | null> {
+  if (!ID_PATTERN.test(eventId)) return null;
+  const item = await guard("eventCounts", () => getEventItem(ctx, eventId));
+  if (!item) return null;
+  const event = toEvent(item);
+  const [sections, areas] = await Promise.all([
+    Promise.all(event.sections.map((s) => sectionCounts(ctx, eventId, s.id, s.rows * s.seatsPerRow))),
+    Promise.all(event.generalAdmission.map((g) => getGeneralAdmission(ctx, eventId, g.id))),
+  ]);
+  const seats = { total: 0, available: 0, held: 0, expiredHolds: 0, sold: 0 };
+  for (const s of sections) {
+    seats.total += s.total;
+    seats.available += s.available;
+    seats.held += s.held;
+    seats.expiredHolds += s.expiredHolds;
+    seats.sold += s.sold;
+  }
+  const generalAdmission: Record<string, GeneralAdmissionCounts> = {};
+  for (const a of areas) if (a) generalAdmission[a.areaId] = a;
+  return { eventId, seats, sections, generalAdmission };
+}

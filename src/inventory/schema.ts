@@ -1,0 +1,68 @@
+/**
+ * What an event may look like. The gateway can reuse `eventInputSchema` for the PUT body; the
+ * inventory checks again, because it is the one that writes the seats.
+ */
+import { z } from "zod";
+import { ID_PATTERN, MAX_ROW_OR_NUMBER } from "./keys.js";
+import type { EventInput } from "./types.js";
+
+/** A BatchWriteItem-built layout larger than this is almost certainly a typo in `rows`. */
+export const MAX_SEATS_PER_EVENT = 250_000;
+
+const id = z.string().regex(ID_PATTERN, "must match ^[A-Za-z0-9_]{1,32}$");
+const money = z.number().int().min(0).max(100_000_000);
+
+export const sectionSchema = z.object({
+  id,
+  tier: z.string().min(1).max(64),
+  price: money,
+  rows: z.number().int().min(1).max(MAX_ROW_OR_NUMBER),
+  seatsPerRow: z.number().int().min(1).max(MAX_ROW_OR_NUMBER),
+});
+
+export const generalAdmissionSchema = z.object({
+  id,
+  tier: z.string().min(1).max(64),
+  price: money,
+  capacity: z.number().int().min(1).max(10_000_000),
+});
+
+export const waitingRoomSchema = z.object({
+  admitPerSecond: z.number().min(0),
+  maxActive: z.number().int().min(1),
+  sessionSeconds: z.number().int().min(1),
+});
+
+export const eventInputSchema = z
+  .object({
+    name: z.string().min(1).max(200),
+    onSaleAt: z.iso.datetime({ offset: false }),
+    holdSeconds: z.number().int().min(1).max(86_400),
+    maxSeatsPerFan: z.number().int().min(1).max(100),
+    sections: z.array(sectionSchema).max(1_000).default([]),
+    generalAdmission: z.array(generalAdmissionSchema).max(100).default([]),
+    waitingRoom: waitingRoomSchema,
+  })
+  .superRefine((event, ctx) => {
+    const ids = [...event.sections.map((s) => s.id), ...event.generalAdmission.map((g) => g.id)];
+    const dup = ids.find((v, i) => ids.indexOf(v) !== i);
+    if (dup !== undefined) {
+      ctx.addIssue({ code: "custom", message: `duplicate section or area id ${dup}`, path: ["sections"] });
+    }
+    const seats = event.sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0);
+    if (seats > MAX_SEATS_PER_EVENT) {
+      ctx.addIssue({ code: "custom", message: `${seats} seats exceed ${MAX_SEATS_PER_EVENT}`, path: ["sections"] });
+    }
+    if (event.sections.length === 0 && event.generalAdmission.length === 0) {
+      ctx.addIssue({ code: "custom", message: "an event needs a section or a general-admission area", path: [] });
+    }
+  });
+
+export function parseEventInput(input: unknown): { ok: true; value: EventInput } | { ok: false; issues: string[] } {
+  const parsed = eventInputSchema.safeParse(input);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return {
+    ok: false,
+    issues: parsed.error.issues.map((i) => `${i.path.length ? i.path.join(".") : "(event)"}: ${i.message}`),
+  };
+}

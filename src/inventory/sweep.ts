@@ -1,0 +1,166 @@
+/**
+ * The sweeper: housekeeping, never correctness. A held seat whose hold has passed is already
+ * free to take (the hold condition says so); sweeping only makes the stored status, the sparse
+ * available index and the counts tell the truth again. General-admission holds are different:
+ * their quantity is returned here (or by reclaimExpiredAdmissions when a hold finds the area
+ * short), each exactly once, because the return rides in one transaction with the hold record's
+ * held -> expired transition.
+ *
+ * Many sweepers at once are safe: every reset is a conditional write that re-checks "still held,
+ * by the same hold, and expired" on the item itself; the GSI2 entries are only candidates.
+ */
+import { QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { GSI2 } from "../dynamodb/table.js";
+import { getEventItem } from "./events.js";
+import { iso } from "./items.js";
+import { expiryBound, ID_PATTERN, keys, shardOf, SWEEP_SHARDS } from "./keys.js";
+import { conditionFailure, type Ctx, guard, type Item, isTransactionConflict, mapLimit, transact } from "./store.js";
+import type { SweepResult } from "./types.js";
+
+const PAGE = 100;
+const CONCURRENCY = 16;
+
+async function* expiredEntries(ctx: Ctx, partition: string, now: number): AsyncGenerator<Item[]> {
+  let start: Record<string, unknown> | undefined;
+  do {
+    const out = await ctx.doc.send(
+      new QueryCommand({
+        TableName: ctx.tableName,
+        IndexName: GSI2,
+        KeyConditionExpression: "GSI2PK = :pk AND GSI2SK < :bound",
+        ExpressionAttributeValues: { ":pk": partition, ":bound": expiryBound(now) },
+        Limit: PAGE,
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      }),
+    );
+    yield out.Items ?? [];
+    start = out.LastEvaluatedKey;
+  } while (start);
+}
+
+async function resetExpiredSeat(ctx: Ctx, seat: Item, now: number): Promise<boolean> {
+  try {
+    await ctx.doc.send(
+      new UpdateCommand({
+        TableName: ctx.tableName,
+        Key: { PK: seat.PK, SK: seat.SK },
+        UpdateExpression:
+          "SET #status = :available, GSI1PK = :g1pk, GSI1SK = :g1sk " +
+          "REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
+        ConditionExpression: "#status = :held AND holdId = :hold AND holdExpiresAt <= :now",
+        ExpressionAttributeNames: { "#status": "status" },
+        ExpressionAttributeValues: {
+          ":available": "available",
+          ":held": "held",
+          ":hold": seat.holdId,
+          ":now": now,
+          ":g1pk": keys.availableSeatsPartition(String(seat.eventId), String(seat.sectionId)),
+          ":g1sk": seat.SK,
+        },
+      }),
+    );
+    return true;
+  } catch (err) {
+    // Someone re-held, confirmed, released or swept it first; or a transaction is on it right now.
+    if (conditionFailure(err) || isTransactionConflict(err)) return false;
+    throw err;
+  }
+}
+
+async function expireAdmissionHold(
+  ctx: Ctx,
+  eventId: string,
+  areaId: string,
+  hold: Item,
+  now: number,
+): Promise<number> {
+  const quantity = Number(hold.quantity);
+  const out = await transact(
+    ctx,
+    [
+      {
+        Update: {
+          TableName: ctx.tableName,
+          Key: keys.hold(eventId, String(hold.holdId)),
+          UpdateExpression: "SET #status = :expired, expiredAt = :at REMOVE GSI2PK, GSI2SK",
+          ConditionExpression: "#status = :held AND expiresAt <= :now",
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: { ":expired": "expired", ":held": "held", ":now": now, ":at": iso(now) },
+        },
+      },
+      {
+        Update: {
+          TableName: ctx.tableName,
+          Key: keys.generalAdmission(eventId, areaId),
+          UpdateExpression: "SET available = available + :q, held = held - :q",
+          ConditionExpression: "attribute_exists(PK)",
+          ExpressionAttributeValues: { ":q": quantity },
+        },
+      },
+    ],
+    3,
+  );
+  return out.ok ? quantity : 0;
+}
+
+/** Returns the quantity of an area's expired general-admission holds. */
+export async function reclaimExpiredAdmissions(
+  ctx: Ctx,
+  eventId: string,
+  areaId: string,
+  now: number,
+): Promise<{ examined: number; holds: number; quantity: number }> {
+  let examined = 0;
+  let holds = 0;
+  let quantity = 0;
+  for await (const page of expiredEntries(ctx, keys.heldAdmissionsPartition(eventId, areaId), now)) {
+    examined += page.length;
+    const returned = await mapLimit(page, CONCURRENCY, (h) => expireAdmissionHold(ctx, eventId, areaId, h, now));
+    for (const q of returned) {
+      if (q > 0) {
+        holds++;
+        quantity += q;
+      }
+    }
+  }
+  return { examined, holds, quantity };
+}
+
+/**
+ * One sweeper pass over one shard of one event: held seats of the shard whose hold expired at or
+ * before `now`, and the general-admission areas assigned to this shard (shardOf(areaId)).
+ */
+export async function sweepExpired(ctx: Ctx, eventId: string, shard: number, now: number): Promise<SweepResult> {
+  const result: SweepResult = {
+    examined: 0,
+    seatsReleased: 0,
+    releasedSeats: [],
+    generalAdmissionHoldsExpired: 0,
+    generalAdmissionQuantityReturned: 0,
+  };
+  if (!ID_PATTERN.test(eventId)) return result;
+  if (!Number.isInteger(shard) || shard < 0 || shard >= SWEEP_SHARDS) {
+    throw new RangeError(`shard must be 0..${SWEEP_SHARDS - 1}`);
+  }
+  return guard("sweepExpired", async () => {
+    for await (const page of expiredEntries(ctx, keys.heldSeatsPartition(eventId, shard), now)) {
+      result.examined += page.length;
+      const reset = await mapLimit(page, CONCURRENCY, (seat) => resetExpiredSeat(ctx, seat, now));
+      page.forEach((seat, i) => {
+        if (reset[i]) result.releasedSeats.push(String(seat.seatId));
+      });
+      result.seatsReleased += reset.filter(Boolean).length;
+    }
+    const event = await getEventItem(ctx, eventId);
+    const areas = Array.isArray(event?.generalAdmission) ? (event.generalAdmission as Item[]) : [];
+    for (const area of areas) {
+      const areaId = String(area.id);
+      if (shardOf(areaId) !== shard) continue;
+      const r = await reclaimExpiredAdmissions(ctx, eventId, areaId, now);
+      result.examined += r.examined;
+      result.generalAdmissionHoldsExpired += r.holds;
+      result.generalAdmissionQuantityReturned += r.quantity;
+    }
+    return result;
+  });
+}

@@ -1,0 +1,248 @@
+/**
+ * The inventory's domain types and outcomes. A lost race, a stale hold or an unknown id is an
+ * expected outcome, returned as a value (`{ok: false, reason}`); only a store that cannot answer
+ * throws (InventoryUnavailableError, a 503 for the gateway). No SDK type appears here.
+ */
+
+export type SeatStatus = "available" | "held" | "sold";
+
+export interface SectionInput {
+  id: string;
+  tier: string;
+  /** Minor units (cents) per seat. */
+  price: number;
+  rows: number;
+  seatsPerRow: number;
+}
+
+export interface GeneralAdmissionInput {
+  id: string;
+  tier: string;
+  price: number;
+  capacity: number;
+}
+
+export interface WaitingRoomSettings {
+  admitPerSecond: number;
+  maxActive: number;
+  sessionSeconds: number;
+}
+
+/** The body of `PUT /v1/admin/events/{eventId}` (API.md). */
+export interface EventInput {
+  name: string;
+  /** ISO-8601 UTC. */
+  onSaleAt: string;
+  holdSeconds: number;
+  maxSeatsPerFan: number;
+  sections: SectionInput[];
+  generalAdmission: GeneralAdmissionInput[];
+  waitingRoom: WaitingRoomSettings;
+}
+
+export interface EventDefinition extends EventInput {
+  eventId: string;
+  /** Increases with every replacement. */
+  version: number;
+  /** False while the seats of this version are being written; holds are refused meanwhile. */
+  layoutComplete: boolean;
+  totalSeats: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface CreateEventProgress {
+  /** Seat and area items written so far (puts). */
+  written: number;
+  /** Seat and area items of a replaced layout deleted so far. */
+  deleted: number;
+  /** Puts plus deletes this call has to do. */
+  total: number;
+}
+
+export interface CreateEventOptions {
+  onProgress?: (progress: CreateEventProgress) => void;
+  /** BatchWriteItem requests in flight at once (default 16). */
+  concurrency?: number;
+}
+
+export type CreateEventResult =
+  | { ok: true; created: boolean; event: EventDefinition; seatsWritten: number; itemsDeleted: number }
+  | { ok: false; reason: "invalid_request"; issues: string[] }
+  /** The stored event has gone on sale; it can no longer be replaced. */
+  | { ok: false; reason: "on_sale"; event: EventDefinition }
+  /** Another replacement of the same event is running (or won the race). */
+  | { ok: false; reason: "conflict" };
+
+export type HoldStatus = "held" | "expired" | "released" | "confirmed";
+
+export interface GeneralAdmissionQuantity {
+  areaId: string;
+  quantity: number;
+}
+
+export interface Hold {
+  holdId: string;
+  eventId: string;
+  fanId: string;
+  kind: "seats" | "general_admission";
+  /** Seat ids; empty for a general-admission hold. */
+  seats: string[];
+  generalAdmission?: GeneralAdmissionQuantity;
+  amount: number;
+  createdAt: string;
+  expiresAt: string;
+  /** `expired` when a held hold's expiry has passed, whether or not the sweeper has run. */
+  status: HoldStatus;
+  purchaseId?: string;
+}
+
+export type HoldResult =
+  | { ok: true; hold: Hold }
+  /** Lost the race: `seats` names every requested seat that someone else holds or bought. */
+  | { ok: false; reason: "seat_unavailable"; seats: string[] }
+  /** Fewer general-admission places left than asked for. */
+  | { ok: false; reason: "insufficient_quantity"; available: number }
+  | { ok: false; reason: "not_found"; what: "event" | "seat" | "area"; seats?: string[] }
+  /** Before onSaleAt, or while the event's seats are being (re)written. */
+  | { ok: false; reason: "not_on_sale" }
+  | { ok: false; reason: "seat_limit_exceeded"; limit: number }
+  | { ok: false; reason: "invalid_request"; message: string }
+  /** Other transactions kept colliding on the same items; nothing was held. Retry later. */
+  | { ok: false; reason: "contention" };
+
+export type ReleaseResult =
+  /** `releasedSeats`: the seats this call turned available (for the seat map); empty on a repeat. */
+  | { ok: true; hold: Hold; releasedSeats: string[] }
+  | { ok: false; reason: "not_found" }
+  | { ok: false; reason: "hold_not_owned" }
+  /** The hold was bought; sold seats never go back. */
+  | { ok: false; reason: "hold_confirmed" };
+
+export type PurchaseStatus = "pending" | "confirmed" | "failed" | "refunded";
+
+export interface Purchase {
+  purchaseId: string;
+  eventId: string;
+  holdId: string;
+  fanId: string;
+  status: PurchaseStatus;
+  seats: string[];
+  generalAdmission?: GeneralAdmissionQuantity;
+  amount: number;
+  createdAt: string;
+  confirmedAt?: string;
+  failedAt?: string;
+  refundedAt?: string;
+  failureReason?: string;
+}
+
+/** Why a hold cannot be bought (any of them maps to 409 `hold_expired` or `hold_not_owned`). */
+export type HoldUnusableReason = "hold_not_owned" | "hold_expired" | "hold_released" | "hold_confirmed";
+
+export type PendingPurchaseResult =
+  | { ok: true; purchase: Purchase; created: boolean }
+  | { ok: false; reason: "not_found"; what: "hold" }
+  | { ok: false; reason: HoldUnusableReason }
+  /** The purchase id exists for another hold or fan. */
+  | { ok: false; reason: "purchase_conflict" }
+  | { ok: false; reason: "invalid_request"; message: string };
+
+export type ConfirmResult =
+  /** `alreadyConfirmed`: a repeat; the purchase is the one the first confirmation stored. */
+  | { ok: true; purchase: Purchase; alreadyConfirmed: boolean }
+  | { ok: false; reason: "not_found"; what: "hold" | "purchase" }
+  | { ok: false; reason: HoldUnusableReason; seats?: string[] }
+  | { ok: false; reason: "purchase_conflict" }
+  | { ok: false; reason: "purchase_not_pending"; status: PurchaseStatus }
+  | { ok: false; reason: "contention" };
+
+export type PurchaseTransitionResult =
+  | { ok: true; purchase: Purchase }
+  | { ok: false; reason: "not_found" }
+  | { ok: false; reason: "invalid_transition"; status: PurchaseStatus };
+
+export interface SweepResult {
+  /** Expired entries the GSI2 queries returned. */
+  examined: number;
+  seatsReleased: number;
+  /** Ids of the seats this pass turned available, for the seat map. */
+  releasedSeats: string[];
+  generalAdmissionHoldsExpired: number;
+  generalAdmissionQuantityReturned: number;
+}
+
+export interface SeatView {
+  id: string;
+  /** Effective status: a held seat whose hold has expired reads `available`. */
+  status: SeatStatus;
+  tier: string;
+  price: number;
+  holdId?: string;
+  holderId?: string;
+  holdExpiresAt?: string;
+  purchaseId?: string;
+}
+
+export interface SeatPage {
+  seats: SeatView[];
+  /** Opaque; pass back as `cursor` for the next page. Absent on the last page. */
+  nextCursor?: string;
+}
+
+export interface SectionCounts {
+  sectionId: string;
+  total: number;
+  /** Seats in the sparse available index (GSI1, eventually consistent). */
+  available: number;
+  /** Held with an unexpired hold. */
+  held: number;
+  /** Stored as held, but the hold has expired: the next fan may take them; the sweeper resets them. */
+  expiredHolds: number;
+  sold: number;
+}
+
+export interface GeneralAdmissionCounts {
+  areaId: string;
+  capacity: number;
+  available: number;
+  /** Includes expired holds the sweeper has not returned yet. */
+  held: number;
+  sold: number;
+}
+
+export interface EventCounts {
+  eventId: string;
+  seats: { total: number; available: number; held: number; expiredHolds: number; sold: number };
+  sections: SectionCounts[];
+  generalAdmission: Record<string, GeneralAdmissionCounts>;
+}
+
+export interface OutboxRecord {
+  outboxId: string;
+  eventId: string;
+  type: "BookingConfirmed";
+  purchaseId: string;
+  createdAt: string;
+  sent: boolean;
+  payload: {
+    purchaseId: string;
+    holdId: string;
+    fanId: string;
+    seats: string[];
+    generalAdmission?: GeneralAdmissionQuantity;
+    amount: number;
+    confirmedAt: string;
+  };
+}
+
+/**
+ * The store could not answer (throttled, unreachable, timed out). After a timeout the write may or
+ * may not have happened: every operation here is safe to repeat, so the caller retries.
+ */
+export class InventoryUnavailableError extends Error {
+  override name = "InventoryUnavailableError";
+}
+
+/** Epoch milliseconds; injectable so tests can move time. */
+export type Clock = () => number;
