@@ -48,6 +48,13 @@ async function resolveRedis(config: GatewayConfig, log: Logger, stops: Stop[]): 
 
 async function resolveDynamo(config: GatewayConfig, log: Logger, stops: Stop[]): Promise<string | undefined> {
   if (config.dynamodb.endpoint) return config.dynamodb.endpoint;
+  // Another process of ours (`npm run dynamodb`, or a gateway started first) may already serve
+  // the local store on its port: share it rather than open the same data directory twice.
+  const existing = `http://127.0.0.1:${config.dynamodb.localPort}`;
+  if (config.dynamodb.localPort !== 0 && (await dynamoAnswers(existing))) {
+    log.info({ endpoint: existing }, "using the local DynamoDB already running");
+    return existing;
+  }
   const path = resolve(config.dataDir, "dynamodb");
   let db: Awaited<ReturnType<typeof spawnLocalDynamoDB>>;
   try {
@@ -62,6 +69,21 @@ async function resolveDynamo(config: GatewayConfig, log: Logger, stops: Stop[]):
   stops.push(db.close);
   log.info({ endpoint: db.endpoint, path }, "started the embedded local DynamoDB");
   return db.endpoint;
+}
+
+async function dynamoAnswers(endpoint: string): Promise<boolean> {
+  try {
+    const res = await fetch(endpoint, {
+      method: "POST",
+      headers: { "content-type": "application/x-amz-json-1.0", "x-amz-target": "DynamoDB_20120810.ListTables" },
+      body: "{}",
+      signal: AbortSignal.timeout(1_000),
+    });
+    // Any DynamoDB answers an unsigned request with a JSON error naming the missing signature.
+    return (await res.text()).includes("__type");
+  } catch {
+    return false;
+  }
 }
 
 interface StoredSecrets {

@@ -32,6 +32,8 @@ const gatewaySchema = z.object({
   RATE_LIMIT_PER_FAN: z.coerce.number().min(0).default(5),
   TRUST_PROXY: bool.default(false),
   DEMO_EVENT: bool.default(true),
+  /** all: gateway and workers in one process (npm start); gateway or worker: one of them. */
+  ROLE: z.enum(["all", "gateway", "worker"]).default("all"),
 });
 
 export type GatewayConfig = {
@@ -48,6 +50,7 @@ export type GatewayConfig = {
   rateLimitPerFan: number;
   trustProxy: boolean;
   demoEvent: boolean;
+  role: "all" | "gateway" | "worker";
 };
 
 export class ConfigError extends Error {
@@ -65,8 +68,10 @@ function parse<T extends z.ZodType>(schema: T, env: NodeJS.ProcessEnv): z.infer<
   return result.data;
 }
 
-export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
-  const e = parse(gatewaySchema, env);
+/** `--role=<role>` on the command line wins over ROLE (npm run gateway / npm run worker use it). */
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv): GatewayConfig {
+  const roleFlag = argv.find((a) => a.startsWith("--role="))?.slice("--role=".length);
+  const e = parse(gatewaySchema, roleFlag ? { ...env, ROLE: roleFlag } : env);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -86,6 +91,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
     trustProxy: e.TRUST_PROXY,
     demoEvent: e.DEMO_EVENT,
+    role: e.ROLE,
   };
 }
 

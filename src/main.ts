@@ -2,54 +2,103 @@
  * The composition root: parse config, find or start Redis and DynamoDB, build each client once,
  * hand them to the app, serve, and shut down in order on SIGTERM/SIGINT.
  */
-import { DescribeTableCommand } from "@aws-sdk/client-dynamodb";
 import { serve } from "@hono/node-server";
 import { Redis } from "ioredis";
 import { startServices } from "./bootstrap.js";
-import { ConfigError, loadGatewayConfig } from "./config.js";
+import { ConfigError, type GatewayConfig, loadGatewayConfig } from "./config.js";
+import { DEMO_EVENT_ID, ensureDemoEvent } from "./demo.js";
 import { createDynamoClient } from "./dynamodb/client.js";
 import { ensureTable } from "./dynamodb/table.js";
+import { buildGatewayDeps } from "./gateway.js";
 import { buildApp } from "./http/app.js";
 import { createLogger } from "./logger.js";
+import { createMetrics } from "./metrics.js";
+import { createQueues, scheduleEvent } from "./workers/queues.js";
+import { startWorkers } from "./workers/workers.js";
 
-async function main(): Promise<void> {
-  let config: ReturnType<typeof loadGatewayConfig>;
+function loadConfigOrExit(): GatewayConfig {
   try {
-    config = loadGatewayConfig();
+    return loadGatewayConfig();
   } catch (err) {
     createLogger({ level: "info" }).fatal(err instanceof ConfigError ? err.message : { err }, "cannot start");
     process.exit(1);
   }
+}
+
+async function main(): Promise<void> {
+  const config = loadConfigOrExit();
   const log = createLogger({ level: config.logLevel });
   const services = await startServices(config, log);
 
-  const redis = new Redis(services.redisUrl, { maxRetriesPerRequest: 2, enableAutoPipelining: true });
-  redis.on("error", (err) => log.warn({ err: err.message }, "redis connection error"));
+  // Fail fast rather than queue: a claim must answer 503 (or go to DynamoDB) while Redis is away.
+  const redisOptions = { maxRetriesPerRequest: 1, commandTimeout: 2_000, enableAutoPipelining: true };
+  const redis = new Redis(services.redisUrl, redisOptions);
+  const subscriber = new Redis(services.redisUrl, { maxRetriesPerRequest: null });
+  for (const client of [redis, subscriber]) {
+    client.on("error", (err) => log.warn({ err: err.message }, "redis connection error"));
+  }
   const dynamo = createDynamoClient({ endpoint: services.dynamoEndpoint, region: config.dynamodb.region });
   await ensureTable(dynamo, config.dynamodb.table);
 
-  const app = buildApp({
+  const queues = createQueues(redis);
+  const deps = buildGatewayDeps({
+    redis,
+    subscriber,
+    dynamo,
+    tableName: config.dynamodb.table,
     logger: log,
-    health: {
-      redis: { check: async () => void (await redis.ping()) },
-      dynamodb: {
-        check: async () => void (await dynamo.send(new DescribeTableCommand({ TableName: config.dynamodb.table }))),
-      },
-    },
+    metrics: createMetrics({ defaultMetrics: true }),
+    adminToken: services.adminToken,
+    gatewaySecret: services.gatewaySecret,
+    limits: { ratePerIp: config.rateLimitPerIp, ratePerFan: config.rateLimitPerFan, trustProxy: config.trustProxy },
+    scheduleEvent: (eventId, sectionIds) => scheduleEvent(queues, eventId, sectionIds),
   });
+  const runGateway = config.role !== "worker";
+  const runWorkers = config.role !== "gateway";
 
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
-    log.info(
-      {
-        url: `http://localhost:${info.port}`,
-        redis: services.redisUrl,
-        dynamodb: services.dynamoEndpoint ?? "AWS",
-        table: config.dynamodb.table,
-      },
-      "gateway listening",
-    );
-    log.info({ adminToken: undefined }, `operator token: ${services.adminToken}`);
-  });
+  const workers = runWorkers
+    ? startWorkers({ redisUrl: services.redisUrl, inventory: deps.inventory, seatMap: deps.seatMap, logger: log })
+    : undefined;
+  if (workers) log.info({ queues: workers.workers.map((w) => w.name) }, "workers running");
+
+  if (config.demoEvent && runGateway) {
+    const created = await ensureDemoEvent(deps);
+    const demo = await deps.inventory.getEvent(DEMO_EVENT_ID);
+    if (demo)
+      await scheduleEvent(
+        queues,
+        DEMO_EVENT_ID,
+        demo.sections.map((s) => s.id),
+      );
+    log.info({ eventId: DEMO_EVENT_ID, created }, created ? "demo event created" : "demo event found");
+  }
+
+  const server = runGateway
+    ? serve({ fetch: buildApp(deps).fetch, port: config.port, hostname: config.host }, (info) => {
+        const base = `http://localhost:${info.port}`;
+        log.info(
+          {
+            url: base,
+            role: config.role,
+            redis: services.redisUrl,
+            dynamodb: services.dynamoEndpoint ?? "AWS",
+            table: config.dynamodb.table,
+          },
+          "gateway listening",
+        );
+        if (config.demoEvent) {
+          log.info(
+            {
+              waitingRoom: `${base}/v1/events/${DEMO_EVENT_ID}/waiting-room`,
+              seatMap: `${base}/v1/events/${DEMO_EVENT_ID}/seatmap`,
+              apiDocs: `${base}/docs`,
+            },
+            "demo on-sale ready",
+          );
+        }
+        log.info(`operator token: ${services.adminToken}`);
+      })
+    : undefined;
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -58,7 +107,15 @@ async function main(): Promise<void> {
     log.info({ signal }, "shutting down");
     const force = setTimeout(() => process.exit(1), 15_000);
     force.unref();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (server) {
+      // SSE streams never end by themselves: close idle and streaming sockets after a grace period.
+      setTimeout(() => (server as import("node:http").Server).closeAllConnections(), 2_000).unref();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    // A worker finishes its current jobs; one killed instead would see them retried elsewhere.
+    await workers?.close();
+    await queues.close();
+    await deps.relay.close();
     redis.disconnect();
     dynamo.destroy();
     await services.stop();

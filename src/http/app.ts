@@ -1,12 +1,29 @@
 /**
- * The HTTP app, composed of small sub-apps. `buildApp(deps)` takes every client it needs, so a
- * test builds one with its own Redis and DynamoDB and calls `app.request()` in-process.
+ * The HTTP app, composed of small sub-apps, one per endpoint. `buildApp(deps)` takes every
+ * client it needs, so a test builds one with its own Redis and DynamoDB and calls
+ * `app.request()` in-process.
  */
 import { OpenAPIHono } from "@hono/zod-openapi";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
-import type { AppDeps, AppEnv } from "./context.js";
+import { InventoryUnavailableError } from "../inventory/index.js";
+import type { AppDeps, AppEnv, CachedReads } from "./context.js";
 import { ApiError, errorBody } from "./errors.js";
+import { putEventRoute } from "./routes/admin/put-event.js";
+import { statsRoute } from "./routes/admin/stats.js";
+import { patchWaitingRoomRoute } from "./routes/admin/waiting-room.js";
 import { healthRoutes } from "./routes/health.js";
+import { createHoldRoute } from "./routes/holds/create.js";
+import { releaseHoldRoute } from "./routes/holds/release.js";
+import { infoRoute } from "./routes/queue/info.js";
+import { joinRoute } from "./routes/queue/join.js";
+import { statusRoute } from "./routes/queue/status.js";
+import { sectionSeatsRoute } from "./routes/seatmap/section.js";
+import { seatStreamRoute } from "./routes/seatmap/stream.js";
+import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
+import { serviceRoutes } from "./routes/service.js";
+import { ttlCache } from "./ttl-cache.js";
 
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({
@@ -15,26 +32,93 @@ export function buildApp(deps: AppDeps) {
       if (!result.success) {
         throw new ApiError("invalid_request", "the request does not match the schema", {
           details: {
-            issues: result.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })),
+            issues: result.error.issues.slice(0, 20).map((i) => ({ path: i.path.join("."), message: i.message })),
           },
         });
       }
     },
   });
 
+  const scheduledAt = new Map<string, number>();
+  const schedule = (eventId: string, sectionIds: string[]) => {
+    if (!deps.scheduleEvent || (scheduledAt.get(eventId) ?? 0) > Date.now()) return;
+    scheduledAt.set(eventId, Date.now() + 60_000);
+    deps.scheduleEvent(eventId, sectionIds).catch((err: unknown) => {
+      scheduledAt.delete(eventId);
+      deps.logger.warn({ err: (err as Error).message, eventId }, "could not schedule the event's background jobs");
+    });
+  };
+  const reads: CachedReads = {
+    event: ttlCache(2_000, async (eventId) => {
+      const event = await deps.inventory.getEvent(eventId);
+      if (event)
+        schedule(
+          eventId,
+          event.sections.map((s) => s.id),
+        );
+      return event;
+    }),
+    generalAdmission: ttlCache(1_000, (key) => {
+      const [eventId = "", areaId = ""] = key.split("/");
+      return deps.inventory.getGeneralAdmission(eventId, areaId);
+    }),
+    sectionBodies: new Map(),
+  };
+
   // Echoes a client's X-Request-Id when it is sane (word characters, at most 128), else makes one.
   app.use(requestId({ limitLength: 128 }));
   app.use(async (c, next) => {
     c.set("deps", deps);
+    c.set("reads", reads);
     c.set("log", deps.logger.child({ requestId: c.get("requestId") }));
+    const started = performance.now();
     await next();
+    deps.metrics.httpDuration.observe(
+      { method: c.req.method, route: c.req.routePath, status: String(c.res.status) },
+      (performance.now() - started) / 1000,
+    );
+  });
+  app.use(
+    bodyLimit({
+      maxSize: deps.limits.maxBodyBytes,
+      onError: () => {
+        throw new ApiError("payload_too_large", `request bodies are limited to ${deps.limits.maxBodyBytes} bytes`);
+      },
+    }),
+  );
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
+    type: "http",
+    scheme: "bearer",
+    description: "A queue token, an access token or the operator token, as each endpoint says",
   });
 
-  app.route("/", healthRoutes);
+  for (const routes of [
+    healthRoutes,
+    serviceRoutes,
+    putEventRoute,
+    patchWaitingRoomRoute,
+    statsRoute,
+    joinRoute,
+    statusRoute,
+    infoRoute,
+    seatMapSummaryRoute,
+    sectionSeatsRoute,
+    seatStreamRoute,
+    createHoldRoute,
+    releaseHoldRoute,
+  ]) {
+    app.route("/", routes);
+  }
 
   app.doc31("/openapi.json", {
     openapi: "3.1.0",
-    info: { title: "On-sale gateway", version: "1" },
+    info: {
+      title: "On-sale gateway",
+      version: "1",
+      description:
+        "Waiting room, seat map and claims for ticket on-sales. Errors: {error: {code, message, requestId}}.",
+    },
   });
 
   app.notFound((c) => {
@@ -42,17 +126,26 @@ export function buildApp(deps: AppDeps) {
     return c.json(errorBody(err, c.get("requestId")), err.status);
   });
 
-  app.onError((err, c) => {
+  app.onError((thrown, c) => {
     const id = c.get("requestId") ?? crypto.randomUUID();
-    if (err instanceof ApiError) {
-      if (err.retryAfter !== undefined) c.header("Retry-After", String(err.retryAfter));
-      if (err.status >= 500) c.var.log?.warn({ code: err.code, details: err.details }, err.message);
-      return c.json(errorBody(err, id), err.status);
+    let err: ApiError;
+    if (thrown instanceof ApiError) err = thrown;
+    else if (thrown instanceof InventoryUnavailableError) {
+      err = new ApiError("unavailable", "seat inventory unavailable; retry", { retryAfter: 1 });
+    } else if (thrown instanceof HTTPException && thrown.status < 500) {
+      // Hono's own 4xx (malformed JSON, a missing body, a bad content type).
+      err = new ApiError(
+        thrown.status === 413 ? "payload_too_large" : "invalid_request",
+        thrown.message || "bad request",
+      );
+    } else {
+      // Never a stack trace to the client; the log keeps it.
+      (c.var.log ?? deps.logger).error({ err: thrown }, "unhandled error");
+      err = new ApiError("internal_error", "internal error");
     }
-    // Never a stack trace to the client; the log keeps it.
-    (c.var.log ?? deps.logger).error({ err }, "unhandled error");
-    const internal = new ApiError("internal_error", "internal error");
-    return c.json(errorBody(internal, id), internal.status);
+    if (err.retryAfter !== undefined) c.header("Retry-After", String(err.retryAfter));
+    if (err.status >= 500) c.var.log?.warn({ code: err.code, details: err.details }, err.message);
+    return c.json(errorBody(err, id), err.status);
   });
 
   return app;

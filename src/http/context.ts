@@ -1,15 +1,61 @@
 /** What every request handler can reach through `c.var`, and the app's type. */
 import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { HoldService } from "../claims/hold-service.js";
+import type { EventDefinition, GeneralAdmissionCounts, Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics.js";
+import type { SeatMapCache } from "../seatmap/cache.js";
+import type { SeatChangeRelay } from "../seatmap/relay.js";
+import type { WaitingRoom } from "../waiting-room/index.js";
+import type { RateLimiter } from "./middleware/rate-limit.js";
 
 export interface HealthProbe {
   /** Resolves when the dependency answers; rejects (or times out) when it does not. */
   check(): Promise<void>;
 }
 
+export interface GatewayLimits {
+  /** Requests per second per client IP on join, status and holds; 0 turns it off. */
+  ratePerIp: number;
+  /** Requests per second per fan on status polls and holds; 0 turns it off. */
+  ratePerFan: number;
+  /** Operator requests per second per client IP. */
+  ratePerOperatorIp: number;
+  /** Take the client IP from X-Forwarded-For. */
+  trustProxy: boolean;
+  /** Request bodies larger than this are refused with 413. */
+  maxBodyBytes: number;
+}
+
 export interface AppDeps {
   logger: Logger;
+  metrics: Metrics;
   health: { redis: HealthProbe; dynamodb: HealthProbe };
+  limits: GatewayLimits;
+  adminToken: string;
+  inventory: Inventory;
+  waitingRoom: WaitingRoom;
+  seatMap: SeatMapCache;
+  relay: SeatChangeRelay;
+  holds: HoldService;
+  rateLimiter: RateLimiter;
+  /**
+   * Arms an event's background work (sweeps, cache refresh). Idempotent; called when an event is
+   * stored and, at most once a minute, when this process reads it, so schedules come back after a
+   * Redis restart. Absent when no queues are wired (some tests).
+   */
+  scheduleEvent?: (eventId: string, sectionIds: string[]) => Promise<void>;
+  /** Purchases of an event by status (the purchase saga keeps these). */
+  purchaseCounts(eventId: string): Promise<{ confirmed: number; pending: number; failed: number; refunded: number }>;
+}
+
+/** Reads that may be a few seconds stale, cached in this process (built once by buildApp). */
+export interface CachedReads {
+  event(eventId: string): Promise<EventDefinition | null>;
+  /** Keyed `<eventId>/<areaId>`. */
+  generalAdmission(key: string): Promise<GeneralAdmissionCounts | null>;
+  /** Serialized section bodies by `<eventId>/<sectionId>`, each valid for one cache version. */
+  sectionBodies: Map<string, { version: string; body: string }>;
 }
 
 export type AppEnv = {
@@ -17,6 +63,7 @@ export type AppEnv = {
     requestId: string;
     log: Logger;
     deps: AppDeps;
+    reads: CachedReads;
   };
 };
 

@@ -1,8 +1,10 @@
 /**
  * Lua scripts live in lua/, one file each, named `<command>-<numberOfKeys>.lua` (bullmq's
- * convention; a `-n` suffix means the caller passes the key count). They are read from disk once
- * and registered with ioredis `defineCommand`, which sends EVALSHA and falls back to EVAL on
- * NOSCRIPT, so a restarted Redis costs one extra round trip, never an error.
+ * convention; a `-n` suffix means the caller passes the key count). Shared code sits in an
+ * `includes/` folder beside a script and is inlined where the script says `--- @include "<name>"`.
+ * Files are read when a module is built (never at import time) and registered with ioredis
+ * `defineCommand`, which sends EVALSHA and falls back to EVAL on NOSCRIPT, so a restarted Redis
+ * costs one extra round trip, never an error.
  */
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -21,14 +23,25 @@ export interface ScriptFile {
   lua: string;
 }
 
-export function readScript(fileBase: string): ScriptFile {
+const INCLUDE = /^--- @include "([A-Za-z0-9_-]+)"[ \t]*$/gm;
+
+function expandIncludes(source: string, dir: string, seen: readonly string[]): string {
+  return source.replace(INCLUDE, (_line, name: string) => {
+    if (seen.includes(name)) throw new Error(`circular Lua include: ${[...seen, name].join(" -> ")}`);
+    const body = readFileSync(join(dir, "includes", `${name}.lua`), "utf8");
+    return expandIncludes(body, dir, [...seen, name]);
+  });
+}
+
+/** Reads `<dir>/<fileBase>.lua` with its includes expanded; the name gives command and key count. */
+export function readScript(fileBase: string, dir: string = luaDir): ScriptFile {
   const match = /^(.+)-(\d+|n)$/.exec(fileBase);
   if (!match) throw new Error(`script file name ${fileBase} does not follow <name>-<keys>.lua`);
   const [, name, keys] = match as unknown as [string, string, string];
   return {
     command: name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()),
     numberOfKeys: keys === "n" ? undefined : Number(keys),
-    lua: readFileSync(join(luaDir, `${fileBase}.lua`), "utf8"),
+    lua: expandIncludes(readFileSync(join(dir, `${fileBase}.lua`), "utf8"), dir, []),
   };
 }
 

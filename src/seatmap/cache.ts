@@ -59,6 +59,8 @@ export function sectionOf(seatId: string): string {
 export interface SeatMapCache {
   /** The section from cache, loading it from the source on a miss; null when it does not exist. */
   getSection(eventId: string, sectionId: string): Promise<CachedSection | null>;
+  /** The cached version of a section (one small read), or null when it is not cached. */
+  version(eventId: string, sectionId: string): Promise<string | null>;
   /** Write-through after DynamoDB answered; also publishes the changes. */
   apply(eventId: string, changes: SeatRow[]): Promise<void>;
   /** Rebuilds a section from the source (cache-refresh worker, or a version in doubt). */
@@ -126,11 +128,23 @@ export function createSeatMapCache(deps: {
     };
   }
 
+  // A spike of first readers of a cold section makes one DynamoDB load per process, not thousands.
+  const filling = new Map<string, Promise<boolean>>();
+  const fillOnce = (eventId: string, sectionId: string): Promise<boolean> => {
+    const key = `${eventId}/${sectionId}`;
+    let pending = filling.get(key);
+    if (!pending) {
+      pending = fill(eventId, sectionId, false).finally(() => filling.delete(key));
+      filling.set(key, pending);
+    }
+    return pending;
+  };
+
   return {
     async getSection(eventId, sectionId) {
       const cached = await read(eventId, sectionId);
       if (cached) return cached;
-      if (!(await fill(eventId, sectionId, false))) return null;
+      if (!(await fillOnce(eventId, sectionId))) return null;
       return read(eventId, sectionId);
     },
 
@@ -150,6 +164,11 @@ export function createSeatMapCache(deps: {
           );
         }),
       );
+    },
+
+    async version(eventId, sectionId) {
+      const [gen, v] = await redis.hmget(seatMapKeys.section(eventId, sectionId).meta, "gen", "v");
+      return gen && v ? `${gen}.${v}` : null;
     },
 
     rebuild: (eventId, sectionId) => fill(eventId, sectionId, true),
@@ -176,7 +195,11 @@ export function createSeatMapCache(deps: {
       for (const [sectionId, ids] of bySection) {
         const k = seatMapKeys.section(eventId, sectionId);
         const keys = [k.st, k.idx, k.exp, ...ids.map((id) => seatMapKeys.lease(eventId, id))];
-        const out = await script<(number | string)[]>("shield", keys, [leaseMs, owner, ...ids], true);
+        const shieldOnce = () => script<(number | string)[]>("shield", keys, [leaseMs, owner, ...ids], true);
+        let out = await shieldOnce();
+        // A cold section is loaded once (per process) and checked again, so the first spike on
+        // an event is filtered too instead of reaching DynamoDB in full.
+        if (out[0] === 2 && (await fillOnce(eventId, sectionId).catch(() => false))) out = await shieldOnce();
         if (out[0] === 0) {
           await release();
           metrics.shieldRejections.inc();

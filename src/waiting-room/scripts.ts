@@ -1,14 +1,11 @@
 /**
  * The waiting room's Lua scripts, registered in one place. Each script is a file in
- * lua/waiting-room/ named `<name>-<numberOfKeys>.lua` (the bullmq convention); shared code lives
- * in lua/waiting-room/includes/ and is inlined where a script says `--- @include "<name>"`.
- * Files are read when a waiting room is built (never at import time) and registered with ioredis
- * `defineCommand`, which sends EVALSHA and falls back to EVAL on NOSCRIPT.
+ * lua/waiting-room/ named `<name>-<numberOfKeys>.lua`, read by src/redis/scripts.ts (which also
+ * inlines lua/waiting-room/includes/). Registered here with a key-count check on every call.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Cluster, Redis } from "ioredis";
+import { readScript } from "../redis/scripts.js";
 
 export const DEFAULT_LUA_DIR = fileURLToPath(new URL("../../lua/waiting-room/", import.meta.url));
 
@@ -46,16 +43,6 @@ export type RunScript = (
   args?: readonly (string | number)[],
 ) => Promise<ScriptReply>;
 
-const INCLUDE = /^--- @include "([A-Za-z0-9_-]+)"[ \t]*$/gm;
-
-function expandIncludes(source: string, dir: string, seen: readonly string[]): string {
-  return source.replace(INCLUDE, (_line, name: string) => {
-    if (seen.includes(name)) throw new Error(`circular Lua include: ${[...seen, name].join(" -> ")}`);
-    const body = readFileSync(join(dir, "includes", `${name}.lua`), "utf8");
-    return expandIncludes(body, dir, [...seen, name]);
-  });
-}
-
 const loadedByDir = new Map<string, readonly LoadedScript[]>();
 
 /** Reads and expands every script once per directory; later calls reuse the result. */
@@ -63,13 +50,13 @@ export function loadScripts(dir: string = DEFAULT_LUA_DIR): readonly LoadedScrip
   const cached = loadedByDir.get(dir);
   if (cached) return cached;
   const scripts = (Object.entries(FILES) as [ScriptName, string][]).map(([name, file]) => {
-    const match = /-(\d+)\.lua$/.exec(file);
-    if (!match?.[1]) throw new Error(`script file ${file} does not carry its key count`);
+    const { numberOfKeys, lua } = readScript(file.replace(/\.lua$/, ""), dir);
+    if (numberOfKeys === undefined) throw new Error(`script file ${file} does not carry its key count`);
     return {
       name,
       command: `waitingRoom${name[0]?.toUpperCase()}${name.slice(1)}`,
-      numberOfKeys: Number(match[1]),
-      lua: expandIncludes(readFileSync(join(dir, file), "utf8"), dir, []),
+      numberOfKeys,
+      lua,
       readOnly: READ_ONLY.has(name),
     };
   });

@@ -110,7 +110,7 @@ describe("seat-map cache and hot-seat shield (real Redis)", () => {
       expect(lost).toHaveLength(499);
       expect(lost.every((r) => r.kind === "lost" && r.seats.length > 0)).toBe(true);
     } finally {
-      clients.forEach((c) => c.disconnect());
+      for (const c of clients) c.disconnect();
     }
   });
 
@@ -134,9 +134,14 @@ describe("seat-map cache and hot-seat shield (real Redis)", () => {
     expect((await cache.shield(eventId, ["A-2-4"], 5_000)).kind).toBe("leased");
   });
 
-  it("bypasses the shield when the section is not cached (DynamoDB decides)", async () => {
+  it("warms a cold section before shielding it, and bypasses only a section the source does not know", async () => {
     const eventId = `e${randomUUID().slice(0, 8)}`;
     const cache = createSeatMapCache({ redis, source, metrics, logger });
-    expect((await cache.shield(eventId, ["A-1-1"], 5_000)).kind).toBe("bypass");
+    loads = 0;
+    const cold = await Promise.all(Array.from({ length: 50 }, () => cache.shield(eventId, ["A-3-3"], 5_000)));
+    expect(cold.filter((r) => r.kind === "leased")).toHaveLength(1);
+    expect(loads).toBe(1);
+    // Unknown to the cache and to the source: DynamoDB decides (and will say not found).
+    expect((await cache.shield(eventId, ["Z-1-1"], 5_000)).kind).toBe("bypass");
   });
 });

@@ -1,0 +1,54 @@
+/**
+ * The server side of `npm run bench:gateway`, in its own process so client and server each get
+ * a core: `hello` is a bare Hono hello-world (the ceiling); `gateway` is the full gateway with
+ * rate limits off. Prints one JSON line with `listening` when ready.
+ */
+import { serve } from "@hono/node-server";
+import { Hono } from "hono";
+import { Redis } from "ioredis";
+import pino from "pino";
+import { z } from "zod";
+import { createDynamoClient } from "../src/dynamodb/client.js";
+import { ensureTable } from "../src/dynamodb/table.js";
+import { buildGatewayDeps } from "../src/gateway.js";
+import { buildApp } from "../src/http/app.js";
+import { createMetrics } from "../src/metrics.js";
+
+const env = z
+  .object({
+    MODE: z.enum(["hello", "gateway"]),
+    REDIS_URL: z.string().optional(),
+    DYNAMODB_ENDPOINT: z.string().optional(),
+    DYNAMODB_TABLE: z.string().default("bench"),
+    ADMIN_TOKEN: z.string().default("bench-operator-token-000"),
+    GATEWAY_SECRET: z.string().default("bench-gateway-secret-0123456789abcdef"),
+  })
+  .parse(process.env);
+
+let fetchHandler: (req: Request) => Response | Promise<Response>;
+if (env.MODE === "hello") {
+  const app = new Hono().get("/hello", (c) => c.json({ hello: "world" }));
+  fetchHandler = app.fetch;
+} else {
+  const redis = new Redis(env.REDIS_URL!, { enableAutoPipelining: true });
+  const subscriber = new Redis(env.REDIS_URL!);
+  const dynamo = createDynamoClient({ endpoint: env.DYNAMODB_ENDPOINT, region: "us-east-1" });
+  await ensureTable(dynamo, env.DYNAMODB_TABLE);
+  const deps = buildGatewayDeps({
+    redis,
+    subscriber,
+    dynamo,
+    tableName: env.DYNAMODB_TABLE,
+    logger: pino({ level: "warn" }),
+    metrics: createMetrics(),
+    adminToken: env.ADMIN_TOKEN,
+    gatewaySecret: env.GATEWAY_SECRET,
+    limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0 },
+  });
+  fetchHandler = buildApp(deps).fetch;
+}
+
+const server = serve({ fetch: fetchHandler, port: 0, hostname: "127.0.0.1" }, (info) => {
+  process.stdout.write(`${JSON.stringify({ listening: info.port })}\n`);
+});
+process.on("SIGTERM", () => server.close(() => process.exit(0)));

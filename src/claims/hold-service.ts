@@ -1,0 +1,119 @@
+/**
+ * The claim path for holds: the hot-seat shield in Redis filters holds that cannot win, DynamoDB
+ * decides, and the seat-map cache is told the outcome. Redis never decides: when it cannot
+ * answer, the shield is skipped and DynamoDB alone arbitrates.
+ */
+import type { Hold, HoldResult, Inventory, ReleaseResult } from "../inventory/index.js";
+import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics.js";
+import { type SeatMapCache, sectionOf } from "../seatmap/cache.js";
+
+export type HoldOutcome =
+  | HoldResult
+  /** Refused by the shield: no DynamoDB request was made. */
+  | { ok: false; reason: "seat_unavailable"; seats: string[]; stage: "shield" };
+
+export interface HoldService {
+  holdSeats(eventId: string, fanId: string, seatIds: string[], holdSeconds: number): Promise<HoldOutcome>;
+  holdGeneralAdmission(
+    eventId: string,
+    fanId: string,
+    areaId: string,
+    quantity: number,
+    holdSeconds: number,
+  ): Promise<HoldResult>;
+  release(eventId: string, holdId: string, fanId: string): Promise<ReleaseResult>;
+}
+
+export interface HoldServiceOptions {
+  inventory: Inventory;
+  seatMap: SeatMapCache;
+  metrics: Metrics;
+  logger: Logger;
+  /** How long a shield lease lasts: longer than a DynamoDB write, short enough to heal fast. */
+  leaseMs?: number;
+}
+
+export function createHoldService(options: HoldServiceOptions): HoldService {
+  const { inventory, seatMap, metrics, logger } = options;
+  const leaseMs = options.leaseMs ?? 3_000;
+
+  // A lost race means the cache was stale for those seats: rebuild their sections, once per
+  // second at most, so the next fan is filtered by the shield instead of reaching DynamoDB.
+  const rebuilding = new Map<string, number>();
+  const refreshSections = (eventId: string, seatIds: string[]) => {
+    const now = Date.now();
+    for (const sectionId of new Set(seatIds.map(sectionOf))) {
+      const key = `${eventId}/${sectionId}`;
+      if ((rebuilding.get(key) ?? 0) > now) continue;
+      rebuilding.set(key, now + 1_000);
+      seatMap.rebuild(eventId, sectionId).catch((err: unknown) => {
+        logger.warn({ err: (err as Error).message, eventId, sectionId }, "seat-map rebuild failed");
+      });
+    }
+  };
+
+  const tellCache = (eventId: string, hold: Hold, status: "held" | "available") => {
+    const expiry = Date.parse(hold.expiresAt);
+    seatMap
+      .apply(
+        eventId,
+        hold.seats.map((id) => ({ id, status, ...(status === "held" ? { holdExpiresAt: expiry } : {}) })),
+      )
+      .catch((err: unknown) => logger.warn({ err: (err as Error).message, eventId }, "seat-map update failed"));
+  };
+
+  return {
+    async holdSeats(eventId, fanId, seatIds, holdSeconds) {
+      let shield: Awaited<ReturnType<SeatMapCache["shield"]>>;
+      try {
+        shield = await seatMap.shield(eventId, seatIds, leaseMs);
+      } catch (err) {
+        logger.warn({ err: (err as Error).message, eventId }, "shield unavailable; DynamoDB decides alone");
+        shield = { kind: "bypass", release: async () => {} };
+      }
+      if (shield.kind === "lost") {
+        metrics.holds.inc({ outcome: "seat_unavailable" });
+        metrics.conflicts.inc({ stage: "shield" });
+        return { ok: false, reason: "seat_unavailable", seats: shield.seats, stage: "shield" };
+      }
+      const operation = seatIds.length === 1 ? "UpdateItem" : "TransactWriteItems";
+      try {
+        const result = await inventory.hold(eventId, fanId, seatIds, holdSeconds);
+        metrics.dynamoRequests.inc({ operation: `hold:${operation}`, outcome: result.ok ? "ok" : result.reason });
+        metrics.holds.inc({ outcome: result.ok ? "granted" : result.reason });
+        if (result.ok) {
+          tellCache(eventId, result.hold, "held");
+        } else if (result.reason === "seat_unavailable") {
+          metrics.conflicts.inc({ stage: "dynamodb" });
+          refreshSections(eventId, result.seats);
+        }
+        return result;
+      } catch (err) {
+        metrics.dynamoRequests.inc({ operation: `hold:${operation}`, outcome: "error" });
+        throw err;
+      } finally {
+        await shield.release();
+      }
+    },
+
+    async holdGeneralAdmission(eventId, fanId, areaId, quantity, holdSeconds) {
+      try {
+        const result = await inventory.holdGeneralAdmission(eventId, fanId, areaId, quantity, holdSeconds);
+        metrics.dynamoRequests.inc({ operation: "hold:TransactWriteItems", outcome: result.ok ? "ok" : result.reason });
+        metrics.holds.inc({ outcome: result.ok ? "granted" : result.reason });
+        return result;
+      } catch (err) {
+        metrics.dynamoRequests.inc({ operation: "hold:TransactWriteItems", outcome: "error" });
+        throw err;
+      }
+    },
+
+    async release(eventId, holdId, fanId) {
+      const result = await inventory.release(eventId, holdId, fanId);
+      metrics.dynamoRequests.inc({ operation: "release", outcome: result.ok ? "ok" : result.reason });
+      if (result.ok && result.hold.seats.length > 0) tellCache(eventId, result.hold, "available");
+      return result;
+    },
+  };
+}

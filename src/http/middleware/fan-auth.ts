@@ -1,0 +1,50 @@
+/**
+ * Fan tokens. Access tokens verify without Redis (signature, kind, event, expiry); on claim paths
+ * the session is also checked against revocation in Redis, and when Redis cannot answer the
+ * claim goes ahead: DynamoDB decides, and a revoked session can do no more than hold a seat it
+ * could have held a moment earlier.
+ */
+import type { Context } from "hono";
+import type { AccessTokenClaims, QueueTokenClaims, TokenFailure } from "../../waiting-room/index.js";
+import type { AppEnv } from "../context.js";
+import { ApiError } from "../errors.js";
+import { bearerToken } from "./admin-auth.js";
+
+function refuse(reason: TokenFailure, kind: string): ApiError {
+  switch (reason) {
+    case "wrong_kind":
+      return new ApiError("forbidden", `this endpoint needs an ${kind} token`);
+    case "wrong_event":
+      return new ApiError("forbidden", "the token belongs to another event");
+    case "expired":
+      return new ApiError("unauthenticated", `the ${kind} token has expired`);
+    default:
+      return new ApiError("unauthenticated", `the ${kind} token is not valid`);
+  }
+}
+
+export async function requireQueueToken(c: Context<AppEnv>, eventId: string): Promise<QueueTokenClaims> {
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) throw new ApiError("unauthenticated", "a queue token is required (Authorization: Bearer <token>)");
+  const check = await c.var.deps.waitingRoom.verifyQueueToken(token, eventId);
+  if (!check.ok) throw refuse(check.reason, "queue");
+  return check.claims;
+}
+
+export async function requireAccessToken(
+  c: Context<AppEnv>,
+  eventId: string,
+  options: { checkRevocation: boolean },
+): Promise<AccessTokenClaims> {
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) throw new ApiError("unauthenticated", "an access token is required (Authorization: Bearer <token>)");
+  const { waitingRoom, logger } = c.var.deps;
+  const check = await waitingRoom.verifyAccessToken(token, eventId);
+  if (!check.ok) throw refuse(check.reason, "access");
+  if (options.checkRevocation) {
+    const active = await waitingRoom.isSessionActive(eventId, check.claims.sessionId);
+    if (active.ok && !active.active) throw new ApiError("unauthenticated", "this session has ended");
+    if (!active.ok) logger.warn({ eventId }, "session check unavailable; DynamoDB decides the claim");
+  }
+  return check.claims;
+}

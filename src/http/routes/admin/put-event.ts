@@ -1,0 +1,84 @@
+import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
+import { eventInputSchema } from "../../../inventory/index.js";
+import type { AppEnv } from "../../context.js";
+import { ApiError, ErrorBody } from "../../errors.js";
+import { bearerSecurity, EventIdParam } from "../../schemas.js";
+import { StoredEvent, toStoredEvent } from "./event-view.js";
+import { requireOperator } from "./guard.js";
+
+const route = createRoute({
+  method: "put",
+  path: "/v1/admin/events/{eventId}",
+  tags: ["operator"],
+  summary: "Create or replace an event that has not gone on sale",
+  description:
+    "Writes the event and every seat to DynamoDB (BatchWriteItem, progress in the log), configures its waiting room " +
+    "(the lottery commitment is fixed at the first PUT), and refreshes the seat-map cache.",
+  security: bearerSecurity,
+  request: {
+    params: EventIdParam,
+    body: { required: true, content: { "application/json": { schema: eventInputSchema.openapi("EventInput") } } },
+  },
+  responses: {
+    200: { description: "replaced", content: { "application/json": { schema: StoredEvent } } },
+    201: { description: "created", content: { "application/json": { schema: StoredEvent } } },
+    400: { description: "invalid", content: { "application/json": { schema: ErrorBody } } },
+    401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
+    409: { description: "already on sale", content: { "application/json": { schema: ErrorBody } } },
+  },
+});
+
+export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
+  await requireOperator(c);
+  const { eventId } = c.req.valid("param");
+  const input = c.req.valid("json");
+  const { inventory, waitingRoom, seatMap } = c.var.deps;
+  const log = c.var.log.child({ eventId });
+
+  let lastLogged = 0;
+  const result = await inventory.createEvent(eventId, input, {
+    onProgress: (p) => {
+      const now = Date.now();
+      if (now - lastLogged < 1_000 && p.written + p.deleted < p.total) return;
+      lastLogged = now;
+      log.info({ written: p.written, deleted: p.deleted, total: p.total }, "writing seats");
+    },
+  });
+  if (!result.ok) {
+    if (result.reason === "on_sale")
+      throw new ApiError("event_on_sale", "the event has gone on sale; it can no longer be replaced");
+    if (result.reason === "conflict")
+      throw new ApiError("event_on_sale", "another change of this event is in progress; retry");
+    throw new ApiError("invalid_request", "the event is not valid", { details: { issues: result.issues } });
+  }
+
+  const room = await waitingRoom.configure(eventId, {
+    onSaleAt: input.onSaleAt,
+    admitPerSecond: input.waitingRoom.admitPerSecond,
+    maxActive: input.waitingRoom.maxActive,
+    sessionSeconds: input.waitingRoom.sessionSeconds,
+  });
+  if (!room.ok) {
+    if (room.reason === "unavailable")
+      throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 2 });
+    if (room.reason === "already_open") throw new ApiError("event_on_sale", "the waiting room is already open");
+    if (room.reason === "invalid")
+      throw new ApiError("invalid_request", "invalid waiting-room settings", { details: { issues: room.issues } });
+    throw new ApiError("not_found", "waiting room not found");
+  }
+
+  // A replaced layout must not be served from the old cache.
+  await Promise.all(input.sections.map((s) => seatMap.rebuild(eventId, s.id))).catch((err: unknown) =>
+    log.warn({ err: (err as Error).message }, "seat-map cache refresh failed; it will load on the next read"),
+  );
+  await c.var.deps
+    .scheduleEvent?.(
+      eventId,
+      input.sections.map((s) => s.id),
+    )
+    .catch((err: unknown) =>
+      log.warn({ err: (err as Error).message }, "background jobs not scheduled; they will be on the next read"),
+    );
+  log.info({ created: result.created, seats: result.seatsWritten }, "event stored");
+  return c.json(toStoredEvent(result.event, room.info.lottery.commitment), result.created ? 201 : 200);
+});

@@ -1,0 +1,88 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { AppEnv } from "../../context.js";
+import { ApiError, ErrorBody } from "../../errors.js";
+import { bearerSecurity, EventIdParam } from "../../schemas.js";
+import { requireOperator } from "./guard.js";
+
+const Stats = z
+  .object({
+    waiting: z.number(),
+    admitted: z.number(),
+    active: z.number(),
+    abandoned: z.number(),
+    completed: z.number(),
+    seats: z.object({ available: z.number(), held: z.number(), sold: z.number(), total: z.number() }),
+    sections: z.array(
+      z.object({ id: z.string(), available: z.number(), held: z.number(), sold: z.number(), total: z.number() }),
+    ),
+    generalAdmission: z.record(
+      z.string(),
+      z.object({ available: z.number(), held: z.number(), sold: z.number(), capacity: z.number() }),
+    ),
+    purchases: z.object({ confirmed: z.number(), pending: z.number(), failed: z.number(), refunded: z.number() }),
+    waitingRoom: z.object({ state: z.string(), effectiveAdmitPerSecond: z.number(), servedThrough: z.number() }),
+  })
+  .openapi("EventStats");
+
+const route = createRoute({
+  method: "get",
+  path: "/v1/admin/events/{eventId}/stats",
+  tags: ["operator"],
+  summary: "Queue and inventory figures; seats and general admission come from the authoritative store",
+  security: bearerSecurity,
+  request: { params: EventIdParam },
+  responses: {
+    200: { description: "figures", content: { "application/json": { schema: Stats } } },
+    401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
+    404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
+  },
+});
+
+export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
+  await requireOperator(c);
+  const { eventId } = c.req.valid("param");
+  const { inventory, waitingRoom, purchaseCounts } = c.var.deps;
+  const [counts, room, purchases] = await Promise.all([
+    inventory.eventCounts(eventId),
+    waitingRoom.stats(eventId),
+    purchaseCounts(eventId),
+  ]);
+  if (!counts) throw new ApiError("not_found", `no event ${eventId}`);
+  const queue = room.ok ? room.stats : undefined;
+  return c.json(
+    {
+      waiting: queue?.waiting ?? 0,
+      admitted: queue?.admitted ?? 0,
+      active: queue?.active ?? 0,
+      abandoned: queue?.abandoned ?? 0,
+      completed: queue?.completed ?? 0,
+      // An expired hold not yet swept is available to the next fan.
+      seats: {
+        available: counts.seats.available + counts.seats.expiredHolds,
+        held: counts.seats.held,
+        sold: counts.seats.sold,
+        total: counts.seats.total,
+      },
+      sections: counts.sections.map((s) => ({
+        id: s.sectionId,
+        available: s.available + s.expiredHolds,
+        held: s.held,
+        sold: s.sold,
+        total: s.total,
+      })),
+      generalAdmission: Object.fromEntries(
+        Object.entries(counts.generalAdmission).map(([id, g]) => [
+          id,
+          { available: g.available, held: g.held, sold: g.sold, capacity: g.capacity },
+        ]),
+      ),
+      purchases,
+      waitingRoom: {
+        state: queue?.state ?? "unavailable",
+        effectiveAdmitPerSecond: queue?.effectiveAdmitPerSecond ?? 0,
+        servedThrough: queue?.servedThrough ?? 0,
+      },
+    },
+    200,
+  );
+});

@@ -1,0 +1,68 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { AppEnv } from "../../context.js";
+import { ApiError, ErrorBody } from "../../errors.js";
+import { bearerSecurity, EventIdParam } from "../../schemas.js";
+import { requireOperator } from "./guard.js";
+
+const Patch = z
+  .strictObject({
+    admitPerSecond: z.number().min(0).max(100_000).optional(),
+    maxActive: z.number().int().min(1).max(10_000_000).optional(),
+    sessionSeconds: z.number().int().min(10).max(86_400).optional(),
+    abandonSeconds: z.number().int().min(5).max(3_600).optional(),
+    paused: z.boolean().optional(),
+  })
+  .refine((p) => Object.keys(p).length > 0, "name at least one setting")
+  .openapi("WaitingRoomPatch");
+
+const Settings = z
+  .object({
+    onSaleAt: z.string(),
+    admitPerSecond: z.number(),
+    maxActive: z.number(),
+    sessionSeconds: z.number(),
+    abandonSeconds: z.number(),
+    paused: z.boolean(),
+  })
+  .openapi("WaitingRoomSettings");
+
+const route = createRoute({
+  method: "patch",
+  path: "/v1/admin/events/{eventId}/waiting-room",
+  tags: ["operator"],
+  summary: "Change admission settings; takes effect at once on every gateway instance",
+  description: "`admitPerSecond: 0` pauses admission. A rate change applies from now on, never retroactively.",
+  security: bearerSecurity,
+  request: { params: EventIdParam, body: { required: true, content: { "application/json": { schema: Patch } } } },
+  responses: {
+    200: { description: "settings in force", content: { "application/json": { schema: Settings } } },
+    400: { description: "invalid", content: { "application/json": { schema: ErrorBody } } },
+    401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
+    404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
+  },
+});
+
+export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
+  await requireOperator(c);
+  const { eventId } = c.req.valid("param");
+  const result = await c.var.deps.waitingRoom.updateSettings(eventId, c.req.valid("json"));
+  if (!result.ok) {
+    if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
+    if (result.reason === "invalid")
+      throw new ApiError("invalid_request", "invalid settings", { details: { issues: result.issues } });
+    throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 1 });
+  }
+  const s = result.settings;
+  c.var.log.info({ eventId, settings: s }, "waiting-room settings changed");
+  return c.json(
+    {
+      onSaleAt: s.onSaleAt,
+      admitPerSecond: s.admitPerSecond,
+      maxActive: s.maxActive,
+      sessionSeconds: s.sessionSeconds,
+      abandonSeconds: s.abandonSeconds,
+      paused: s.paused,
+    },
+    200,
+  );
+});

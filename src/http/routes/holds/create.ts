@@ -1,0 +1,131 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import { InventoryUnavailableError } from "../../../inventory/index.js";
+import { limitRequest } from "../../client-ip.js";
+import type { AppEnv } from "../../context.js";
+import { ApiError, ErrorBody } from "../../errors.js";
+import { requireAccessToken } from "../../middleware/fan-auth.js";
+import { bearerSecurity, EventIdParam, ID, SeatId } from "../../schemas.js";
+
+const HoldRequest = z
+  .union([
+    z.strictObject({ seats: z.array(SeatId).min(1).max(100) }),
+    z.strictObject({
+      generalAdmission: z.strictObject({ id: z.string().regex(ID), quantity: z.number().int().min(1).max(100) }),
+    }),
+  ])
+  .openapi("HoldRequest", { description: "Either `seats` or `generalAdmission`. All or nothing." });
+
+const Hold = z
+  .object({
+    holdId: z.string(),
+    seats: z.array(z.string()),
+    generalAdmission: z.object({ id: z.string(), quantity: z.number() }).optional(),
+    expiresAt: z.string(),
+    amount: z.number().int(),
+  })
+  .openapi("Hold");
+
+const route = createRoute({
+  method: "post",
+  path: "/v1/events/{eventId}/holds",
+  tags: ["holds"],
+  summary: "Hold seats (or general-admission places) for the fan; DynamoDB decides",
+  security: bearerSecurity,
+  request: { params: EventIdParam, body: { required: true, content: { "application/json": { schema: HoldRequest } } } },
+  responses: {
+    201: { description: "held", content: { "application/json": { schema: Hold } } },
+    400: { description: "invalid", content: { "application/json": { schema: ErrorBody } } },
+    401: { description: "missing, bad or ended access token", content: { "application/json": { schema: ErrorBody } } },
+    403: { description: "token of another kind or event", content: { "application/json": { schema: ErrorBody } } },
+    404: { description: "unknown event, seat or area", content: { "application/json": { schema: ErrorBody } } },
+    409: {
+      description: "lost: `details.seats` names the seats",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+    422: { description: "more than maxSeatsPerFan", content: { "application/json": { schema: ErrorBody } } },
+    429: { description: "rate limited", content: { "application/json": { schema: ErrorBody } } },
+    503: {
+      description: "DynamoDB unavailable; nothing changed",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+  },
+});
+
+export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
+  const { eventId } = c.req.valid("param");
+  const body = c.req.valid("json");
+  const claims = await requireAccessToken(c, eventId, { checkRevocation: true });
+  await limitRequest(c, "hold", { eventId, fanId: claims.fanId });
+
+  const event = await c.var.reads.event(eventId);
+  if (!event) throw new ApiError("not_found", `no event ${eventId}`);
+  const asked = "seats" in body ? body.seats.length : body.generalAdmission.quantity;
+  if (asked > event.maxSeatsPerFan) {
+    throw new ApiError("seat_limit_exceeded", `at most ${event.maxSeatsPerFan} seats per fan`, {
+      details: { limit: event.maxSeatsPerFan },
+    });
+  }
+  if ("seats" in body && new Set(body.seats).size !== body.seats.length) {
+    throw new ApiError("invalid_request", "a seat is named twice", { details: { field: "seats" } });
+  }
+
+  const { holds } = c.var.deps;
+  let result: Awaited<ReturnType<typeof holds.holdSeats>>;
+  try {
+    result =
+      "seats" in body
+        ? await holds.holdSeats(eventId, claims.fanId, body.seats, event.holdSeconds)
+        : await holds.holdGeneralAdmission(
+            eventId,
+            claims.fanId,
+            body.generalAdmission.id,
+            body.generalAdmission.quantity,
+            event.holdSeconds,
+          );
+  } catch (err) {
+    if (err instanceof InventoryUnavailableError) {
+      throw new ApiError("unavailable", "seat inventory unavailable; nothing was held", { retryAfter: 1 });
+    }
+    throw err;
+  }
+
+  if (result.ok) {
+    const h = result.hold;
+    return c.json(
+      {
+        holdId: h.holdId,
+        seats: h.seats,
+        ...(h.generalAdmission
+          ? { generalAdmission: { id: h.generalAdmission.areaId, quantity: h.generalAdmission.quantity } }
+          : {}),
+        expiresAt: h.expiresAt,
+        amount: h.amount,
+      },
+      201,
+    );
+  }
+  switch (result.reason) {
+    case "seat_unavailable":
+      throw new ApiError("seat_unavailable", "someone else holds or bought these seats", {
+        details: { seats: result.seats },
+      });
+    case "insufficient_quantity":
+      throw new ApiError("seat_unavailable", `only ${result.available} places left`, {
+        details: { available: result.available },
+      });
+    case "not_found":
+      throw new ApiError("not_found", `unknown ${result.what}`, {
+        details: result.seats ? { seats: result.seats } : {},
+      });
+    case "not_on_sale":
+      throw new ApiError("forbidden", "the event is not on sale");
+    case "seat_limit_exceeded":
+      throw new ApiError("seat_limit_exceeded", `at most ${result.limit} seats per fan`, {
+        details: { limit: result.limit },
+      });
+    case "invalid_request":
+      throw new ApiError("invalid_request", result.message);
+    case "contention":
+      throw new ApiError("unavailable", "too much contention on these seats; retry", { retryAfter: 1 });
+  }
+});

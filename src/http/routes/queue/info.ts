@@ -1,0 +1,42 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { AppEnv } from "../../context.js";
+import { ApiError, ErrorBody } from "../../errors.js";
+import { EventIdParam } from "../../schemas.js";
+
+const Info = z
+  .object({
+    onSaleAt: z.string(),
+    state: z.enum(["prequeue", "open", "paused", "closed"]),
+    waiting: z.number().int(),
+    admitPerSecond: z.number(),
+    lottery: z.object({
+      commitment: z
+        .string()
+        .openapi({ description: "SHA-256 (hex) of the shuffle seed, published before the on-sale" }),
+      seed: z.string().optional().openapi({ description: "revealed once the pre-queue has been drawn" }),
+    }),
+  })
+  .openapi("WaitingRoomInfo");
+
+const route = createRoute({
+  method: "get",
+  path: "/v1/events/{eventId}/waiting-room",
+  tags: ["waiting room"],
+  summary: "Public state of the line and the lottery commitment",
+  request: { params: EventIdParam },
+  responses: {
+    200: { description: "info", content: { "application/json": { schema: Info } } },
+    404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
+    503: { description: "the waiting room is unavailable", content: { "application/json": { schema: ErrorBody } } },
+  },
+});
+
+export const infoRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
+  const { eventId } = c.req.valid("param");
+  const result = await c.var.deps.waitingRoom.info(eventId);
+  if (!result.ok) {
+    if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
+    throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 2 });
+  }
+  return c.json(result.info, 200);
+});

@@ -1,0 +1,62 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import { limitRequest } from "../../client-ip.js";
+import type { AppEnv } from "../../context.js";
+import { ApiError, ErrorBody } from "../../errors.js";
+import { requireQueueToken } from "../../middleware/fan-auth.js";
+import { bearerSecurity, EventIdParam } from "../../schemas.js";
+import { FanStatus, placeView } from "./place-view.js";
+
+const Status = z
+  .object({
+    status: FanStatus,
+    position: z.number().int(),
+    provisional: z.boolean(),
+    ahead: z.number().int(),
+    etaSeconds: z.number().nullable(),
+    pollAfterSeconds: z.number(),
+    accessToken: z.string().optional(),
+    accessExpiresAt: z.string().optional(),
+    canRejoin: z.boolean().optional(),
+  })
+  .openapi("QueueStatus");
+
+const route = createRoute({
+  method: "get",
+  path: "/v1/events/{eventId}/queue/status",
+  tags: ["waiting room"],
+  summary: "A fan's place; carries the access token once admitted",
+  description: "Poll no sooner than `pollAfterSeconds`. A fan who stops polling for the abandon time loses the place.",
+  security: bearerSecurity,
+  request: { params: EventIdParam },
+  responses: {
+    200: { description: "the place", content: { "application/json": { schema: Status } } },
+    401: { description: "missing or bad queue token", content: { "application/json": { schema: ErrorBody } } },
+    403: { description: "token of another kind or event", content: { "application/json": { schema: ErrorBody } } },
+    429: { description: "rate limited", content: { "application/json": { schema: ErrorBody } } },
+    503: { description: "the waiting room is unavailable", content: { "application/json": { schema: ErrorBody } } },
+  },
+});
+
+export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
+  const { eventId } = c.req.valid("param");
+  const claims = await requireQueueToken(c, eventId);
+  await limitRequest(c, "status", { eventId, fanId: claims.fanId });
+  const result = await c.var.deps.waitingRoom.statusOf(eventId, claims.fanId);
+  if (!result.ok) {
+    if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
+    if (result.reason === "not_joined") throw new ApiError("not_found", "this fan is not in line; join first");
+    if (result.reason === "token") throw new ApiError("unauthenticated", "the queue token is not valid");
+    throw new ApiError("unavailable", "the waiting room is unavailable; keep your token and retry", { retryAfter: 2 });
+  }
+  const place = result.place;
+  return c.json(
+    {
+      ...placeView(place),
+      ...(place.status === "admitted"
+        ? { accessToken: place.accessToken, accessExpiresAt: place.accessExpiresAt }
+        : {}),
+      ...("canRejoin" in place ? { canRejoin: place.canRejoin } : {}),
+    },
+    200,
+  );
+});

@@ -1,0 +1,60 @@
+/**
+ * Service endpoints that are not part of the fan or operator API: Prometheus metrics and the
+ * interactive API docs (Swagger UI, served from the installed swagger-ui-dist package, so the
+ * page works with no internet).
+ */
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { Hono } from "hono";
+import type { AppEnv } from "../context.js";
+
+const require = createRequire(import.meta.url);
+const swaggerDir = dirname(require.resolve("swagger-ui-dist/package.json"));
+const assets: Record<string, string> = {
+  "swagger-ui.css": "text/css; charset=utf-8",
+  "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+};
+const assetCache = new Map<string, Buffer>();
+
+const docsPage = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>On-sale gateway API</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+</head>
+<body>
+<div id="ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script src="/docs/assets/init.js"></script>
+</body>
+</html>`;
+
+const initScript = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#ui", deepLinking: true });`;
+
+export const serviceRoutes = new Hono<AppEnv>()
+  .get("/metrics", async (c) => {
+    const { metrics } = c.var.deps;
+    c.header("Content-Type", metrics.registry.contentType);
+    return c.body(await metrics.registry.metrics());
+  })
+  .get("/docs", (c) => c.html(docsPage))
+  .get("/docs/assets/init.js", (c) => {
+    c.header("Content-Type", "text/javascript; charset=utf-8");
+    return c.body(initScript);
+  })
+  .get("/docs/assets/:name", async (c) => {
+    const name = c.req.param("name");
+    const type = assets[name];
+    if (!type) return c.notFound();
+    let body = assetCache.get(name);
+    if (!body) {
+      body = await readFile(join(swaggerDir, name));
+      assetCache.set(name, body);
+    }
+    c.header("Content-Type", type);
+    c.header("Cache-Control", "public, max-age=86400");
+    return c.body(new Uint8Array(body));
+  });

@@ -1,0 +1,39 @@
+/** Schemas shared by several routes (API.md conventions). */
+import { z } from "@hono/zod-openapi";
+
+export const ID = /^[A-Za-z0-9_]{1,32}$/;
+
+export const EventIdParam = z.object({
+  eventId: z
+    .string()
+    .regex(ID, "must match ^[A-Za-z0-9_]{1,32}$")
+    .openapi({ param: { name: "eventId", in: "path" }, example: "finals26" }),
+});
+
+export const SectionParams = EventIdParam.extend({
+  sectionId: z
+    .string()
+    .regex(ID, "must match ^[A-Za-z0-9_]{1,32}$")
+    .openapi({ param: { name: "sectionId", in: "path" }, example: "A" }),
+});
+
+export const HoldParams = EventIdParam.extend({
+  holdId: z
+    .string()
+    .min(1)
+    .max(64)
+    .openapi({ param: { name: "holdId", in: "path" } }),
+});
+
+/** 1..128 printable characters (control characters are not printable). */
+export const FanId = z
+  .string()
+  .min(1)
+  .max(128)
+  .refine((s) => !/\p{Cc}/u.test(s), "must be printable characters");
+
+export const SeatId = z
+  .string()
+  .regex(/^[A-Za-z0-9_]{1,32}-[A-Za-z0-9_]{1,32}-[A-Za-z0-9_]{1,32}$/, "must be <section>-<row>-<number>");
+
+export const bearerSecurity = [{ bearer: [] }];

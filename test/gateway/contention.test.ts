@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  ADMIN_TOKEN,
+  admitFans,
+  createTable,
+  eventInput,
+  type Gateway,
+  listen,
+  metricTotal,
+  putEvent,
+  startGateway,
+  uniqueId,
+} from "./harness.js";
+
+let gw: Gateway;
+let tableName: string;
+beforeAll(async () => {
+  tableName = await createTable();
+  gw = await startGateway({ tableName });
+});
+afterAll(async () => {
+  await gw.close();
+});
+
+describe("contended holds through the hot-seat shield", () => {
+  it("2,000 admitted fans, 2,000 concurrent holds for the same 20 seats: each seat held once, <= 1.2 DynamoDB writes per seat", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const fans = await admitFans(
+      gw,
+      eventId,
+      Array.from({ length: 2_000 }, (_, i) => `fan${i}`),
+    );
+    const seats = Array.from({ length: 20 }, (_, i) => `A-1-${(i % 10) + 1}`).map((s, i) =>
+      i < 10 ? s : `A-2-${(i % 10) + 1}`,
+    );
+    expect(new Set(seats).size).toBe(20);
+
+    const server = await listen(gw);
+    try {
+      const responses = await Promise.all(
+        fans.map(async (fan, i) => {
+          const res = await fetch(`${server.url}/v1/events/${eventId}/holds`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${fan.accessToken}`, "content-type": "application/json" },
+            body: JSON.stringify({ seats: [seats[i % seats.length]] }),
+          });
+          return { status: res.status, body: (await res.json()) as { seats?: string[]; error?: { code: string } } };
+        }),
+      );
+      const granted = responses.filter((r) => r.status === 201);
+      const lost = responses.filter((r) => r.status === 409);
+      expect(granted.length).toBeGreaterThan(0);
+      expect(granted.length).toBeLessThanOrEqual(20);
+      expect(granted.length + lost.length).toBe(2_000);
+      expect(lost.every((r) => r.body.error?.code === "seat_unavailable")).toBe(true);
+      const heldSeats = granted.flatMap((r) => r.body.seats ?? []);
+      expect(new Set(heldSeats).size).toBe(heldSeats.length);
+
+      const writes = await metricTotal(gw, "gateway_dynamodb_requests_total", { operation: "hold:UpdateItem" });
+      expect(writes / granted.length).toBeLessThanOrEqual(1.2);
+      expect(await metricTotal(gw, "gateway_shield_rejections_total")).toBeGreaterThan(1_900);
+
+      // The authoritative store agrees: exactly the granted seats are held.
+      const stats = (await (await gw.request(`/v1/admin/events/${eventId}/stats`, { token: ADMIN_TOKEN })).json()) as {
+        seats: { held: number; sold: number };
+      };
+      expect(stats.seats).toMatchObject({ held: granted.length, sold: 0 });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("an operator change of admitPerSecond on one gateway instance changes admission on another", async () => {
+    const other = await startGateway({ tableName });
+    try {
+      const eventId = uniqueId();
+      const input = eventInput({ waitingRoom: { admitPerSecond: 0, maxActive: 10_000, sessionSeconds: 600 } });
+      expect((await putEvent(gw, eventId, input)).status).toBe(201);
+      const join = await other.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: "zoe" } });
+      const { queueToken } = (await join.json()) as { queueToken: string };
+      const poll = async () =>
+        (
+          (await (await other.request(`/v1/events/${eventId}/queue/status`, { token: queueToken })).json()) as {
+            status: string;
+          }
+        ).status;
+      expect(await poll()).toBe("waiting");
+
+      const patch = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+        method: "PATCH",
+        token: ADMIN_TOKEN,
+        json: { admitPerSecond: 1_000 },
+      });
+      expect(patch.status).toBe(200);
+      expect(await patch.json()).toMatchObject({ admitPerSecond: 1_000, paused: false });
+      let status = await poll();
+      for (let i = 0; status !== "admitted" && i < 100; i++) status = await poll();
+      expect(status).toBe("admitted");
+      const info = (await (await other.request(`/v1/events/${eventId}/waiting-room`)).json()) as {
+        admitPerSecond: number;
+      };
+      expect(info.admitPerSecond).toBe(1_000);
+    } finally {
+      await other.close();
+    }
+  });
+});

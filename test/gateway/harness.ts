@@ -1,0 +1,165 @@
+/**
+ * Builds the real gateway app in-process (real Redis, real DynamoDB endpoint, a table of its
+ * own) and drives the fan journey through HTTP. Tests that need real sockets serve it on a port.
+ */
+import { randomUUID } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import { Redis } from "ioredis";
+import pino from "pino";
+import { inject } from "vitest";
+import { createDynamoClient } from "../../src/dynamodb/client.js";
+import { ensureTable } from "../../src/dynamodb/table.js";
+import { buildGatewayDeps } from "../../src/gateway.js";
+import { buildApp } from "../../src/http/app.js";
+import type { AppDeps, GatewayLimits } from "../../src/http/context.js";
+import type { EventInput } from "../../src/inventory/index.js";
+import { createMetrics } from "../../src/metrics.js";
+
+export const ADMIN_TOKEN = "test-operator-token-0123456789";
+export const SECRET = "test-gateway-secret-0123456789-abcdefghijklmnop";
+
+export interface Gateway {
+  app: ReturnType<typeof buildApp>;
+  deps: AppDeps;
+  request(path: string, init?: RequestInit & { json?: unknown; token?: string }): Promise<Response>;
+  close(): Promise<void>;
+}
+
+export function uniqueId(prefix = "e"): string {
+  return `${prefix}${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+}
+
+export async function createTable(): Promise<string> {
+  const tableName = `gw_${uniqueId("t")}`;
+  const dynamo = createDynamoClient({ endpoint: inject("dynamoEndpoint"), region: "us-east-1" });
+  await ensureTable(dynamo, tableName);
+  dynamo.destroy();
+  return tableName;
+}
+
+export async function startGateway(options: {
+  tableName: string;
+  limits?: Partial<GatewayLimits>;
+  dynamoEndpoint?: string;
+}): Promise<Gateway> {
+  const redis = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
+  const subscriber = new Redis(inject("redisUrl"));
+  const dynamo = createDynamoClient({
+    endpoint: options.dynamoEndpoint ?? inject("dynamoEndpoint"),
+    region: "us-east-1",
+    maxAttempts: 1,
+    requestTimeoutMs: 10_000,
+  });
+  const deps = buildGatewayDeps({
+    redis,
+    subscriber,
+    dynamo,
+    tableName: options.tableName,
+    logger: pino({ level: "silent" }),
+    metrics: createMetrics(),
+    adminToken: ADMIN_TOKEN,
+    gatewaySecret: SECRET,
+    limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
+  });
+  const app = buildApp(deps);
+  return {
+    app,
+    deps,
+    request: (path, init = {}) => {
+      const { json, token, headers, ...rest } = init;
+      const h = new Headers(headers);
+      if (json !== undefined) h.set("content-type", "application/json");
+      if (token) h.set("authorization", `Bearer ${token}`);
+      return Promise.resolve(
+        app.request(path, { ...rest, headers: h, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) }),
+      );
+    },
+    close: async () => {
+      await deps.relay.close();
+      redis.disconnect();
+      dynamo.destroy();
+    },
+  };
+}
+
+/** Serves the app on a real port, for tests that need sockets (SSE, many connections). */
+export async function listen(gateway: Gateway): Promise<{ url: string; close(): Promise<void> }> {
+  const server = serve({ fetch: gateway.app.fetch, port: 0, hostname: "127.0.0.1" });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        (server as import("node:http").Server).closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+export function eventInput(overrides: Partial<EventInput> = {}): EventInput {
+  return {
+    name: "Test Night",
+    onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+    holdSeconds: 120,
+    maxSeatsPerFan: 4,
+    sections: [
+      { id: "A", tier: "Floor", price: 15000, rows: 5, seatsPerRow: 10 },
+      { id: "B", tier: "Upper", price: 5000, rows: 2, seatsPerRow: 10 },
+    ],
+    generalAdmission: [{ id: "GA", tier: "Standing", price: 6000, capacity: 100 }],
+    waitingRoom: { admitPerSecond: 10_000, maxActive: 10_000, sessionSeconds: 600 },
+    ...overrides,
+  };
+}
+
+export async function putEvent(gw: Gateway, eventId: string, input: EventInput = eventInput()): Promise<Response> {
+  return gw.request(`/v1/admin/events/${eventId}`, { method: "PUT", json: input, token: ADMIN_TOKEN });
+}
+
+export interface AdmittedFan {
+  fanId: string;
+  queueToken: string;
+  accessToken: string;
+}
+
+/** Joins every fan, then polls until each is admitted; returns their tokens. */
+export async function admitFans(gw: Gateway, eventId: string, fanIds: string[]): Promise<AdmittedFan[]> {
+  const joined = await Promise.all(
+    fanIds.map(async (fanId) => {
+      const res = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } });
+      if (res.status !== 201 && res.status !== 200) throw new Error(`join ${fanId}: ${res.status} ${await res.text()}`);
+      const body = (await res.json()) as { queueToken: string };
+      return { fanId, queueToken: body.queueToken };
+    }),
+  );
+  const admitted = new Map<string, AdmittedFan>();
+  for (let round = 0; admitted.size < joined.length; round++) {
+    if (round > 200) throw new Error(`only ${admitted.size} of ${joined.length} fans admitted`);
+    await Promise.all(
+      joined
+        .filter((f) => !admitted.has(f.fanId))
+        .map(async (f) => {
+          const res = await gw.request(`/v1/events/${eventId}/queue/status`, { token: f.queueToken });
+          const body = (await res.json()) as { status: string; accessToken?: string };
+          if (body.status === "admitted" && body.accessToken) {
+            admitted.set(f.fanId, { ...f, accessToken: body.accessToken });
+          }
+        }),
+    );
+  }
+  return fanIds.map((id) => admitted.get(id)!);
+}
+
+/** Reads one counter's total (summed over labels matching `labels`) from /metrics text. */
+export async function metricTotal(gw: Gateway, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await gw.request("/metrics")).text();
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
+    total += Number(line.slice(line.lastIndexOf(" ") + 1));
+  }
+  return total;
+}
