@@ -28,6 +28,8 @@ const gatewaySchema = z.object({
   ADMIN_TOKEN: z.string().min(16).optional(),
   GATEWAY_SECRET: z.string().min(32).optional(),
   PAYMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
+  /** HMAC secret of payment webhooks; default derived from GATEWAY_SECRET (the simulated provider uses it). */
+  PAYMENT_WEBHOOK_SECRET: z.string().min(16).optional(),
   RATE_LIMIT_PER_IP: z.coerce.number().min(0).default(50),
   RATE_LIMIT_PER_FAN: z.coerce.number().min(0).default(5),
   TRUST_PROXY: bool.default(false),
@@ -46,6 +48,7 @@ export type GatewayConfig = {
   adminToken: string | undefined;
   gatewaySecret: string | undefined;
   paymentTimeoutMs: number;
+  paymentWebhookSecret: string | undefined;
   rateLimitPerIp: number;
   rateLimitPerFan: number;
   trustProxy: boolean;
@@ -87,6 +90,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     adminToken: e.ADMIN_TOKEN,
     gatewaySecret: e.GATEWAY_SECRET,
     paymentTimeoutMs: e.PAYMENT_TIMEOUT_MS,
+    paymentWebhookSecret: e.PAYMENT_WEBHOOK_SECRET,
     rateLimitPerIp: e.RATE_LIMIT_PER_IP,
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
     trustProxy: e.TRUST_PROXY,

@@ -14,6 +14,12 @@ import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
 import { createSeatMapCache, type SeatRow } from "./seatmap/cache.js";
 import { createSeatChangeRelay } from "./seatmap/relay.js";
+import { createHmac } from "node:crypto";
+import type { PaymentProvider } from "./payments/provider.js";
+import { withTimeout } from "./payments/provider.js";
+import { createSimulatedProvider } from "./payments/simulated.js";
+import type { WebhookEvent } from "./payments/webhook.js";
+import { createPurchaseSaga, type ReconcileScheduler } from "./purchases/saga.js";
 import { createWaitingRoom } from "./waiting-room/index.js";
 
 export interface GatewayClients {
@@ -34,6 +40,20 @@ export interface GatewayOptions extends GatewayClients {
   /** Epoch ms; tests move it. */
   clock?: () => number;
   scheduleEvent?: AppDeps["scheduleEvent"];
+  /** The payment provider; default: the simulated one, its state in this Redis. */
+  payments?: PaymentProvider;
+  /** After this a charge's outcome counts as unknown (PAYMENT_TIMEOUT_MS). */
+  paymentTimeoutMs?: number;
+  reconciler?: ReconcileScheduler;
+  /** Webhook signing secret; default derived from the gateway secret. */
+  webhookSecret?: string;
+  /** Where the simulated provider delivers its webhook events (main.ts posts them to itself). */
+  onPaymentEvent?: (event: WebhookEvent) => void | Promise<void>;
+}
+
+/** The default webhook secret: derived, so the simulated provider and the gateway agree. */
+export function derivedWebhookSecret(gatewaySecret: string): string {
+  return createHmac("sha256", gatewaySecret).update("payment-webhook").digest("base64url");
 }
 
 export const defaultLimits: GatewayLimits = {
@@ -69,13 +89,31 @@ export function sectionSource(inventory: Inventory) {
   };
 }
 
-export const purchaseCountsKey = (eventId: string) => `stats:{evt:${eventId}}:purchases`;
-
 export function buildGatewayDeps(options: GatewayOptions): AppDeps {
   const { redis, subscriber, dynamo, tableName, logger, metrics } = options;
   const inventory = createInventory({ client: dynamo, tableName, ...(options.clock ? { clock: options.clock } : {}) });
   const seatMap = createSeatMapCache({ redis, source: sectionSource(inventory), metrics, logger });
   const waitingRoom = createWaitingRoom({ redis, secret: options.gatewaySecret, logger });
+  const paymentTimeoutMs = options.paymentTimeoutMs ?? 3_000;
+  const payments =
+    options.payments ??
+    createSimulatedProvider({
+      redis,
+      timeoutDelayMs: paymentTimeoutMs + 1_000,
+      logger,
+      ...(options.onPaymentEvent ? { onEvent: options.onPaymentEvent } : {}),
+    });
+  const purchases = createPurchaseSaga({
+    inventory,
+    payments: withTimeout(payments, paymentTimeoutMs),
+    waitingRoom,
+    seatMap,
+    metrics,
+    logger,
+    paymentTimeoutMs,
+    ...(options.reconciler ? { reconciler: options.reconciler } : {}),
+  });
+  const seenKey = (id: string) => `webhook:{pay}:seen:${id}`;
   return {
     logger,
     metrics,
@@ -87,15 +125,17 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     relay: createSeatChangeRelay(subscriber, logger),
     holds: createHoldService({ inventory, seatMap, metrics, logger }),
     rateLimiter: createRateLimiter(redis, { metrics, logger }),
+    purchases,
+    webhooks: {
+      secret: options.webhookSecret ?? derivedWebhookSecret(options.gatewaySecret),
+      firstDelivery: async (id) => (await redis.set(seenKey(id), "1", "EX", 7 * 86_400, "NX")) === "OK",
+      forget: async (id) => void (await redis.del(seenKey(id))),
+    },
     ...(options.scheduleEvent ? { scheduleEvent: options.scheduleEvent } : {}),
     health: {
       redis: { check: async () => void (await redis.ping()) },
       dynamodb: { check: async () => void (await dynamo.send(new DescribeTableCommand({ TableName: tableName }))) },
     },
-    async purchaseCounts(eventId) {
-      const raw = await redis.hgetall(purchaseCountsKey(eventId)).catch(() => ({}) as Record<string, string>);
-      const n = (k: string) => Number(raw[k] ?? 0);
-      return { confirmed: n("confirmed"), pending: n("pending"), failed: n("failed"), refunded: n("refunded") };
-    },
+    purchaseCounts: (eventId) => inventory.countPurchases(eventId),
   };
 }

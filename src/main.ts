@@ -9,11 +9,12 @@ import { ConfigError, type GatewayConfig, loadGatewayConfig } from "./config.js"
 import { DEMO_EVENT_ID, ensureDemoEvent } from "./demo.js";
 import { createDynamoClient } from "./dynamodb/client.js";
 import { ensureTable } from "./dynamodb/table.js";
-import { buildGatewayDeps } from "./gateway.js";
+import { buildGatewayDeps, derivedWebhookSecret } from "./gateway.js";
 import { buildApp } from "./http/app.js";
 import { createLogger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
-import { createQueues, scheduleEvent } from "./workers/queues.js";
+import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
+import { createQueues, reconcileScheduler, scheduleEvent } from "./workers/queues.js";
 import { startWorkers } from "./workers/workers.js";
 
 function loadConfigOrExit(): GatewayConfig {
@@ -41,6 +42,8 @@ async function main(): Promise<void> {
   await ensureTable(dynamo, config.dynamodb.table);
 
   const queues = createQueues(redis);
+  const webhookSecret = config.paymentWebhookSecret ?? derivedWebhookSecret(services.gatewaySecret);
+  let listeningPort: number | undefined;
   const deps = buildGatewayDeps({
     redis,
     subscriber,
@@ -52,12 +55,32 @@ async function main(): Promise<void> {
     gatewaySecret: services.gatewaySecret,
     limits: { ratePerIp: config.rateLimitPerIp, ratePerFan: config.rateLimitPerFan, trustProxy: config.trustProxy },
     scheduleEvent: (eventId, sectionIds) => scheduleEvent(queues, eventId, sectionIds),
+    paymentTimeoutMs: config.paymentTimeoutMs,
+    reconciler: reconcileScheduler(queues),
+    webhookSecret,
+    // The simulated provider delivers its webhooks over HTTP to this gateway, as a real one would.
+    onPaymentEvent: async (event) => {
+      if (!listeningPort) return;
+      const { body, signature } = signWebhookEvent(webhookSecret, event);
+      await fetch(`http://127.0.0.1:${listeningPort}/v1/payments/webhook`, {
+        method: "POST",
+        headers: { "content-type": "application/json", [WEBHOOK_SIGNATURE_HEADER]: signature },
+        body,
+      });
+    },
   });
   const runGateway = config.role !== "worker";
   const runWorkers = config.role !== "gateway";
 
   const workers = runWorkers
-    ? startWorkers({ redisUrl: services.redisUrl, inventory: deps.inventory, seatMap: deps.seatMap, logger: log })
+    ? startWorkers({
+        redisUrl: services.redisUrl,
+        inventory: deps.inventory,
+        seatMap: deps.seatMap,
+        purchases: deps.purchases,
+        paymentTimeoutMs: config.paymentTimeoutMs,
+        logger: log,
+      })
     : undefined;
   if (workers) log.info({ queues: workers.workers.map((w) => w.name) }, "workers running");
 
@@ -75,6 +98,7 @@ async function main(): Promise<void> {
 
   const server = runGateway
     ? serve({ fetch: buildApp(deps).fetch, port: config.port, hostname: config.host }, (info) => {
+        listeningPort = info.port;
         const base = `http://localhost:${info.port}`;
         log.info(
           {

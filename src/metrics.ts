@@ -64,6 +64,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ["script", "outcome"] as const,
       registers: [registry],
     }),
+    purchases: new Counter({
+      name: "gateway_purchases_total",
+      help: "Purchase saga steps by outcome (started, confirmed, declined, pending, refunded, provider_error)",
+      labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
     rateLimited: new Counter({
       name: "gateway_rate_limited_total",
       help: "Requests refused with 429, by limit",

@@ -15,6 +15,9 @@ import { statsRoute } from "./routes/admin/stats.js";
 import { patchWaitingRoomRoute } from "./routes/admin/waiting-room.js";
 import { healthRoutes } from "./routes/health.js";
 import { createHoldRoute } from "./routes/holds/create.js";
+import { purchaseRoute } from "./routes/purchases/create.js";
+import { getPurchaseRoute } from "./routes/purchases/get.js";
+import { webhookRoute } from "./routes/purchases/webhook.js";
 import { releaseHoldRoute } from "./routes/holds/release.js";
 import { infoRoute } from "./routes/queue/info.js";
 import { joinRoute } from "./routes/queue/join.js";
@@ -107,6 +110,9 @@ export function buildApp(deps: AppDeps) {
     seatStreamRoute,
     createHoldRoute,
     releaseHoldRoute,
+    purchaseRoute,
+    getPurchaseRoute,
+    webhookRoute,
   ]) {
     app.route("/", routes);
   }

@@ -4,6 +4,7 @@ import type { HoldService } from "../claims/hold-service.js";
 import type { EventDefinition, GeneralAdmissionCounts, Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
+import type { PurchaseSaga } from "../purchases/saga.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
 import type { SeatChangeRelay } from "../seatmap/relay.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
@@ -39,13 +40,22 @@ export interface AppDeps {
   relay: SeatChangeRelay;
   holds: HoldService;
   rateLimiter: RateLimiter;
+  purchases: PurchaseSaga;
+  webhooks: {
+    /** Secrets the provider signs with (several during a rotation). */
+    secret: string | readonly string[];
+    /** True the first time an event id is seen (and remembered), false for a duplicate. */
+    firstDelivery(eventId: string): Promise<boolean>;
+    /** Forgets an event id whose processing failed, so a redelivery is processed. */
+    forget(eventId: string): Promise<void>;
+  };
   /**
    * Arms an event's background work (sweeps, cache refresh). Idempotent; called when an event is
    * stored and, at most once a minute, when this process reads it, so schedules come back after a
    * Redis restart. Absent when no queues are wired (some tests).
    */
   scheduleEvent?: (eventId: string, sectionIds: string[]) => Promise<void>;
-  /** Purchases of an event by status (the purchase saga keeps these). */
+  /** Purchases of an event by status, from the authoritative store. */
   purchaseCounts(eventId: string): Promise<{ confirmed: number; pending: number; failed: number; refunded: number }>;
 }
 

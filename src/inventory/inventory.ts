@@ -8,9 +8,12 @@ import { createEvent, createEventCache, getEvent } from "./events.js";
 import { getHold, hold, holdGeneralAdmission, release } from "./holds.js";
 import {
   confirm,
+  countPurchases,
   createPendingPurchase,
   getPurchase,
+  listPurchases,
   listUnsentOutbox,
+  recordCharge,
   markOutboxSent,
   markPurchaseFailed,
   markPurchaseRefunded,
@@ -32,6 +35,7 @@ import type {
   OutboxRecord,
   PendingPurchaseResult,
   Purchase,
+  PurchaseStatus,
   PurchaseTransitionResult,
   ReleaseResult,
   SeatPage,
@@ -65,18 +69,33 @@ export interface Inventory {
   release(eventId: string, holdId: string, fanId: string): Promise<ReleaseResult>;
   getHold(eventId: string, holdId: string): Promise<Hold | null>;
 
-  /** Before charging: the `pending` purchase, found again by a retry with the same purchase id. */
+  /**
+   * Before charging: the `pending` purchase, found again by a retry with the same purchase id.
+   * `fingerprint` (of the request) makes a retry with another body a `purchase_conflict`.
+   */
   createPendingPurchase(
     eventId: string,
     holdId: string,
     fanId: string,
     purchaseId: string,
+    fingerprint?: string,
   ): Promise<PendingPurchaseResult>;
   /** After the charge: one transaction; a repeat returns the first result. */
   confirm(eventId: string, holdId: string, fanId: string, purchaseId: string): Promise<ConfirmResult>;
   markPurchaseFailed(eventId: string, purchaseId: string, reason?: string): Promise<PurchaseTransitionResult>;
-  markPurchaseRefunded(eventId: string, purchaseId: string, reason?: string): Promise<PurchaseTransitionResult>;
+  markPurchaseRefunded(
+    eventId: string,
+    purchaseId: string,
+    reason?: string,
+    chargeId?: string,
+  ): Promise<PurchaseTransitionResult>;
   getPurchase(eventId: string, purchaseId: string): Promise<Purchase | null>;
+  recordCharge(eventId: string, purchaseId: string, chargeId: string): Promise<boolean>;
+  countPurchases(eventId: string): Promise<Record<PurchaseStatus, number>>;
+  listPurchases(
+    eventId: string,
+    options?: { status?: PurchaseStatus; cursor?: string; limit?: number },
+  ): Promise<{ purchases: Purchase[]; nextCursor?: string }>;
 
   /** Resets expired holds of one shard (0..SWEEP_SHARDS-1); `now` defaults to the clock. */
   sweepExpired(eventId: string, shard: number, now?: number): Promise<SweepResult>;
@@ -102,12 +121,16 @@ export function createInventory(options: InventoryOptions): Inventory {
       holdGeneralAdmission(ctx, loadForSale, eventId, fanId, areaId, quantity, holdSeconds),
     release: (eventId, holdId, fanId) => release(ctx, eventId, holdId, fanId),
     getHold: (eventId, holdId) => getHold(ctx, eventId, holdId),
-    createPendingPurchase: (eventId, holdId, fanId, purchaseId) =>
-      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId),
+    createPendingPurchase: (eventId, holdId, fanId, purchaseId, fingerprint) =>
+      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint),
     confirm: (eventId, holdId, fanId, purchaseId) => confirm(ctx, eventId, holdId, fanId, purchaseId),
     markPurchaseFailed: (eventId, purchaseId, reason) => markPurchaseFailed(ctx, eventId, purchaseId, reason),
-    markPurchaseRefunded: (eventId, purchaseId, reason) => markPurchaseRefunded(ctx, eventId, purchaseId, reason),
+    markPurchaseRefunded: (eventId, purchaseId, reason, chargeId) =>
+      markPurchaseRefunded(ctx, eventId, purchaseId, reason, chargeId),
     getPurchase: (eventId, purchaseId) => getPurchase(ctx, eventId, purchaseId),
+    recordCharge: (eventId, purchaseId, chargeId) => recordCharge(ctx, eventId, purchaseId, chargeId),
+    listPurchases: (eventId, opts) => listPurchases(ctx, eventId, opts),
+    countPurchases: (eventId) => countPurchases(ctx, eventId),
     sweepExpired: (eventId, shard, now) => sweepExpired(ctx, eventId, shard, now ?? ctx.clock()),
     listSectionSeats: (eventId, sectionId, opts) => listSectionSeats(ctx, eventId, sectionId, opts),
     countAvailable: (eventId, sectionId) => countAvailable(ctx, eventId, sectionId),

@@ -88,7 +88,7 @@ export function toHold(item: Item, now: number): Hold {
 
 export function toPurchase(item: Item): Purchase {
   const ga = gaOf(item);
-  const optional = (name: "confirmedAt" | "failedAt" | "refundedAt" | "failureReason") => {
+  const optional = (name: "confirmedAt" | "failedAt" | "refundedAt" | "failureReason" | "fingerprint" | "chargeId") => {
     const v = optStr(item, name);
     return v !== undefined ? { [name]: v } : {};
   };
@@ -106,6 +106,8 @@ export function toPurchase(item: Item): Purchase {
     ...optional("failedAt"),
     ...optional("refundedAt"),
     ...optional("failureReason"),
+    ...optional("fingerprint"),
+    ...optional("chargeId"),
   };
 }
 

@@ -71,6 +71,12 @@ export const keys = {
   }),
   /** GSI1 partition of an event's unsent outbox records (sparse: removed once sent). */
   unsentOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNSENT`,
+  /**
+   * GSI1 partition of every purchase of an event, sorted by `<status>#<purchaseId>` so one Query
+   * lists the purchases in one state (the reconciler's pending ones, the audit's all).
+   */
+  purchasesPartition: (eventId: string): string => `EVT#${eventId}#PURCHASES`,
+  purchaseSortKey: (status: string, purchaseId: string): string => `${status}#${purchaseId}`,
 
   /** GSI2 partition of held seats of one sweeper shard, sorted by expiry. */
   heldSeatsPartition: (eventId: string, shard: number): string =>

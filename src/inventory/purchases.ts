@@ -43,8 +43,12 @@ function unusable(hold: Item, fanId: string, now: number): HoldUnusableReason | 
   return null;
 }
 
-function sameOrder(purchase: Item, holdId: string, fanId: string): boolean {
-  return purchase.holdId === holdId && purchase.fanId === fanId;
+function sameOrder(purchase: Item, holdId: string, fanId: string, fingerprint?: string): boolean {
+  return (
+    purchase.holdId === holdId &&
+    purchase.fanId === fanId &&
+    (fingerprint === undefined || purchase.fingerprint === undefined || purchase.fingerprint === fingerprint)
+  );
 }
 
 /**
@@ -57,6 +61,7 @@ export async function createPendingPurchase(
   holdId: string,
   fanId: string,
   purchaseId: string,
+  fingerprint?: string,
 ): Promise<PendingPurchaseResult> {
   if (!PURCHASE_ID_PATTERN.test(purchaseId)) {
     return { ok: false, reason: "invalid_request", message: "purchaseId must match ^[A-Za-z0-9_-]{1,128}$" };
@@ -68,7 +73,7 @@ export async function createPendingPurchase(
   return guard("createPendingPurchase", async () => {
     const existing = await getPurchaseItem(ctx, eventId, purchaseId);
     if (existing) {
-      return sameOrder(existing, holdId, fanId)
+      return sameOrder(existing, holdId, fanId, fingerprint)
         ? { ok: true, purchase: toPurchase(existing), created: false }
         : { ok: false, reason: "purchase_conflict" };
     }
@@ -80,7 +85,9 @@ export async function createPendingPurchase(
       // A concurrent retry may have written this purchase (and the saga confirmed it) between
       // our two reads: then the answer is that purchase, not the hold's state.
       const again = await getPurchaseItem(ctx, eventId, purchaseId);
-      if (again && sameOrder(again, holdId, fanId)) return { ok: true, purchase: toPurchase(again), created: false };
+      if (again && sameOrder(again, holdId, fanId, fingerprint)) {
+        return { ok: true, purchase: toPurchase(again), created: false };
+      }
       return { ok: false, reason: why };
     }
 
@@ -96,6 +103,9 @@ export async function createPendingPurchase(
       ...(hold.areaId !== undefined ? { areaId: hold.areaId, quantity: hold.quantity } : {}),
       amount: hold.amount,
       createdAt: iso(now),
+      ...(fingerprint !== undefined ? { fingerprint } : {}),
+      GSI1PK: keys.purchasesPartition(eventId),
+      GSI1SK: keys.purchaseSortKey("pending", purchaseId),
     };
     try {
       await ctx.doc.send(
@@ -110,7 +120,7 @@ export async function createPendingPurchase(
       const failed = conditionFailure(err);
       if (!failed?.item) throw err;
       // A concurrent retry of the same step got there first.
-      return sameOrder(failed.item, holdId, fanId)
+      return sameOrder(failed.item, holdId, fanId, fingerprint)
         ? { ok: true, purchase: toPurchase(failed.item), created: false }
         : { ok: false, reason: "purchase_conflict" };
     }
@@ -214,7 +224,7 @@ export async function confirm(
       Update: {
         TableName: ctx.tableName,
         Key: keys.purchase(eventId, purchaseId),
-        UpdateExpression: "SET #status = :confirmed, confirmedAt = :at",
+        UpdateExpression: "SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk",
         ConditionExpression: "#status = :pending AND holdId = :hold AND fanId = :fan",
         ExpressionAttributeNames: { "#status": "status" },
         ExpressionAttributeValues: {
@@ -223,6 +233,7 @@ export async function confirm(
           ":hold": holdId,
           ":fan": fanId,
           ":at": confirmedAt,
+          ":sk": keys.purchaseSortKey("confirmed", purchaseId),
         },
         ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       },
@@ -287,6 +298,7 @@ async function transition(
   to: "failed" | "refunded",
   from: PurchaseStatus[],
   reason?: string,
+  chargeId?: string,
 ): Promise<PurchaseTransitionResult> {
   if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return { ok: false, reason: "not_found" };
   return guard(`markPurchase ${to}`, async () => {
@@ -296,14 +308,16 @@ async function transition(
         new UpdateCommand({
           TableName: ctx.tableName,
           Key: keys.purchase(eventId, purchaseId),
-          UpdateExpression: `SET #status = :to, ${at} = :at${reason !== undefined ? ", failureReason = :why" : ""}`,
+          UpdateExpression: `SET #status = :to, ${at} = :at, GSI1SK = :sk${reason !== undefined ? ", failureReason = :why" : ""}${chargeId !== undefined ? ", chargeId = :charge" : ""}`,
           ConditionExpression: `attribute_exists(PK) AND #status IN (${from.map((_, i) => `:from${i}`).join(", ")})`,
           ExpressionAttributeNames: { "#status": "status" },
           ExpressionAttributeValues: {
             ":to": to,
             ":at": iso(ctx.clock()),
+            ":sk": keys.purchaseSortKey(to, purchaseId),
             ...Object.fromEntries(from.map((s, i) => [`:from${i}`, s])),
             ...(reason !== undefined ? { ":why": reason.slice(0, 500) } : {}),
+            ...(chargeId !== undefined ? { ":charge": chargeId } : {}),
           },
           ReturnValues: "ALL_NEW",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -332,8 +346,74 @@ export function markPurchaseFailed(ctx: Ctx, eventId: string, purchaseId: string
  * A confirmed purchase is never refunded here: its seats are sold for good, and a sold seat
  * always belongs to a confirmed purchase.
  */
-export function markPurchaseRefunded(ctx: Ctx, eventId: string, purchaseId: string, reason?: string) {
-  return transition(ctx, eventId, purchaseId, "refunded", ["pending", "failed"], reason);
+export function markPurchaseRefunded(
+  ctx: Ctx,
+  eventId: string,
+  purchaseId: string,
+  reason?: string,
+  chargeId?: string,
+) {
+  return transition(ctx, eventId, purchaseId, "refunded", ["pending", "failed"], reason, chargeId);
+}
+
+/** Records the provider's charge on a purchase (any state; idempotent). */
+export async function recordCharge(ctx: Ctx, eventId: string, purchaseId: string, chargeId: string): Promise<boolean> {
+  if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return false;
+  return guard("recordCharge", async () => {
+    try {
+      await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.purchase(eventId, purchaseId),
+          UpdateExpression: "SET chargeId = :charge",
+          ConditionExpression: "attribute_exists(PK) AND (attribute_not_exists(chargeId) OR chargeId = :charge)",
+          ExpressionAttributeValues: { ":charge": chargeId },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (conditionFailure(err)) return false;
+      throw err;
+    }
+  });
+}
+
+/** Purchases of an event, optionally in one state, a page at a time (GSI1, eventually consistent). */
+export async function listPurchases(
+  ctx: Ctx,
+  eventId: string,
+  options: { status?: PurchaseStatus; cursor?: string; limit?: number } = {},
+): Promise<{ purchases: Purchase[]; nextCursor?: string }> {
+  if (!ID_PATTERN.test(eventId)) return { purchases: [] };
+  const partition = keys.purchasesPartition(eventId);
+  let start: Record<string, unknown> | undefined;
+  if (options.cursor !== undefined) {
+    try {
+      start = JSON.parse(Buffer.from(options.cursor, "base64url").toString("utf8")) as Record<string, unknown>;
+    } catch {
+      return { purchases: [] };
+    }
+  }
+  return guard("listPurchases", async () => {
+    const out = await ctx.doc.send(
+      new QueryCommand({
+        TableName: ctx.tableName,
+        IndexName: GSI1,
+        KeyConditionExpression:
+          options.status !== undefined ? "GSI1PK = :pk AND begins_with(GSI1SK, :status)" : "GSI1PK = :pk",
+        ExpressionAttributeValues: {
+          ":pk": partition,
+          ...(options.status !== undefined ? { ":status": `${options.status}#` } : {}),
+        },
+        Limit: Math.max(1, Math.min(options.limit ?? 500, 1_000)),
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      }),
+    );
+    const nextCursor = out.LastEvaluatedKey
+      ? Buffer.from(JSON.stringify(out.LastEvaluatedKey), "utf8").toString("base64url")
+      : undefined;
+    return { purchases: (out.Items ?? []).map(toPurchase), ...(nextCursor !== undefined ? { nextCursor } : {}) };
+  });
 }
 
 /** Unsent outbox records of an event, oldest first (GSI1, sparse: sent records leave it). */
@@ -372,5 +452,34 @@ export async function markOutboxSent(ctx: Ctx, eventId: string, purchaseId: stri
       if (conditionFailure(err)) return false;
       throw err;
     }
+  });
+}
+
+/** Purchases of an event by status: one Select COUNT Query per status on GSI1 (paged). */
+export async function countPurchases(ctx: Ctx, eventId: string): Promise<Record<PurchaseStatus, number>> {
+  const statuses: PurchaseStatus[] = ["pending", "confirmed", "failed", "refunded"];
+  const counts = { pending: 0, confirmed: 0, failed: 0, refunded: 0 };
+  if (!ID_PATTERN.test(eventId)) return counts;
+  return guard("countPurchases", async () => {
+    await Promise.all(
+      statuses.map(async (status) => {
+        let start: Record<string, unknown> | undefined;
+        do {
+          const out = await ctx.doc.send(
+            new QueryCommand({
+              TableName: ctx.tableName,
+              IndexName: GSI1,
+              KeyConditionExpression: "GSI1PK = :pk AND begins_with(GSI1SK, :status)",
+              ExpressionAttributeValues: { ":pk": keys.purchasesPartition(eventId), ":status": `${status}#` },
+              Select: "COUNT",
+              ...(start ? { ExclusiveStartKey: start } : {}),
+            }),
+          );
+          counts[status] += out.Count ?? 0;
+          start = out.LastEvaluatedKey;
+        } while (start);
+      }),
+    );
+    return counts;
   });
 }

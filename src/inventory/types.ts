@@ -135,6 +135,10 @@ export interface Purchase {
   failedAt?: string;
   refundedAt?: string;
   failureReason?: string;
+  /** Fingerprint of the request that created it (the saga's idempotency check). */
+  fingerprint?: string;
+  /** The payment provider's charge, once known. */
+  chargeId?: string;
 }
 
 /** Why a hold cannot be bought (any of them maps to 409 `hold_expired` or `hold_not_owned`). */

@@ -36,9 +36,24 @@ export type SeatMapRefreshJob =
   | { eventId: string; kind: "section"; sectionId: string }
   | { eventId: string; kind: "event"; sectionIds: string[] };
 
+export type ReconcileJob =
+  /** One purchase whose payment outcome was unknown (or whose saga may have been cut short). */
+  | { kind: "purchase"; eventId: string; purchaseId: string; sessionId?: string }
+  /** Every pending purchase of an event older than the payment timeout (the backstop). */
+  | { kind: "event"; eventId: string };
+
+export interface OutboxJob {
+  eventId: string;
+}
+
+export const RECONCILE_EVERY_MS = 15_000;
+export const OUTBOX_EVERY_MS = 1_000;
+
 export interface Queues {
   sweep: Queue<SweepJob>;
   seatMapRefresh: Queue<SeatMapRefreshJob>;
+  reconcile: Queue<ReconcileJob>;
+  outbox: Queue<OutboxJob>;
   close(): Promise<void>;
 }
 
@@ -58,11 +73,27 @@ export function createQueues(connection: Redis): Queues {
       backoff: { type: "exponential", delay: 500 },
     },
   });
+  const reconcile = new Queue<ReconcileJob>(queueNames.reconcile, {
+    ...options,
+    // A lookup that fails (provider down) is retried with backoff; the purchase stays pending.
+    defaultJobOptions: {
+      removeOnComplete: 1_000,
+      removeOnFail: 1_000,
+      attempts: 20,
+      backoff: { type: "exponential", delay: 1_000 },
+    },
+  });
+  const outbox = new Queue<OutboxJob>(queueNames.outbox, {
+    ...options,
+    defaultJobOptions: { removeOnComplete: 100, removeOnFail: 500 },
+  });
   return {
     sweep,
     seatMapRefresh,
+    reconcile,
+    outbox,
     close: async () => {
-      await Promise.all([sweep.close(), seatMapRefresh.close()]);
+      await Promise.all([sweep.close(), seatMapRefresh.close(), reconcile.close(), outbox.close()]);
     },
   };
 }
@@ -86,5 +117,28 @@ export async function scheduleEvent(queues: Queues, eventId: string, sectionIds:
       { every: REFRESH_EVERY_MS },
       { name: "refresh", data: { eventId, kind: "event", sectionIds } },
     ),
+    queues.reconcile.upsertJobScheduler(
+      `reconcile:${eventId}`,
+      { every: RECONCILE_EVERY_MS },
+      { name: "reconcile-event", data: { kind: "event", eventId } },
+    ),
+    queues.outbox.upsertJobScheduler(
+      `outbox:${eventId}`,
+      { every: OUTBOX_EVERY_MS },
+      { name: "outbox", data: { eventId } },
+    ),
   ]);
+}
+
+/** The saga's reconcile scheduler: one delayed job per purchase, deduplicated by job id. */
+export function reconcileScheduler(queues: Queues) {
+  return {
+    async schedule(eventId: string, purchaseId: string, delayMs: number, sessionId?: string) {
+      await queues.reconcile.add(
+        "reconcile-purchase",
+        { kind: "purchase", eventId, purchaseId, ...(sessionId ? { sessionId } : {}) },
+        { jobId: `reconcile-${purchaseId}`, delay: delayMs },
+      );
+    },
+  };
 }

@@ -8,13 +8,17 @@ import { type Job, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import type { Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
+import type { PurchaseSaga } from "../purchases/saga.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
-import { QUEUE_PREFIX, queueNames, type SeatMapRefreshJob, type SweepJob } from "./queues.js";
+import { QUEUE_PREFIX, queueNames, type ReconcileJob, type SeatMapRefreshJob, type SweepJob } from "./queues.js";
 
 export interface WorkerDeps {
   redisUrl: string;
   inventory: Inventory;
   seatMap: SeatMapCache;
+  purchases: PurchaseSaga;
+  /** A pending purchase younger than this may still have a charge in flight: left alone. */
+  paymentTimeoutMs: number;
   logger: Logger;
   /** Jobs of one worker in flight at once. */
   concurrency?: number;
@@ -41,6 +45,43 @@ export async function seatMapRefreshJob(deps: Pick<WorkerDeps, "seatMap">, job: 
   let rebuilt = 0;
   for (const sectionId of sectionIds) if (await deps.seatMap.rebuild(job.eventId, sectionId)) rebuilt++;
   return { rebuilt };
+}
+
+export class StillPending extends Error {
+  override name = "StillPending";
+}
+
+/**
+ * Resolves pending purchases from the provider's answer (lookup): confirms if charged and the
+ * hold is still good, refunds if charged and the seats are lost, fails if never charged. A
+ * purchase still pending afterwards (too young, provider down) makes the job fail, so BullMQ
+ * retries it with backoff.
+ */
+export async function reconcileJob(
+  deps: Pick<WorkerDeps, "inventory" | "purchases" | "paymentTimeoutMs">,
+  job: ReconcileJob,
+) {
+  const minAgeMs = deps.paymentTimeoutMs;
+  if (job.kind === "purchase") {
+    const outcome = await deps.purchases.resolve(job.eventId, job.purchaseId, {
+      minAgeMs,
+      ...(job.sessionId ? { sessionId: job.sessionId } : {}),
+    });
+    if (outcome?.kind === "pending") throw new StillPending(`purchase ${job.purchaseId} is still pending`);
+    return { purchaseId: job.purchaseId, outcome: outcome?.kind ?? "not_found" };
+  }
+  const outcomes: Record<string, number> = {};
+  let cursor: string | undefined;
+  do {
+    const page = await deps.inventory.listPurchases(job.eventId, { status: "pending", ...(cursor ? { cursor } : {}) });
+    for (const p of page.purchases) {
+      const outcome = await deps.purchases.resolve(job.eventId, p.purchaseId, { minAgeMs }).catch(() => null);
+      const kind = outcome?.kind ?? "error";
+      outcomes[kind] = (outcomes[kind] ?? 0) + 1;
+    }
+    cursor = page.nextCursor;
+  } while (cursor);
+  return outcomes;
 }
 
 export function startWorkers(deps: WorkerDeps): Workers {
@@ -81,9 +122,17 @@ export function startWorkers(deps: WorkerDeps): Workers {
       logged(queueNames.seatMapRefresh, (d: SeatMapRefreshJob) => seatMapRefreshJob(deps, d)),
       common("seatmap-refresh"),
     ),
+    new Worker<ReconcileJob>(
+      queueNames.reconcile,
+      logged(queueNames.reconcile, (d: ReconcileJob) => reconcileJob(deps, d)),
+      common("reconciler"),
+    ),
   ];
   for (const w of workers) {
-    w.on("failed", (job, err) => deps.logger.warn({ queue: w.name, jobId: job?.id, err: err.message }, "job failed"));
+    w.on("failed", (job, err) => {
+      const level = err instanceof StillPending || err.name === "StillPending" ? "debug" : "warn";
+      deps.logger[level]({ queue: w.name, jobId: job?.id, attempt: job?.attemptsMade, err: err.message }, "job failed");
+    });
     w.on("error", (err) => deps.logger.warn({ queue: w.name, err: err.message }, "worker error"));
   }
   return {

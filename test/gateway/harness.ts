@@ -10,11 +10,14 @@ import pino from "pino";
 import { inject } from "vitest";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
-import { buildGatewayDeps } from "../../src/gateway.js";
+import { buildGatewayDeps, derivedWebhookSecret } from "../../src/gateway.js";
 import { buildApp } from "../../src/http/app.js";
 import type { AppDeps, GatewayLimits } from "../../src/http/context.js";
 import type { EventInput } from "../../src/inventory/index.js";
 import { createMetrics } from "../../src/metrics.js";
+import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER, type WebhookEvent } from "../../src/payments/webhook.js";
+import { createQueues, reconcileScheduler, scheduleEvent } from "../../src/workers/queues.js";
+import { startWorkers } from "../../src/workers/workers.js";
 
 export const ADMIN_TOKEN = "test-operator-token-0123456789";
 export const SECRET = "test-gateway-secret-0123456789-abcdefghijklmnop";
@@ -42,6 +45,11 @@ export async function startGateway(options: {
   tableName: string;
   limits?: Partial<GatewayLimits>;
   dynamoEndpoint?: string;
+  paymentTimeoutMs?: number;
+  /** Runs the BullMQ queues and workers (sweeper, reconciler, ...) in this process too. */
+  workers?: boolean;
+  /** Simulated provider webhooks are delivered to this gateway's webhook route. */
+  deliverWebhooks?: boolean;
 }): Promise<Gateway> {
   const redis = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
   const subscriber = new Redis(inject("redisUrl"));
@@ -51,20 +59,54 @@ export async function startGateway(options: {
     maxAttempts: 1,
     requestTimeoutMs: 10_000,
   });
+  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+  const queues = options.workers ? createQueues(redis) : undefined;
+  let app: ReturnType<typeof buildApp> | undefined;
+  const paymentTimeoutMs = options.paymentTimeoutMs ?? 3_000;
   const deps = buildGatewayDeps({
     redis,
     subscriber,
     dynamo,
     tableName: options.tableName,
-    logger: pino({ level: "silent" }),
+    logger,
     metrics: createMetrics(),
     adminToken: ADMIN_TOKEN,
     gatewaySecret: SECRET,
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
+    paymentTimeoutMs,
+    ...(queues
+      ? {
+          reconciler: reconcileScheduler(queues),
+          scheduleEvent: (e: string, s: string[]) => scheduleEvent(queues, e, s),
+        }
+      : {}),
+    ...(options.deliverWebhooks
+      ? {
+          onPaymentEvent: async (event: WebhookEvent) => {
+            const { body, signature } = signWebhookEvent(derivedWebhookSecret(SECRET), event);
+            await app?.request("/v1/payments/webhook", {
+              method: "POST",
+              headers: { "content-type": "application/json", [WEBHOOK_SIGNATURE_HEADER]: signature },
+              body,
+            });
+          },
+        }
+      : {}),
   });
-  const app = buildApp(deps);
+  app = buildApp(deps);
+  const workers = options.workers
+    ? startWorkers({
+        redisUrl: inject("redisUrl"),
+        inventory: deps.inventory,
+        seatMap: deps.seatMap,
+        purchases: deps.purchases,
+        paymentTimeoutMs,
+        logger,
+      })
+    : undefined;
+  const built = app;
   return {
-    app,
+    app: built,
     deps,
     request: (path, init = {}) => {
       const { json, token, headers, ...rest } = init;
@@ -72,10 +114,12 @@ export async function startGateway(options: {
       if (json !== undefined) h.set("content-type", "application/json");
       if (token) h.set("authorization", `Bearer ${token}`);
       return Promise.resolve(
-        app.request(path, { ...rest, headers: h, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) }),
+        built.request(path, { ...rest, headers: h, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) }),
       );
     },
     close: async () => {
+      await workers?.close();
+      await queues?.close();
       await deps.relay.close();
       redis.disconnect();
       dynamo.destroy();

@@ -1,0 +1,112 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import { limitRequest } from "../../client-ip.js";
+import type { AppEnv } from "../../context.js";
+import { ApiError, ErrorBody } from "../../errors.js";
+import { requireAccessToken } from "../../middleware/fan-auth.js";
+import { bearerSecurity, HoldParams } from "../../schemas.js";
+import { PurchaseView, purchaseView } from "./view.js";
+
+const Body = z
+  .strictObject({ paymentToken: z.string().min(1).max(256).openapi({ example: "tok_ok" }) })
+  .openapi("PurchaseRequest");
+const Headers = z.object({
+  "idempotency-key": z
+    .string()
+    .regex(/^[\x21-\x7E]{1,128}$/, "1..128 visible ASCII characters")
+    .openapi({ param: { name: "Idempotency-Key", in: "header" }, example: "c0ffee-42" }),
+});
+const Pending = z.object({ purchaseId: z.string(), status: z.literal("pending") }).openapi("PurchasePending");
+
+const route = createRoute({
+  method: "post",
+  path: "/v1/events/{eventId}/holds/{holdId}/purchase",
+  tags: ["purchases"],
+  summary: "Pay for a hold; safe to repeat with the same Idempotency-Key",
+  description:
+    "The same key with the same body returns the same result however often it is sent; the same key with " +
+    "another body is 422. 202 means the payment outcome is not known yet: poll GET /v1/purchases/{purchaseId}.",
+  security: bearerSecurity,
+  request: {
+    params: HoldParams,
+    headers: Headers,
+    body: { required: true, content: { "application/json": { schema: Body } } },
+  },
+  responses: {
+    201: { description: "confirmed", content: { "application/json": { schema: PurchaseView } } },
+    202: { description: "payment outcome pending", content: { "application/json": { schema: Pending } } },
+    400: {
+      description: "invalid (a missing Idempotency-Key too)",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+    401: { description: "missing or bad access token", content: { "application/json": { schema: ErrorBody } } },
+    402: {
+      description: "declined; the hold stays until it expires",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+    404: { description: "unknown hold", content: { "application/json": { schema: ErrorBody } } },
+    409: {
+      description: "hold expired (refunded if charged) or not the fan's",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+    422: {
+      description: "Idempotency-Key reused with another body",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+    503: {
+      description: "payment provider or store unavailable",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+  },
+});
+
+export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
+  const { eventId, holdId } = c.req.valid("param");
+  const key = c.req.valid("header")["idempotency-key"];
+  const { paymentToken } = c.req.valid("json");
+  // A repeat after the purchase ended the session must still get its stored answer, so the
+  // session check is the saga's business (the purchase id is the fan's own), not a gate here.
+  const claims = await requireAccessToken(c, eventId, { checkRevocation: false });
+  await limitRequest(c, "purchase", { eventId, fanId: claims.fanId });
+
+  const outcome = await c.var.deps.purchases.purchase({
+    eventId,
+    fanId: claims.fanId,
+    sessionId: claims.sessionId,
+    holdId,
+    idempotencyKey: key,
+    paymentToken,
+  });
+  switch (outcome.kind) {
+    case "confirmed":
+      return c.json(purchaseView(outcome.purchase), 201);
+    case "pending":
+      c.header("Location", `/v1/purchases/${outcome.purchase.purchaseId}`);
+      return c.json({ purchaseId: outcome.purchase.purchaseId, status: "pending" as const }, 202);
+    case "declined":
+      throw new ApiError("payment_declined", "the payment was declined; the hold stays until it expires", {
+        details: { purchaseId: outcome.purchase.purchaseId, reason: outcome.reason },
+      });
+    case "refunded":
+      throw new ApiError("hold_expired", "the hold expired before the payment completed; the charge was refunded", {
+        details: { purchaseId: outcome.purchase.purchaseId, refunded: true },
+      });
+    case "provider_error":
+      throw new ApiError(
+        "unavailable",
+        "the payment provider failed; nothing was charged. Retry with a new Idempotency-Key",
+        {
+          retryAfter: 2,
+          details: { purchaseId: outcome.purchase.purchaseId },
+        },
+      );
+    case "key_reused":
+      throw new ApiError("idempotency_key_reused", "this Idempotency-Key was used with a different request");
+    case "hold_not_found":
+      throw new ApiError("not_found", `no hold ${holdId}`);
+    case "hold_unusable":
+      if (outcome.reason === "hold_not_owned") throw new ApiError("hold_not_owned", "this hold belongs to another fan");
+      throw new ApiError("hold_expired", `the hold can no longer be bought (${outcome.reason.replace("hold_", "")})`, {
+        details: { reason: outcome.reason },
+      });
+  }
+});

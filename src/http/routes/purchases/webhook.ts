@@ -1,0 +1,45 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import { readWebhook, WEBHOOK_SIGNATURE_HEADER } from "../../../payments/webhook.js";
+import { eventOfPurchase } from "../../../purchases/saga.js";
+import type { AppEnv } from "../../context.js";
+import { ApiError, ErrorBody } from "../../errors.js";
+
+const Received = z.object({ received: z.literal(true), duplicate: z.boolean() }).openapi("WebhookReceived");
+
+const route = createRoute({
+  method: "post",
+  path: "/v1/payments/webhook",
+  tags: ["payments"],
+  summary: "Payment provider events, HMAC-SHA256 signed (`Payment-Signature: t=<unix>,v1=<hex>`)",
+  description: "A duplicate event id has no second effect. Events: charge.succeeded, charge.failed, charge.refunded.",
+  responses: {
+    200: { description: "accepted", content: { "application/json": { schema: Received } } },
+    400: { description: "bad body", content: { "application/json": { schema: ErrorBody } } },
+    401: { description: "bad or missing signature", content: { "application/json": { schema: ErrorBody } } },
+  },
+});
+
+export const webhookRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
+  const { webhooks, purchases } = c.var.deps;
+  const raw = await c.req.text();
+  const reading = readWebhook(webhooks.secret, raw, c.req.header(WEBHOOK_SIGNATURE_HEADER));
+  if (!reading.ok) {
+    if (reading.reason === "invalid_body")
+      throw new ApiError("invalid_request", "the webhook body is not a payment event");
+    throw new ApiError("unauthenticated", `webhook signature refused: ${reading.reason}`);
+  }
+  const event = reading.event;
+  if (!(await webhooks.firstDelivery(event.id))) return c.json({ received: true as const, duplicate: true }, 200);
+
+  try {
+    const purchaseId = event.data.idempotencyKey;
+    const eventId = eventOfPurchase(purchaseId);
+    // The lookup inside resolve is the source of truth; the webhook only says "look now".
+    if (eventId && event.type !== "charge.refunded") await purchases.resolve(eventId, purchaseId);
+  } catch (err) {
+    // Let the provider deliver it again: forget that we saw it.
+    await webhooks.forget(event.id);
+    throw err;
+  }
+  return c.json({ received: true as const, duplicate: false }, 200);
+});

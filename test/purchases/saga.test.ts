@@ -1,0 +1,187 @@
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createSimulatedProvider } from "../../src/payments/simulated.js";
+import {
+  ADMIN_TOKEN,
+  type AdmittedFan,
+  admitFans,
+  createTable,
+  eventInput,
+  type Gateway,
+  putEvent,
+  startGateway,
+  uniqueId,
+} from "../gateway/harness.js";
+
+let gw: Gateway;
+let redis: Redis;
+const charges = () => createSimulatedProvider({ redis }).listCharges();
+
+beforeAll(async () => {
+  redis = new Redis(inject("redisUrl"));
+  gw = await startGateway({ tableName: await createTable(), paymentTimeoutMs: 300, workers: true });
+});
+afterAll(async () => {
+  await gw.close();
+  redis.disconnect();
+});
+
+async function holdSeats(fan: AdmittedFan, eventId: string, seats: string[]) {
+  const res = await gw.request(`/v1/events/${eventId}/holds`, {
+    method: "POST",
+    token: fan.accessToken,
+    json: { seats },
+  });
+  expect(res.status).toBe(201);
+  return (await res.json()) as { holdId: string; amount: number };
+}
+
+function buy(fan: AdmittedFan, eventId: string, holdId: string, key: string, paymentToken: string) {
+  return gw.request(`/v1/events/${eventId}/holds/${holdId}/purchase`, {
+    method: "POST",
+    token: fan.accessToken,
+    headers: { "idempotency-key": key },
+    json: { paymentToken },
+  });
+}
+
+async function pollPurchase(fan: AdmittedFan, purchaseId: string, until: (status: string) => boolean) {
+  for (let i = 0; i < 200; i++) {
+    const body = (await (await gw.request(`/v1/purchases/${purchaseId}`, { token: fan.accessToken })).json()) as {
+      status: string;
+    };
+    if (until(body.status)) return body;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`purchase ${purchaseId} never reached the expected status`);
+}
+
+describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () => {
+  it("the whole fan journey ends in a confirmed purchase, the seat sold and the session ended", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [fan] = await admitFans(gw, eventId, ["buyer"]);
+    const hold = await holdSeats(fan!, eventId, ["A-3-4", "A-3-5"]);
+
+    const res = await buy(fan!, eventId, hold.holdId, "key-1", "tok_ok");
+    expect(res.status).toBe(201);
+    const purchase = (await res.json()) as { purchaseId: string; status: string; seats: string[]; amount: number };
+    expect(purchase).toMatchObject({ status: "confirmed", seats: ["A-3-4", "A-3-5"], amount: 30000 });
+
+    const again = await buy(fan!, eventId, hold.holdId, "key-1", "tok_ok");
+    expect(again.status).toBe(201);
+    expect(((await again.json()) as { purchaseId: string }).purchaseId).toBe(purchase.purchaseId);
+
+    const got = await gw.request(`/v1/purchases/${purchase.purchaseId}`, { token: fan!.accessToken });
+    expect(got.status).toBe(200);
+    expect(await got.json()).toMatchObject({ purchaseId: purchase.purchaseId, status: "confirmed" });
+
+    const seats = (await (await gw.request(`/v1/events/${eventId}/sections/A/seats`)).json()) as {
+      seats: { id: string; status: string }[];
+    };
+    expect(seats.seats.filter((s) => s.status === "sold").map((s) => s.id)).toEqual(["A-3-4", "A-3-5"]);
+
+    const stats = (await (
+      await gw.request(`/v1/admin/events/${eventId}/stats`, { token: ADMIN_TOKEN })
+    ).json()) as Record<string, unknown>;
+    expect(stats).toMatchObject({
+      completed: 1,
+      active: 0,
+      seats: { sold: 2 },
+      purchases: { confirmed: 1, pending: 0 },
+    });
+    // The session ended with the purchase: the same token can no longer hold.
+    const after = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: fan!.accessToken,
+      json: { seats: ["A-4-1"] },
+    });
+    expect(after.status).toBe(401);
+  });
+
+  it("the same purchase sent 10 times at once with one key makes one charge and one purchase", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [fan] = await admitFans(gw, eventId, ["eager"]);
+    const hold = await holdSeats(fan!, eventId, ["B-1-1"]);
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, () => buy(fan!, eventId, hold.holdId, "double-click", "tok_ok")),
+    );
+    const bodies = (await Promise.all(responses.map((r) => r.json()))) as { purchaseId: string; status: string }[];
+    expect(responses.map((r) => r.status)).toEqual(Array(10).fill(201));
+    expect(new Set(bodies.map((b) => b.purchaseId)).size).toBe(1);
+    const mine = (await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`));
+    expect(mine).toHaveLength(1);
+    const stats = (await (await gw.request(`/v1/admin/events/${eventId}/stats`, { token: ADMIN_TOKEN })).json()) as {
+      purchases: Record<string, number>;
+    };
+    expect(stats.purchases).toMatchObject({ confirmed: 1, pending: 0, failed: 0 });
+  });
+
+  it("the same key with another body is 422; a declined card is 402 and the hold stays; a provider error charges nothing", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [fan, rival] = await admitFans(gw, eventId, ["decliner", "rival"]);
+    const hold = await holdSeats(fan!, eventId, ["B-2-1"]);
+
+    const declined = await buy(fan!, eventId, hold.holdId, "k1", "tok_decline");
+    expect(declined.status).toBe(402);
+    expect(((await declined.json()) as { error: { code: string } }).error.code).toBe("payment_declined");
+    expect((await buy(fan!, eventId, hold.holdId, "k1", "tok_decline")).status).toBe(402);
+    const reused = await buy(fan!, eventId, hold.holdId, "k1", "tok_ok");
+    expect(reused.status).toBe(422);
+    expect(((await reused.json()) as { error: { code: string } }).error.code).toBe("idempotency_key_reused");
+
+    // The hold stays after a decline: the rival still cannot take the seat.
+    const stolen = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: rival!.accessToken,
+      json: { seats: ["B-2-1"] },
+    });
+    expect(stolen.status).toBe(409);
+
+    const error = await buy(fan!, eventId, hold.holdId, "k2", "tok_error");
+    expect(error.status).toBe(503);
+    const ok = await buy(fan!, eventId, hold.holdId, "k3", "tok_ok");
+    expect(ok.status).toBe(201);
+    const mine = (await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`));
+    expect(mine).toHaveLength(1);
+  });
+
+  it("tok_timeout answers 202 pending, then the reconciler confirms it", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [fan] = await admitFans(gw, eventId, ["patient"]);
+    const hold = await holdSeats(fan!, eventId, ["A-5-1"]);
+    const res = await buy(fan!, eventId, hold.holdId, "slow", "tok_timeout");
+    expect(res.status).toBe(202);
+    const { purchaseId, status } = (await res.json()) as { purchaseId: string; status: string };
+    expect(status).toBe("pending");
+    const done = await pollPurchase(fan!, purchaseId, (s) => s !== "pending");
+    expect(done.status).toBe("confirmed");
+    const mine = (await charges()).filter((c) => c.idempotencyKey === purchaseId);
+    expect(mine).toHaveLength(1);
+    expect(mine[0]!.refunded).toBe(false);
+  });
+
+  it("tok_timeout with the hold expiring meanwhile ends refunded, and the seat is free again", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId, eventInput({ holdSeconds: 1 }))).status).toBe(201);
+    const [fan, next] = await admitFans(gw, eventId, ["late", "next"]);
+    const hold = await holdSeats(fan!, eventId, ["A-5-2"]);
+    const res = await buy(fan!, eventId, hold.holdId, "slow-late", "tok_timeout");
+    expect(res.status).toBe(202);
+    const { purchaseId } = (await res.json()) as { purchaseId: string };
+    const done = await pollPurchase(fan!, purchaseId, (s) => s !== "pending");
+    expect(done.status).toBe("refunded");
+    const mine = (await charges()).filter((c) => c.idempotencyKey === purchaseId);
+    expect(mine).toHaveLength(1);
+    expect(mine[0]!.refunded).toBe(true);
+    const retake = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: next!.accessToken,
+      json: { seats: ["A-5-2"] },
+    });
+    expect(retake.status).toBe(201);
+  });
+});
