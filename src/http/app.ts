@@ -54,11 +54,13 @@ export function buildApp(deps: AppDeps) {
   const reads: CachedReads = {
     event: ttlCache(2_000, async (eventId) => {
       const event = await deps.inventory.getEvent(eventId);
-      if (event)
+      if (event) {
         schedule(
           eventId,
           event.sections.map((s) => s.id),
         );
+        if (reads.seenEvents.size < 1_000) reads.seenEvents.add(eventId);
+      }
       return event;
     }),
     generalAdmission: ttlCache(1_000, (key) => {
@@ -66,6 +68,7 @@ export function buildApp(deps: AppDeps) {
       return deps.inventory.getGeneralAdmission(eventId, areaId);
     }),
     sectionBodies: new Map(),
+    seenEvents: new Set(),
   };
 
   // Echoes a client's X-Request-Id when it is sane (word characters, at most 128), else makes one.

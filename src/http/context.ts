@@ -66,6 +66,8 @@ export interface CachedReads {
   generalAdmission(key: string): Promise<GeneralAdmissionCounts | null>;
   /** Serialized section bodies by `<eventId>/<sectionId>`, each valid for one cache version. */
   sectionBodies: Map<string, { version: string; body: string }>;
+  /** Events this process has served, for the per-event gauges of /metrics. */
+  seenEvents: Set<string>;
 }
 
 export type AppEnv = {

@@ -116,6 +116,12 @@ describe("the fan journey up to a hold (HTTP, real Redis and DynamoDB)", () => {
     };
     expect(back.seats.slice(0, 2).map((s) => s.status)).toEqual(["available", "available"]);
 
+    const metrics = await (await gw.request("/metrics")).text();
+    expect(metrics).toContain(`gateway_admitted_fans{event="${eventId}"} 1`);
+    expect(metrics).toMatch(
+      /gateway_http_request_duration_seconds_count\{method="POST",route="\/v1\/events\/:eventId\/holds",status="201"\} \d+/,
+    );
+
     const stats = await gw.request(`/v1/admin/events/${eventId}/stats`, { token: ADMIN_TOKEN });
     expect(stats.status).toBe(200);
     expect(await stats.json()).toMatchObject({

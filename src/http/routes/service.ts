@@ -36,7 +36,17 @@ const initScript = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: 
 
 export const serviceRoutes = new Hono<AppEnv>()
   .get("/metrics", async (c) => {
-    const { metrics } = c.var.deps;
+    const { metrics, waitingRoom } = c.var.deps;
+    // Queue gauges are read from Redis at scrape time, for the events this process has served.
+    await Promise.all(
+      [...c.var.reads.seenEvents].slice(0, 100).map(async (event) => {
+        const room = await waitingRoom.stats(event);
+        if (!room.ok) return;
+        metrics.waiting.set({ event }, room.stats.waiting);
+        metrics.admitted.set({ event }, room.stats.admitted);
+        metrics.active.set({ event }, room.stats.active);
+      }),
+    );
     c.header("Content-Type", metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());
   })
