@@ -71,7 +71,8 @@ async function resolveDynamo(config: GatewayConfig, log: Logger, stops: Stop[]):
   return db.endpoint;
 }
 
-async function dynamoAnswers(endpoint: string): Promise<boolean> {
+/** True when a DynamoDB endpoint answers (any DynamoDB answers an unsigned call with `__type`). */
+export async function dynamoAnswers(endpoint: string): Promise<boolean> {
   try {
     const res = await fetch(endpoint, {
       method: "POST",

@@ -237,7 +237,7 @@ export function evaluateAudit(
     checks.push(
       f.check(
         "seats_sold_once",
-        `${plural(sold.length, "sold seat")}, each in one confirmed purchase`,
+        `${plural(sold.length, "sold seat")}, each naming one purchase; no seat in two confirmed purchases`,
         (n) => `${plural(n, "seat")} sold more than once or to nobody`,
       ),
     );
@@ -368,6 +368,9 @@ export function evaluateAudit(
           captured.add(c.chargeId, `captured ${c.amount} for ${key}, which is ${p.status}`, suspect);
       } else if (!p) refunds.add(c.chargeId, `refunded, under ${key}: no such purchase`, suspect);
       else if (p.status === "confirmed") refunds.add(c.chargeId, `refunded, but ${key} is confirmed`, suspect);
+      else if (p.status === "pending" && !inFlight(p)) {
+        refunds.add(c.chargeId, `refunded, but ${key} is still pending`, suspect);
+      }
     }
     for (const [key, list] of byKey) {
       const live = list.filter((c) => !c.refunded);

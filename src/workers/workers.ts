@@ -10,7 +10,15 @@ import type { Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
-import { QUEUE_PREFIX, queueNames, type ReconcileJob, type SeatMapRefreshJob, type SweepJob } from "./queues.js";
+import { createBookingsQueue, publishOutbox } from "./outbox.js";
+import {
+  type OutboxJob,
+  QUEUE_PREFIX,
+  queueNames,
+  type ReconcileJob,
+  type SeatMapRefreshJob,
+  type SweepJob,
+} from "./queues.js";
 
 export interface WorkerDeps {
   redisUrl: string;
@@ -111,6 +119,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
       return result;
     };
 
+  const bookings = createBookingsQueue(connection(), { prefix: QUEUE_PREFIX });
   const workers = [
     new Worker<SweepJob>(
       queueNames.sweep,
@@ -127,6 +136,14 @@ export function startWorkers(deps: WorkerDeps): Workers {
       logged(queueNames.reconcile, (d: ReconcileJob) => reconcileJob(deps, d)),
       common("reconciler"),
     ),
+    new Worker<OutboxJob>(
+      queueNames.outbox,
+      logged(queueNames.outbox, (d: OutboxJob) =>
+        publishOutbox({ inventory: deps.inventory, bookings, logger: deps.logger }, d),
+      ),
+      // One publisher run per event at a time is plenty; the job ids make repeats harmless anyway.
+      { ...common("outbox"), concurrency: 1 },
+    ),
   ];
   for (const w of workers) {
     w.on("failed", (job, err) => {
@@ -139,6 +156,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
     workers,
     close: async () => {
       await Promise.all(workers.map((w) => w.close()));
+      await bookings.close();
       for (const c of connections) c.disconnect();
     },
   };

@@ -1,9 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import {
   ADMIN_TOKEN,
   admitFans,
   createTable,
   eventInput,
+  expectAuditPasses,
   type Gateway,
   listen,
   metricTotal,
@@ -66,6 +68,12 @@ describe("contended holds through the hot-seat shield", () => {
         seats: { held: number; sold: number };
       };
       expect(stats.seats).toMatchObject({ held: granted.length, sold: 0 });
+      const redis = new Redis(inject("redisUrl"));
+      try {
+        await expectAuditPasses(gw, eventId, redis);
+      } finally {
+        redis.disconnect();
+      }
     } finally {
       await server.close();
     }

@@ -207,3 +207,15 @@ export async function metricTotal(gw: Gateway, name: string, labels: Record<stri
   }
   return total;
 }
+
+/** Runs the audit on an event (store + the simulated provider's charges); throws with the failures. */
+export async function expectAuditPasses(gw: Gateway, eventId: string, redis: import("ioredis").Redis): Promise<void> {
+  const { auditEvent } = await import("../../src/audit/audit.js");
+  const { createSimulatedProvider } = await import("../../src/payments/simulated.js");
+  const report = await auditEvent(
+    { inventory: gw.deps.inventory, payments: createSimulatedProvider({ redis }) },
+    eventId,
+  );
+  const failed = report.checks.filter((c) => c.status === "fail");
+  if (!report.ok) throw new Error(`audit of ${eventId} failed:\n${JSON.stringify(failed, null, 2)}`);
+}

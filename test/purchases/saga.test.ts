@@ -9,9 +9,11 @@ import {
   eventInput,
   type Gateway,
   putEvent,
+  expectAuditPasses,
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
+import { createBookingsQueue, bookingJobId } from "../../src/workers/outbox.js";
 
 let gw: Gateway;
 let redis: Redis;
@@ -116,6 +118,21 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
       purchases: Record<string, number>;
     };
     expect(stats.purchases).toMatchObject({ confirmed: 1, pending: 0, failed: 0 });
+
+    // The outbox publisher (a worker) emits exactly one BookingConfirmed for it.
+    const bookings = createBookingsQueue(redis);
+    try {
+      const jobId = bookingJobId(bodies[0]!.purchaseId);
+      let job = await bookings.getJob(jobId);
+      for (let i = 0; !job && i < 100; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        job = await bookings.getJob(jobId);
+      }
+      expect(job?.data).toMatchObject({ payload: { purchaseId: bodies[0]!.purchaseId, seats: ["B-1-1"] } });
+    } finally {
+      await bookings.close();
+    }
+    await expectAuditPasses(gw, eventId, redis);
   });
 
   it("the same key with another body is 422; a declined card is 402 and the hold stays; a provider error charges nothing", async () => {
