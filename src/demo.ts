@@ -53,6 +53,7 @@ export async function ensureDemoEvent(deps: {
   });
   if (!result.ok) throw new Error(`demo event not created: ${result.reason}`);
   const room = await deps.waitingRoom.configure(DEMO_EVENT_ID, { ...input.waitingRoom, onSaleAt: input.onSaleAt });
-  if (!room.ok) throw new Error(`demo waiting room not configured: ${room.reason}`);
+  // A Redis that outlived an earlier data directory may still hold an open demo line: keep it.
+  if (!room.ok && room.reason !== "already_open") throw new Error(`demo waiting room not configured: ${room.reason}`);
   return true;
 }

@@ -93,6 +93,22 @@ export function buildApp(deps: AppDeps) {
     }),
   );
 
+  // Plain Hono routes (not zod-openapi ones) are described here so the document lists them too.
+  app.openAPIRegistry.registerPath({
+    method: "get",
+    path: "/metrics",
+    tags: ["service"],
+    summary: "Prometheus metrics (text exposition format)",
+    responses: { 200: { description: "metrics", content: { "text/plain": { schema: { type: "string" } } } } },
+  });
+  app.openAPIRegistry.registerPath({
+    method: "get",
+    path: "/openapi.json",
+    tags: ["service"],
+    summary: "This document",
+    responses: { 200: { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } } },
+  });
+
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
     type: "http",
     scheme: "bearer",

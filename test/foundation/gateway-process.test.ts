@@ -18,6 +18,7 @@ describe("the gateway process", () => {
       DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
       DYNAMODB_TABLE: `foundation_${Date.now()}`,
       DATA_DIR: dataDir,
+      DEMO_EVENT: "false",
     });
     started.push(gw);
 
@@ -47,7 +48,9 @@ describe("the gateway process", () => {
     expect(await gw.stop("SIGTERM")).toBe(0);
   });
 
-  it("starts the embedded local DynamoDB when no endpoint is given, keeping its data under DATA_DIR", async () => {
+  it("starts the embedded local DynamoDB when no endpoint is given, keeping its data under DATA_DIR", {
+    timeout: 300_000,
+  }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "gw-embedded-"));
     const env = {
       REDIS_URL: inject("redisUrl"),
@@ -55,15 +58,18 @@ describe("the gateway process", () => {
       DATA_DIR: dataDir,
       DYNAMODB_ENDPOINT: "",
     };
-    const gw = await startGatewayProcess(env);
+    // This is `npm start` on a fresh clone: it also writes the 10,600-seat demo on-sale first.
+    const gw = await startGatewayProcess(env, 120_000);
     started.push(gw);
     const ready = await fetch(`${gw.url}/readyz`);
     expect(ready.status).toBe(200);
     expect(gw.logs.join("\n")).toContain("started the embedded local DynamoDB");
+    const demo = (await (await fetch(`${gw.url}/v1/events/demo/seatmap`)).json()) as { sections: { total: number }[] };
+    expect(demo.sections.reduce((n, s) => n + s.total, 0)).toBe(10_600);
     expect(await gw.stop("SIGTERM")).toBe(0);
 
     // The table persisted: a second start finds it (LevelDB under DATA_DIR/dynamodb).
-    const again = await startGatewayProcess(env);
+    const again = await startGatewayProcess(env, 120_000);
     started.push(again);
     expect((await fetch(`${again.url}/readyz`)).status).toBe(200);
     expect(await again.stop("SIGTERM")).toBe(0);
@@ -75,6 +81,7 @@ describe("the gateway process", () => {
       REDIS_URL: inject("redisUrl"),
       DYNAMODB_ENDPOINT: dynamo.endpoint,
       DATA_DIR: mkdtempSync(join(tmpdir(), "gw-down-")),
+      DEMO_EVENT: "false",
     });
     started.push(gw);
     expect((await fetch(`${gw.url}/readyz`)).status).toBe(200);

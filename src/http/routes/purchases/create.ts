@@ -13,7 +13,7 @@ const Headers = z.object({
   "idempotency-key": z
     .string()
     .regex(/^[\x21-\x7E]{1,128}$/, "1..128 visible ASCII characters")
-    .openapi({ param: { name: "Idempotency-Key", in: "header" }, example: "c0ffee-42" }),
+    .openapi({ param: { name: "idempotency-key", in: "header" }, example: "c0ffee-42" }),
 });
 const Pending = z.object({ purchaseId: z.string(), status: z.literal("pending") }).openapi("PurchasePending");
 
