@@ -7,6 +7,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DescribeTableCommand } from "@aws-sdk/client-dynamodb";
 import type { Redis } from "ioredis";
 import { createHoldService } from "./claims/hold-service.js";
+import { instrumentDynamo } from "./dynamodb/instrument.js";
 import type { AppDeps, GatewayLimits } from "./http/context.js";
 import { createRateLimiter } from "./http/middleware/rate-limit.js";
 import { createInventory, type Inventory } from "./inventory/index.js";
@@ -91,6 +92,7 @@ export function sectionSource(inventory: Inventory) {
 
 export function buildGatewayDeps(options: GatewayOptions): AppDeps {
   const { redis, subscriber, dynamo, tableName, logger, metrics } = options;
+  instrumentDynamo(dynamo, metrics);
   const inventory = createInventory({ client: dynamo, tableName, ...(options.clock ? { clock: options.clock } : {}) });
   const seatMap = createSeatMapCache({ redis, source: sectionSource(inventory), metrics, logger });
   const waitingRoom = createWaitingRoom({ redis, secret: options.gatewaySecret, logger });

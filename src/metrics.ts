@@ -54,8 +54,14 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     }),
     dynamoRequests: new Counter({
       name: "gateway_dynamodb_requests_total",
-      help: "DynamoDB requests by operation and outcome",
+      help: "Claim-path DynamoDB writes by operation (hold:UpdateItem, hold:TransactWriteItems, release) and outcome",
       labelNames: ["operation", "outcome"] as const,
+      registers: [registry],
+    }),
+    dynamoCommands: new Counter({
+      name: "gateway_dynamodb_commands_total",
+      help: "Every DynamoDB command sent, by command and outcome (ok, or the error name)",
+      labelNames: ["command", "outcome"] as const,
       registers: [registry],
     }),
     redisScripts: new Counter({

@@ -79,9 +79,15 @@ export function buildApp(deps: AppDeps) {
     c.set("log", deps.logger.child({ requestId: c.get("requestId") }));
     const started = performance.now();
     await next();
+    const seconds = (performance.now() - started) / 1000;
     deps.metrics.httpDuration.observe(
       { method: c.req.method, route: c.req.routePath, status: String(c.res.status) },
-      (performance.now() - started) / 1000,
+      seconds,
+    );
+    // One line per request at debug level (LOG_LEVEL=debug): at on-sale rates info would drown the log.
+    c.var.log.debug(
+      { method: c.req.method, route: c.req.routePath, status: c.res.status, ms: Math.round(seconds * 1000) },
+      "request",
     );
   });
   app.use(

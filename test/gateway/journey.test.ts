@@ -118,6 +118,7 @@ describe("the fan journey up to a hold (HTTP, real Redis and DynamoDB)", () => {
 
     const metrics = await (await gw.request("/metrics")).text();
     expect(metrics).toContain(`gateway_admitted_fans{event="${eventId}"} 1`);
+    expect(metrics).toMatch(/gateway_dynamodb_commands_total\{command="TransactWriteItems",outcome="ok"\} [1-9]/);
     expect(metrics).toMatch(
       /gateway_http_request_duration_seconds_count\{method="POST",route="\/v1\/events\/:eventId\/holds",status="201"\} \d+/,
     );
