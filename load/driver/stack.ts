@@ -1,0 +1,110 @@
+/**
+ * A gateway of the driver's own: a free-port redis-server, the local DynamoDB, and src/main.ts
+ * in a child process (PORT=0, rate limits off, no demo event), as `npm run bench:gateway` does.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { type SpawnedDynamoDB, spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
+import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
+
+export interface Stack {
+  url: string;
+  adminToken: string;
+  redisUrl: string;
+  dynamoEndpoint: string;
+  table: string;
+  gateway: ChildProcess;
+  stop(): Promise<void>;
+}
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+
+export async function startStack(
+  options: { redisUrl?: string; dynamoEndpoint?: string; env?: Record<string, string> } = {},
+): Promise<Stack> {
+  const redis: SpawnedRedis | undefined = options.redisUrl ? undefined : await spawnRedis();
+  const dynamo: SpawnedDynamoDB | undefined = options.dynamoEndpoint
+    ? undefined
+    : await spawnLocalDynamoDB({ port: 0 });
+  const redisUrl = options.redisUrl ?? redis!.url;
+  const dynamoEndpoint = options.dynamoEndpoint ?? dynamo!.endpoint;
+  const adminToken = `load_${randomBytes(12).toString("hex")}`;
+  const table = `load_${Date.now().toString(36)}`;
+  const dataDir = mkdtempSync(join(tmpdir(), "load-gw-"));
+  const gateway = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: root,
+    env: {
+      ...process.env,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "info",
+      RATE_LIMIT_PER_IP: "0",
+      RATE_LIMIT_PER_FAN: "0",
+      DEMO_EVENT: "false",
+      REDIS_URL: redisUrl,
+      DYNAMODB_ENDPOINT: dynamoEndpoint,
+      DYNAMODB_TABLE: table,
+      ADMIN_TOKEN: adminToken,
+      GATEWAY_SECRET: randomBytes(32).toString("hex"),
+      DATA_DIR: dataDir,
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
+      ...options.env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const logs: string[] = [];
+  gateway.stderr?.on("data", (d: Buffer) => logs.push(d.toString()));
+  const stopStores = async () => {
+    await redis?.close();
+    await dynamo?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  let url: string;
+  try {
+    url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${logs.join("")}`)), 60_000);
+      const lines = createInterface({ input: gateway.stdout! });
+      lines.on("line", (line) => {
+        if (logs.length < 200) logs.push(line);
+        try {
+          const entry = JSON.parse(line) as { msg?: string; url?: string };
+          if (entry.msg === "gateway listening" && entry.url) {
+            clearTimeout(timer);
+            resolve(entry.url.replace("localhost", "127.0.0.1"));
+          }
+        } catch {}
+      });
+      gateway.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`gateway exited with ${code}:\n${logs.join("\n")}`));
+      });
+    });
+  } catch (err) {
+    gateway.kill("SIGKILL");
+    await stopStores();
+    throw err;
+  }
+  return {
+    url,
+    adminToken,
+    redisUrl,
+    dynamoEndpoint,
+    table,
+    gateway,
+    stop: async () => {
+      if (gateway.exitCode === null && gateway.signalCode === null) {
+        await new Promise<void>((resolve) => {
+          gateway.once("exit", () => resolve());
+          gateway.kill("SIGTERM");
+          setTimeout(() => gateway.kill("SIGKILL"), 10_000).unref();
+        });
+      }
+      await stopStores();
+    },
+  };
+}

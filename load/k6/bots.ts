@@ -1,0 +1,125 @@
+/**
+ * bots: clients that skip the queue, replay or forge tokens and hammer endpoints, beside a few
+ * honest fans. Every bot request must be refused (401/403/404); one accepted fails the run.
+ *   k6 run -e BASE_URL=... -e ADMIN_TOKEN=... -e FANS=200 -e RATE=50 -e DURATION=30 load/k6/bots.ts
+ */
+import encoding from "k6/encoding";
+import http from "k6/http";
+import type { Options } from "k6/options";
+import {
+  BASE_URL,
+  botAccepted,
+  botRefused,
+  DURATION,
+  FANS,
+  fanJourney,
+  join,
+  RATE,
+  type Setup,
+  setupEvent,
+  status,
+  summary,
+} from "./lib.ts";
+
+export const options: Options = {
+  scenarios: {
+    fans: {
+      executor: "ramping-arrival-rate",
+      exec: "fans",
+      startRate: 0,
+      timeUnit: "1s",
+      preAllocatedVUs: Math.min(FANS, 500),
+      maxVUs: FANS,
+      stages: [{ target: Math.max(1, Math.ceil(FANS / DURATION)), duration: `${DURATION}s` }],
+      gracefulStop: "300s",
+    },
+    bots: {
+      executor: "constant-arrival-rate",
+      exec: "bots",
+      rate: RATE,
+      timeUnit: "1s",
+      duration: `${DURATION}s`,
+      preAllocatedVUs: 50,
+      maxVUs: 500,
+    },
+  },
+  thresholds: {
+    bot_requests_accepted: ["count<1"],
+    bot_requests_refused: ["rate==1"],
+    sales_confirmed: ["count>0"],
+  },
+};
+
+export function setup(): Setup {
+  return setupEvent({
+    sections: [{ id: "A", tier: "Floor", price: 15000, rows: Math.max(1, Math.ceil(FANS / 25)), seatsPerRow: 50 }],
+  });
+}
+
+export function fans(data: Setup): void {
+  fanJourney(data);
+}
+
+/** A token with the right shape and a wrong signature, or a real one with its claims changed. */
+function forge(real?: string): string {
+  if (real && Math.random() < 0.5) {
+    const [h, , s] = real.split(".");
+    const claims = encoding.b64encode(JSON.stringify({ fanId: "bot", kind: "access", exp: 4102444800 }), "rawurl");
+    return `${h}.${claims}.${s}`;
+  }
+  const header = encoding.b64encode(JSON.stringify({ alg: "HS256", typ: "JWT" }), "rawurl");
+  const claims = encoding.b64encode(JSON.stringify({ sub: "bot", kind: "access", exp: 4102444800 }), "rawurl");
+  return `${header}.${claims}.${encoding.b64encode("not-a-signature", "rawurl")}`;
+}
+
+function refused(status: number): void {
+  const ok = status === 401 || status === 403 || status === 404 || status === 429;
+  botRefused.add(ok);
+  if (!ok) botAccepted.add(1);
+}
+
+export function bots(data: Setup): void {
+  const base = `${BASE_URL}/v1/events/${data.eventId}`;
+  const body = JSON.stringify({ seats: ["A-1-1", "A-1-2"] });
+  const tags = { endpoint: "bot" };
+  const opt = (token?: string) => ({
+    headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    tags,
+    responseCallback: http.expectedStatuses(401, 403, 404, 429),
+  });
+  // A real queue token (the bot did join), used where an access token is needed.
+  const joined = join(data.eventId, `bot-${Math.random().toString(36).slice(2)}`);
+  const queueToken = joined?.queueToken;
+  switch (Math.floor(Math.random() * 6)) {
+    case 0: // skip the queue: hold without any token
+      refused(http.post(`${base}/holds`, body, opt()).status);
+      break;
+    case 1: // a queue token where an access token is needed
+      refused(http.post(`${base}/holds`, body, opt(queueToken)).status);
+      break;
+    case 2: // forged access token
+      refused(http.post(`${base}/holds`, body, opt(forge(queueToken))).status);
+      break;
+    case 3: // forged queue token on the status poll
+      refused(http.get(`${base}/queue/status`, opt(forge())).status);
+      break;
+    case 4: // operator endpoints with a fan's token
+      refused(http.get(`${BASE_URL}/v1/admin/events/${data.eventId}/stats`, opt(queueToken)).status);
+      break;
+    default: // purchase of somebody's hold with a forged token, hammered
+      for (let i = 0; i < 5; i++) {
+        refused(
+          http.post(`${base}/holds/h_bogus${i}/purchase`, JSON.stringify({ paymentToken: "tok_ok" }), {
+            ...opt(forge(queueToken)),
+            headers: { ...opt(forge(queueToken)).headers, "idempotency-key": `bot-${i}` },
+          }).status,
+        );
+      }
+  }
+  // A bot that polls with its real queue token is fine: that is what the line is for.
+  if (queueToken) status(data.eventId, queueToken);
+}
+
+export default fans;
+
+export const handleSummary = summary("bots");

@@ -1,0 +1,394 @@
+/**
+ * `npm run bench`: every benchmark in one process tree, as a table and one JSON line.
+ *
+ *   - HTTP (bench-gateway's pieces): the bare Hono hello-world ceiling, the section seat map, the
+ *     queue status poll, contended holds (with DynamoDB hold writes per granted seat);
+ *   - the sell-out of a BENCH_SELLOUT_SEATS-seat event by BENCH_SELLOUT_FANS admitted fans
+ *     (hold then buy, through the gateway), beside the raw conditional-write rate of the same
+ *     DynamoDB endpoint;
+ *   - the raw Redis EVALSHA rate, beside the waiting-room join through the module;
+ *   - memory: gateway RSS with BENCH_SSE open SSE streams; Redis bytes per waiting fan with
+ *     BENCH_QUEUED fans queued (INFO memory before/after, joins through the module).
+ *
+ * Knobs (environment): BENCH_SECONDS (5), BENCH_CONNECTIONS (32), BENCH_FANS (2000),
+ * BENCH_SELLOUT_SEATS (10000), BENCH_SELLOUT_FANS (20000), BENCH_CONCURRENCY (64),
+ * BENCH_RAW_OPS (3000), BENCH_EVALSHA (40000), BENCH_SSE (1000), BENCH_QUEUED (100000).
+ * REDIS_URL / DYNAMODB_ENDPOINT: use them instead of spawning (the memory figures then include
+ * whatever else lives there).
+ */
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { Agent, get } from "node:http";
+import { cpus, totalmem } from "node:os";
+import { DeleteTableCommand } from "@aws-sdk/client-dynamodb";
+import { BatchWriteCommand, DynamoDBDocumentClient, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { Redis } from "ioredis";
+import { z } from "zod";
+import { createDynamoClient } from "../src/dynamodb/client.js";
+import { ensureTable } from "../src/dynamodb/table.js";
+import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
+import { spawnRedis } from "../src/local/redis.js";
+import { createWaitingRoom } from "../src/waiting-room/index.js";
+import { ADMIN, benchGateway, call, inBatches, startServer } from "./bench-gateway.js";
+
+const env = z
+  .object({
+    REDIS_URL: z.string().optional(),
+    DYNAMODB_ENDPOINT: z.string().optional(),
+    BENCH_SECONDS: z.coerce.number().positive().default(5),
+    BENCH_CONNECTIONS: z.coerce.number().int().positive().default(32),
+    BENCH_FANS: z.coerce.number().int().positive().default(2_000),
+    BENCH_SELLOUT_SEATS: z.coerce.number().int().positive().default(10_000),
+    BENCH_SELLOUT_FANS: z.coerce.number().int().positive().default(20_000),
+    BENCH_CONCURRENCY: z.coerce.number().int().positive().default(64),
+    BENCH_RAW_OPS: z.coerce.number().int().positive().default(3_000),
+    BENCH_EVALSHA: z.coerce.number().int().positive().default(40_000),
+    BENCH_SSE: z.coerce.number().int().nonnegative().default(1_000),
+    BENCH_QUEUED: z.coerce.number().int().nonnegative().default(100_000),
+  })
+  .parse(process.env);
+
+interface Row {
+  figure: string;
+  value: number;
+  unit: string;
+  /** What the figure is measured against, and value / that. */
+  ceiling?: string;
+  ratio?: number;
+  note?: string;
+}
+
+const rows: Row[] = [];
+const step = (s: string) => process.stderr.write(`bench: ${s}\n`);
+
+/** `n` calls of `fn`, `concurrency` in flight; milliseconds taken. */
+async function timed(n: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
+  return performance.now() - started;
+}
+
+function rssOf(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) * 1024 : Number.NaN;
+}
+
+async function usedMemory(redis: Redis): Promise<number> {
+  const m = /^used_memory:(\d+)/m.exec(await redis.info("memory"));
+  return Number(m?.[1] ?? Number.NaN);
+}
+
+const redisSpawned = env.REDIS_URL ? undefined : await spawnRedis();
+const dynamoSpawned = env.DYNAMODB_ENDPOINT ? undefined : await spawnLocalDynamoDB({ port: 0 });
+const redisUrl = env.REDIS_URL ?? redisSpawned!.url;
+const dynamoEndpoint = env.DYNAMODB_ENDPOINT ?? dynamoSpawned!.endpoint;
+const totalStarted = performance.now();
+
+try {
+  // ---- 1. HTTP: ceiling, seat map, status poll, contended holds ----
+  step(`gateway HTTP (${env.BENCH_SECONDS} s each, ${env.BENCH_CONNECTIONS} connections)`);
+  const http = await benchGateway({
+    redisUrl,
+    dynamoEndpoint,
+    seconds: env.BENCH_SECONDS,
+    connections: env.BENCH_CONNECTIONS,
+    fans: env.BENCH_FANS,
+  });
+  const ceiling = http[0]!;
+  for (const r of http) {
+    rows.push({
+      figure: r.name,
+      value: Math.round(r.perSecond),
+      unit: "req/s",
+      ...(r === ceiling ? {} : { ceiling: "hello world", ratio: r.ceilingRatio ?? 0 }),
+      note: `p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms${
+        r.extra
+          ? `; ${r.extra.granted} granted, ${(r.extra.writesPerGrantedSeat ?? 0).toFixed(2)} DynamoDB writes per granted seat`
+          : ""
+      }`,
+    });
+  }
+
+  // ---- 2. raw conditional-write rate of the DynamoDB endpoint ----
+  step(`raw conditional UpdateItem (${env.BENCH_RAW_OPS} ops, ${env.BENCH_CONCURRENCY} in flight)`);
+  const dynamo = createDynamoClient({ endpoint: dynamoEndpoint, region: "us-east-1", maxSockets: 256 });
+  const doc = DynamoDBDocumentClient.from(dynamo);
+  const rawTable = `bench_raw_${Date.now()}`;
+  await ensureTable(dynamo, rawTable);
+  const rawKeys = Array.from({ length: env.BENCH_RAW_OPS }, (_, i) => ({ PK: `RAW#${i}`, SK: "RAW" }));
+  for (let i = 0; i < rawKeys.length; i += 25) {
+    await doc.send(
+      new BatchWriteCommand({
+        RequestItems: {
+          [rawTable]: rawKeys.slice(i, i + 25).map((k) => ({ PutRequest: { Item: { ...k, status: "available" } } })),
+        },
+      }),
+    );
+  }
+  const rawMs = await timed(rawKeys.length, env.BENCH_CONCURRENCY, (i) =>
+    doc.send(
+      new UpdateCommand({
+        TableName: rawTable,
+        Key: rawKeys[i]!,
+        UpdateExpression: "SET #s = :held, holder = :who",
+        ConditionExpression: "attribute_exists(PK) AND #s = :available",
+        ExpressionAttributeNames: { "#s": "status" },
+        ExpressionAttributeValues: { ":held": "held", ":available": "available", ":who": `f${i}` },
+      }),
+    ),
+  );
+  const rawRate = (rawKeys.length / rawMs) * 1000;
+  await dynamo.send(new DeleteTableCommand({ TableName: rawTable })).catch(() => undefined);
+  rows.push({ figure: "raw conditional UpdateItem (distinct items)", value: Math.round(rawRate), unit: "writes/s" });
+
+  // ---- 3. sell-out through the gateway; then SSE memory on the same gateway ----
+  const gw = await startServer("gateway", {
+    REDIS_URL: redisUrl,
+    DYNAMODB_ENDPOINT: dynamoEndpoint,
+    DYNAMODB_TABLE: `bench_sellout_${Date.now()}`,
+  });
+  try {
+    const seats = env.BENCH_SELLOUT_SEATS;
+    const perRow = 50;
+    const rowsPerSection = 40;
+    const sectionCount = Math.ceil(seats / (perRow * rowsPerSection));
+    const sections = Array.from({ length: sectionCount }, (_, s) => {
+      const inSection = Math.min(perRow * rowsPerSection, seats - s * perRow * rowsPerSection);
+      return { id: `S${s}`, tier: "T", price: 5000, rows: Math.ceil(inSection / perRow), seatsPerRow: perRow };
+    });
+    const seatIds = sections.flatMap((s) =>
+      Array.from(
+        { length: s.rows * s.seatsPerRow },
+        (_, k) => `${s.id}-${Math.floor(k / perRow) + 1}-${(k % perRow) + 1}`,
+      ),
+    );
+    const eventId = `sellout${Date.now()}`;
+    step(`sell-out: creating ${seatIds.length} seats`);
+    const put = await call(`${gw.url}/v1/admin/events/${eventId}`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${ADMIN}` },
+      json: {
+        name: "Sell-out",
+        onSaleAt: new Date(Date.now() - 1000).toISOString(),
+        holdSeconds: 600,
+        maxSeatsPerFan: 4,
+        sections,
+        generalAdmission: [],
+        waitingRoom: { admitPerSecond: 100_000, maxActive: 1_000_000, sessionSeconds: 3600 },
+      },
+    });
+    if (put.status !== 201) throw new Error(`sell-out event not created: ${put.status} ${JSON.stringify(put.body)}`);
+
+    step(`sell-out: admitting ${env.BENCH_SELLOUT_FANS} fans`);
+    const admitStarted = performance.now();
+    const fanIds = Array.from({ length: env.BENCH_SELLOUT_FANS }, (_, i) => `fan${i}`);
+    const queueTokens = await inBatches(fanIds, 256, async (fanId) => {
+      const r = await call<{ queueToken: string }>(`${gw.url}/v1/events/${eventId}/queue`, {
+        method: "POST",
+        json: { fanId },
+      });
+      return r.body.queueToken;
+    });
+    const accessTokens: string[] = [];
+    let pending = queueTokens;
+    while (pending.length > 0) {
+      const polled = await inBatches(pending, 256, async (token) => {
+        const r = await call<{ accessToken?: string }>(`${gw.url}/v1/events/${eventId}/queue/status`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        return { token, access: r.body.accessToken };
+      });
+      for (const p of polled) if (p.access) accessTokens.push(p.access);
+      pending = polled.filter((p) => !p.access).map((p) => p.token);
+    }
+    const admitSeconds = (performance.now() - admitStarted) / 1000;
+    rows.push({
+      figure: `admit ${accessTokens.length} fans (join + polls)`,
+      value: Math.round(accessTokens.length / admitSeconds),
+      unit: "fans/s",
+      note: `${admitSeconds.toFixed(1)} s`,
+    });
+
+    step("sell-out: fans hold one seat each and buy it");
+    const before = await (await fetch(`${gw.url}/metrics`)).text();
+    // The fans' view of the map: what they have seen taken is gone (a perfectly fresh seat map).
+    const believed = new Set(seatIds);
+    let sold = 0;
+    let conflicts = 0;
+    let lastSaleAt = 0;
+    const agent = new Agent({ keepAlive: true, maxSockets: env.BENCH_CONCURRENCY });
+    const post = (path: string, token: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${gw.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${token}`, ...headers },
+        body: JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as { holdId?: string } }));
+    const sellStarted = performance.now();
+    await timed(accessTokens.length, env.BENCH_CONCURRENCY, async (i) => {
+      const token = accessTokens[i]!;
+      for (let attempt = 0; attempt < 3 && believed.size > 0; attempt++) {
+        const pool = [...believed.values()];
+        const seat = pool[Math.floor(Math.random() * Math.min(pool.length, 500))]!;
+        const h = await post(`/v1/events/${eventId}/holds`, token, { seats: [seat] });
+        believed.delete(seat);
+        if (h.status === 409) {
+          conflicts++;
+          continue;
+        }
+        if (h.status !== 201 || !h.body.holdId) return;
+        const p = await post(
+          `/v1/events/${eventId}/holds/${h.body.holdId}/purchase`,
+          token,
+          { paymentToken: "tok_ok" },
+          { "idempotency-key": `sell-${i}` },
+        );
+        if (p.status === 201) {
+          sold++;
+          lastSaleAt = performance.now();
+        }
+        return;
+      }
+    });
+    agent.destroy();
+    const sellSeconds = ((lastSaleAt || performance.now()) - sellStarted) / 1000;
+    const after = await (await fetch(`${gw.url}/metrics`)).text();
+    const sum = (text: string, re: RegExp) => [...text.matchAll(re)].reduce((n, m) => n + Number(m[1]), 0);
+    const holdWritesRe = /^gateway_dynamodb_requests_total\{operation="hold:[^"]+"[^}]*\} (\d+)/gm;
+    const holdWrites = sum(after, holdWritesRe) - sum(before, holdWritesRe);
+    const claimsPerSecond = sold / sellSeconds;
+    rows.push({
+      figure: `sell-out: ${seatIds.length} seats, ${accessTokens.length} fans`,
+      value: Number(sellSeconds.toFixed(2)),
+      unit: "s",
+      note: `${sold} sold, ${conflicts} conflicts (409), ${(holdWrites / Math.max(1, sold)).toFixed(2)} DynamoDB hold writes per seat sold`,
+    });
+    rows.push({
+      figure: "sell-out claims (hold + buy per seat)",
+      value: Math.round(claimsPerSecond),
+      unit: "seats/s",
+      ceiling: "raw conditional UpdateItem",
+      ratio: claimsPerSecond / rawRate,
+    });
+
+    if (env.BENCH_SSE > 0) {
+      step(`memory: ${env.BENCH_SSE} SSE streams`);
+      const pid = gw.child.pid!;
+      const rssBefore = rssOf(pid);
+      const sseAgent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+      const streams: import("node:http").ClientRequest[] = [];
+      await Promise.all(
+        Array.from(
+          { length: env.BENCH_SSE },
+          () =>
+            new Promise<void>((resolve, reject) => {
+              const req = get(`${gw.url}/v1/events/${eventId}/seatmap/stream`, { agent: sseAgent }, (res) => {
+                res.resume();
+                if (res.statusCode === 200) resolve();
+                else reject(new Error(`SSE answered ${res.statusCode}`));
+              });
+              req.on("error", (err) => reject(err));
+              streams.push(req);
+            }),
+        ),
+      );
+      await new Promise((r) => setTimeout(r, 1_000));
+      const rssWith = rssOf(pid);
+      for (const s of streams) s.destroy();
+      sseAgent.destroy();
+      rows.push({
+        figure: `gateway RSS with ${env.BENCH_SSE} open SSE streams`,
+        value: Number((rssWith / 2 ** 20).toFixed(1)),
+        unit: "MiB",
+        note: `${(rssBefore / 2 ** 20).toFixed(1)} MiB before; ${((rssWith - rssBefore) / env.BENCH_SSE / 1024).toFixed(1)} KiB per stream`,
+      });
+    }
+  } finally {
+    gw.child.kill("SIGTERM");
+    dynamo.destroy();
+  }
+
+  // ---- 4. Redis: raw EVALSHA, module join, bytes per waiting fan ----
+  step(`redis: EVALSHA x ${env.BENCH_EVALSHA}, ${env.BENCH_QUEUED} fans queued`);
+  // A Redis of its own, so INFO memory counts only the waiting room.
+  const memRedis = env.REDIS_URL ? undefined : await spawnRedis();
+  const memUrl = memRedis?.url ?? redisUrl;
+  const clients = Array.from({ length: 4 }, () => new Redis(memUrl));
+  try {
+    const c0 = clients[0]!;
+    const sha = String(await c0.script("LOAD", "return 1"));
+    const evalMs = await timed(env.BENCH_EVALSHA, env.BENCH_CONCURRENCY, (i) =>
+      clients[i % clients.length]!.evalsha(sha, 1, "bench:trivial"),
+    );
+    const evalRate = (env.BENCH_EVALSHA / evalMs) * 1000;
+    rows.push({ figure: "raw Redis EVALSHA (return 1)", value: Math.round(evalRate), unit: "calls/s" });
+
+    if (env.BENCH_QUEUED > 0) {
+      const rooms = clients.map((redis) => createWaitingRoom({ redis, secret: randomBytes(32).toString("hex") }));
+      const eventId = `mem${Date.now()}`;
+      const configured = await rooms[0]!.configure(eventId, {
+        onSaleAt: Date.now() - 1_000,
+        admitPerSecond: 0,
+        maxActive: 1,
+        sessionSeconds: 900,
+      });
+      if (!configured.ok) throw new Error(`configure: ${JSON.stringify(configured)}`);
+      const memBefore = await usedMemory(c0);
+      const joinMs = await timed(env.BENCH_QUEUED, env.BENCH_CONCURRENCY * 4, async (i) => {
+        const r = await rooms[i % rooms.length]!.join(eventId, `fan-${i}`);
+        if (!r.ok) throw new Error(`join: ${JSON.stringify(r)}`);
+      });
+      const memAfter = await usedMemory(c0);
+      const joinRate = (env.BENCH_QUEUED / joinMs) * 1000;
+      rows.push({
+        figure: "waiting-room join (module)",
+        value: Math.round(joinRate),
+        unit: "joins/s",
+        ceiling: "raw Redis EVALSHA",
+        ratio: joinRate / evalRate,
+      });
+      rows.push({
+        figure: `Redis bytes per waiting fan (${env.BENCH_QUEUED} queued)`,
+        value: Math.round((memAfter - memBefore) / env.BENCH_QUEUED),
+        unit: "bytes",
+        note: `used_memory ${(memBefore / 2 ** 20).toFixed(1)} -> ${(memAfter / 2 ** 20).toFixed(1)} MiB`,
+      });
+      await rooms[0]!.remove(eventId);
+    }
+  } finally {
+    for (const c of clients) c.disconnect();
+    await memRedis?.close();
+  }
+
+  // ---- print ----
+  const statusRow = rows.find((r) => r.figure === "queue status poll");
+  const evalRow = rows.find((r) => r.figure.startsWith("raw Redis EVALSHA"));
+  if (statusRow && evalRow) statusRow.note += `; ${(statusRow.value / evalRow.value).toFixed(3)} x raw EVALSHA`;
+  const totalSeconds = (performance.now() - totalStarted) / 1000;
+  const w = Math.max(...rows.map((r) => r.figure.length));
+  const lines = [
+    `npm run bench: ${cpus().length} cpus, ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}, ${totalSeconds.toFixed(0)} s`,
+    `${"figure".padEnd(w)}  ${"value".padStart(10)}  ${"unit".padEnd(9)}  ${"x ceiling".padStart(9)}  note`,
+    ...rows.map(
+      (r) =>
+        `${r.figure.padEnd(w)}  ${String(r.value).padStart(10)}  ${r.unit.padEnd(9)}  ${(r.ratio === undefined ? "" : r.ratio.toFixed(3)).padStart(9)}  ${r.ceiling ? `(vs ${r.ceiling}) ` : ""}${r.note ?? ""}`,
+    ),
+  ];
+  console.log(lines.join("\n"));
+  console.log(
+    JSON.stringify({
+      bench: "all",
+      machine: { cpus: cpus().length, memoryGiB: Number((totalmem() / 2 ** 30).toFixed(1)), node: process.version },
+      knobs: Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith("BENCH_"))),
+      seconds: Math.round(totalSeconds),
+      results: rows.map((r) => ({ ...r, ...(r.ratio === undefined ? {} : { ratio: Number(r.ratio.toFixed(3)) }) })),
+    }),
+  );
+} finally {
+  await redisSpawned?.close();
+  await dynamoSpawned?.close();
+}
