@@ -113,6 +113,8 @@ async function main(): Promise<void> {
         if (config.demoEvent) {
           log.info(
             {
+              fanPage: `${base}/?event=${DEMO_EVENT_ID}`,
+              operatorConsole: `${base}/console?event=${DEMO_EVENT_ID}`,
               waitingRoom: `${base}/v1/events/${DEMO_EVENT_ID}/waiting-room`,
               seatMap: `${base}/v1/events/${DEMO_EVENT_ID}/seatmap`,
               apiDocs: `${base}/docs`,

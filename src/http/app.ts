@@ -25,6 +25,7 @@ import { statusRoute } from "./routes/queue/status.js";
 import { sectionSeatsRoute } from "./routes/seatmap/section.js";
 import { seatStreamRoute } from "./routes/seatmap/stream.js";
 import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
+import { pagesRoutes } from "./routes/pages.js";
 import { serviceRoutes } from "./routes/service.js";
 import { ttlCache } from "./ttl-cache.js";
 
@@ -138,6 +139,7 @@ export function buildApp(deps: AppDeps) {
     purchaseRoute,
     getPurchaseRoute,
     webhookRoute,
+    pagesRoutes,
   ]) {
     app.route("/", routes);
   }

@@ -20,7 +20,14 @@ const Stats = z
       z.object({ available: z.number(), held: z.number(), sold: z.number(), capacity: z.number() }),
     ),
     purchases: z.object({ confirmed: z.number(), pending: z.number(), failed: z.number(), refunded: z.number() }),
-    waitingRoom: z.object({ state: z.string(), effectiveAdmitPerSecond: z.number(), servedThrough: z.number() }),
+    waitingRoom: z.object({
+      state: z.string(),
+      effectiveAdmitPerSecond: z.number(),
+      servedThrough: z.number(),
+      settings: z
+        .object({ admitPerSecond: z.number(), maxActive: z.number(), sessionSeconds: z.number(), paused: z.boolean() })
+        .optional(),
+    }),
   })
   .openapi("EventStats");
 
@@ -81,6 +88,16 @@ export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => 
         state: queue?.state ?? "unavailable",
         effectiveAdmitPerSecond: queue?.effectiveAdmitPerSecond ?? 0,
         servedThrough: queue?.servedThrough ?? 0,
+        ...(room.ok
+          ? {
+              settings: {
+                admitPerSecond: room.settings.admitPerSecond,
+                maxActive: room.settings.maxActive,
+                sessionSeconds: room.settings.sessionSeconds,
+                paused: room.settings.paused,
+              },
+            }
+          : {}),
       },
     },
     200,

@@ -1,0 +1,88 @@
+/**
+ * Headless Chromium for the page tests: Debian's chromium driven by playwright-core (no browser
+ * download). A missing chromium fails the suite with the command that installs it; it never skips.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { type Browser, chromium, type Page } from "playwright-core";
+
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+export const ARTIFACTS = join(process.cwd(), "test-artifacts");
+
+// Running as root in a container: no sandbox; nothing phoning home. playwright-core gives every
+// launch a fresh temporary profile (--user-data-dir) of its own.
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-dev-shm-usage",
+];
+
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM_PATH)) {
+    throw new Error(
+      `No Chromium at ${CHROMIUM_PATH}: the browser tests drive Debian's chromium. ` +
+        "Install it with `apt-get install -y chromium` (or point CHROMIUM_PATH at a Chromium binary).",
+    );
+  }
+  return chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS, timeout: 30_000 });
+}
+
+/**
+ * Launches Chromium once for a test file. A launch failure is kept and thrown by every test that
+ * asks for the browser, so each of them fails (a throwing beforeAll would only mark them skipped).
+ */
+export async function sharedChromium(): Promise<{ get(): Browser; close(): Promise<void> }> {
+  const launched = await launchChromium().catch((err: unknown) =>
+    err instanceof Error ? err : new Error(String(err)),
+  );
+  return {
+    get() {
+      if (launched instanceof Error) throw launched;
+      return launched;
+    },
+    close: async () => {
+      if (!(launched instanceof Error)) await launched.close();
+    },
+  };
+}
+
+/** Builds waiting-room/dist when it is missing or older than its sources (npm test builds it first). */
+export function ensurePagesBuilt(): void {
+  const root = join(process.cwd(), "waiting-room");
+  const built = join(root, "dist", "index.html");
+  const newest = Math.max(
+    statSync(join(root, "build.mjs")).mtimeMs,
+    ...readdirSync(join(root, "src")).map((f) => statSync(join(root, "src", f)).mtimeMs),
+  );
+  if (existsSync(built) && statSync(built).mtimeMs >= newest) return;
+  const run = spawnSync(process.execPath, [join(root, "build.mjs")], { encoding: "utf8" });
+  if (run.status !== 0) throw new Error(`the page build failed:\n${run.stderr}`);
+}
+
+export async function screenshot(page: Page, name: string): Promise<string> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const path = join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
+
+/**
+ * Collects uncaught exceptions and console errors, so a test can assert none happened. The API's
+ * expected 4xx answers (a lost race is a 409, a declined card a 402) are not errors of the page.
+ */
+export function watchErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on("pageerror", (err) => errors.push(`pageerror: ${err.message}`));
+  page.on("console", (msg) => {
+    if (msg.type() !== "error") return;
+    if (/^Failed to load resource: the server responded with a status of 4\d\d\b/.test(msg.text())) return;
+    errors.push(`console: ${msg.text()}`);
+  });
+  return errors;
+}

@@ -1,0 +1,171 @@
+/**
+ * The operator console in headless Chromium: with admission stopped (admitPerSecond 0) and fans
+ * waiting after the draw, the operator raises the rate in the console, confirms, and the fans,
+ * one of them a browser on a phone-sized screen, are admitted.
+ */
+import type { BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, it } from "vitest";
+import {
+  ADMIN_TOKEN,
+  createTable,
+  eventInput,
+  type Gateway,
+  listen,
+  putEvent,
+  startGateway,
+  uniqueId,
+} from "../gateway/harness.js";
+import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+
+let gw: Gateway;
+let server: { url: string; close(): Promise<void> };
+let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  ensurePagesBuilt();
+  browser = await sharedChromium();
+  gw = await startGateway({ tableName: await createTable() });
+  server = await listen(gw);
+});
+
+afterAll(async () => {
+  for (const context of contexts) await context.close().catch(() => {});
+  await browser?.close();
+  await server?.close();
+  await gw?.close();
+});
+
+async function newPage(viewport: { width: number; height: number }): Promise<{ page: Page; errors: string[] }> {
+  if (!browser) throw new Error("the browser was not started");
+  const context = await browser.get().newContext({ viewport });
+  contexts.push(context);
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  return { page, errors: watchErrors(page) };
+}
+
+async function stats(eventId: string) {
+  const res = await gw.request(`/v1/admin/events/${eventId}/stats`, { token: ADMIN_TOKEN });
+  return (await res.json()) as { waiting: number; admitted: number };
+}
+
+/** expect.poll waits 1 s by default; a loaded CI machine needs more. */
+const PATIENCE = { timeout: 15_000, interval: 100 };
+
+const readout = (page: Page, chart: string) => page.locator(`[data-chart="${chart}"]`).textContent();
+
+describe.concurrent("the operator console in a browser", () => {
+  it("raising admitPerSecond in the console admits the waiting fans", async ({ expect }) => {
+    const eventId = uniqueId();
+    const onSaleAt = new Date(Date.now() + 4_000).toISOString();
+    const input = eventInput({
+      name: "Console Night",
+      onSaleAt,
+      waitingRoom: { admitPerSecond: 0, maxActive: 100, sessionSeconds: 600 },
+    });
+    expect((await putEvent(gw, eventId, input)).status).toBe(201);
+
+    // Five fans join the pre-queue through the API; the draw puts them in a random order.
+    for (const fanId of ["f1", "f2", "f3", "f4", "f5"]) {
+      const res = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } });
+      expect(res.status).toBe(201);
+    }
+    await expect
+      .poll(
+        async () =>
+          ((await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as { state: string }).state,
+        { timeout: 20_000, interval: 250 },
+      )
+      .toBe("paused");
+
+    // A sixth fan joins on a phone after the draw: in line behind them, with the seed revealed and checked.
+    const fan = await newPage({ width: 390, height: 844 });
+    await fan.page.goto(`${server.url}/?event=${eventId}`);
+    await fan.page.getByLabel("Your fan id").fill("phone-fan");
+    await fan.page.getByRole("button", { name: "Join the line" }).click();
+    await expect.poll(() => fan.page.locator("#wait-status").textContent(), PATIENCE).toBe("In line");
+    expect(await fan.page.locator("#wait-position").textContent()).toBe("#6");
+    expect(await fan.page.locator("#wait-ahead").textContent()).toBe("5");
+    await fan.page.locator("#lottery-seed").waitFor();
+    expect(await fan.page.locator("#lottery-verify").textContent()).toMatch(/^printf %s [0-9a-f]{64} \| sha256sum$/);
+    await expect
+      .poll(() => fan.page.locator("#lottery-check").textContent(), PATIENCE)
+      .toContain("matches the commitment");
+    expect(await fan.page.locator("#wait-eta").textContent()).toBe("Paused for now");
+    await screenshot(fan.page, "console-0-fan-waiting-drawn-phone");
+    expect((await stats(eventId)).admitted).toBe(0);
+
+    // The operator connects; the token is typed into the page.
+    const op = await newPage({ width: 1280, height: 900 });
+    await op.page.goto(`${server.url}/console?event=${eventId}`);
+    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
+    await op.page.getByRole("button", { name: "Connect" }).click();
+    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    await expect.poll(() => readout(op.page, "waiting"), PATIENCE).toBe("6");
+    expect(await op.page.locator("#dash-state").textContent()).toBe("paused (rate 0)");
+    expect(await op.page.getByLabel("Admissions per second").inputValue()).toBe("0");
+    await op.page.locator("#sections-body tr").first().waitFor();
+    expect(await op.page.locator("#sections-body th").allTextContents()).toEqual([
+      "Section A",
+      "Section B",
+      "Standing GA",
+    ]);
+
+    // Nobody gets in while the rate is 0.
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect((await stats(eventId)).admitted).toBe(0);
+
+    // A change needs a confirmation; Escape backs out of it and nothing changes.
+    await op.page.getByLabel("Admissions per second").fill("3");
+    await op.page.getByRole("button", { name: "Review change…" }).click();
+    const dialog = op.page.getByRole("dialog");
+    await dialog.waitFor();
+    expect(await dialog.textContent()).toContain("Admissions per second: 0 → 3");
+    await op.page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+    await new Promise((r) => setTimeout(r, 1_200));
+    expect((await stats(eventId)).admitted).toBe(0);
+
+    await op.page.getByRole("button", { name: "Review change…" }).click();
+    await dialog.waitFor();
+    await screenshot(op.page, "console-1-confirm-change");
+    const raisedAt = Date.now();
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await op.page.getByText("Applied on every gateway.").waitFor();
+
+    // At 3 per second the six are in within a few seconds; the console's own polls move the line.
+    await expect.poll(async () => (await stats(eventId)).admitted, PATIENCE).toBe(6);
+    expect(Date.now() - raisedAt).toBeLessThan(10_000);
+    await expect.poll(() => readout(op.page, "waiting"), PATIENCE).toBe("0");
+    expect(await op.page.locator("#dash-state").textContent()).toBe("open");
+    expect(await op.page.locator("#dash-summary").textContent()).toContain("6 admitted so far");
+
+    // The fan page notices at its next suggested poll and moves on to the seat map by itself.
+    await fan.page.getByRole("heading", { name: "Choose your seats" }).waitFor({ timeout: 15_000 });
+    await screenshot(fan.page, "console-2-fan-admitted-seat-map-phone");
+    await screenshot(op.page, "console-3-after-raise");
+
+    // Pause and resume go through the same confirmation.
+    await op.page.getByRole("button", { name: "Pause admission…" }).click();
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await expect.poll(() => op.page.locator("#dash-state").textContent(), PATIENCE).toBe("paused");
+    await op.page.getByRole("button", { name: "Resume admission…" }).click();
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await expect.poll(() => op.page.locator("#dash-state").textContent(), PATIENCE).toBe("open");
+
+    expect([...fan.errors, ...op.errors]).toEqual([]);
+  }, 90_000);
+
+  it("a wrong operator token is refused with a clear message", async ({ expect }) => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const op = await newPage({ width: 800, height: 700 });
+    await op.page.goto(`${server.url}/console?event=${eventId}`);
+    await op.page.getByLabel("Operator token").fill("not-the-token");
+    await op.page.getByRole("button", { name: "Connect" }).click();
+    await op.page.getByText("The operator token was refused.").waitFor();
+    await screenshot(op.page, "console-4-token-refused");
+    expect(await op.page.locator("#connect").isVisible()).toBe(true);
+  });
+});

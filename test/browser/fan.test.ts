@@ -1,0 +1,243 @@
+/**
+ * The fan's pages in headless Chromium against a real gateway (real Redis, local DynamoDB, BullMQ
+ * workers for the reconciler), served on a real port: waiting room to confirmed purchase, two
+ * fans racing for one seat, and an expired hold.
+ */
+import type { BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, it } from "vitest";
+import {
+  ADMIN_TOKEN,
+  createTable,
+  eventInput,
+  type Gateway,
+  listen,
+  putEvent,
+  startGateway,
+  uniqueId,
+} from "../gateway/harness.js";
+import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+
+let gw: Gateway;
+let server: { url: string; close(): Promise<void> };
+let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  ensurePagesBuilt();
+  browser = await sharedChromium();
+  gw = await startGateway({ tableName: await createTable(), workers: true, paymentTimeoutMs: 500 });
+  server = await listen(gw);
+});
+
+afterAll(async () => {
+  for (const context of contexts) await context.close().catch(() => {});
+  await browser?.close();
+  await server?.close();
+  await gw?.close();
+});
+
+async function newPage(viewport = { width: 1100, height: 900 }): Promise<{ page: Page; errors: string[] }> {
+  if (!browser) throw new Error("the browser was not started");
+  const context = await browser.get().newContext({ viewport });
+  contexts.push(context);
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  return { page, errors: watchErrors(page) };
+}
+
+async function joinLine(page: Page, eventId: string, fanId: string) {
+  await page.goto(`${server.url}/?event=${eventId}`);
+  await page.getByLabel("Your fan id").fill(fanId);
+  await page.getByRole("button", { name: "Join the line" }).click();
+}
+
+async function reachSeatMap(page: Page, timeout = 30_000) {
+  await page.getByRole("heading", { name: "Choose your seats" }).waitFor({ timeout });
+}
+
+async function openSection(page: Page, sectionId: string) {
+  await page.locator(`[data-section="${sectionId}"]`).click();
+  await page.locator(`[data-seat^="${sectionId}-"]`).first().waitFor();
+}
+
+/** expect.poll waits 1 s by default; a loaded CI machine needs more. */
+const PATIENCE = { timeout: 15_000, interval: 100 };
+
+const seat = (page: Page, id: string) => page.locator(`[data-seat="${id}"]`);
+
+/** A small house (fewer seats to write per event keeps the suite quick): 24 + 6 seats, 40 standing. */
+function smallEvent(overrides: Parameters<typeof eventInput>[0] = {}) {
+  return eventInput({
+    sections: [
+      { id: "A", tier: "Floor", price: 15000, rows: 3, seatsPerRow: 8 },
+      { id: "B", tier: "Upper", price: 5000, rows: 1, seatsPerRow: 6 },
+    ],
+    generalAdmission: [{ id: "GA", tier: "Standing", price: 6000, capacity: 40 }],
+    ...overrides,
+  });
+}
+
+async function stats(eventId: string) {
+  const res = await gw.request(`/v1/admin/events/${eventId}/stats`, { token: ADMIN_TOKEN });
+  return (await res.json()) as { seats: { sold: number; held: number }; purchases: { confirmed: number } };
+}
+
+// Each test has its own event and browser contexts, so they run side by side.
+describe.concurrent("the fan's pages in a browser", () => {
+  it("before the on-sale the page counts down and shows the lottery commitment", async ({ expect }) => {
+    const eventId = uniqueId();
+    const onSaleAt = new Date(Date.now() + 3_600_000).toISOString();
+    expect((await putEvent(gw, eventId, smallEvent({ name: "Finals Night", onSaleAt }))).status).toBe(201);
+    const info = (await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as {
+      lottery: { commitment: string; seed?: string };
+    };
+    const { page, errors } = await newPage();
+
+    await page.goto(`${server.url}/?event=${eventId}`);
+    expect(await page.getByLabel("Event", { exact: true }).inputValue()).toBe(eventId);
+    // A fan id is made up and remembered on this device until the fan types their own.
+    expect(await page.getByLabel("Your fan id").inputValue()).toMatch(/^fan-[0-9a-f]{10}$/);
+    await screenshot(page, "fan-0-start");
+    await joinLine(page, eventId, "early-bird");
+    await expect.poll(() => page.locator("#wait-status").textContent(), PATIENCE).toBe("In the pre-queue");
+    await page.locator("#wait-countdown").waitFor();
+    expect(await page.locator("#wait-countdown-clock").textContent()).toMatch(/^(59:[0-5]\d|1:00:00)$/);
+    expect(await page.locator("#wait-position").textContent()).toBe("#1 to arrive");
+    expect(await page.locator("#lottery-commitment").textContent()).toBe(info.lottery.commitment);
+    expect(await page.locator("#lottery-pending").isVisible()).toBe(true);
+    expect(await page.locator("h1").textContent()).toBe("Finals Night");
+    await screenshot(page, "fan-1-waiting-room-prequeue");
+    expect(errors).toEqual([]);
+  });
+
+  it("one fan goes from the waiting room to a confirmed purchase, past a declined card", async ({ expect }) => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId, smallEvent({ name: "Finals Night" }))).status).toBe(201);
+    const { page, errors } = await newPage();
+
+    // The page's own poll finds the fan admitted and moves on: no click, no reload.
+    await joinLine(page, eventId, "fan-journey");
+    await reachSeatMap(page);
+    for (const tier of ["Floor", "Upper", "Standing"]) {
+      await page.getByRole("heading", { name: new RegExp(`^${tier}`) }).waitFor();
+    }
+    await expect.poll(() => page.locator('[data-section="A"] .count').textContent(), PATIENCE).toBe("24 of 24 left");
+
+    await openSection(page, "A");
+    await seat(page, "A-1-1").click();
+    // The grid is one Tab stop; arrows move, Space picks.
+    await page.keyboard.press("ArrowRight");
+    await page.keyboard.press("Space");
+    expect(await seat(page, "A-1-2").getAttribute("aria-pressed")).toBe("true");
+    expect(await seat(page, "A-1-1").getAttribute("aria-label")).toMatch(/^Section A, row 1, seat 1, your pick/);
+    const summary = await page.locator("#map-selection-text").textContent();
+    expect(summary).toContain("2 seats: A-1-1, A-1-2");
+    expect(summary).toContain("300.00");
+    await screenshot(page, "fan-2-seat-map");
+
+    await page.getByRole("button", { name: "Hold these 2 seats" }).click();
+    await page.getByRole("heading", { name: "Checkout" }).waitFor();
+    expect(await page.locator("#checkout-timer").textContent()).toMatch(/^[12]:\d\d$/);
+    expect(await page.locator("#checkout-seats li").allTextContents()).toEqual(["A-1-1", "A-1-2"]);
+    expect((await stats(eventId)).seats.held).toBe(2);
+    await screenshot(page, "fan-3-checkout");
+
+    await page.getByLabel("Test card").selectOption("tok_decline");
+    await page.getByRole("button", { name: /^Pay/ }).click();
+    await page.getByText("Your card was declined.").waitFor();
+    expect(await page.locator("#flash").textContent()).toContain("Your seats stay held for");
+    await screenshot(page, "fan-4-checkout-declined");
+
+    await page.getByLabel("Test card").selectOption("tok_ok");
+    await page.getByRole("button", { name: /^Pay/ }).click();
+    await page.getByRole("heading", { name: "You're going!" }).waitFor();
+    expect(await page.locator("#done-seats li").allTextContents()).toEqual(["A-1-1", "A-1-2"]);
+    const purchaseId = await page.locator("#done-purchase-id").textContent();
+    expect(purchaseId).toBeTruthy();
+    await screenshot(page, "fan-5-confirmation");
+
+    const after = await stats(eventId);
+    expect(after.seats.sold).toBe(2);
+    expect(after.purchases.confirmed).toBe(1);
+    // A reload shows the receipt again (sessionStorage), not a new trip through the line.
+    await page.reload();
+    await page.getByRole("heading", { name: "You're going!" }).waitFor();
+    expect(await page.locator("#done-purchase-id").textContent()).toBe(purchaseId);
+    expect(errors).toEqual([]);
+  }, 90_000);
+
+  it("two fans race for one seat: the loser is told, offered the nearest free seat, and sees it go held then sold", async ({
+    expect,
+  }) => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId, smallEvent())).status).toBe(201);
+    const [a, b] = await Promise.all([newPage(), newPage({ width: 390, height: 844 })]);
+    await Promise.all([joinLine(a.page, eventId, "racer-a"), joinLine(b.page, eventId, "racer-b")]);
+    await Promise.all([reachSeatMap(a.page), reachSeatMap(b.page)]);
+    await Promise.all([openSection(a.page, "A"), openSection(b.page, "A")]);
+    for (const p of [a.page, b.page]) {
+      await p.locator("#map-live[data-state='live']").waitFor();
+      await seat(p, "A-2-5").click();
+    }
+
+    // Both press Hold at the same moment; DynamoDB lets exactly one have the seat.
+    await Promise.all(
+      [a.page, b.page].map((p) => p.getByRole("button", { name: "Hold this seat" }).click({ force: true })),
+    );
+    const lostText = "Sorry, another fan just got seat A-2-5.";
+    const outcome = async (p: Page) => {
+      await Promise.race([p.getByRole("heading", { name: "Checkout" }).waitFor(), p.getByText(lostText).waitFor()]);
+      return p.getByRole("heading", { name: "Checkout" }).isVisible();
+    };
+    const [aWon, bWon] = await Promise.all([outcome(a.page), outcome(b.page)]);
+    expect([aWon, bWon].filter(Boolean)).toHaveLength(1);
+    const winner = aWon ? a.page : b.page;
+    const loser = aWon ? b.page : a.page;
+
+    // The loser: told, the seat shown held (colour, text and label), a nearby seat offered.
+    await loser.getByText(lostText).waitFor();
+    await expect.poll(() => seat(loser, "A-2-5").getAttribute("data-status"), PATIENCE).toBe("held");
+    expect(await seat(loser, "A-2-5").textContent()).toBe("H");
+    expect(await seat(loser, "A-2-5").getAttribute("aria-label")).toContain("held by another fan");
+    const suggestion = loser.getByRole("button", { name: /^Pick A-2-(4|6) instead$/ });
+    await suggestion.waitFor();
+    await screenshot(loser, "race-1-loser-told");
+
+    // The winner pays with a card whose bank answers late: pending, then confirmed by the reconciler.
+    await winner.getByLabel("Test card").selectOption("tok_timeout");
+    await winner.getByRole("button", { name: /^Pay/ }).click();
+    await winner.getByText("Waiting for your bank to confirm…").waitFor();
+    await screenshot(winner, "race-2-winner-pending");
+    await winner.getByRole("heading", { name: "You're going!" }).waitFor({ timeout: 20_000 });
+
+    // ...and the loser's map turns the seat sold, live, without a reload.
+    await expect.poll(() => seat(loser, "A-2-5").getAttribute("data-status"), PATIENCE).toBe("sold");
+    expect(await seat(loser, "A-2-5").textContent()).toBe("×");
+
+    // The offered seat is one click away and can be held.
+    await suggestion.click();
+    await loser.getByRole("button", { name: "Hold this seat" }).click();
+    await loser.getByRole("heading", { name: "Checkout" }).waitFor();
+    expect(await loser.locator("#checkout-seats li").allTextContents()).toEqual([expect.stringMatching(/^A-2-(4|6)$/)]);
+    await screenshot(loser, "race-3-loser-checkout");
+    expect([...a.errors, ...b.errors]).toEqual([]);
+  }, 90_000);
+
+  it("an expired hold says so and leads back to the seat map", async ({ expect }) => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId, smallEvent({ holdSeconds: 2 }))).status).toBe(201);
+    const { page, errors } = await newPage();
+    await joinLine(page, eventId, "slowpoke");
+    await reachSeatMap(page);
+    await openSection(page, "B");
+    await seat(page, "B-1-3").click();
+    await page.getByRole("button", { name: "Hold this seat" }).click();
+    await page.getByRole("heading", { name: "Checkout" }).waitFor();
+    await page.getByText("Your hold has expired and the seats were released.").waitFor(PATIENCE);
+    expect(await page.getByRole("button", { name: /^Pay/ }).isVisible()).toBe(false);
+    await screenshot(page, "fan-6-hold-expired");
+    await page.getByRole("button", { name: "Back to the seat map" }).first().click();
+    await reachSeatMap(page);
+    expect(errors).toEqual([]);
+  }, 60_000);
+});

@@ -1,0 +1,120 @@
+/** Tiny DOM helpers. Text always goes in through textContent: nothing from the API is parsed as HTML. */
+import { CURRENCY } from "./config.js";
+
+type Child = Node | string | number | null | undefined | false;
+type AttrValue = string | number | boolean | null | undefined | ((event: Event) => void);
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, AttrValue> = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (typeof value === "function") el.addEventListener(name.replace(/^on/, ""), value);
+    else if (name === "class") el.className = String(value);
+    else el.setAttribute(name, value === true ? "" : String(value));
+  }
+  append(el, ...children);
+  return el;
+}
+
+export function append(el: Node, ...children: Child[]): void {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    el.appendChild(typeof child === "object" ? child : document.createTextNode(String(child)));
+  }
+}
+
+export function byId<T extends HTMLElement = HTMLElement>(id: string): T {
+  const el = document.getElementById(id);
+  if (!el) throw new Error(`the page has no #${id}`);
+  return el as T;
+}
+
+export function setText(id: string, text: string | number): void {
+  byId(id).textContent = String(text);
+}
+
+const money = new Intl.NumberFormat(undefined, { style: "currency", currency: CURRENCY });
+export function formatMoney(minorUnits: number): string {
+  return money.format(minorUnits / 100);
+}
+
+/** 0:07, 4:05, 1:02:09 */
+export function formatClock(totalSeconds: number): string {
+  const s = Math.max(0, Math.floor(totalSeconds));
+  const hours = Math.floor(s / 3600);
+  const minutes = Math.floor((s % 3600) / 60);
+  const seconds = String(s % 60).padStart(2, "0");
+  return hours > 0 ? `${hours}:${String(minutes).padStart(2, "0")}:${seconds}` : `${minutes}:${seconds}`;
+}
+
+/** "less than a minute", "about 3 minutes", "about 2 hours" */
+export function formatEta(seconds: number): string {
+  if (seconds < 60) return seconds <= 5 ? "a few seconds" : "less than a minute";
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 90) return `about ${minutes} minute${minutes === 1 ? "" : "s"}`;
+  const hours = Math.round(minutes / 60);
+  return `about ${hours} hours`;
+}
+
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n.toLocaleString()} ${n === 1 ? one : many}`;
+}
+
+export function randomHex(bytes: number): string {
+  const buf = new Uint8Array(bytes);
+  crypto.getRandomValues(buf);
+  return Array.from(buf, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+export type MessageKind = "info" | "success" | "warning" | "error";
+export interface MessageAction {
+  label: string;
+  run: () => void;
+}
+
+/**
+ * Shows one message in a live region (errors are alerts, the rest polite), with optional action
+ * buttons. A new message replaces the old one.
+ */
+export function flash(
+  regionId: string,
+  kind: MessageKind,
+  title: string,
+  text = "",
+  actions: MessageAction[] = [],
+): void {
+  const region = byId(regionId);
+  region.replaceChildren(
+    h(
+      "div",
+      { class: `msg msg-${kind}`, role: kind === "error" || kind === "warning" ? "alert" : "status" },
+      h(
+        "button",
+        {
+          type: "button",
+          class: "msg-close",
+          "aria-label": "Dismiss this message",
+          onclick: () => region.replaceChildren(),
+        },
+        "×",
+      ),
+      h("p", { class: "msg-title" }, title),
+      text ? h("p", {}, text) : null,
+      actions.length > 0
+        ? h(
+            "div",
+            { class: "actions" },
+            ...actions.map((a) => h("button", { type: "button", class: "secondary", onclick: () => a.run() }, a.label)),
+          )
+        : null,
+    ),
+  );
+}
+
+export function clearFlash(regionId: string): void {
+  byId(regionId).replaceChildren();
+}

@@ -1,0 +1,101 @@
+/**
+ * What the fan page remembers. The fan id lives in localStorage (the same fan on this device
+ * tomorrow); tokens, the hold and the purchase live in sessionStorage (this tab only, gone when it
+ * closes). Storage can be unavailable (private modes, blocked cookies): then it is kept in memory.
+ */
+export interface StoredHold {
+  holdId: string;
+  seats: string[];
+  generalAdmission?: { id: string; quantity: number };
+  expiresAt: string;
+  amount: number;
+}
+
+export interface StoredPayment {
+  /** The Idempotency-Key of the last attempt. */
+  key: string;
+  holdId: string;
+  paymentToken: string;
+  /** The attempt got a definite answer; a new attempt needs a new key. */
+  settled: boolean;
+}
+
+export interface StoredPurchase {
+  purchaseId: string;
+  status: string;
+  seats: string[];
+  generalAdmission?: { id: string; quantity: number };
+  amount: number;
+}
+
+export interface FanSession {
+  fanId: string;
+  queueToken?: string;
+  accessToken?: string;
+  accessExpiresAt?: string;
+  /** The most people ever seen ahead of this fan: the start of the progress bar. */
+  firstAhead?: number;
+  hold?: StoredHold;
+  payment?: StoredPayment;
+  purchase?: StoredPurchase;
+}
+
+const memory = new Map<string, string>();
+
+function read(store: "local" | "session", key: string): string | null {
+  try {
+    return (store === "local" ? localStorage : sessionStorage).getItem(key);
+  } catch {
+    return memory.get(`${store}:${key}`) ?? null;
+  }
+}
+
+function write(store: "local" | "session", key: string, value: string | null): void {
+  try {
+    const s = store === "local" ? localStorage : sessionStorage;
+    if (value === null) s.removeItem(key);
+    else s.setItem(key, value);
+  } catch {
+    if (value === null) memory.delete(`${store}:${key}`);
+    else memory.set(`${store}:${key}`, value);
+  }
+}
+
+const FAN_ID_KEY = "onsale.fanId";
+const sessionKey = (eventId: string) => `onsale.event.${eventId}`;
+const OPERATOR_TOKEN_KEY = "onsale.operatorToken";
+
+export function savedFanId(): string | null {
+  return read("local", FAN_ID_KEY);
+}
+
+export function rememberFanId(fanId: string): void {
+  write("local", FAN_ID_KEY, fanId);
+}
+
+export function loadSession(eventId: string): FanSession | null {
+  const raw = read("session", sessionKey(eventId));
+  if (!raw) return null;
+  try {
+    const parsed = JSON.parse(raw) as FanSession;
+    return typeof parsed.fanId === "string" ? parsed : null;
+  } catch {
+    return null;
+  }
+}
+
+export function saveSession(eventId: string, session: FanSession): void {
+  write("session", sessionKey(eventId), JSON.stringify(session));
+}
+
+export function clearSession(eventId: string): void {
+  write("session", sessionKey(eventId), null);
+}
+
+export function operatorToken(): string | null {
+  return read("session", OPERATOR_TOKEN_KEY);
+}
+
+export function rememberOperatorToken(token: string | null): void {
+  write("session", OPERATOR_TOKEN_KEY, token);
+}

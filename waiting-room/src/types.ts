@@ -1,0 +1,106 @@
+/** The API's bodies, as docs/API.md describes them (only the fields the pages read). */
+export type FanStatus = "prequeue" | "waiting" | "admitted" | "abandoned" | "completed" | "expired" | "revoked";
+
+export interface Joined {
+  queueToken: string;
+  position: number;
+  status: FanStatus;
+  provisional?: boolean;
+  ahead?: number;
+  etaSeconds?: number | null;
+  pollAfterSeconds?: number;
+}
+
+export interface QueueStatus {
+  status: FanStatus;
+  position: number;
+  provisional?: boolean;
+  ahead: number;
+  etaSeconds: number | null;
+  pollAfterSeconds: number;
+  accessToken?: string;
+  accessExpiresAt?: string;
+  canRejoin?: boolean;
+}
+
+export interface WaitingRoomInfo {
+  onSaleAt: string;
+  state: "prequeue" | "open" | "paused" | "closed";
+  waiting: number;
+  admitPerSecond: number;
+  lottery: { commitment: string; seed?: string };
+}
+
+export interface SectionSummary {
+  id: string;
+  tier: string;
+  price: number;
+  rows?: number;
+  seatsPerRow?: number;
+  available: number;
+  total: number;
+}
+
+export interface AreaSummary {
+  id: string;
+  tier: string;
+  price: number;
+  available: number;
+  capacity: number;
+}
+
+export interface SeatMapSummary {
+  eventId: string;
+  name?: string;
+  onSaleAt?: string;
+  holdSeconds?: number;
+  maxSeatsPerFan?: number;
+  sections: SectionSummary[];
+  generalAdmission: AreaSummary[];
+}
+
+export type SeatStatus = "available" | "held" | "sold";
+
+export interface SectionSeats {
+  sectionId: string;
+  version: string;
+  seats: { id: string; status: SeatStatus }[];
+}
+
+export interface Hold {
+  holdId: string;
+  seats: string[];
+  generalAdmission?: { id: string; quantity: number };
+  expiresAt: string;
+  amount: number;
+}
+
+export interface Purchase {
+  purchaseId: string;
+  status: "pending" | "confirmed" | "failed" | "refunded";
+  seats?: string[];
+  generalAdmission?: { id: string; quantity: number };
+  amount?: number;
+}
+
+export interface Stats {
+  waiting: number;
+  admitted: number;
+  active: number;
+  abandoned?: number;
+  completed?: number;
+  seats: { available: number; held: number; sold: number; total?: number };
+  sections?: { id: string; available: number; held: number; sold: number; total: number }[];
+  generalAdmission: Record<string, { available: number; held?: number; sold: number; capacity?: number }>;
+  purchases: { confirmed: number; pending: number; failed: number; refunded?: number };
+  waitingRoom?: { state: string; effectiveAdmitPerSecond: number; servedThrough: number };
+}
+
+export interface WaitingRoomSettings {
+  onSaleAt: string;
+  admitPerSecond: number;
+  maxActive: number;
+  sessionSeconds: number;
+  abandonSeconds?: number;
+  paused: boolean;
+}
