@@ -2,7 +2,6 @@
  * The composition root: parse config, find or start Redis and DynamoDB, build each client once,
  * hand them to the app, serve, and shut down in order on SIGTERM/SIGINT.
  */
-import { serve } from "@hono/node-server";
 import { Redis } from "ioredis";
 import { startServices } from "./bootstrap.js";
 import { ConfigError, type GatewayConfig, loadGatewayConfig } from "./config.js";
@@ -11,6 +10,7 @@ import { createDynamoClient } from "./dynamodb/client.js";
 import { ensureTable } from "./dynamodb/table.js";
 import { buildGatewayDeps, derivedWebhookSecret } from "./gateway.js";
 import { buildApp } from "./http/app.js";
+import { listenApp } from "./http/serve.js";
 import { createLogger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
@@ -96,35 +96,36 @@ async function main(): Promise<void> {
     log.info({ eventId: DEMO_EVENT_ID, created }, created ? "demo event created" : "demo event found");
   }
 
-  const server = runGateway
-    ? serve({ fetch: buildApp(deps).fetch, port: config.port, hostname: config.host }, (info) => {
-        listeningPort = info.port;
-        const base = `http://localhost:${info.port}`;
-        log.info(
-          {
-            url: base,
-            role: config.role,
-            redis: services.redisUrl,
-            dynamodb: services.dynamoEndpoint ?? "AWS",
-            table: config.dynamodb.table,
-          },
-          "gateway listening",
-        );
-        if (config.demoEvent) {
-          log.info(
-            {
-              fanPage: `${base}/?event=${DEMO_EVENT_ID}`,
-              operatorConsole: `${base}/console?event=${DEMO_EVENT_ID}`,
-              waitingRoom: `${base}/v1/events/${DEMO_EVENT_ID}/waiting-room`,
-              seatMap: `${base}/v1/events/${DEMO_EVENT_ID}/seatmap`,
-              apiDocs: `${base}/docs`,
-            },
-            "demo on-sale ready",
-          );
-        }
-        log.info(`operator token: ${services.adminToken}`);
-      })
-    : undefined;
+  let server: import("node:http").Server | undefined;
+  if (runGateway) {
+    const listening = await listenApp({ fetch: buildApp(deps).fetch, port: config.port, host: config.host });
+    server = listening.server;
+    listeningPort = listening.port;
+    const base = `http://localhost:${listening.port}`;
+    log.info(
+      {
+        url: base,
+        role: config.role,
+        redis: services.redisUrl,
+        dynamodb: services.dynamoEndpoint ?? "AWS",
+        table: config.dynamodb.table,
+      },
+      "gateway listening",
+    );
+    if (config.demoEvent) {
+      log.info(
+        {
+          fanPage: `${base}/?event=${DEMO_EVENT_ID}`,
+          operatorConsole: `${base}/console?event=${DEMO_EVENT_ID}`,
+          waitingRoom: `${base}/v1/events/${DEMO_EVENT_ID}/waiting-room`,
+          seatMap: `${base}/v1/events/${DEMO_EVENT_ID}/seatmap`,
+          apiDocs: `${base}/docs`,
+        },
+        "demo on-sale ready",
+      );
+    }
+    log.info(`operator token: ${services.adminToken}`);
+  }
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -135,8 +136,9 @@ async function main(): Promise<void> {
     force.unref();
     if (server) {
       // SSE streams never end by themselves: close idle and streaming sockets after a grace period.
-      setTimeout(() => (server as import("node:http").Server).closeAllConnections(), 2_000).unref();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      const open = server;
+      setTimeout(() => open.closeAllConnections(), 2_000).unref();
+      await new Promise<void>((resolve) => open.close(() => resolve()));
     }
     // A worker finishes its current jobs; one killed instead would see them retried elsewhere.
     await workers?.close();

@@ -3,8 +3,6 @@
  * own) and drives the fan journey through HTTP. Tests that need real sockets serve it on a port.
  */
 import { randomUUID } from "node:crypto";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import { Redis } from "ioredis";
 import pino from "pino";
 import { inject } from "vitest";
@@ -12,6 +10,7 @@ import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
 import { buildGatewayDeps, derivedWebhookSecret } from "../../src/gateway.js";
 import { buildApp } from "../../src/http/app.js";
+import { listenApp } from "../../src/http/serve.js";
 import type { AppDeps, GatewayLimits } from "../../src/http/context.js";
 import type { EventInput } from "../../src/inventory/index.js";
 import { createMetrics } from "../../src/metrics.js";
@@ -129,14 +128,12 @@ export async function startGateway(options: {
 
 /** Serves the app on a real port, for tests that need sockets (SSE, many connections). */
 export async function listen(gateway: Gateway): Promise<{ url: string; close(): Promise<void> }> {
-  const server = serve({ fetch: gateway.app.fetch, port: 0, hostname: "127.0.0.1" });
-  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
-  const { port } = server.address() as AddressInfo;
+  const { server, port } = await listenApp({ fetch: gateway.app.fetch, port: 0, host: "127.0.0.1" });
   return {
     url: `http://127.0.0.1:${port}`,
     close: () =>
       new Promise<void>((resolve) => {
-        (server as import("node:http").Server).closeAllConnections();
+        server.closeAllConnections();
         server.close(() => resolve());
       }),
   };
