@@ -1,4 +1,6 @@
 import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
+// Not .openapi("EventInput"): the schema is built with plain zod, and whether zod-openapi has
+// patched it depends on import order. The document inlines it instead.
 import { eventInputSchema } from "../../../inventory/index.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
@@ -17,7 +19,7 @@ const route = createRoute({
   security: bearerSecurity,
   request: {
     params: EventIdParam,
-    body: { required: true, content: { "application/json": { schema: eventInputSchema.openapi("EventInput") } } },
+    body: { required: true, content: { "application/json": { schema: eventInputSchema } } },
   },
   responses: {
     200: { description: "replaced", content: { "application/json": { schema: StoredEvent } } },

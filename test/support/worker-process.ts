@@ -1,0 +1,278 @@
+/**
+ * What the worker crash tests stand on:
+ *  - `startWorkerProcess`: src/main.ts --role=worker as a real child process (only the BullMQ
+ *    workers), ready once it logs "workers running";
+ *  - `claimRedisDatabase`: a logical database of the test's Redis that no one else uses. The
+ *    queue names and prefix are fixed, so every worker on one database takes every job on it:
+ *    another test file's in-process workers would run (and swallow) our jobs, and our child would
+ *    swallow theirs. A database of our own keeps the queues, the simulated provider and the
+ *    seat-map cache of a crash test to itself;
+ *  - `startGatewayOn`: the in-process gateway of test/gateway/harness.ts on that database, with
+ *    queues (PUT schedules the event's jobs, a purchase queues its reconcile job) and no workers.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { createInterface } from "node:readline";
+import { QueueEvents, Worker } from "bullmq";
+import { Redis } from "ioredis";
+import pino from "pino";
+import { inject } from "vitest";
+import { createDynamoClient } from "../../src/dynamodb/client.js";
+import { buildGatewayDeps } from "../../src/gateway.js";
+import { buildApp } from "../../src/http/app.js";
+import { createMetrics } from "../../src/metrics.js";
+import {
+  createQueues,
+  QUEUE_PREFIX,
+  type QueueName,
+  type Queues,
+  reconcileScheduler,
+  scheduleEvent,
+} from "../../src/workers/queues.js";
+import { ADMIN_TOKEN, type Gateway, SECRET } from "../gateway/harness.js";
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  logs: string[];
+  /** Resolves with the exit code (null when killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface WorkerProcessOptions {
+  redisUrl: string;
+  tableName: string;
+  paymentTimeoutMs?: number;
+  timeoutMs?: number;
+}
+
+export async function startWorkerProcess(options: WorkerProcessOptions): Promise<WorkerProcess> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role=worker"], {
+    env: {
+      ...process.env,
+      LOG_LEVEL: "info",
+      REDIS_URL: options.redisUrl,
+      DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
+      DYNAMODB_TABLE: options.tableName,
+      ADMIN_TOKEN,
+      // With both secrets given, the process keeps nothing in DATA_DIR.
+      GATEWAY_SECRET: SECRET,
+      PAYMENT_TIMEOUT_MS: String(options.paymentTimeoutMs ?? 3_000),
+      DEMO_EVENT: "false",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const logs: string[] = [];
+  child.stderr?.on("data", (d: Buffer) => logs.push(d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`worker did not start in ${timeoutMs} ms:\n${logs.join("\n")}`));
+    }, timeoutMs);
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      logs.push(line);
+      try {
+        if ((JSON.parse(line) as { msg?: string }).msg === "workers running") {
+          clearTimeout(timer);
+          resolve();
+        }
+      } catch {
+        // not a log line
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`worker exited with ${code} before running:\n${logs.join("\n")}`));
+    });
+  });
+  return {
+    child,
+    logs,
+    stop: (signal = "SIGTERM") => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export interface ClaimedDatabase {
+  url: string;
+  /** Deletes everything the test left in it, then the claim. */
+  release(): Promise<void>;
+}
+
+const CLAIM_KEY = "onsale-test:claimed-by";
+
+/**
+ * Claims an empty logical database (15 down to 1) of `baseUrl`'s Redis with SET NX, so that two
+ * test files never share one. Standalone Redis only (Cluster has database 0 alone).
+ */
+export async function claimRedisDatabase(baseUrl: string = inject("redisUrl")): Promise<ClaimedDatabase> {
+  const owner = randomUUID();
+  for (let db = 15; db >= 1; db--) {
+    const url = new URL(baseUrl);
+    url.pathname = `/${db}`;
+    const client = new Redis(url.toString(), { maxRetriesPerRequest: 1, lazyConnect: true });
+    try {
+      await client.connect();
+      if ((await client.set(CLAIM_KEY, owner, "EX", 900, "NX")) !== "OK") continue;
+      if ((await client.dbsize()) !== 1) {
+        // Someone's data is here without a claim: leave it alone.
+        await client.del(CLAIM_KEY);
+        continue;
+      }
+      return {
+        url: url.toString(),
+        release: async () => {
+          const admin = new Redis(url.toString(), { maxRetriesPerRequest: 1 });
+          try {
+            if ((await admin.get(CLAIM_KEY)) === owner) await admin.flushdb();
+          } finally {
+            admin.disconnect();
+          }
+        },
+      };
+    } finally {
+      client.disconnect();
+    }
+  }
+  throw new Error(`no free logical database on ${baseUrl} (all of 1..15 hold data or are claimed)`);
+}
+
+export interface QueuedGateway extends Gateway {
+  queues: Queues;
+}
+
+/** The harness gateway on `redisUrl`, with queues and without workers: the child does the work. */
+export async function startGatewayOn(
+  redisUrl: string,
+  options: { tableName: string; paymentTimeoutMs?: number },
+): Promise<QueuedGateway> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  const subscriber = new Redis(redisUrl);
+  const dynamo = createDynamoClient({
+    endpoint: inject("dynamoEndpoint"),
+    region: "us-east-1",
+    maxAttempts: 1,
+    requestTimeoutMs: 10_000,
+  });
+  const queues = createQueues(redis);
+  const deps = buildGatewayDeps({
+    redis,
+    subscriber,
+    dynamo,
+    tableName: options.tableName,
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
+    metrics: createMetrics(),
+    adminToken: ADMIN_TOKEN,
+    gatewaySecret: SECRET,
+    limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0 },
+    paymentTimeoutMs: options.paymentTimeoutMs ?? 3_000,
+    reconciler: reconcileScheduler(queues),
+    scheduleEvent: (eventId, sectionIds) => scheduleEvent(queues, eventId, sectionIds),
+  });
+  const app = buildApp(deps);
+  return {
+    app,
+    deps,
+    queues,
+    request: (path, init = {}) => {
+      const { json, token, headers, ...rest } = init;
+      const h = new Headers(headers);
+      if (json !== undefined) h.set("content-type", "application/json");
+      if (token) h.set("authorization", `Bearer ${token}`);
+      return Promise.resolve(
+        app.request(path, { ...rest, headers: h, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) }),
+      );
+    },
+    close: async () => {
+      await queues.close();
+      await deps.relay.close();
+      redis.disconnect();
+      dynamo.destroy();
+    },
+  };
+}
+
+export interface QueueWatch<R> {
+  /** Every completion by job id, with the job's return value, from the start of the queue's stream. */
+  completions: Map<string, R[]>;
+  /** Jobs BullMQ took back from a dead worker. */
+  stalled: Set<string>;
+  /** Jobs that failed for good (no attempt left), with the reason. */
+  failed: Map<string, string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Follows a queue's events, and runs BullMQ's stalled-job check every `stalledCheckMs`. A worker
+ * runs that check every 30 s, and a dead worker's job is taken back only at the second check after
+ * its lock (30 s, untouched here) has expired: without this a crash test waits a minute or more
+ * per kill. This worker processes nothing; the child processes take the job back from the queue.
+ */
+export async function watchQueue<R>(redisUrl: string, name: QueueName, stalledCheckMs = 250): Promise<QueueWatch<R>> {
+  const completions = new Map<string, R[]>();
+  const stalled = new Set<string>();
+  const failed = new Map<string, string>();
+  const events = new QueueEvents(name, {
+    connection: new Redis(redisUrl, { maxRetriesPerRequest: null }),
+    prefix: QUEUE_PREFIX,
+    lastEventId: "0-0",
+  });
+  events.on("completed", ({ jobId, returnvalue }) => {
+    completions.set(jobId, [...(completions.get(jobId) ?? []), returnvalue as R]);
+  });
+  events.on("stalled", ({ jobId }) => stalled.add(jobId));
+  events.on("failed", ({ jobId, failedReason }) => failed.set(jobId, failedReason));
+  await events.waitUntilReady();
+  const checker = new Worker(name, null, {
+    connection: new Redis(redisUrl, { maxRetriesPerRequest: null }),
+    prefix: QUEUE_PREFIX,
+    autorun: false,
+    stalledInterval: stalledCheckMs,
+  });
+  void checker.startStalledCheckTimer();
+  return {
+    completions,
+    stalled,
+    failed,
+    close: async () => {
+      await checker.close();
+      await events.close();
+    },
+  };
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Reads until `done` says yes; the error names what it waited for and the last value read. */
+export async function pollUntil<T>(
+  what: string,
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  options: { timeoutMs: number; intervalMs?: number },
+): Promise<T> {
+  const deadline = Date.now() + options.timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value)}`);
+    await sleep(options.intervalMs ?? 100);
+  }
+}
+
+/** `fn` over `items`, at most `limit` at once, results in order. */
+export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!, i);
+      }
+    }),
+  );
+  return out;
+}
