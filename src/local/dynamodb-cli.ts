@@ -22,6 +22,11 @@ try {
   };
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
+  if (process.argv.includes("--exit-with-parent")) {
+    process.stdin.on("end", stop);
+    process.stdin.on("error", stop);
+    process.stdin.resume();
+  }
 } catch (err) {
   log.fatal({ err: err instanceof ConfigError ? err.message : err }, "local DynamoDB failed to start");
   process.exit(1);

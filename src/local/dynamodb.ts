@@ -72,10 +72,22 @@ export async function spawnLocalDynamoDB(
   options: LocalDynamoDBOptions & { startTimeoutMs?: number },
 ): Promise<SpawnedDynamoDB> {
   const host = options.host ?? "127.0.0.1";
-  const args = ["--import", "tsx", cliPath, "--port", String(options.port), "--host", host];
+  const args = [
+    "--import",
+    "tsx",
+    cliPath,
+    "--port",
+    String(options.port),
+    "--host",
+    host,
+    "--exit-with-parent",
+    "yes",
+  ];
   if (options.path) args.push("--path", options.path);
+  // stdin stays a pipe from us: when this process dies, even by SIGKILL, the pipe closes and the
+  // child exits instead of living on as an orphan holding the port and the LevelDB lock.
   const child = spawn(process.execPath, args, {
-    stdio: ["ignore", "pipe", "inherit"],
+    stdio: ["pipe", "pipe", "inherit"],
     env: { ...process.env, LOG_LEVEL: "info" },
   });
 
