@@ -21,6 +21,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { createKeyValueTable } from "../support/dynamo.js";
 import { isLoopbackEndpoint } from "../../src/dynamodb/client.js";
 
 type Item = Record<string, AttributeValue>;
@@ -52,27 +53,7 @@ function contentionClient(endpoint: string): DynamoDBClient {
 
 beforeAll(async () => {
   client = contentionClient(inject("dynamoEndpoint"));
-  await client.send(
-    new CreateTableCommand({
-      TableName: table,
-      BillingMode: "PAY_PER_REQUEST",
-      AttributeDefinitions: [
-        { AttributeName: "PK", AttributeType: "S" },
-        { AttributeName: "SK", AttributeType: "S" },
-      ],
-      KeySchema: [
-        { AttributeName: "PK", KeyType: "HASH" },
-        { AttributeName: "SK", KeyType: "RANGE" },
-      ],
-    }),
-  );
-  await vi.waitFor(
-    async () => {
-      const out = await client.send(new DescribeTableCommand({ TableName: table }));
-      if (out.Table?.TableStatus !== "ACTIVE") throw new Error(`table is ${out.Table?.TableStatus}`);
-    },
-    { timeout: 120_000, interval: 200 },
-  );
+  await createKeyValueTable(client, table);
 });
 
 afterAll(async () => {

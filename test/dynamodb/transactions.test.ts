@@ -19,7 +19,7 @@ import {
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
-import { createTestDynamoClient } from "../support/dynamo.js";
+import { createKeyValueTable, createTestDynamoClient } from "../support/dynamo.js";
 
 type Item = Record<string, AttributeValue>;
 type SdkError = Error & {
@@ -54,27 +54,7 @@ async function put(item: Item): Promise<void> {
 
 beforeAll(async () => {
   client = createTestDynamoClient(inject("dynamoEndpoint"));
-  await client.send(
-    new CreateTableCommand({
-      TableName: table,
-      BillingMode: "PAY_PER_REQUEST",
-      AttributeDefinitions: [
-        { AttributeName: "PK", AttributeType: "S" },
-        { AttributeName: "SK", AttributeType: "S" },
-      ],
-      KeySchema: [
-        { AttributeName: "PK", KeyType: "HASH" },
-        { AttributeName: "SK", KeyType: "RANGE" },
-      ],
-    }),
-  );
-  await vi.waitFor(
-    async () => {
-      const out = await client.send(new DescribeTableCommand({ TableName: table }));
-      if (out.Table?.TableStatus !== "ACTIVE") throw new Error(`table is ${out.Table?.TableStatus}`);
-    },
-    { timeout: 120_000, interval: 200 },
-  );
+  await createKeyValueTable(client, table);
 });
 
 afterAll(async () => {

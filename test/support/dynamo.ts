@@ -1,7 +1,33 @@
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { CreateTableCommand, DescribeTableCommand, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { vi } from "vitest";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 
 /** A client for the endpoint the global setup provides (local DynamoDB unless DYNAMODB_ENDPOINT is set). */
 export function createTestDynamoClient(endpoint: string): DynamoDBClient {
   return createDynamoClient({ endpoint, region: "us-east-1", maxSockets: 512, maxAttempts: 1 });
+}
+
+/** Creates a PK/SK string-keyed table (no indexes) for a conformance test and waits until it is ACTIVE. */
+export async function createKeyValueTable(client: DynamoDBClient, table: string): Promise<void> {
+  await client.send(
+    new CreateTableCommand({
+      TableName: table,
+      BillingMode: "PAY_PER_REQUEST",
+      AttributeDefinitions: [
+        { AttributeName: "PK", AttributeType: "S" },
+        { AttributeName: "SK", AttributeType: "S" },
+      ],
+      KeySchema: [
+        { AttributeName: "PK", KeyType: "HASH" },
+        { AttributeName: "SK", KeyType: "RANGE" },
+      ],
+    }),
+  );
+  await vi.waitFor(
+    async () => {
+      const out = await client.send(new DescribeTableCommand({ TableName: table }));
+      if (out.Table?.TableStatus !== "ACTIVE") throw new Error(`table is ${out.Table?.TableStatus}`);
+    },
+    { timeout: 120_000, interval: 200 },
+  );
 }
