@@ -24,6 +24,10 @@ const gatewaySchema = z.object({
     .regex(/^[A-Za-z0-9_.-]{3,255}$/)
     .default("onsale"),
   AWS_REGION: z.string().default("us-east-1"),
+  /** Per-request DynamoDB timeout: past it a claim answers 503 (the write may still apply; see RELIABILITY.md). */
+  DYNAMODB_TIMEOUT_MS: z.coerce.number().int().positive().default(5_000),
+  /** Attempts per DynamoDB request (the SDK's retries with backoff), 1 = no retry. */
+  DYNAMODB_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
   DATA_DIR: z.string().default(".data"),
   ADMIN_TOKEN: z.string().min(16).optional(),
   GATEWAY_SECRET: z.string().min(32).optional(),
@@ -43,7 +47,14 @@ export type GatewayConfig = {
   host: string;
   logLevel: string;
   redisUrl: string | undefined;
-  dynamodb: { endpoint: string | undefined; localPort: number; table: string; region: string };
+  dynamodb: {
+    endpoint: string | undefined;
+    localPort: number;
+    table: string;
+    region: string;
+    timeoutMs: number;
+    maxAttempts: number;
+  };
   dataDir: string;
   adminToken: string | undefined;
   gatewaySecret: string | undefined;
@@ -85,6 +96,8 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
       localPort: e.DYNAMODB_PORT,
       table: e.DYNAMODB_TABLE,
       region: e.AWS_REGION,
+      timeoutMs: e.DYNAMODB_TIMEOUT_MS,
+      maxAttempts: e.DYNAMODB_MAX_ATTEMPTS,
     },
     dataDir: e.DATA_DIR,
     adminToken: e.ADMIN_TOKEN,

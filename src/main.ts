@@ -38,7 +38,12 @@ async function main(): Promise<void> {
   for (const client of [redis, subscriber]) {
     client.on("error", (err) => log.warn({ err: err.message }, "redis connection error"));
   }
-  const dynamo = createDynamoClient({ endpoint: services.dynamoEndpoint, region: config.dynamodb.region });
+  const dynamo = createDynamoClient({
+    endpoint: services.dynamoEndpoint,
+    region: config.dynamodb.region,
+    requestTimeoutMs: config.dynamodb.timeoutMs,
+    maxAttempts: config.dynamodb.maxAttempts,
+  });
   await ensureTable(dynamo, config.dynamodb.table);
 
   const queues = createQueues(redis);

@@ -6,11 +6,13 @@
  * When none can be had the run fails with a message that says how to provide one. No test skips
  * because a server is missing.
  */
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import "./support/provided.js";
 import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
 import { spawnRedis } from "../src/local/redis.js";
+import { formatReport, readReport } from "./chaos/support/report.js";
 
 type Stop = () => Promise<void>;
 
@@ -89,7 +91,17 @@ export default async function setup(project: TestProject): Promise<Stop> {
   process.env.TEST_REDIS_URL = redisUrl;
   process.env.TEST_DYNAMODB_ENDPOINT = dynamoEndpoint;
 
+  mkdirSync("test-artifacts/chaos", { recursive: true });
+  const chaosReportFile = join("test-artifacts/chaos", `report-${process.pid}-${Date.now()}.jsonl`);
+  project.provide("chaosReportFile", chaosReportFile);
+
   return async () => {
     for (const stop of stops.reverse()) await stop();
+    const rows = readReport(chaosReportFile);
+    if (rows.length > 0) {
+      console.log(
+        `\nChaos and abuse report (${process.env.CHAOS === "full" ? "full" : "short"} run)\n${formatReport(rows)}\n`,
+      );
+    }
   };
 }

@@ -5,5 +5,7 @@ declare module "vitest" {
   export interface ProvidedContext {
     redisUrl: string;
     dynamoEndpoint: string;
+    /** JSON-lines file the chaos scenarios add their report rows to (test/chaos/support/report.ts). */
+    chaosReportFile: string;
   }
 }
