@@ -68,6 +68,57 @@ export async function inBatches<T, R>(items: T[], size: number, fn: (item: T) =>
   return out;
 }
 
+/** PUTs an on-sale that opened a second ago, with a waiting room that admits at `admitPerSecond`. */
+export async function putBenchEvent(
+  gatewayUrl: string,
+  eventId: string,
+  event: { name: string; sections: unknown[]; admitPerSecond: number },
+): Promise<void> {
+  const put = await call(`${gatewayUrl}/v1/admin/events/${eventId}`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${ADMIN}` },
+    json: {
+      name: event.name,
+      onSaleAt: new Date(Date.now() - 1000).toISOString(),
+      holdSeconds: 600,
+      maxSeatsPerFan: 4,
+      sections: event.sections,
+      generalAdmission: [],
+      waitingRoom: { admitPerSecond: event.admitPerSecond, maxActive: 1_000_000, sessionSeconds: 3600 },
+    },
+  });
+  if (put.status !== 201) throw new Error(`event ${eventId} not created: ${put.status} ${JSON.stringify(put.body)}`);
+}
+
+/** Every fan joins the queue, then polls (`batch` requests in flight) until admitted. */
+export async function admitAll(
+  gatewayUrl: string,
+  eventId: string,
+  fanIds: string[],
+  batch: number,
+): Promise<{ queueTokens: string[]; accessTokens: string[] }> {
+  const queueTokens = await inBatches(fanIds, batch, async (fanId) => {
+    const r = await call<{ queueToken: string }>(`${gatewayUrl}/v1/events/${eventId}/queue`, {
+      method: "POST",
+      json: { fanId },
+    });
+    return r.body.queueToken;
+  });
+  const accessTokens: string[] = [];
+  let pending = queueTokens;
+  while (pending.length > 0) {
+    const polled = await inBatches(pending, batch, async (token) => {
+      const r = await call<{ accessToken?: string }>(`${gatewayUrl}/v1/events/${eventId}/queue/status`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      return { token, access: r.body.accessToken };
+    });
+    for (const p of polled) if (p.access) accessTokens.push(p.access);
+    pending = polled.filter((p) => !p.access).map((p) => p.token);
+  }
+  return { queueTokens, accessTokens };
+}
+
 export type GatewayBenchRow = LoadResult & { ceilingRatio?: number; extra?: Record<string, number> };
 
 export interface GatewayBenchOptions {
@@ -104,44 +155,16 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
   });
   try {
     const eventId = `bench${Date.now()}`;
-    const put = await call(`${gw.url}/v1/admin/events/${eventId}`, {
-      method: "PUT",
-      headers: { authorization: `Bearer ${ADMIN}` },
-      json: {
-        name: "Bench",
-        onSaleAt: new Date(Date.now() - 1000).toISOString(),
-        holdSeconds: 600,
-        maxSeatsPerFan: 4,
-        sections: [
-          { id: "A", tier: "Floor", price: 10000, rows: 20, seatsPerRow: 50 },
-          { id: "HOT", tier: "Front", price: 50000, rows: 1, seatsPerRow: 20 },
-        ],
-        generalAdmission: [],
-        waitingRoom: { admitPerSecond: 50_000, maxActive: 1_000_000, sessionSeconds: 3600 },
-      },
+    await putBenchEvent(gw.url, eventId, {
+      name: "Bench",
+      sections: [
+        { id: "A", tier: "Floor", price: 10000, rows: 20, seatsPerRow: 50 },
+        { id: "HOT", tier: "Front", price: 50000, rows: 1, seatsPerRow: 20 },
+      ],
+      admitPerSecond: 50_000,
     });
-    if (put.status !== 201) throw new Error(`event not created: ${put.status} ${JSON.stringify(put.body)}`);
-
     const fanIds = Array.from({ length: options.fans }, (_, i) => `fan${i}`);
-    const queueTokens = await inBatches(fanIds, 200, async (fanId) => {
-      const r = await call<{ queueToken: string }>(`${gw.url}/v1/events/${eventId}/queue`, {
-        method: "POST",
-        json: { fanId },
-      });
-      return r.body.queueToken;
-    });
-    const accessTokens: string[] = [];
-    let pending = queueTokens;
-    while (pending.length > 0) {
-      const polled = await inBatches(pending, 200, async (token) => {
-        const r = await call<{ accessToken?: string }>(`${gw.url}/v1/events/${eventId}/queue/status`, {
-          headers: { authorization: `Bearer ${token}` },
-        });
-        return { token, access: r.body.accessToken };
-      });
-      for (const p of polled) if (p.access) accessTokens.push(p.access);
-      pending = polled.filter((p) => !p.access).map((p) => p.token);
-    }
+    const { queueTokens, accessTokens } = await admitAll(gw.url, eventId, fanIds, 200);
 
     results.push(
       await runLoad({

@@ -29,7 +29,7 @@ import { ensureTable } from "../src/dynamodb/table.js";
 import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
 import { spawnRedis } from "../src/local/redis.js";
 import { createWaitingRoom } from "../src/waiting-room/index.js";
-import { ADMIN, benchGateway, call, inBatches, startServer } from "./bench-gateway.js";
+import { admitAll, benchGateway, call, putBenchEvent, startServer } from "./bench-gateway.js";
 
 const env = z
   .object({
@@ -169,43 +169,12 @@ try {
     );
     const eventId = `sellout${Date.now()}`;
     step(`sell-out: creating ${seatIds.length} seats`);
-    const put = await call(`${gw.url}/v1/admin/events/${eventId}`, {
-      method: "PUT",
-      headers: { authorization: `Bearer ${ADMIN}` },
-      json: {
-        name: "Sell-out",
-        onSaleAt: new Date(Date.now() - 1000).toISOString(),
-        holdSeconds: 600,
-        maxSeatsPerFan: 4,
-        sections,
-        generalAdmission: [],
-        waitingRoom: { admitPerSecond: 100_000, maxActive: 1_000_000, sessionSeconds: 3600 },
-      },
-    });
-    if (put.status !== 201) throw new Error(`sell-out event not created: ${put.status} ${JSON.stringify(put.body)}`);
+    await putBenchEvent(gw.url, eventId, { name: "Sell-out", sections, admitPerSecond: 100_000 });
 
     step(`sell-out: admitting ${env.BENCH_SELLOUT_FANS} fans`);
     const admitStarted = performance.now();
     const fanIds = Array.from({ length: env.BENCH_SELLOUT_FANS }, (_, i) => `fan${i}`);
-    const queueTokens = await inBatches(fanIds, 256, async (fanId) => {
-      const r = await call<{ queueToken: string }>(`${gw.url}/v1/events/${eventId}/queue`, {
-        method: "POST",
-        json: { fanId },
-      });
-      return r.body.queueToken;
-    });
-    const accessTokens: string[] = [];
-    let pending = queueTokens;
-    while (pending.length > 0) {
-      const polled = await inBatches(pending, 256, async (token) => {
-        const r = await call<{ accessToken?: string }>(`${gw.url}/v1/events/${eventId}/queue/status`, {
-          headers: { authorization: `Bearer ${token}` },
-        });
-        return { token, access: r.body.accessToken };
-      });
-      for (const p of polled) if (p.access) accessTokens.push(p.access);
-      pending = polled.filter((p) => !p.access).map((p) => p.token);
-    }
+    const { accessTokens } = await admitAll(gw.url, eventId, fanIds, 256);
     const admitSeconds = (performance.now() - admitStarted) / 1000;
     rows.push({
       figure: `admit ${accessTokens.length} fans (join + polls)`,
