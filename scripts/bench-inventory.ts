@@ -110,7 +110,8 @@ try {
 
   // --- the event the hold/confirm runs use: enough distinct seats for every scenario ---
   const perRow = 50;
-  const benchRows = Math.ceil((OPS + 4 * Math.floor(OPS / 2) + 1) / perRow);
+  const selfRace = Math.min(OPS, 1_000);
+  const benchRows = Math.ceil((2 * OPS + 4 * Math.floor(OPS / 2) + selfRace + 1) / perRow);
   const created = await inventory.createEvent("bench", {
     name: "Bench",
     onSaleAt,
@@ -244,11 +245,25 @@ try {
     singleHolds[i] = r.hold;
   });
   rows.push({
-    scenario: "hold, 1 seat, distinct seats (UpdateItem + hold record Put)",
+    scenario: "hold, 1 seat, distinct seats (GetItem fan + TransactWriteItems: seat, hold, new fan item)",
     ops: OPS,
     ms: holdMs,
     perSecond: rate(OPS, holdMs),
     ratio: rate(OPS, holdMs) / rawDistinct,
+  });
+
+  // The same fans again: their ledger exists, so it is a conditional Update on its version.
+  const againSeats = nextSeats(OPS);
+  const againMs = await timed(OPS, CONCURRENCY, async (i) => {
+    const r = await inventory.hold("bench", `fan-${i}`, [againSeats[i]!], 3_600);
+    if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
+  });
+  rows.push({
+    scenario: "hold, 1 seat, distinct seats, the fan's second hold (fan item Update)",
+    ops: OPS,
+    ms: againMs,
+    perSecond: rate(OPS, againMs),
+    ratio: rate(OPS, againMs) / rawDistinct,
   });
 
   const multi = Math.floor(OPS / 2);
@@ -260,7 +275,7 @@ try {
     multiHolds[i] = r.hold;
   });
   rows.push({
-    scenario: "hold, 4 seats, distinct seats (TransactWriteItems, 5 actions)",
+    scenario: "hold, 4 seats, distinct seats (TransactWriteItems, 6 actions)",
     ops: multi,
     ms: multiMs,
     perSecond: rate(multi, multiMs),
@@ -286,7 +301,7 @@ try {
     if (!r.ok || r.alreadyConfirmed) throw new Error(`confirm failed: ${JSON.stringify(r)}`);
   });
   rows.push({
-    scenario: "confirm, 1 seat, distinct seats (2 reads + TransactWriteItems, 4 actions)",
+    scenario: "confirm, 1 seat, distinct seats (2 reads + TransactWriteItems, 5 actions)",
     ops: OPS,
     ms: confirmMs,
     perSecond: rate(OPS, confirmMs),
@@ -308,6 +323,27 @@ try {
     perSecond: rate(OPS, hotMs),
     ratio: rate(OPS, hotMs) / rawHot,
     note: `${hotWins} won`,
+  });
+
+  // One fan racing itself: every hold in flight at once is the same fan's, on distinct seats. The
+  // fan's ledger serializes them: one wins per round, the others read it again; past the limit
+  // (8) each costs one GetItem.
+  const raceSeats = nextSeats(selfRace);
+  let raceWins = 0;
+  let raceRefused = 0;
+  const raceMs = await timed(selfRace, CONCURRENCY, async (i) => {
+    const r = await inventory.hold("bench", "racer", [raceSeats[i]!], 3_600);
+    if (r.ok) raceWins++;
+    else if (r.reason === "seat_limit_exceeded") raceRefused++;
+    else throw new Error(`self race: ${JSON.stringify(r)}`);
+  });
+  rows.push({
+    scenario: "hold, 1 seat, one fan racing itself (limit 8)",
+    ops: selfRace,
+    ms: raceMs,
+    perSecond: rate(selfRace, raceMs),
+    ratio: rate(selfRace, raceMs) / rawDistinct,
+    note: `${raceWins} held, ${raceRefused} seat_limit_exceeded`,
   });
 
   // Hot confirm: the same purchase confirmed by many at once (retries, double clicks, two

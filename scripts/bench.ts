@@ -29,7 +29,7 @@ import { ensureTable } from "../src/dynamodb/table.js";
 import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
 import { spawnRedis } from "../src/local/redis.js";
 import { createWaitingRoom } from "../src/waiting-room/index.js";
-import { admitAll, benchGateway, call, putBenchEvent, startServer } from "./bench-gateway.js";
+import { admitAll, benchGateway, putBenchEvent, startServer } from "./bench-gateway.js";
 
 const env = z
   .object({

@@ -21,7 +21,10 @@ import { withTimeout } from "./payments/provider.js";
 import { createSimulatedProvider } from "./payments/simulated.js";
 import type { WebhookEvent } from "./payments/webhook.js";
 import { createPurchaseSaga, type ReconcileScheduler } from "./purchases/saga.js";
+import { redisReady, requireRedis, trackRedis } from "./redis/availability.js";
+import { rescheduleOnReconnect } from "./workers/reschedule.js";
 import { createWaitingRoom } from "./waiting-room/index.js";
+import { ApiError } from "./http/errors.js";
 
 export interface GatewayClients {
   /** Commands, scripts. */
@@ -87,15 +90,53 @@ export function sectionSource(inventory: Inventory) {
       } while (cursor);
       return rows;
     },
+    countAvailable: (eventId: string, sectionId: string) => inventory.countAvailable(eventId, sectionId),
+  };
+}
+
+/**
+ * What a waiting room Redis lost is configured again from: the event item's settings (those of
+ * its last PUT), once its layout is complete. Operator changes made since (PATCH) are not stored
+ * there and are lost with Redis.
+ */
+export function roomSource(inventory: Inventory) {
+  return async (eventId: string) => {
+    const event = await inventory.getEvent(eventId);
+    if (!event?.layoutComplete) return null;
+    // The operator's latest settings when there are any (PATCH keeps them on the event), else the PUT's.
+    const operator = event.roomSettings;
+    return operator
+      ? {
+          onSaleAt: event.onSaleAt,
+          admitPerSecond: operator.admitPerSecond,
+          maxActive: operator.maxActive,
+          sessionSeconds: operator.sessionSeconds,
+          abandonSeconds: operator.abandonSeconds,
+          paused: operator.paused,
+        }
+      : { onSaleAt: event.onSaleAt, ...event.waitingRoom };
   };
 }
 
 export function buildGatewayDeps(options: GatewayOptions): AppDeps {
   const { redis, subscriber, dynamo, tableName, logger, metrics } = options;
+  trackRedis(redis);
+  for (const client of [redis, subscriber]) {
+    // While Redis is away ioredis reports every reconnect attempt; the modules answer for the
+    // calls themselves. Without a listener ioredis would print each one as "unhandled".
+    if (client.listenerCount("error") === 0) {
+      client.on("error", (err: Error) => logger.debug({ err: err.message }, "redis connection error"));
+    }
+  }
   instrumentDynamo(dynamo, metrics);
   const inventory = createInventory({ client: dynamo, tableName, ...(options.clock ? { clock: options.clock } : {}) });
   const seatMap = createSeatMapCache({ redis, source: sectionSource(inventory), metrics, logger });
-  const waitingRoom = createWaitingRoom({ redis, secret: options.gatewaySecret, logger });
+  const waitingRoom = createWaitingRoom({
+    redis,
+    secret: options.gatewaySecret,
+    logger,
+    restore: roomSource(inventory),
+  });
   const paymentTimeoutMs = options.paymentTimeoutMs ?? 3_000;
   const payments =
     options.payments ??
@@ -130,12 +171,33 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     purchases,
     webhooks: {
       secret: options.webhookSecret ?? derivedWebhookSecret(options.gatewaySecret),
-      firstDelivery: async (id) => (await redis.set(seenKey(id), "1", "EX", 7 * 86_400, "NX")) === "OK",
-      forget: async (id) => void (await redis.del(seenKey(id))),
+      firstDelivery: async (id) => {
+        // Without the dedup record a delivery cannot be told from a repeat: 503, the provider retries.
+        try {
+          requireRedis(redis, "webhook deduplication");
+          return (await redis.set(seenKey(id), "1", "EX", 7 * 86_400, "NX")) === "OK";
+        } catch (err) {
+          throw new ApiError("unavailable", "webhook deduplication unavailable; deliver again later", {
+            retryAfter: 5,
+            cause: err,
+          });
+        }
+      },
+      forget: async (id) => {
+        // Best effort: a record that cannot be deleted now was most likely lost with Redis anyway.
+        if (redisReady(redis)) await redis.del(seenKey(id)).catch(() => 0);
+      },
     },
-    ...(options.scheduleEvent ? { scheduleEvent: options.scheduleEvent } : {}),
+    ...(options.scheduleEvent
+      ? { scheduleEvent: rescheduleOnReconnect(redis, options.scheduleEvent, logger).schedule }
+      : {}),
     health: {
-      redis: { check: async () => void (await redis.ping()) },
+      redis: {
+        check: async () => {
+          requireRedis(redis, "ping");
+          await redis.ping();
+        },
+      },
       dynamodb: { check: async () => void (await dynamo.send(new DescribeTableCommand({ TableName: tableName }))) },
     },
     purchaseCounts: (eventId) => inventory.countPurchases(eventId),

@@ -14,6 +14,7 @@ import { listenApp } from "./http/serve.js";
 import { createLogger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
+import { waitForRedis } from "./redis/availability.js";
 import { createQueues, reconcileScheduler, scheduleEvent } from "./workers/queues.js";
 import { startWorkers } from "./workers/workers.js";
 
@@ -32,11 +33,37 @@ async function main(): Promise<void> {
   const services = await startServices(config, log);
 
   // Fail fast rather than queue: a claim must answer 503 (or go to DynamoDB) while Redis is away.
-  const redisOptions = { maxRetriesPerRequest: 1, commandTimeout: 2_000, enableAutoPipelining: true };
+  // No offline queue: a command issued while disconnected is refused at once instead of waiting
+  // for a reconnect (the modules also check the connection first; see src/redis/availability.ts).
+  // A Redis that is connected but silent is bounded by the command timeout.
+  const redisOptions = {
+    maxRetriesPerRequest: 1,
+    commandTimeout: 2_000,
+    enableAutoPipelining: true,
+    enableOfflineQueue: false,
+  };
   const redis = new Redis(services.redisUrl, redisOptions);
+  // The subscriber keeps its offline queue: a subscription asked for while Redis is away is sent
+  // when it is back, and ioredis subscribes every channel again after a reconnect.
   const subscriber = new Redis(services.redisUrl, { maxRetriesPerRequest: null });
+  const lastErrorLog = new WeakMap<Redis, number>();
   for (const client of [redis, subscriber]) {
-    client.on("error", (err) => log.warn({ err: err.message }, "redis connection error"));
+    // ioredis reports every failed reconnect attempt: one line per client every 10 s is enough.
+    client.on("error", (err) => {
+      const now = Date.now();
+      if ((lastErrorLog.get(client) ?? 0) > now - 10_000) return;
+      lastErrorLog.set(client, now);
+      log.warn({ err: err.message }, "redis connection error");
+    });
+    client.on("ready", () => {
+      if (lastErrorLog.has(client)) log.info("redis connection ready again");
+    });
+  }
+  if (!(await waitForRedis(redis, 10_000))) {
+    log.warn(
+      { redis: services.redisUrl },
+      "redis does not answer yet; starting anyway (waiting-room calls answer 503)",
+    );
   }
   const dynamo = createDynamoClient({
     endpoint: services.dynamoEndpoint,
@@ -46,7 +73,7 @@ async function main(): Promise<void> {
   });
   await ensureTable(dynamo, config.dynamodb.table);
 
-  const queues = createQueues(redis);
+  const queues = createQueues(redis, log);
   const webhookSecret = config.paymentWebhookSecret ?? derivedWebhookSecret(services.gatewaySecret);
   let listeningPort: number | undefined;
   const deps = buildGatewayDeps({
@@ -92,12 +119,16 @@ async function main(): Promise<void> {
   if (config.demoEvent && runGateway) {
     const created = await ensureDemoEvent(deps);
     const demo = await deps.inventory.getEvent(DEMO_EVENT_ID);
-    if (demo)
-      await scheduleEvent(
-        queues,
-        DEMO_EVENT_ID,
-        demo.sections.map((s) => s.id),
-      );
+    if (demo) {
+      await deps
+        .scheduleEvent?.(
+          DEMO_EVENT_ID,
+          demo.sections.map((s) => s.id),
+        )
+        .catch((err: unknown) =>
+          log.warn({ err: (err as Error).message }, "demo jobs not scheduled yet; they will be when Redis answers"),
+        );
+    }
     log.info({ eventId: DEMO_EVENT_ID, created }, created ? "demo event created" : "demo event found");
   }
 

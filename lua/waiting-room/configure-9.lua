@@ -1,7 +1,11 @@
 --[[
   Create an event's waiting room, or update one that has not opened yet. Idempotent: the same
-  arguments again change nothing. The lottery seed and its commitment are stored once, at
-  creation, and never replaced.
+  arguments again change nothing. The lottery seed, its commitment and the room's epoch are
+  stored once, at creation, and never replaced.
+
+  In 'restore' mode (ARGV[9]) the room is created only when it does not exist (Redis lost it and
+  the gateway re-creates it from the event stored in DynamoDB); an existing room is left exactly
+  as it is, whatever the arguments, so a restore racing an operator's change never undoes it.
 
   KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
   KEYS[9]     changes  STREAM  capped log of settings changes (at, kind, fields)
@@ -12,20 +16,29 @@
   ARGV[5]     abandonSeconds
   ARGV[6]     seed (hex), used only when the room is created
   ARGV[7]     commitment = hex SHA-256 of the seed string, stored with the seed
+  ARGV[8]     epoch (random id), used only when the room is created
+  ARGV[9]     'configure' | 'restore'
 
   Returns the snapshot plus 'created' 1|0 and 'changed' 1|0, or
     -5  the room has already opened (its pre-queue is drawn) and the arguments differ
+        (never in 'restore' mode)
 ]]
 --- @include "core"
 
 local NAMES = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 'abandonSeconds' }
+local restore = ARGV[9] == 'restore'
 local now = now_ms()
 local created, changed = 0, 0
 
 local r = load_room()
+if r and restore then
+  tick(r, now)
+  save_room(r)
+  return append(snapshot(r, now), 'created', '0', 'changed', '0')
+end
 if not r then
-  redis.call('HSET', K_ROOM, 'seed', ARGV[6], 'commitment', ARGV[7], 'createdAt', int(now),
-    'paused', '0', 'closed', '0')
+  redis.call('HSET', K_ROOM, 'seed', ARGV[6], 'commitment', ARGV[7], 'epoch', ARGV[8],
+    'createdAt', int(now), 'paused', '0', 'closed', '0')
   created = 1
 else
   tick(r, now)
@@ -48,6 +61,7 @@ if not same then
   redis.call('HSET', K_ROOM, unpack(args))
   local kind = 'configure'
   if created == 1 then kind = 'create' end
+  if created == 1 and restore then kind = 'restore' end
   redis.call('XADD', KEYS[9], 'MAXLEN', '~', '1000', '*', 'at', int(now), 'kind', kind, unpack(args))
   changed = 1
   r = load_room()

@@ -2,7 +2,7 @@
  * The post-sale audit: reads one event's authoritative state (DynamoDB through the inventory, and
  * the payment provider's charges when given) and checks the invariants the design promises (no
  * seat sold twice, sold seats = confirmed purchases, money = confirmed purchases, general
- * admission within bounds). docs/audit.md lists the checks.
+ * admission within bounds, no fan past maxSeatsPerFan). docs/audit.md lists the checks.
  *
  * Only GetItem and Query, through the inventory's API: seats by strongly consistent Queries of
  * each section, general-admission areas by consistent GetItem. Purchases are listed from GSI1,
@@ -22,6 +22,7 @@ import type {
   SeatView,
 } from "../inventory/index.js";
 import type { ChargeRecord } from "../payments/simulated.js";
+import { REFUND_DUE } from "../purchases/saga.js";
 
 export type AuditInventory = Pick<
   Inventory,
@@ -43,6 +44,7 @@ export const AUDIT_CHECKS = {
   sold_seats_match_purchases: "Sold seats = seats of confirmed purchases",
   general_admission_bounds: "General admission within bounds",
   general_admission_sold: "GA sold = confirmed GA quantity",
+  fans_within_limit: "No fan bought more than maxSeatsPerFan",
   captured_charges_confirmed: "Captured charges belong to confirmed purchases",
   refunds_match_purchases: "Refunds belong to refunded or failed purchases",
   confirmed_purchases_charged: "Confirmed purchases are charged",
@@ -52,7 +54,7 @@ export const AUDIT_CHECKS = {
 export type AuditCheckName = keyof typeof AUDIT_CHECKS;
 
 export interface AuditOffender {
-  /** A seat, purchase, charge or area id. */
+  /** A seat, purchase, charge, area or fan id. */
   id: string;
   problem: string;
 }
@@ -337,6 +339,37 @@ export function evaluateAudit(
     );
   }
 
+  // No fan bought more than the event allows: seats and general-admission places together.
+  {
+    const f = findings();
+    const byFan = new Map<string, { seats: number; purchaseIds: string[] }>();
+    for (const p of confirmed) {
+      const mine = byFan.get(p.fanId) ?? { seats: 0, purchaseIds: [] };
+      mine.seats += p.seats.length + (p.generalAdmission?.quantity ?? 0);
+      mine.purchaseIds.push(p.purchaseId);
+      byFan.set(p.fanId, mine);
+    }
+    const limit = snapshot.event.maxSeatsPerFan;
+    let most = 0;
+    for (const [fanId, mine] of byFan) {
+      most = Math.max(most, mine.seats);
+      if (mine.seats > limit) {
+        f.add(
+          fanId,
+          `bought ${mine.seats} in ${plural(mine.purchaseIds.length, "confirmed purchase")} (${mine.purchaseIds.join(", ")}), the limit is ${limit}`,
+          { purchaseIds: mine.purchaseIds },
+        );
+      }
+    }
+    checks.push(
+      f.check(
+        "fans_within_limit",
+        `${plural(byFan.size, "fan")} bought, at most ${most} each (limit ${limit})`,
+        (n) => `${plural(n, "fan")} past the limit of ${limit}`,
+      ),
+    );
+  }
+
   // Money.
   if (charges === undefined) {
     const why = "no payment provider given";
@@ -350,7 +383,9 @@ export function evaluateAudit(
       list.push(c);
       byKey.set(c.idempotencyKey, list);
     }
-    const inFlight = (p: Purchase) => allowPending && p.status === "pending";
+    // While the sale runs, a pending purchase and a refund decided but not finished are in flight.
+    const inFlight = (p: Purchase) =>
+      allowPending && (p.status === "pending" || (p.status === "failed" && p.failureReason === REFUND_DUE));
 
     const captured = findings();
     const refunds = findings();

@@ -6,6 +6,7 @@
 import type { Hold, HoldResult, Inventory, ReleaseResult } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
+import { RedisUnavailableError } from "../redis/availability.js";
 import { type SeatMapCache, sectionOf } from "../seatmap/cache.js";
 
 export type HoldOutcome =
@@ -60,7 +61,11 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         eventId,
         hold.seats.map((id) => ({ id, status, ...(status === "held" ? { holdExpiresAt: expiry } : {}) })),
       )
-      .catch((err: unknown) => logger.warn({ err: (err as Error).message, eventId }, "seat-map update failed"));
+      .catch((err: unknown) => {
+        // While Redis is away every claim would say so; the cache is rebuilt when it returns.
+        const level = err instanceof RedisUnavailableError ? "debug" : "warn";
+        logger[level]({ err: (err as Error).message, eventId }, "seat-map update failed");
+      });
   };
 
   return {
@@ -77,7 +82,8 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         metrics.conflicts.inc({ stage: "shield" });
         return { ok: false, reason: "seat_unavailable", seats: shield.seats, stage: "shield" };
       }
-      const operation = seatIds.length === 1 ? "UpdateItem" : "TransactWriteItems";
+      // One seat or many, a hold is one transaction: the seats, the hold record and the fan's ledger.
+      const operation = "TransactWriteItems";
       try {
         const result = await inventory.hold(eventId, fanId, seatIds, holdSeconds);
         metrics.dynamoRequests.inc({ operation: `hold:${operation}`, outcome: result.ok ? "ok" : result.reason });

@@ -154,8 +154,24 @@ export function buildApp(deps: AppDeps) {
     },
   });
 
+  const allowedMethods = methodsByPath(app.routes);
   app.notFound((c) => {
-    const err = new ApiError("not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`);
+    const path = new URL(c.req.url).pathname;
+    const allowed = allowedMethods(path);
+    const method = c.req.method === "HEAD" ? "GET" : c.req.method;
+    if (allowed.length > 0 && !allowed.includes(method)) {
+      // A known path asked with the wrong method: say which ones it takes (RFC 9110, 405 + Allow).
+      const err = new ApiError(
+        "method_not_allowed",
+        `${path} does not take ${c.req.method}; it takes ${allowed.join(", ")}`,
+        {
+          details: { allow: allowed },
+        },
+      );
+      c.header("Allow", allowed.join(", "));
+      return c.json(errorBody(err, c.get("requestId")), err.status);
+    }
+    const err = new ApiError("not_found", `no route for ${c.req.method} ${path}`);
     return c.json(errorBody(err, c.get("requestId")), err.status);
   });
 
@@ -163,7 +179,12 @@ export function buildApp(deps: AppDeps) {
     const id = c.get("requestId") ?? crypto.randomUUID();
     let err: ApiError;
     if (thrown instanceof ApiError) err = thrown;
-    else if (thrown instanceof InventoryUnavailableError) {
+    else if (clientWentAway(thrown, c.req.raw)) {
+      // The client closed the connection while its body was being read: nobody reads this answer,
+      // and it is no server error.
+      c.var.log?.debug({ err: (thrown as Error).message }, "client closed the connection mid-request");
+      err = new ApiError("invalid_request", "the connection closed before the request body arrived");
+    } else if (thrown instanceof InventoryUnavailableError) {
       err = new ApiError("unavailable", "seat inventory unavailable; retry", { retryAfter: 1 });
     } else if (thrown instanceof HTTPException && thrown.status < 500) {
       // Hono's own 4xx (malformed JSON, a missing body, a bad content type).
@@ -182,4 +203,37 @@ export function buildApp(deps: AppDeps) {
   });
 
   return app;
+}
+
+/** A body read that failed because the client went away (Node's `aborted`, a premature close). */
+function clientWentAway(thrown: unknown, request: Request): boolean {
+  if (request.signal?.aborted) return true;
+  if (!(thrown instanceof Error)) return false;
+  const code = (thrown as NodeJS.ErrnoException).code;
+  return (code === "ECONNRESET" && thrown.message === "aborted") || code === "ERR_STREAM_PREMATURE_CLOSE";
+}
+
+/**
+ * The methods each path of the app takes, from its route table (Hono paths: `:param` is one
+ * segment). HEAD is served wherever GET is.
+ */
+function methodsByPath(routes: readonly { method: string; path: string }[]): (path: string) => string[] {
+  const table = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  for (const route of routes) {
+    if (route.method === "ALL" || route.path.includes("*")) continue;
+    const source = route.path
+      .split("/")
+      .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+      .join("/");
+    const entry = table.get(route.path) ?? { pattern: new RegExp(`^${source}$`), methods: new Set<string>() };
+    entry.methods.add(route.method.toUpperCase());
+    table.set(route.path, entry);
+  }
+  const entries = [...table.values()];
+  return (path) => {
+    const methods = new Set<string>();
+    for (const entry of entries) if (entry.pattern.test(path)) for (const m of entry.methods) methods.add(m);
+    if (methods.has("GET")) methods.add("HEAD");
+    return [...methods].sort();
+  };
 }

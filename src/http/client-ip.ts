@@ -2,10 +2,15 @@ import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";
 import type { AppEnv } from "./context.js";
 
-/** The client's IP: the socket's, or the first X-Forwarded-For hop when TRUST_PROXY is on. */
+/**
+ * The client's IP: the socket's, or, when TRUST_PROXY is on, the last X-Forwarded-For hop. The
+ * last hop is the one the trusted proxy in front of the gateway appended (the address it saw);
+ * every earlier one is whatever the client chose to write, so taking the first would let anyone
+ * rotate a fake address per request past the per-IP limits and the operator guess limit.
+ */
 export function clientIp(c: Context<AppEnv>): string {
   if (c.var.deps.limits.trustProxy) {
-    const forwarded = c.req.header("x-forwarded-for")?.split(",")[0]?.trim();
+    const forwarded = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim();
     if (forwarded) return forwarded.slice(0, 64);
   }
   try {

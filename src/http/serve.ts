@@ -2,19 +2,144 @@
  * Serves the app on a port with a listen backlog deep enough for an on-sale spike: Node's default
  * (511) makes the kernel drop the connections of a burst of fans arriving at once, which they see
  * as resets. The kernel caps it at net.core.somaxconn.
+ *
+ * Requests that never reach the app still get the one error model, `{"error": {code, message,
+ * requestId}}` as JSON: those Node's HTTP parser refuses (a header over 16 KiB, a bad request line,
+ * a conflicting Content-Length, a byte not allowed in a header; `clientError`), those the adapter
+ * cannot turn into a Request (a bad Host, a request target that is not a path), an `Expect` other
+ * than 100-continue, and CONNECT. Left to Node's defaults they are answered with an empty body, or
+ * (CONNECT) not at all.
  */
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { createAdaptorServer } from "@hono/node-server";
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import { getRequestListener } from "@hono/node-server";
+import { ApiError, type ErrorCode, errorBody } from "./errors.js";
 
 export const LISTEN_BACKLOG = 4_096;
+
+/**
+ * A whole request (headers and body) must arrive within this; a client trickling a body it
+ * announced but never sends (a Content-Length larger than the body) holds a socket no longer.
+ * Responses are not bound by it: a seat-map stream stays open.
+ */
+export const REQUEST_TIMEOUT_MS = 30_000;
+export const HEADERS_TIMEOUT_MS = 20_000;
+
+/** The answer to a request Node's parser refused, written straight to the socket. */
+function rawErrorResponse(code: ErrorCode, message: string, extraHeaders: string[] = []): string {
+  const err = new ApiError(code, message);
+  const requestId = randomUUID();
+  const body = JSON.stringify(errorBody(err, requestId));
+  return [
+    `HTTP/1.1 ${err.status} ${reasonPhrase[err.status] ?? "Error"}`,
+    "Content-Type: application/json",
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    `X-Request-Id: ${requestId}`,
+    ...extraHeaders,
+    "Connection: close",
+    "",
+    body,
+  ].join("\r\n");
+}
+
+const reasonPhrase: Record<number, string> = {
+  400: "Bad Request",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  417: "Expectation Failed",
+  413: "Payload Too Large",
+  431: "Request Header Fields Too Large",
+};
+
+/** What Node's parser error means for the client (codes from llhttp and node:http). */
+function parserErrorAnswer(err: NodeJS.ErrnoException): { code: ErrorCode; message: string } {
+  switch (err.code) {
+    case "HPE_HEADER_OVERFLOW":
+      return { code: "headers_too_large", message: "the request headers are larger than 16 KiB" };
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return { code: "request_timeout", message: "the request did not arrive in time" };
+    case "HPE_INVALID_CONTENT_LENGTH":
+    case "HPE_UNEXPECTED_CONTENT_LENGTH":
+      return { code: "invalid_request", message: "the Content-Length header is not valid" };
+    case "HPE_INVALID_HEADER_TOKEN":
+    case "HPE_INVALID_HEADER_VALUE":
+    case "HPE_LF_EXPECTED":
+    case "HPE_CR_EXPECTED":
+      return { code: "invalid_request", message: "a request header is not valid HTTP" };
+    case "HPE_INVALID_CHUNK_SIZE":
+    case "HPE_INVALID_TRANSFER_ENCODING":
+      return { code: "invalid_request", message: "the chunked body is not valid" };
+    default:
+      return { code: "invalid_request", message: "the request is not valid HTTP/1.1" };
+  }
+}
+
+export function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  // A client that went away (or a socket already answered) gets nothing more.
+  if (err.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const answer = parserErrorAnswer(err);
+  socket.end(rawErrorResponse(answer.code, answer.message));
+}
+
+/** CONNECT (a proxy tunnel) is nothing this server does; without a listener Node drops the socket. */
+function onConnect(_req: IncomingMessage, socket: Duplex): void {
+  const refusal = rawErrorResponse("method_not_allowed", "CONNECT is not served here", [
+    "Allow: DELETE, GET, HEAD, PATCH, POST, PUT",
+  ]);
+  socket.on("error", () => socket.destroy());
+  socket.end(refusal);
+}
+
+/** An `Expect` other than 100-continue: 417 as Node would, but with the error body. */
+function onCheckExpectation(req: IncomingMessage, res: ServerResponse): void {
+  const err = new ApiError("expectation_failed", "only Expect: 100-continue is supported");
+  const requestId = randomUUID();
+  const body = JSON.stringify(errorBody(err, requestId));
+  res.writeHead(err.status, {
+    "Content-Type": "application/json",
+    "Content-Length": Buffer.byteLength(body),
+    "X-Request-Id": requestId,
+    Connection: "close",
+  });
+  res.end(body);
+  req.resume();
+}
+
+/** The adapter's own failures (no Request could be built), in the one error model. */
+function adapterError(err: unknown): Response {
+  const built = err instanceof Error && err.name === "RequestError";
+  const apiError = built
+    ? new ApiError("invalid_request", `the request cannot be served: ${(err as Error).message}`)
+    : new ApiError("internal_error", "internal error");
+  const requestId = randomUUID();
+  return new Response(JSON.stringify(errorBody(apiError, requestId)), {
+    status: apiError.status,
+    headers: { "Content-Type": "application/json", "X-Request-Id": requestId },
+  });
+}
 
 export async function listenApp(options: {
   fetch: (request: Request) => Response | Promise<Response>;
   port: number;
   host: string;
 }): Promise<{ server: Server; port: number }> {
-  const server = createAdaptorServer({ fetch: options.fetch }) as Server;
+  const listener = getRequestListener(options.fetch, {
+    // HTTP/1.0 clients may send no Host: they are served as if they had named this one.
+    hostname: "localhost",
+    errorHandler: adapterError,
+  });
+  const server = createServer(
+    { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, requireHostHeader: false },
+    listener,
+  );
+  server.on("clientError", onClientError);
+  server.on("connect", onConnect);
+  server.on("checkExpectation", onCheckExpectation);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen({ port: options.port, host: options.host, backlog: LISTEN_BACKLOG }, () => {

@@ -14,6 +14,7 @@ import type {
   EventDefinition,
   EventInput,
   GeneralAdmissionInput,
+  OperatorRoomSettings,
   SectionInput,
 } from "./types.js";
 
@@ -40,6 +41,36 @@ export async function getEvent(ctx: Ctx, eventId: string): Promise<EventDefiniti
   return guard("getEvent", async () => {
     const item = await getEventItem(ctx, eventId);
     return item ? toEvent(item) : null;
+  });
+}
+
+/**
+ * Keeps the operator's latest waiting-room settings on the event item (one UpdateItem; the last
+ * change wins, as it does in Redis). False when there is no such event. A replacement (PUT)
+ * writes a new item without them: the PUT's settings are in force again.
+ */
+export async function saveRoomSettings(
+  ctx: Ctx,
+  eventId: string,
+  settings: Omit<OperatorRoomSettings, "updatedAt">,
+): Promise<boolean> {
+  if (!ID_PATTERN.test(eventId)) return false;
+  return guard("saveRoomSettings", async () => {
+    try {
+      await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.event(eventId),
+          UpdateExpression: "SET roomSettings = :s",
+          ConditionExpression: "attribute_exists(PK)",
+          ExpressionAttributeValues: { ":s": { ...settings, updatedAt: iso(ctx.clock()) } },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (conditionFailure(err)) return false;
+      throw err;
+    }
   });
 }
 

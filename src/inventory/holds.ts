@@ -1,12 +1,14 @@
 /**
- * Holds: seats (one conditional UpdateItem for one seat, one TransactWriteItems for several) and
- * general admission (a conditional decrement in a transaction with the hold record), release,
- * and reading a hold.
+ * Holds: seats (one TransactWriteItems: every seat, the hold record and the fan's ledger) and
+ * general admission (a conditional decrement in a transaction with the hold record and the fan's
+ * ledger), release, and reading a hold. The fan's ledger (fans.ts) is what keeps a fan's held
+ * plus bought seats within maxSeatsPerFan however many holds the fan sends at once.
  */
 import { randomUUID } from "node:crypto";
-import { GetCommand, PutCommand, UpdateCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
+import { GetCommand, UpdateCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
 import type { SaleEvent } from "./events.js";
 import { seatExists } from "./events.js";
+import { countFan, FAN_ATTEMPTS, type FanEntry, fanHoldAction, readFan, removeFanEntry } from "./fans.js";
 import { iso, toHold } from "./items.js";
 import {
   expirySortKey,
@@ -32,8 +34,11 @@ import {
 import { reclaimExpiredAdmissions } from "./sweep.js";
 import type { Hold, HoldResult, ReleaseResult } from "./types.js";
 
-/** A confirmation is one transaction: every seat, the hold, the purchase and the outbox record. */
-export const MAX_SEATS_PER_HOLD = 100 - 3;
+/**
+ * A confirmation is one transaction of at most 100 actions: every seat, the hold, the purchase,
+ * the outbox record and the fan's ledger. (A hold is every seat, the record and the ledger.)
+ */
+export const MAX_SEATS_PER_HOLD = 100 - 4;
 const SINGLE_WRITE_ATTEMPTS = 6;
 
 export type LoadForSale = (eventId: string) => Promise<SaleEvent | null>;
@@ -176,67 +181,67 @@ export async function hold(
     }
     if (unknown.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: unknown };
 
-    const now = ctx.clock();
-    const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + holdSeconds * 1000 };
-    const record = holdRecord(t, amount, requested);
-
-    if (refs.length === 1) {
-      const outcome = await holdOneSeat(ctx, t, refs[0]!, requested[0]!);
-      if (outcome !== "held") return outcome;
-      try {
-        // The seat write above is the authority; the record only lets release/confirm find it.
-        // A crash between the two leaves the seat held, unreachable by hold id, until it expires.
-        await ctx.doc.send(
-          new PutCommand({
-            TableName: ctx.tableName,
-            Item: record,
-            ConditionExpression: "attribute_not_exists(PK) OR holdId = :hold",
-            ExpressionAttributeValues: { ":hold": t.holdId },
-          }),
-        );
-      } catch (err) {
-        await releaseSeat(ctx, eventId, t.holdId, refs[0]!).catch(() => undefined);
-        throw err;
-      }
-      return { ok: true, hold: toHold(record, now) };
-    }
-
-    const items: TransactItem[] = refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, requested[i]!) }));
-    items.push({ Put: recordPut(ctx, record) });
-    const out = await transact(ctx, items);
-    if (out.ok) return { ok: true, hold: toHold(record, now) };
-    if (out.contention) return { ok: false, reason: "contention" };
-    // An SDK retry of a transaction that had committed: the record is there, with our hold id.
-    if (out.reasons[refs.length]?.item?.holdId === t.holdId) return { ok: true, hold: toHold(record, now) };
-    const lost: string[] = [];
-    const missing: string[] = [];
-    out.reasons.forEach((r, i) => {
-      if (i >= refs.length || r.code !== "ConditionalCheckFailed") return;
-      (r.item ? lost : missing).push(requested[i]!);
+    const max = sale.event.maxSeatsPerFan;
+    return holdForFan(ctx, eventId, fanId, max, refs.length, async (now, ledgerAction) => {
+      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + holdSeconds * 1000 };
+      const record = holdRecord(t, amount, requested);
+      const items: TransactItem[] = refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, requested[i]!) }));
+      const recordIndex = items.length;
+      items.push({ Put: recordPut(ctx, record) });
+      const fanIndex = items.length;
+      items.push(ledgerAction(t.holdId, { seats: refs.length, expiresAt: t.expiresAt }));
+      const out = await transact(ctx, items);
+      if (out.ok) return { ok: true, hold: toHold(record, now) };
+      if (out.contention) return { ok: false, reason: "contention" };
+      // An SDK retry of a transaction that had committed: the record is there, with our hold id.
+      if (out.reasons[recordIndex]?.item?.holdId === t.holdId) return { ok: true, hold: toHold(record, now) };
+      // The fan's ledger moved since we counted (a parallel hold of the same fan): count again.
+      // Whatever the seats said, nothing is known about them until the count allows this hold.
+      if (out.reasons[fanIndex]?.code === "ConditionalCheckFailed") return "fan_changed";
+      const lost: string[] = [];
+      const missing: string[] = [];
+      out.reasons.forEach((r, i) => {
+        if (i >= refs.length || r.code !== "ConditionalCheckFailed") return;
+        (r.item ? lost : missing).push(requested[i]!);
+      });
+      if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
+      if (lost.length === 0) throw new Error("hold transaction cancelled on the hold record");
+      return { ok: false, reason: "seat_unavailable", seats: lost };
     });
-    if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
-    if (lost.length === 0) throw new Error("hold transaction cancelled on the hold record");
-    return { ok: false, reason: "seat_unavailable", seats: lost };
   });
 }
 
-async function holdOneSeat(ctx: Ctx, t: HoldTerms, ref: SeatRef, seatId: string): Promise<"held" | HoldResult> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await ctx.doc.send(new UpdateCommand(seatHoldUpdate(ctx, t, ref, seatId)));
-      return "held";
-    } catch (err) {
-      const failed = conditionFailure(err);
-      if (failed) {
-        // No old image: the key does not exist, and attribute_exists kept us from creating it.
-        return failed.item
-          ? { ok: false, reason: "seat_unavailable", seats: [seatId] }
-          : { ok: false, reason: "not_found", what: "seat", seats: [seatId] };
-      }
-      if (!isTransactionConflict(err)) throw err;
-      if (attempt + 1 >= SINGLE_WRITE_ATTEMPTS) return { ok: false, reason: "contention" };
-      await backoff(attempt, 15, 500);
-    }
+type LedgerAction = (holdId: string, entry: FanEntry) => TransactItem;
+/** `fan_changed`: the ledger's condition failed; `again`: try once more with the same count. */
+type Attempt = HoldResult | "fan_changed" | "again";
+
+/**
+ * Runs a hold under the fan's limit: reads the fan's ledger (consistent), refuses if the fan's
+ * bought seats plus unexpired held seats plus this hold would pass `max`, and otherwise lets
+ * `attempt` write its transaction with the ledger's conditional write in it. When the ledger
+ * changed in between, reads it again and retries (jittered), at most FAN_ATTEMPTS times.
+ */
+async function holdForFan(
+  ctx: Ctx,
+  eventId: string,
+  fanId: string,
+  max: number,
+  seats: number,
+  attempt: (now: number, ledgerAction: LedgerAction) => Promise<Attempt>,
+): Promise<HoldResult> {
+  let ledger = await readFan(ctx, eventId, fanId);
+  for (let conflicts = 0; ; ) {
+    const now = ctx.clock();
+    const { counted, expired } = countFan(ledger, now);
+    if (counted + seats > max) return { ok: false, reason: "seat_limit_exceeded", limit: max };
+    const seen = ledger;
+    const out = await attempt(now, (holdId, entry) => fanHoldAction(ctx, eventId, fanId, seen, expired, holdId, entry));
+    if (out === "again") continue;
+    if (out !== "fan_changed") return out;
+    conflicts++;
+    if (conflicts >= FAN_ATTEMPTS) return { ok: false, reason: "contention" };
+    await backoff(conflicts - 1, 10, 250);
+    ledger = await readFan(ctx, eventId, fanId);
   }
 }
 
@@ -267,8 +272,8 @@ export async function holdGeneralAdmission(
       return { ok: false, reason: "seat_limit_exceeded", limit: sale.event.maxSeatsPerFan };
     }
 
-    for (let round = 0; ; round++) {
-      const now = ctx.clock();
+    let reclaims = 0;
+    return holdForFan(ctx, eventId, fanId, sale.event.maxSeatsPerFan, quantity, async (now, ledgerAction) => {
       const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + holdSeconds * 1000 };
       const record = holdRecord(t, area.price * quantity, [], { areaId, quantity });
       const out = await transact(ctx, [
@@ -283,20 +288,23 @@ export async function holdGeneralAdmission(
           },
         },
         { Put: recordPut(ctx, record) },
+        ledgerAction(t.holdId, { seats: quantity, expiresAt: t.expiresAt }),
       ]);
       if (out.ok) return { ok: true, hold: toHold(record, now) };
       if (out.contention) return { ok: false, reason: "contention" };
       if (out.reasons[1]?.item?.holdId === t.holdId) return { ok: true, hold: toHold(record, now) };
+      if (out.reasons[2]?.code === "ConditionalCheckFailed") return "fan_changed";
       const areaReason = out.reasons[0];
       if (areaReason?.code !== "ConditionalCheckFailed") throw new Error("GA hold cancelled on the hold record");
       if (!areaReason.item) return { ok: false, reason: "not_found", what: "area" };
       const available = num(areaReason.item, "available");
       // Expired holds still count against `available` until someone returns them; do it now rather
       // than tell a fan "sold out" while expired places wait for the sweeper.
-      if (round < 2 && num(areaReason.item, "held") > 0) {
+      if (reclaims < 2 && num(areaReason.item, "held") > 0) {
+        reclaims++;
         // Try again when expired holds were found, even if a concurrent caller returned them first.
         const reclaimed = await reclaimExpiredAdmissions(ctx, eventId, areaId, now);
-        if (reclaimed.quantity > 0 || reclaimed.examined > 0) continue;
+        if (reclaimed.quantity > 0 || reclaimed.examined > 0) return "again";
         // None left to find: a release (or sweep) may have returned them since our attempt. The
         // answer is what the area holds now, with no expired hold left to count.
         const fresh = await ctx.doc.send(
@@ -307,11 +315,11 @@ export async function holdGeneralAdmission(
           }),
         );
         const availableNow = fresh.Item ? num(fresh.Item, "available") : available;
-        if (availableNow >= quantity) continue;
+        if (availableNow >= quantity) return "again";
         return { ok: false, reason: "insufficient_quantity", available: availableNow };
       }
       return { ok: false, reason: "insufficient_quantity", available };
-    }
+    });
   });
 }
 
@@ -359,7 +367,11 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
     if (!item) return { ok: false, reason: "not_found" };
     if (item.fanId !== fanId) return { ok: false, reason: "hold_not_owned" };
     if (item.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
-    if (item.status !== "held") return { ok: true, hold: toHold(item, ctx.clock()), releasedSeats: [] };
+    if (item.status !== "held") {
+      // A release that died after marking the record may have left the fan's entry: finish it.
+      if (item.status === "released") await removeFanEntry(ctx, eventId, fanId, holdId);
+      return { ok: true, hold: toHold(item, ctx.clock()), releasedSeats: [] };
+    }
 
     const now = ctx.clock();
     const areaId = typeof item.areaId === "string" ? item.areaId : undefined;
@@ -367,6 +379,7 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
       const refs = (item.seats as string[]).map((s) => parseSeatId(s)).filter((r): r is SeatRef => r !== null);
       const released = await Promise.all(refs.map((ref) => releaseSeat(ctx, eventId, holdId, ref)));
       const releasedSeats = refs.filter((_, i) => released[i]).map(seatIdOf);
+      let stored: Item;
       try {
         const out = await ctx.doc.send(
           new UpdateCommand({
@@ -380,13 +393,17 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
             ReturnValuesOnConditionCheckFailure: "ALL_OLD",
           }),
         );
-        return { ok: true, hold: toHold(out.Attributes ?? item, now), releasedSeats };
+        stored = out.Attributes ?? { ...item, status: "released" };
       } catch (err) {
         const failed = conditionFailure(err);
         if (!failed?.item) throw err;
         if (failed.item.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
-        return { ok: true, hold: toHold(failed.item, now), releasedSeats };
+        stored = failed.item;
       }
+      // Last, once the record no longer says held: a crash before this leaves the entry counting
+      // against the fan (never for the fan) until it expires or the release is repeated.
+      await removeFanEntry(ctx, eventId, fanId, holdId);
+      return { ok: true, hold: toHold(stored, now), releasedSeats };
     }
 
     const quantity = num(item, "quantity");
@@ -416,11 +433,16 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
       ],
       10,
     );
-    if (out.ok) return { ok: true, hold: toHold({ ...item, status: "released" }, now), releasedSeats: [] };
-    if (out.contention) throw new Error("release: transactions kept colliding");
-    const current = out.reasons[0]?.item;
-    if (!current) throw new Error("release: general-admission area missing");
-    if (current.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
-    return { ok: true, hold: toHold(current, now), releasedSeats: [] };
+    let stored: Item = { ...item, status: "released" };
+    if (!out.ok) {
+      if (out.contention) throw new Error("release: transactions kept colliding");
+      const current = out.reasons[0]?.item;
+      if (!current) throw new Error("release: general-admission area missing");
+      if (current.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
+      stored = current;
+    }
+    // After the record left `held` (as for seats above): the entry only ever outlives the hold.
+    if (stored.status === "released") await removeFanEntry(ctx, eventId, fanId, holdId);
+    return { ok: true, hold: toHold(stored, now), releasedSeats: [] };
   });
 }

@@ -4,7 +4,7 @@
  * keys and why each operation is safe under any amount of concurrency.
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { createEvent, createEventCache, getEvent } from "./events.js";
+import { createEvent, createEventCache, getEvent, saveRoomSettings } from "./events.js";
 import { getHold, hold, holdGeneralAdmission, release } from "./holds.js";
 import {
   confirm,
@@ -32,6 +32,7 @@ import type {
   GeneralAdmissionCounts,
   Hold,
   HoldResult,
+  OperatorRoomSettings,
   OutboxRecord,
   PendingPurchaseResult,
   Purchase,
@@ -55,8 +56,14 @@ export interface Inventory {
   /** Creates an event and writes all its seats, or replaces one that is not on sale yet. */
   createEvent(eventId: string, input: EventInput, options?: CreateEventOptions): Promise<CreateEventResult>;
   getEvent(eventId: string): Promise<EventDefinition | null>;
+  /** Keeps the operator's waiting-room settings on the event (restored with them after a Redis loss). */
+  saveRoomSettings(eventId: string, settings: Omit<OperatorRoomSettings, "updatedAt">): Promise<boolean>;
 
-  /** All or nothing: one conditional write for one seat, one transaction for several. */
+  /**
+   * All or nothing, one transaction (the seats, the hold record, the fan's ledger). Refused with
+   * `seat_limit_exceeded` when the fan's held and bought seats at this event plus these would pass
+   * maxSeatsPerFan, however many holds the fan has in flight.
+   */
   hold(eventId: string, fanId: string, seatIds: string[], holdSeconds: number): Promise<HoldResult>;
   holdGeneralAdmission(
     eventId: string,
@@ -116,6 +123,7 @@ export function createInventory(options: InventoryOptions): Inventory {
   return {
     createEvent: (eventId, input, opts) => createEvent(ctx, eventId, input, opts),
     getEvent: (eventId) => getEvent(ctx, eventId),
+    saveRoomSettings: (eventId, settings) => saveRoomSettings(ctx, eventId, settings),
     hold: (eventId, fanId, seatIds, holdSeconds) => hold(ctx, loadForSale, eventId, fanId, seatIds, holdSeconds),
     holdGeneralAdmission: (eventId, fanId, areaId, quantity, holdSeconds) =>
       holdGeneralAdmission(ctx, loadForSale, eventId, fanId, areaId, quantity, holdSeconds),

@@ -56,6 +56,18 @@ export function toEvent(item: Item): EventDefinition {
     totalSeats: num(item, "totalSeats"),
     createdAt: str(item, "createdAt"),
     updatedAt: str(item, "updatedAt"),
+    ...(item.roomSettings && typeof item.roomSettings === "object"
+      ? {
+          roomSettings: {
+            admitPerSecond: num(item.roomSettings as Item, "admitPerSecond"),
+            maxActive: num(item.roomSettings as Item, "maxActive"),
+            sessionSeconds: num(item.roomSettings as Item, "sessionSeconds"),
+            abandonSeconds: num(item.roomSettings as Item, "abandonSeconds"),
+            paused: (item.roomSettings as Item).paused === true,
+            updatedAt: str(item.roomSettings as Item, "updatedAt"),
+          },
+        }
+      : {}),
   };
 }
 

@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+
 /**
  * Every key string of the inventory, built here and nowhere else (docs/data-model.md lists them
  * with their access patterns). Every key starts with `EVT#<eventId>`, so one on-sale never
@@ -40,6 +42,16 @@ export function seatIdOf(ref: SeatRef): string {
 
 const pad = (n: number): string => String(n).padStart(PAD, "0");
 
+/**
+ * A fan id comes from the access token and may contain anything (`#` included), so it never goes
+ * into a key in clear: the fan's partition is named by the first 32 hex digits (128 bits) of its
+ * SHA-256, which no fan id can choose to collide with another's and which cannot spell a key of
+ * another entity. The clear id is an attribute of the item.
+ */
+export function fanKeyHash(fanId: string): string {
+  return createHash("sha256").update(fanId, "utf8").digest("hex").slice(0, 32);
+}
+
 export interface ItemKey {
   PK: string;
   SK: string;
@@ -59,6 +71,9 @@ export const keys = {
   generalAdmission: (eventId: string, areaId: string): ItemKey => ({ PK: `EVT#${eventId}#GA#${areaId}`, SK: "GA" }),
 
   hold: (eventId: string, holdId: string): ItemKey => ({ PK: `EVT#${eventId}#HOLD#${holdId}`, SK: "HOLD" }),
+
+  /** The seats one fan holds and has bought at one event (the maxSeatsPerFan ledger). */
+  fan: (eventId: string, fanId: string): ItemKey => ({ PK: `EVT#${eventId}#FAN#${fanKeyHash(fanId)}`, SK: "FAN" }),
 
   purchase: (eventId: string, purchaseId: string): ItemKey => ({
     PK: `EVT#${eventId}#PURCHASE#${purchaseId}`,

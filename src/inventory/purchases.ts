@@ -5,6 +5,7 @@
  */
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
+import { fanConfirmAction } from "./fans.js";
 import { getHoldItem, validFan } from "./holds.js";
 import { iso, toOutbox, toPurchase } from "./items.js";
 import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN } from "./keys.js";
@@ -131,7 +132,8 @@ export async function createPendingPurchase(
 /**
  * Confirms a pending purchase in ONE TransactWriteItems: every seat held -> sold (still held by
  * this hold and fan, hold unexpired), the hold held -> confirmed, the purchase pending ->
- * confirmed, and a BookingConfirmed outbox record, unsent. Any failed condition cancels all of it.
+ * confirmed, a BookingConfirmed outbox record, unsent, and the fan's ledger (the hold's entry
+ * moves to `bought`). Any failed condition cancels all of it.
  */
 export async function confirm(
   ctx: Ctx,
@@ -270,6 +272,12 @@ export async function confirm(
       });
     }
 
+    // The fan's ledger: the hold's entry becomes bought seats (the fan's total stays the same).
+    const fanIndex = items.length;
+    items.push(
+      fanConfirmAction(ctx, eventId, fanId, holdId, seats.length + (purchase.generalAdmission?.quantity ?? 0)),
+    );
+
     const out = await transact(ctx, items, 10);
     if (out.ok) return { ok: true, purchase: confirmed, alreadyConfirmed: false };
     if (out.contention) return { ok: false, reason: "contention" };
@@ -287,6 +295,10 @@ export async function confirm(
     const lost = seats.filter((_, i) => out.reasons[i]?.code === "ConditionalCheckFailed");
     if (holdWhy) return { ok: false, reason: holdWhy, ...(lost.length ? { seats: lost } : {}) };
     if (lost.length) return { ok: false, reason: "hold_expired", seats: lost };
+    // Hold and seats still fine, but the ledger has no entry for the hold: a hold on a gateway
+    // whose clock is ahead removed it as expired (or the hold predates the ledger). Buying it now
+    // could put the fan past maxSeatsPerFan, so it is expired for this purpose too.
+    if (out.reasons[fanIndex]?.code === "ConditionalCheckFailed") return { ok: false, reason: "hold_expired" };
     throw new Error(`confirm cancelled for no stated reason: ${out.reasons.map((r) => r.code).join(",")}`);
   });
 }

@@ -49,6 +49,20 @@ export interface EventDefinition extends EventInput {
   totalSeats: number;
   createdAt: string;
   updatedAt: string;
+  /**
+   * The waiting-room settings an operator set after the PUT (PATCH .../waiting-room), kept so
+   * that a room Redis lost is restored with them, not with the PUT's. Absent until a change.
+   */
+  roomSettings?: OperatorRoomSettings;
+}
+
+export interface OperatorRoomSettings {
+  admitPerSecond: number;
+  maxActive: number;
+  sessionSeconds: number;
+  abandonSeconds: number;
+  paused: boolean;
+  updatedAt: string;
 }
 
 export interface CreateEventProgress {
@@ -106,6 +120,11 @@ export type HoldResult =
   | { ok: false; reason: "not_found"; what: "event" | "seat" | "area"; seats?: string[] }
   /** Before onSaleAt, or while the event's seats are being (re)written. */
   | { ok: false; reason: "not_on_sale" }
+  /**
+   * The request alone is larger than the limit, or the fan's live held plus bought seats and
+   * places at this event would pass it (`limit`: the event's maxSeatsPerFan, or
+   * MAX_SEATS_PER_HOLD for one request). Nothing was written.
+   */
   | { ok: false; reason: "seat_limit_exceeded"; limit: number }
   | { ok: false; reason: "invalid_request"; message: string }
   /** Other transactions kept colliding on the same items; nothing was held. Retry later. */

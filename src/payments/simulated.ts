@@ -17,6 +17,7 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import type { Logger } from "../logger.js";
+import { neverSent, redisReady, trackRedis } from "../redis/availability.js";
 import { callScript, defineScripts, type RedisClient } from "../redis/scripts.js";
 import type { ChargeOutcome, LookupOutcome, PaymentProvider, RefundOutcome } from "./provider.js";
 import type { WebhookEvent } from "./webhook.js";
@@ -134,6 +135,7 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
 
   const keys = simulatedPaymentKeys(namespace);
   defineScripts(redis, ["payment-charge-4", "payment-refund-2"]);
+  trackRedis(redis);
 
   function emit(event: WebhookEvent): void {
     if (!onEvent) return;
@@ -167,6 +169,8 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
         ],
       );
     } catch (err) {
+      // Refused before it was sent (Redis not connected): nothing was charged, say so.
+      if (neverSent(err)) return unreachable();
       // The script may have run before the connection failed: nobody knows whether it charged.
       logger?.warn({ err, idempotencyKey }, "simulated payment charge: redis failed");
       return { kind: "unknown" };
@@ -200,6 +204,10 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
     }
   }
 
+  function unreachable(): ChargeOutcome {
+    return { kind: "error", code: "provider_error", message: "the payment provider is unreachable; nothing charged" };
+  }
+
   function eventOf(type: WebhookEvent["type"], data: WebhookEvent["data"]): WebhookEvent {
     return { id: newId("evt"), type, data };
   }
@@ -229,6 +237,9 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
       if (!Number.isSafeInteger(amount) || amount <= 0) {
         return { kind: "error", code: "invalid_request", message: "amount must be a positive integer of minor units" };
       }
+      // The provider's store is not reachable: the request never leaves, nothing is charged. (A
+      // real provider would be reached over HTTP; a refused connection means the same.)
+      if (!redisReady(redis)) return unreachable();
       const outcome = await decide(idempotencyKey, amount, paymentToken);
       // The slow token is slow on every call, a replay too: the caller always meets its timeout.
       if (paymentToken === simulatedTokens.timeout) await delay(timeoutDelayMs);
@@ -236,6 +247,7 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
     },
 
     async lookup(idempotencyKey): Promise<LookupOutcome> {
+      if (!redisReady(redis)) return { kind: "error", message: "the payment provider is unreachable" };
       try {
         const [outcome, chargeId, amount, reason] = await redis.hmget(
           keys.idem(idempotencyKey),
@@ -254,6 +266,7 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
     },
 
     async refund(chargeId, idempotencyKey): Promise<RefundOutcome> {
+      if (!redisReady(redis)) return { kind: "error", message: "the payment provider is unreachable" };
       let reply: RefundReply;
       try {
         reply = await callScript<RefundReply>(

@@ -12,12 +12,21 @@
  *      declined: purchase `failed`, the hold stays until it expires;
  *      unknown (timeout): left `pending`, resolved by the reconciler via lookup or the webhook.
  *
+ * Once the money is taken, the store failing (a DynamoDB timeout on the confirmation: it may have
+ * committed or not) never leads to a refund: the purchase stays `pending`, the fan is told so
+ * (202), and the reconciler settles it by reading what DynamoDB actually holds. A refund happens
+ * only after the purchase has been moved out of `pending` (pending -> failed with reason
+ * `refund_due`, then refunded): the confirmation is conditioned on `pending`, so one still on its
+ * way (sent before a timeout, arriving late with its old clock) can no longer commit once the
+ * money goes back. If that late confirmation wins the race instead, the purchase is confirmed
+ * and nothing is refunded.
+ *
  * Running any step again changes nothing it already changed, so the whole call is safe to repeat
  * (ten identical requests at once make one charge and one purchase), and `resolve` (reconciler,
  * webhook) may run concurrently with the request that started it.
  */
 import { createHash } from "node:crypto";
-import type { Inventory, Purchase } from "../inventory/index.js";
+import { type Inventory, InventoryUnavailableError, type Purchase } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { PaymentProvider } from "../payments/provider.js";
@@ -63,6 +72,14 @@ export interface PurchaseSagaDeps {
   reconciler?: ReconcileScheduler;
   paymentTimeoutMs: number;
 }
+
+/**
+ * The failure reason of a purchase taken out of `pending` because its charge must be refunded
+ * (the hold was lost): `failed` with this reason is a refund under way, not a final state.
+ */
+export const REFUND_DUE = "refund_due";
+
+const refundDue = (purchase: Purchase) => purchase.status === "failed" && purchase.failureReason === REFUND_DUE;
 
 /**
  * `<eventId>-<26 base32 chars>`: derived from the event, the fan and the fan's Idempotency-Key,
@@ -113,6 +130,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   const { inventory, payments, metrics, logger } = deps;
 
   const ended = (purchase: Purchase): PurchaseOutcome | null => {
+    if (refundDue(purchase)) return null;
     switch (purchase.status) {
       case "confirmed":
         return { kind: "confirmed", purchase };
@@ -156,15 +174,37 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       const now = await current(eventId, purchaseId, purchase);
       return ended(now) ?? { kind: "pending", purchase: now };
     }
-    // The hold is gone (expired, released, another's): the money must go back.
+    // The hold is gone (expired, released, another's): the money must go back. First out of
+    // `pending`, so that no confirmation still on its way can commit after the refund.
+    const fenced = await inventory.markPurchaseFailed(eventId, purchaseId, REFUND_DUE);
+    if (!fenced.ok) {
+      const now = await current(eventId, purchaseId, purchase);
+      if (now.status === "confirmed") {
+        // A confirmation sent earlier (one that timed out on its way) committed after all: the
+        // seats are sold to this purchase, and the money stays.
+        logger.info({ purchaseId }, "a late confirmation committed before the refund; kept");
+        if (sessionId) await deps.waitingRoom.completeSession(eventId, sessionId).catch(() => undefined);
+        return { kind: "confirmed", purchase: now };
+      }
+      return (
+        ended(now) ??
+        (refundDue(now) ? refundCharged(now, chargeId, confirmed.reason) : { kind: "pending", purchase: now })
+      );
+    }
+    return refundCharged(fenced.purchase, chargeId, confirmed.reason);
+  }
+
+  /** The compensation of a purchase already taken out of `pending` (refund_due): refund, then mark it refunded. */
+  async function refundCharged(purchase: Purchase, chargeId: string, reason: string): Promise<PurchaseOutcome> {
+    const { eventId, purchaseId } = purchase;
     const refund = await payments.refund(chargeId, `refund-${purchaseId}`);
     if (refund.kind !== "refunded") {
       logger.warn({ purchaseId, chargeId, err: refund.message }, "refund failed; the reconciler will retry");
       return { kind: "pending", purchase };
     }
-    const marked = await inventory.markPurchaseRefunded(eventId, purchaseId, confirmed.reason, chargeId);
+    const marked = await inventory.markPurchaseRefunded(eventId, purchaseId, reason, chargeId);
     metrics.purchases.inc({ outcome: "refunded" });
-    logger.info({ purchaseId, chargeId, reason: confirmed.reason }, "charged but the hold was lost: refunded");
+    logger.info({ purchaseId, chargeId, reason }, "charged but the hold was lost: refunded");
     return { kind: "refunded", purchase: marked.ok ? marked.purchase : purchase };
   }
 
@@ -211,7 +251,19 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       const charge = await payments.charge(purchaseId, purchase.amount, request.paymentToken);
       switch (charge.kind) {
         case "charged":
-          return settleCharged(purchase, charge.chargeId, request.sessionId);
+          try {
+            return await settleCharged(purchase, charge.chargeId, request.sessionId);
+          } catch (err) {
+            // The money is taken and the confirmation's fate unknown (a store timeout may have
+            // committed it): never guess, and never refund here. The reconciler reads the truth.
+            const unavailable = err instanceof InventoryUnavailableError;
+            logger[unavailable ? "warn" : "error"](
+              { purchaseId, err: unavailable ? (err as Error).message : err },
+              "charged, confirmation not settled; left pending for the reconciler",
+            );
+            metrics.purchases.inc({ outcome: "pending" });
+            return { kind: "pending", purchase };
+          }
         case "declined":
           return fail(purchase, "declined");
         case "unknown":
@@ -233,6 +285,19 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       if (!purchase) return null;
       const done = ended(purchase);
       if (done) return done;
+      if (refundDue(purchase)) {
+        // A refund that was decided but not finished (the provider failed, or a crash).
+        const found = await payments.lookup(purchaseId);
+        if (found.kind === "charged") {
+          if (found.refunded) {
+            const marked = await inventory.markPurchaseRefunded(eventId, purchaseId, REFUND_DUE, found.chargeId);
+            return { kind: "refunded", purchase: marked.ok ? marked.purchase : purchase };
+          }
+          return refundCharged(purchase, found.chargeId, REFUND_DUE);
+        }
+        // Only a charge is ever marked refund_due; the provider's answer per key is final.
+        throw new Error(`refund due for ${purchaseId}, but the payment lookup says ${found.kind}`);
+      }
       if (options.minAgeMs && Date.now() - Date.parse(purchase.createdAt) < options.minAgeMs) {
         return { kind: "pending", purchase };
       }

@@ -5,10 +5,19 @@
  * instance relays to its Server-Sent Events clients.
  *
  * It may lag the truth by a few seconds. It is never consulted to decide who owns a seat.
+ *
+ * Versions (the ETag) are `<generation>.<counter>`: every fill draws a random 64-bit generation,
+ * so a section loaded again after Redis lost its data never repeats a version served before the
+ * loss, and an old If-None-Match cannot get a false 304.
+ *
+ * While Redis is down, `sectionFromStore` and `availabilityFromStore` read DynamoDB directly: one
+ * load per section at a time in this process (single flight), kept in memory for a moment, so a
+ * crowd of readers does not become a crowd of DynamoDB queries. Their versions start with `db.`.
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
+import { redisReady, requireRedis, trackRedis } from "../redis/availability.js";
 import { callScript, defineScripts, type RedisClient } from "../redis/scripts.js";
 
 export type SeatStatus = "available" | "held" | "sold";
@@ -23,7 +32,12 @@ export interface SeatRow {
 /** Where a section is loaded from on a miss: the authoritative store. */
 export interface SectionSource {
   loadSection(eventId: string, sectionId: string): Promise<SeatRow[] | null>;
+  /** Available seats of a section, cheaper than loading it (optional: counted from loadSection). */
+  countAvailable?(eventId: string, sectionId: string): Promise<number>;
 }
+
+/** How long a direct read of the store is served from memory while Redis is down. */
+export const STORE_READ_TTL_MS = 2_000;
 
 export interface CachedSection {
   sectionId: string;
@@ -69,6 +83,25 @@ export interface SeatMapCache {
   availability(eventId: string): Promise<Record<string, number>>;
   /** The hot-seat shield: filters holds that cannot win and leases the seats of one that can. */
   shield(eventId: string, seatIds: string[], leaseMs: number): Promise<ShieldResult>;
+  /** A section read from the store, bypassing Redis (when it is down); null when it does not exist. */
+  sectionFromStore(eventId: string, sectionId: string): Promise<CachedSection | null>;
+  /** Available seats per section from the store, bypassing Redis (when it is down). */
+  availabilityFromStore(eventId: string, sectionIds: readonly string[]): Promise<Record<string, number>>;
+}
+
+/** Single flight plus a short memory: concurrent and repeated loads of one key share one load. */
+function memo<T>(ttlMs: number, maxEntries = 1_000) {
+  const entries = new Map<string, { value: Promise<T>; until: number }>();
+  return (key: string, load: () => Promise<T>): Promise<T> => {
+    const now = Date.now();
+    const hit = entries.get(key);
+    if (hit && hit.until > now) return hit.value;
+    if (entries.size >= maxEntries) entries.clear();
+    const value = load();
+    entries.set(key, { value, until: now + ttlMs });
+    value.catch(() => entries.delete(key));
+    return value;
+  };
 }
 
 export function createSeatMapCache(deps: {
@@ -78,9 +111,11 @@ export function createSeatMapCache(deps: {
   logger: Logger;
 }): SeatMapCache {
   const { redis, source, metrics } = deps;
+  trackRedis(redis);
   defineScripts(redis, ["seatmap-load-5", "seatmap-apply-6", "shield-n", "lease-release-n"]);
 
   const script = async <T>(name: string, keys: string[], args: (string | number)[], variable = false) => {
+    requireRedis(redis, name);
     try {
       const out = await callScript<T>(redis, name, keys, args, variable);
       metrics.redisScripts.inc({ script: name, outcome: "ok" });
@@ -101,7 +136,7 @@ export function createSeatMapCache(deps: {
       [k.st, k.idx, k.exp, k.meta, seatMapKeys.availability(eventId)],
       [
         force ? 1 : 0,
-        randomBytes(4).toString("hex"),
+        randomBytes(8).toString("hex"),
         sectionId,
         rows.map((r) => r.id).join(","),
         rows.map((r) => statusChar[r.status]).join(""),
@@ -113,6 +148,7 @@ export function createSeatMapCache(deps: {
 
   async function read(eventId: string, sectionId: string): Promise<CachedSection | null> {
     const k = seatMapKeys.section(eventId, sectionId);
+    requireRedis(redis, "seat-map read");
     const result = await redis.multi().hmget(k.meta, "gen", "v", "ids").get(k.st).exec();
     if (!result) return null;
     const [metaResult, stResult] = result;
@@ -127,6 +163,9 @@ export function createSeatMapCache(deps: {
       seats: seatIds.map((id, i) => ({ id, status: charStatus[st[i] ?? "a"] ?? "available" })),
     };
   }
+
+  const storeSections = memo<CachedSection | null>(STORE_READ_TTL_MS);
+  const storeCounts = memo<number>(STORE_READ_TTL_MS);
 
   // A spike of first readers of a cold section makes one DynamoDB load per process, not thousands.
   const filling = new Map<string, Promise<boolean>>();
@@ -167,6 +206,7 @@ export function createSeatMapCache(deps: {
     },
 
     async version(eventId, sectionId) {
+      requireRedis(redis, "seat-map version");
       const [gen, v] = await redis.hmget(seatMapKeys.section(eventId, sectionId).meta, "gen", "v");
       return gen && v ? `${gen}.${v}` : null;
     },
@@ -174,11 +214,14 @@ export function createSeatMapCache(deps: {
     rebuild: (eventId, sectionId) => fill(eventId, sectionId, true),
 
     async availability(eventId) {
+      requireRedis(redis, "seat-map availability");
       const raw = await redis.hgetall(seatMapKeys.availability(eventId));
       return Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
     },
 
     async shield(eventId, seatIds, leaseMs) {
+      // Redis down: no filter, no lease; DynamoDB alone decides (and nothing waits for a reconnect).
+      if (!redisReady(redis)) return { kind: "bypass", release: async () => {} };
       const owner = randomBytes(9).toString("base64url");
       const bySection = new Map<string, string[]>();
       for (const id of seatIds) {
@@ -209,6 +252,30 @@ export function createSeatMapCache(deps: {
         else leased.push(...ids);
       }
       return bypass && leased.length === 0 ? { kind: "bypass", release } : { kind: "leased", owner, release };
+    },
+
+    sectionFromStore: (eventId, sectionId) =>
+      storeSections(`${eventId}/${sectionId}`, async () => {
+        const rows = await source.loadSection(eventId, sectionId);
+        if (!rows) return null;
+        return {
+          sectionId,
+          version: `db.${randomBytes(8).toString("hex")}`,
+          seats: rows.map((r) => ({ id: r.id, status: r.status })),
+        };
+      }),
+
+    async availabilityFromStore(eventId, sectionIds) {
+      const counts = await Promise.all(
+        sectionIds.map((sectionId) =>
+          storeCounts(`${eventId}/${sectionId}`, async () => {
+            if (source.countAvailable) return source.countAvailable(eventId, sectionId);
+            const rows = await source.loadSection(eventId, sectionId);
+            return rows ? rows.filter((r) => r.status === "available").length : 0;
+          }),
+        ),
+      );
+      return Object.fromEntries(sectionIds.map((id, i) => [id, counts[i] ?? 0]));
     },
   };
 }

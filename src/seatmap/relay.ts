@@ -2,9 +2,14 @@
  * Relays an event's seat changes from Redis pub/sub to this instance's Server-Sent Events
  * clients. One subscriber connection per process; a channel is subscribed while at least one
  * local client watches that event, so ten thousand browsers cost Redis one subscription.
+ *
+ * When Redis goes away the streams stay open (heartbeats go on); ioredis subscribes the channels
+ * again when it reconnects (autoResubscribe), and every watcher is told (`onResume`): changes
+ * made meanwhile were not relayed, so a client should read the seat map again.
  */
 import type { Redis } from "ioredis";
 import type { Logger } from "../logger.js";
+import { onRedisReconnect, redisReady, trackRedis } from "../redis/availability.js";
 import { seatMapKeys } from "./cache.js";
 
 export interface SeatChange {
@@ -14,20 +19,26 @@ export interface SeatChange {
 
 export type SeatListener = (changes: SeatChange[]) => void;
 
+export interface WatchOptions {
+  /** Called when the relay is connected again after losing Redis: changes may have been missed. */
+  onResume?: () => void;
+}
+
 export interface SeatChangeRelay {
   /** Starts delivering the event's changes to `listener`; returns the function that stops it. */
-  watch(eventId: string, listener: SeatListener): Promise<() => void>;
+  watch(eventId: string, listener: SeatListener, options?: WatchOptions): Promise<() => void>;
   /** Number of local watchers, for metrics and tests. */
   watchers(): number;
   close(): Promise<void>;
 }
 
 export function createSeatChangeRelay(subscriber: Redis, logger: Logger): SeatChangeRelay {
-  const listeners = new Map<string, Set<SeatListener>>();
+  const listeners = new Map<string, Map<SeatListener, WatchOptions>>();
+  trackRedis(subscriber);
 
   subscriber.on("message", (channel: string, message: string) => {
-    const set = listeners.get(channel);
-    if (!set || set.size === 0) return;
+    const watching = listeners.get(channel);
+    if (!watching || watching.size === 0) return;
     let changes: SeatChange[];
     try {
       changes = JSON.parse(message) as SeatChange[];
@@ -35,19 +46,45 @@ export function createSeatChangeRelay(subscriber: Redis, logger: Logger): SeatCh
       logger.warn({ channel }, "ignoring a malformed seat-change message");
       return;
     }
-    for (const listener of set) listener(changes);
+    for (const listener of watching.keys()) listener(changes);
+  });
+
+  const subscribe = (channel: string) =>
+    subscriber.subscribe(channel).catch((err: unknown) => {
+      logger.warn({ err: (err as Error).message, channel }, "seat-change subscription failed");
+    });
+
+  const stopResuming = onRedisReconnect(subscriber, () => {
+    logger.info({ channels: listeners.size }, "seat-change relay reconnected; streams told to read again");
+    // autoResubscribe covers channels subscribed before the loss; a subscription asked for while
+    // Redis was away may have failed. Subscribing again is harmless (no duplicate messages).
+    for (const channel of listeners.keys()) void subscribe(channel);
+    for (const watching of listeners.values()) {
+      for (const options of watching.values()) {
+        try {
+          options.onResume?.();
+        } catch (err) {
+          logger.warn({ err: (err as Error).message }, "a seat-change watcher failed to resume");
+        }
+      }
+    }
   });
 
   return {
-    async watch(eventId, listener) {
+    async watch(eventId, listener, options = {}) {
       const channel = seatMapKeys.channel(eventId);
-      let set = listeners.get(channel);
-      if (!set) {
-        set = new Set();
-        listeners.set(channel, set);
+      let watching = listeners.get(channel);
+      if (!watching) {
+        watching = new Map();
+        listeners.set(channel, watching);
       }
-      set.add(listener);
-      if (set.size === 1) await subscriber.subscribe(channel);
+      watching.set(listener, options);
+      if (watching.size === 1) {
+        // Connected: wait for the subscription, so the caller's "ready" means "live". Not
+        // connected: ioredis sends it when Redis is back; the stream opens now and is resumed.
+        if (redisReady(subscriber)) await subscribe(channel);
+        else void subscribe(channel);
+      }
       return () => {
         const current = listeners.get(channel);
         if (!current) return;
@@ -60,6 +97,7 @@ export function createSeatChangeRelay(subscriber: Redis, logger: Logger): SeatCh
     },
     watchers: () => [...listeners.values()].reduce((n, s) => n + s.size, 0),
     async close() {
+      stopResuming();
       listeners.clear();
       subscriber.disconnect();
     },

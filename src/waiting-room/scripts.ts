@@ -18,7 +18,7 @@ const FILES = {
   openNow: "open-now-9.lua",
   endSession: "end-session-8.lua",
   lotteryPage: "lottery-page-8.lua",
-  sessionActive: "session-active-1.lua",
+  sessionActive: "session-active-2.lua",
 } as const;
 
 const READ_ONLY: ReadonlySet<ScriptName> = new Set(["sessionActive"]);

@@ -4,7 +4,9 @@
  * is asked for, nor the reverse, and each names one event.
  *
  * Claims: `iss` "onsale-gateway", `kind` "queue" | "access", `sub` fanId, `evt` eventId, `iat`,
- * `exp`; access tokens add `sid` (the session id that isSessionActive checks on claim paths).
+ * `exp`, `epoch` (the waiting room's epoch when the token was issued; absent for a room created
+ * before epochs existed); access tokens add `sid` (the session id that isSessionActive checks on
+ * claim paths).
  */
 import { webcrypto } from "node:crypto";
 import { SignJWT, jwtVerify } from "jose";
@@ -17,6 +19,8 @@ export interface QueueTokenClaims {
   kind: "queue";
   fanId: string;
   eventId: string;
+  /** The room epoch the token was issued in; undefined for a token without one. */
+  epoch: string | undefined;
   issuedAt: Date;
   expiresAt: Date;
 }
@@ -26,6 +30,8 @@ export interface AccessTokenClaims {
   fanId: string;
   eventId: string;
   sessionId: string;
+  /** The room epoch the session was admitted in; undefined for a token without one. */
+  epoch: string | undefined;
   issuedAt: Date;
   expiresAt: Date;
 }
@@ -39,11 +45,12 @@ export type TokenFailure = "malformed" | "bad_signature" | "expired" | "wrong_ki
 export type TokenCheck<C> = { ok: true; claims: C } | { ok: false; reason: TokenFailure };
 
 export interface TokenService {
-  signQueueToken(input: { fanId: string; eventId: string }): Promise<string>;
+  signQueueToken(input: { fanId: string; eventId: string; epoch?: string | undefined }): Promise<string>;
   signAccessToken(input: {
     fanId: string;
     eventId: string;
     sessionId: string;
+    epoch?: string | undefined;
     issuedAt: Date;
     expiresAt: Date;
   }): Promise<string>;
@@ -86,10 +93,11 @@ export function createTokenService(options: TokenOptions): TokenService {
         currentDate: new Date(now()),
         requiredClaims: ["sub", "iat", "exp"],
       });
-      const { sub, evt, sid, iat, exp } = payload;
+      const { sub, evt, sid, iat, exp, epoch } = payload;
       if (typeof sub !== "string" || typeof evt !== "string" || !iat || !exp) {
         return { ok: false as const, reason: "malformed" as const };
       }
+      if (epoch !== undefined && typeof epoch !== "string") return { ok: false as const, reason: "malformed" as const };
       if (payload.kind !== kind) return { ok: false as const, reason: "wrong_kind" as const };
       if (evt !== eventId) return { ok: false as const, reason: "wrong_event" as const };
       return {
@@ -97,6 +105,7 @@ export function createTokenService(options: TokenOptions): TokenService {
         fanId: sub,
         eventId: evt,
         sessionId: typeof sid === "string" ? sid : undefined,
+        epoch,
         issuedAt: new Date(iat * 1000),
         expiresAt: new Date(exp * 1000),
       };
@@ -106,9 +115,9 @@ export function createTokenService(options: TokenOptions): TokenService {
   }
 
   return {
-    async signQueueToken({ fanId, eventId }) {
+    async signQueueToken({ fanId, eventId, epoch }) {
       const iat = Math.floor(now() / 1000);
-      return new SignJWT({ kind: "queue", evt: eventId })
+      return new SignJWT({ kind: "queue", evt: eventId, ...(epoch ? { epoch } : {}) })
         .setProtectedHeader({ alg: "HS256", typ: "JWT" })
         .setIssuer(TOKEN_ISSUER)
         .setSubject(fanId)
@@ -117,11 +126,11 @@ export function createTokenService(options: TokenOptions): TokenService {
         .sign(await key());
     },
 
-    async signAccessToken({ fanId, eventId, sessionId, issuedAt, expiresAt }) {
+    async signAccessToken({ fanId, eventId, sessionId, epoch, issuedAt, expiresAt }) {
       // Deterministic for one session (iat = admission, exp = session expiry rounded up to the
       // second JWTs count in): every poll of an admitted fan returns the same token. The session
       // in Redis stays the authority (isSessionActive); the token never expires before it.
-      return new SignJWT({ kind: "access", evt: eventId, sid: sessionId })
+      return new SignJWT({ kind: "access", evt: eventId, sid: sessionId, ...(epoch ? { epoch } : {}) })
         .setProtectedHeader({ alg: "HS256", typ: "JWT" })
         .setIssuer(TOKEN_ISSUER)
         .setSubject(fanId)
@@ -139,6 +148,7 @@ export function createTokenService(options: TokenOptions): TokenService {
           kind: "queue",
           fanId: v.fanId,
           eventId: v.eventId,
+          epoch: v.epoch,
           issuedAt: v.issuedAt,
           expiresAt: v.expiresAt,
         },
@@ -156,6 +166,7 @@ export function createTokenService(options: TokenOptions): TokenService {
           fanId: v.fanId,
           eventId: v.eventId,
           sessionId: v.sessionId,
+          epoch: v.epoch,
           issuedAt: v.issuedAt,
           expiresAt: v.expiresAt,
         },

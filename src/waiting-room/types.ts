@@ -96,6 +96,11 @@ export interface ConfigureInput {
   abandonSeconds?: number;
 }
 
+/** What a restore configures a lost room with: the stored settings, paused or not. */
+export interface RestoreInput extends ConfigureInput {
+  paused?: boolean;
+}
+
 export type ConfigureResult =
   | { ok: true; created: boolean; changed: boolean; settings: RoomSettings; info: WaitingRoomInfo }
   | Invalid
@@ -110,7 +115,17 @@ export type JoinResult =
   | Unavailable;
 
 export type StatusResult =
-  | { ok: true; fanId: string; place: FanPlace }
+  | {
+      ok: true;
+      fanId: string;
+      place: FanPlace;
+      /**
+       * Set when the fan's token came from another room epoch (Redis lost the line and the room
+       * was created again) and the fan was given a place in the new line, as a join would; with
+       * the queue token of the new epoch.
+       */
+      replaced?: { queueToken: string };
+    }
   | NotFound
   | { ok: false; reason: "not_joined" }
   | { ok: false; reason: "token"; token: TokenFailure }
@@ -143,7 +158,15 @@ export type EndSessionResult =
   | { ok: false; reason: "unknown_session" }
   | Unavailable;
 
-export type SessionActiveResult = { ok: true; active: boolean } | Unavailable;
+/**
+ * `decided: false` when this room cannot know the session: it has another epoch than the token
+ * (Redis lost the room, which was created again) or there is no room. The token is then trusted
+ * on its signature and expiry alone, as while Redis is down. `active` is false then.
+ */
+export type SessionActiveResult = { ok: true; active: boolean; decided: boolean } | Unavailable;
+
+/** How a missing room was dealt with: created again from the stored event, or not. */
+export type RestoreOutcome = "restored" | "exists" | "no_event" | "unavailable";
 
 export type LotteryPageResult =
   | { ok: true; preQueued: number; offset: number; fanIds: string[] }
@@ -156,7 +179,8 @@ export interface SettingsChange {
   /** Stream entry id. */
   id: string;
   at: string;
-  kind: "create" | "configure" | "settings" | "open";
+  /** `restore`: created again from the stored event after Redis lost it. */
+  kind: "create" | "configure" | "settings" | "open" | "restore";
   fields: Record<string, string>;
 }
 

@@ -4,9 +4,11 @@
  * validates input, runs the scripts, turns their replies into domain results and signs tokens.
  * It knows nothing of HTTP; the gateway maps results to status codes.
  */
+import { randomBytes } from "node:crypto";
 import type { Cluster, Redis } from "ioredis";
 import { z } from "zod";
 import type { Logger } from "../logger.js";
+import { redisReady, trackRedis } from "../redis/availability.js";
 import { adviseFan } from "./advice.js";
 import { OUTCOME_MESSAGES, scriptOutcome } from "./codes.js";
 import {
@@ -23,6 +25,7 @@ import { registerScripts, type ScriptName } from "./scripts.js";
 import { createTokenService, type AccessTokenClaims, type QueueTokenClaims, type TokenCheck } from "./tokens.js";
 import type {
   ConfigureInput,
+  RestoreInput,
   ConfigureResult,
   EndSessionResult,
   FanPlace,
@@ -33,6 +36,7 @@ import type {
   NotFound,
   OpenNowResult,
   RemoveResult,
+  RestoreOutcome,
   RoomSettings,
   RoomState,
   SessionActiveResult,
@@ -57,6 +61,12 @@ export interface WaitingRoomOptions {
   /** Where the .lua files are; default lua/waiting-room/ of this repository. */
   luaDir?: string;
   queueTokenTtlSeconds?: number;
+  /**
+   * Where a room that Redis lost is configured again from: the event's stored settings (the
+   * gateway reads them from DynamoDB), or null when there is no such event. Without it a missing
+   * room stays missing (`not_found`).
+   */
+  restore?: (eventId: string) => Promise<RestoreInput | null>;
 }
 
 export interface WaitingRoom {
@@ -68,8 +78,12 @@ export interface WaitingRoom {
   join(eventId: string, fanId: string): Promise<JoinResult>;
   /** The place named by a queue token; the call counts as the poll that keeps the place. */
   status(eventId: string, queueToken: string): Promise<StatusResult>;
-  /** The same, by fan id (for callers that already authenticated the fan). */
-  statusOf(eventId: string, fanId: string): Promise<StatusResult>;
+  /**
+   * The same, by fan id (for callers that already authenticated the fan). With `rejoin`, a fan the
+   * line does not know whose token came from another room epoch (Redis lost the line) is given a
+   * place in the new line, as a join would (`replaced` in the result).
+   */
+  statusOf(eventId: string, fanId: string, options?: { rejoin?: { epoch: string | undefined } }): Promise<StatusResult>;
   /** Public info (`GET /v1/events/{eventId}/waiting-room`). */
   info(eventId: string): Promise<InfoResult>;
   /** Operator stats and settings in force. */
@@ -82,8 +96,22 @@ export interface WaitingRoom {
   completeSession(eventId: string, sessionId: string): Promise<EndSessionResult>;
   /** The operator ends a session; the fan may not join this event again. */
   revokeSession(eventId: string, sessionId: string): Promise<EndSessionResult>;
-  /** One Redis round trip: is this session neither expired, completed nor revoked? */
-  isSessionActive(eventId: string, sessionId: string): Promise<SessionActiveResult>;
+  /**
+   * One Redis round trip: is this session neither expired, completed nor revoked? With the
+   * token's `epoch` (claim paths), a room of another epoch, or none, answers `decided: false`;
+   * without it the room answers whatever its epoch (a missing room: not active).
+   */
+  isSessionActive(eventId: string, sessionId: string, epoch?: string): Promise<SessionActiveResult>;
+  /**
+   * Creates the room again from the stored event if Redis lost it (never touches an existing
+   * room). Single flight per event in this process; idempotent across processes.
+   */
+  restoreRoom(eventId: string): Promise<RestoreOutcome>;
+  /**
+   * For reads that do not touch the room (the seat map): checks, at most every few seconds per
+   * event, that the room exists, and restores it in the background if not. Never waits, never throws.
+   */
+  ensureRoom(eventId: string): void;
   verifyQueueToken(token: string, eventId: string): Promise<TokenCheck<QueueTokenClaims>>;
   verifyAccessToken(token: string, eventId: string): Promise<TokenCheck<AccessTokenClaims>>;
   /** The drawn pre-queue in lottery order, a page at a time (for audit). */
@@ -134,7 +162,14 @@ const FAN_STATUSES: readonly FanStatusName[] = [
   "expired",
   "revoked",
 ];
-const CHANGE_KINDS: readonly SettingsChange["kind"][] = ["create", "configure", "settings", "open"];
+const CHANGE_KINDS: readonly SettingsChange["kind"][] = ["create", "configure", "settings", "open", "restore"];
+
+/** How long a "no such event" answer of `restore` is remembered (a flood of unknown ids). */
+const NO_EVENT_MEMORY_MS = 5_000;
+/** How often ensureRoom looks at one event's room. */
+const ENSURE_EVERY_MS = 5_000;
+/** At most one "redis is down" line per operation this often. */
+const DOWN_LOG_EVERY_MS = 10_000;
 
 class ReplyShapeError extends Error {
   override name = "ReplyShapeError";
@@ -215,6 +250,7 @@ function statsFrom(f: Fields): WaitingRoomStats {
 
 export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   const { redis } = options;
+  trackRedis(redis);
   const log = options.logger?.child({ module: "waiting-room" });
   const run = registerScripts(redis, options.luaDir);
   const tokens = createTokenService({
@@ -222,14 +258,88 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
   });
 
-  /** Redis and reply failures become `unavailable`; nothing was decided, the caller may retry. */
+  const downLoggedAt = new Map<string, number>();
+  const logDown = (op: string, eventId: string, message: string) => {
+    const now = Date.now();
+    if ((downLoggedAt.get(op) ?? 0) > now) return;
+    downLoggedAt.set(op, now + DOWN_LOG_EVERY_MS);
+    log?.warn({ op, eventId, err: message }, "waiting room unavailable: redis is not connected");
+  };
+
+  /**
+   * Redis and reply failures become `unavailable`; nothing was decided, the caller may retry.
+   * While the client is not connected nothing is sent: the answer is immediate, not a retry loop.
+   */
   async function guarded<T>(op: string, eventId: string, fn: () => Promise<T>): Promise<T | Unavailable> {
+    if (!redisReady(redis)) {
+      const message = `redis is ${redis.status}`;
+      logDown(op, eventId, message);
+      return { ok: false, reason: "unavailable", message };
+    }
     try {
       return await fn();
     } catch (err) {
-      log?.error({ err, op, eventId }, "waiting-room call failed");
+      if (redisReady(redis)) log?.error({ err, op, eventId }, "waiting-room call failed");
+      else logDown(op, eventId, (err as Error).message);
       return { ok: false, reason: "unavailable", message: (err as Error).message };
     }
+  }
+
+  // --- a room Redis lost is configured again from the stored event ---------------------------
+  const restoring = new Map<string, Promise<RestoreOutcome>>();
+  const noEventUntil = new Map<string, number>();
+  const ensuredUntil = new Map<string, number>();
+
+  function restoreRoom(eventId: string): Promise<RestoreOutcome> {
+    const source = options.restore;
+    if (!source || !isEventId(eventId)) return Promise.resolve("no_event");
+    if ((noEventUntil.get(eventId) ?? 0) > Date.now()) return Promise.resolve("no_event");
+    const pending = restoring.get(eventId);
+    if (pending) return pending;
+    const run = (async (): Promise<RestoreOutcome> => {
+      let input: RestoreInput | null;
+      try {
+        input = await source(eventId);
+      } catch (err) {
+        log?.warn({ err: (err as Error).message, eventId }, "cannot read the event to restore its waiting room");
+        return "unavailable";
+      }
+      if (!input) {
+        if (noEventUntil.size >= 10_000) noEventUntil.clear();
+        noEventUntil.set(eventId, Date.now() + NO_EVENT_MEMORY_MS);
+        return "no_event";
+      }
+      const { paused, ...configure } = input;
+      const result = await configureRoom(eventId, configure, "restore");
+      if (!result.ok) return result.reason === "unavailable" ? "unavailable" : "no_event";
+      if (!result.created) return "exists";
+      if (paused) {
+        // The operator had paused admission: the restored room stays paused.
+        const again = await api.updateSettings(eventId, { paused: true });
+        if (!again.ok) log?.warn({ eventId, reason: again.reason }, "restored room could not be paused again");
+      }
+      log?.warn(
+        { eventId, commitment: result.info.lottery.commitment, settings: result.settings },
+        "waiting room restored from the stored event (Redis had lost it): new lottery seed and epoch",
+      );
+      return "restored";
+    })().finally(() => restoring.delete(eventId));
+    restoring.set(eventId, run);
+    return run;
+  }
+
+  /** Runs `op`; when it finds no room and the stored event has one, restores it and runs it again. */
+  async function withRestore<R extends { ok: boolean; reason?: string }>(
+    eventId: string,
+    op: () => Promise<R>,
+  ): Promise<R | Unavailable> {
+    const first = await op();
+    if (first.ok || first.reason !== "not_found" || !options.restore) return first;
+    const restored = await restoreRoom(eventId);
+    if (restored === "unavailable") {
+      return { ok: false, reason: "unavailable", message: "the room could not be restored; retry" };
+    }
+    return restored === "no_event" ? first : op();
   }
 
   async function script(name: ScriptName, keys: readonly string[], args: readonly (string | number)[] = []) {
@@ -266,6 +376,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
           fanId,
           eventId,
           sessionId,
+          epoch: f.str("epoch"),
           issuedAt: new Date(f.num("admittedAt")),
           expiresAt,
         });
@@ -287,16 +398,90 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     return isEventId(eventId) ? waitingRoomKeys(eventId) : null;
   }
 
-  async function statusOf(eventId: string, fanId: string): Promise<StatusResult> {
-    const k = keysFor(eventId);
-    if (!k) return notFound;
-    if (!isFanId(fanId)) return { ok: false, reason: "not_joined" };
+  async function statusOnce(k: WaitingRoomKeys, eventId: string, fanId: string): Promise<StatusResult> {
     return guarded("status", eventId, async () => {
       const { reply, outcome } = await script("status", lineKeys(k), [fanId]);
       if (outcome === "not_found") return notFound;
       if (outcome === "not_joined") return { ok: false as const, reason: outcome };
       if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
       return { ok: true as const, fanId, place: await placeFrom(new Fields(reply), eventId, fanId) };
+    });
+  }
+
+  async function statusOf(
+    eventId: string,
+    fanId: string,
+    options: { rejoin?: { epoch: string | undefined } } = {},
+  ): Promise<StatusResult> {
+    const k = keysFor(eventId);
+    if (!k) return notFound;
+    if (!isFanId(fanId)) return { ok: false, reason: "not_joined" };
+    const found = await withRestore(eventId, () => statusOnce(k, eventId, fanId));
+    if (found.ok || found.reason !== "not_joined" || !options.rejoin) return found;
+    // Unknown fan. In the epoch that issued the token that cannot happen (a place is never
+    // forgotten), so the answer stands; from another epoch, Redis lost the line: a new place.
+    const epoch = await guarded("status", eventId, async () => (await redis.hget(k.room, "epoch")) ?? "");
+    if (typeof epoch !== "string") return epoch;
+    if (epoch === (options.rejoin.epoch ?? "")) return found;
+    const joined = await joinOnce(k, eventId, fanId);
+    if (!joined.ok) return joined.reason === "unavailable" ? joined : found;
+    log?.info({ eventId, fanId, position: joined.place.position }, "fan from a lost line placed in the new line");
+    return { ok: true, fanId, place: joined.place, replaced: { queueToken: joined.queueToken } };
+  }
+
+  async function joinOnce(k: WaitingRoomKeys, eventId: string, fanId: string): Promise<JoinResult> {
+    return guarded("join", eventId, async () => {
+      const { reply, outcome } = await script("join", lineKeys(k), [fanId]);
+      if (outcome === "not_found") return notFound;
+      if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
+      if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
+      const f = new Fields(reply);
+      const [place, queueToken] = await Promise.all([
+        placeFrom(f, eventId, fanId),
+        tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") }),
+      ]);
+      return { ok: true as const, created: f.flag("created"), fanId, queueToken, place };
+    });
+  }
+
+  async function configureRoom(
+    eventId: string,
+    input: ConfigureInput,
+    mode: "configure" | "restore",
+  ): Promise<ConfigureResult> {
+    const k = keysFor(eventId);
+    if (!k) return notFound;
+    const parsed = configureSchema.safeParse(input);
+    if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
+    const s = parsed.data;
+    // A fresh seed and epoch every call; the script keeps the first ones it stored.
+    const seed = generateSeed();
+    const epoch = randomBytes(8).toString("hex");
+    return guarded(mode, eventId, async () => {
+      const { reply, outcome } = await script("configure", lineKeysWithChanges(k), [
+        String(s.onSaleAt),
+        String(s.admitPerSecond),
+        String(s.maxActive),
+        String(s.sessionSeconds),
+        String(s.abandonSeconds),
+        seed,
+        commitmentOf(seed),
+        epoch,
+        mode,
+      ]);
+      if (outcome === "already_open") return { ok: false as const, reason: outcome };
+      if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
+      const f = new Fields(reply);
+      if (f.flag("changed") && mode === "configure") {
+        log?.info({ eventId, settings: s, created: f.flag("created") }, "waiting room configured");
+      }
+      return {
+        ok: true as const,
+        created: f.flag("created"),
+        changed: f.flag("changed"),
+        settings: settingsFrom(f),
+        info: infoFrom(f),
+      };
     });
   }
 
@@ -323,40 +508,8 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     });
   }
 
-  return {
-    async configure(eventId, input) {
-      const k = keysFor(eventId);
-      if (!k) return notFound;
-      const parsed = configureSchema.safeParse(input);
-      if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
-      const s = parsed.data;
-      // A fresh seed every call; the script keeps the first one it stored.
-      const seed = generateSeed();
-      return guarded("configure", eventId, async () => {
-        const { reply, outcome } = await script("configure", lineKeysWithChanges(k), [
-          String(s.onSaleAt),
-          String(s.admitPerSecond),
-          String(s.maxActive),
-          String(s.sessionSeconds),
-          String(s.abandonSeconds),
-          seed,
-          commitmentOf(seed),
-        ]);
-        if (outcome === "already_open") return { ok: false as const, reason: outcome };
-        if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
-        const f = new Fields(reply);
-        if (f.flag("changed")) {
-          log?.info({ eventId, settings: s, created: f.flag("created") }, "waiting room configured");
-        }
-        return {
-          ok: true as const,
-          created: f.flag("created"),
-          changed: f.flag("changed"),
-          settings: settingsFrom(f),
-          info: infoFrom(f),
-        };
-      });
-    },
+  const api: WaitingRoom = {
+    configure: (eventId, input) => configureRoom(eventId, input, "configure"),
 
     async openNow(eventId) {
       const k = keysFor(eventId);
@@ -374,25 +527,14 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       const k = keysFor(eventId);
       if (!k) return notFound;
       if (!isFanId(fanId)) return { ok: false, reason: "invalid_fan" };
-      return guarded("join", eventId, async () => {
-        const { reply, outcome } = await script("join", lineKeys(k), [fanId]);
-        if (outcome === "not_found") return notFound;
-        if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
-        if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
-        const f = new Fields(reply);
-        const [place, queueToken] = await Promise.all([
-          placeFrom(f, eventId, fanId),
-          tokens.signQueueToken({ fanId, eventId }),
-        ]);
-        return { ok: true as const, created: f.flag("created"), fanId, queueToken, place };
-      });
+      return withRestore(eventId, () => joinOnce(k, eventId, fanId));
     },
 
     async status(eventId, queueToken) {
       if (!isEventId(eventId)) return notFound;
       const check = await tokens.verifyQueueToken(queueToken, eventId);
       if (!check.ok) return { ok: false, reason: "token", token: check.reason };
-      return statusOf(eventId, check.claims.fanId);
+      return statusOf(eventId, check.claims.fanId, { rejoin: { epoch: check.claims.epoch } });
     },
 
     statusOf,
@@ -400,24 +542,28 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     async info(eventId) {
       const k = keysFor(eventId);
       if (!k) return notFound;
-      return guarded("info", eventId, async () => {
-        const { reply, outcome } = await script("snapshot", lineKeys(k));
-        if (outcome === "not_found") return notFound;
-        if (outcome) throw new ReplyShapeError(`snapshot: unexpected ${outcome}`);
-        return { ok: true as const, info: infoFrom(new Fields(reply)) };
-      });
+      return withRestore(eventId, () =>
+        guarded("info", eventId, async () => {
+          const { reply, outcome } = await script("snapshot", lineKeys(k));
+          if (outcome === "not_found") return notFound;
+          if (outcome) throw new ReplyShapeError(`snapshot: unexpected ${outcome}`);
+          return { ok: true as const, info: infoFrom(new Fields(reply)) };
+        }),
+      );
     },
 
     async stats(eventId) {
       const k = keysFor(eventId);
       if (!k) return notFound;
-      return guarded("stats", eventId, async () => {
-        const { reply, outcome } = await script("snapshot", lineKeys(k));
-        if (outcome === "not_found") return notFound;
-        if (outcome) throw new ReplyShapeError(`snapshot: unexpected ${outcome}`);
-        const f = new Fields(reply);
-        return { ok: true as const, stats: statsFrom(f), settings: settingsFrom(f) };
-      });
+      return withRestore(eventId, () =>
+        guarded("stats", eventId, async () => {
+          const { reply, outcome } = await script("snapshot", lineKeys(k));
+          if (outcome === "not_found") return notFound;
+          if (outcome) throw new ReplyShapeError(`snapshot: unexpected ${outcome}`);
+          const f = new Fields(reply);
+          return { ok: true as const, stats: statsFrom(f), settings: settingsFrom(f) };
+        }),
+      );
     },
 
     async updateSettings(eventId, patch) {
@@ -430,15 +576,17 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
         if (value === undefined) continue;
         args.push(name, typeof value === "boolean" ? (value ? "1" : "0") : String(value));
       }
-      return guarded("updateSettings", eventId, async () => {
-        const { reply, outcome } = await script("updateSettings", lineKeysWithChanges(k), args);
-        if (outcome === "not_found") return notFound;
-        if (outcome) throw new ReplyShapeError(`updateSettings: unexpected ${outcome}`);
-        const f = new Fields(reply);
-        const changed = f.num("changed");
-        if (changed > 0) log?.info({ eventId, patch: parsed.data }, "waiting-room settings changed");
-        return { ok: true as const, changed, settings: settingsFrom(f) };
-      });
+      return withRestore(eventId, () =>
+        guarded("updateSettings", eventId, async () => {
+          const { reply, outcome } = await script("updateSettings", lineKeysWithChanges(k), args);
+          if (outcome === "not_found") return notFound;
+          if (outcome) throw new ReplyShapeError(`updateSettings: unexpected ${outcome}`);
+          const f = new Fields(reply);
+          const changed = f.num("changed");
+          if (changed > 0) log?.info({ eventId, patch: parsed.data }, "waiting-room settings changed");
+          return { ok: true as const, changed, settings: settingsFrom(f) };
+        }),
+      );
     },
 
     async settingsHistory(eventId, limit = 50) {
@@ -466,13 +614,34 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     completeSession: (eventId, sessionId) => endSession(eventId, sessionId, "completed"),
     revokeSession: (eventId, sessionId) => endSession(eventId, sessionId, "revoked"),
 
-    async isSessionActive(eventId, sessionId) {
+    async isSessionActive(eventId, sessionId, epoch) {
       const k = keysFor(eventId);
-      if (!k) return { ok: true, active: false };
+      if (!k) return { ok: true, active: false, decided: true };
       return guarded("isSessionActive", eventId, async () => {
-        const { reply } = await script("sessionActive", [k.active], [sessionId]);
-        return { ok: true as const, active: reply === 1 };
+        const mode = epoch === undefined ? "strict" : "epoch";
+        const { reply } = await script("sessionActive", [k.room, k.active], [sessionId, epoch ?? "", mode]);
+        if (reply === 3) {
+          // No room: Redis lost it. Bring it back for the fans still in line; this claim goes on.
+          void restoreRoom(eventId).catch(() => undefined);
+          return { ok: true as const, active: false, decided: false };
+        }
+        if (reply === 2) return { ok: true as const, active: false, decided: false };
+        return { ok: true as const, active: reply === 1, decided: true };
       });
+    },
+
+    restoreRoom,
+
+    ensureRoom(eventId) {
+      const k = keysFor(eventId);
+      if (!k || !options.restore || !redisReady(redis)) return;
+      const now = Date.now();
+      if ((ensuredUntil.get(eventId) ?? 0) > now) return;
+      if (ensuredUntil.size >= 10_000) ensuredUntil.clear();
+      ensuredUntil.set(eventId, now + ENSURE_EVERY_MS);
+      void (async () => {
+        if ((await redis.exists(k.room)) === 0) await restoreRoom(eventId);
+      })().catch(() => undefined);
     },
 
     verifyQueueToken: (token, eventId) => tokens.verifyQueueToken(token, eventId),
@@ -503,4 +672,5 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       });
     },
   };
+  return api;
 }

@@ -71,8 +71,11 @@ export function bookingJobOf(record: OutboxRecord): BookingConfirmedJob {
 }
 
 /** The producer side of the bookings queue (no blocking connection). */
-export function createBookingsQueue(connection: Redis, options: { prefix?: string } = {}): Queue<BookingConfirmedJob> {
-  return new Queue<BookingConfirmedJob>(queueNames.bookings, {
+export function createBookingsQueue(
+  connection: Redis,
+  options: { prefix?: string; logger?: Logger } = {},
+): Queue<BookingConfirmedJob> {
+  const queue = new Queue<BookingConfirmedJob>(queueNames.bookings, {
     connection,
     prefix: options.prefix ?? QUEUE_PREFIX,
     defaultJobOptions: {
@@ -82,6 +85,9 @@ export function createBookingsQueue(connection: Redis, options: { prefix?: strin
       removeOnFail: { age: BOOKING_RETENTION_SECONDS },
     },
   });
+  // Connection errors while Redis is away: without a listener BullMQ prints each one to stderr.
+  queue.on("error", (err: Error) => options.logger?.debug({ queue: queue.name, err: err.message }, "queue error"));
+  return queue;
 }
 
 /** Adds the record's job, then marks the record sent. Exported for tests of a crash in between. */

@@ -6,6 +6,8 @@
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { SWEEP_SHARDS } from "../inventory/index.js";
+import type { Logger } from "../logger.js";
+import { requireRedis, trackRedis } from "../redis/availability.js";
 
 export const QUEUE_PREFIX = "{onsale}";
 
@@ -50,6 +52,8 @@ export const RECONCILE_EVERY_MS = 15_000;
 export const OUTBOX_EVERY_MS = 1_000;
 
 export interface Queues {
+  /** The producers' connection (its status says whether adding a job can succeed now). */
+  connection: Redis;
   sweep: Queue<SweepJob>;
   seatMapRefresh: Queue<SeatMapRefreshJob>;
   reconcile: Queue<ReconcileJob>;
@@ -57,8 +61,13 @@ export interface Queues {
   close(): Promise<void>;
 }
 
-/** Producers only (no blocking connection): what the gateway needs to schedule work. */
-export function createQueues(connection: Redis): Queues {
+/**
+ * Producers only (no blocking connection): what the gateway needs to schedule work. A queue
+ * reports its connection's errors (every reconnect attempt while Redis is away) to `logger` at
+ * debug level: without a listener BullMQ would print each one to stderr.
+ */
+export function createQueues(connection: Redis, logger?: Logger): Queues {
+  trackRedis(connection);
   const options = { connection, prefix: QUEUE_PREFIX };
   const sweep = new Queue<SweepJob>(queueNames.sweep, {
     ...options,
@@ -87,7 +96,11 @@ export function createQueues(connection: Redis): Queues {
     ...options,
     defaultJobOptions: { removeOnComplete: 100, removeOnFail: 500 },
   });
+  for (const queue of [sweep, seatMapRefresh, reconcile, outbox] as Queue[]) {
+    queue.on("error", (err: Error) => logger?.debug({ queue: queue.name, err: err.message }, "queue connection error"));
+  }
   return {
+    connection,
     sweep,
     seatMapRefresh,
     reconcile,
@@ -104,6 +117,8 @@ export function createQueues(connection: Redis): Queues {
  * instance may call it for every event it creates or finds.
  */
 export async function scheduleEvent(queues: Queues, eventId: string, sectionIds: string[]): Promise<void> {
+  // While Redis is away BullMQ would wait for it; the caller tries again later instead.
+  requireRedis(queues.connection, "schedule event jobs");
   await Promise.all([
     ...Array.from({ length: SWEEP_SHARDS }, (_, shard) =>
       queues.sweep.upsertJobScheduler(
@@ -134,6 +149,9 @@ export async function scheduleEvent(queues: Queues, eventId: string, sectionIds:
 export function reconcileScheduler(queues: Queues) {
   return {
     async schedule(eventId: string, purchaseId: string, delayMs: number, sessionId?: string) {
+      // Fail at once while Redis is away (the per-event backstop, scheduled again when Redis is
+      // back, finds the purchase); never hold a purchase up waiting for a reconnect.
+      requireRedis(queues.connection, "queue the reconcile job");
       await queues.reconcile.add(
         "reconcile-purchase",
         { kind: "purchase", eventId, purchaseId, ...(sessionId ? { sessionId } : {}) },

@@ -8,7 +8,7 @@ import { type Job, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import type { Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
-import type { PurchaseSaga } from "../purchases/saga.js";
+import { type PurchaseSaga, REFUND_DUE } from "../purchases/saga.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
 import { createBookingsQueue, publishOutbox } from "./outbox.js";
 import {
@@ -79,16 +79,21 @@ export async function reconcileJob(
     return { purchaseId: job.purchaseId, outcome: outcome?.kind ?? "not_found" };
   }
   const outcomes: Record<string, number> = {};
-  let cursor: string | undefined;
-  do {
-    const page = await deps.inventory.listPurchases(job.eventId, { status: "pending", ...(cursor ? { cursor } : {}) });
-    for (const p of page.purchases) {
-      const outcome = await deps.purchases.resolve(job.eventId, p.purchaseId, { minAgeMs }).catch(() => null);
-      const kind = outcome?.kind ?? "error";
-      outcomes[kind] = (outcomes[kind] ?? 0) + 1;
-    }
-    cursor = page.nextCursor;
-  } while (cursor);
+  // Pending purchases, and failed ones whose refund was decided but not finished (refund_due: a
+  // crash or a provider error between the decision and the refund).
+  for (const status of ["pending", "failed"] as const) {
+    let cursor: string | undefined;
+    do {
+      const page = await deps.inventory.listPurchases(job.eventId, { status, ...(cursor ? { cursor } : {}) });
+      for (const p of page.purchases) {
+        if (status === "failed" && p.failureReason !== REFUND_DUE) continue;
+        const outcome = await deps.purchases.resolve(job.eventId, p.purchaseId, { minAgeMs }).catch(() => null);
+        const kind = outcome?.kind ?? "error";
+        outcomes[kind] = (outcomes[kind] ?? 0) + 1;
+      }
+      cursor = page.nextCursor;
+    } while (cursor);
+  }
   return outcomes;
 }
 
@@ -119,7 +124,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
       return result;
     };
 
-  const bookings = createBookingsQueue(connection(), { prefix: QUEUE_PREFIX });
+  const bookings = createBookingsQueue(connection(), { prefix: QUEUE_PREFIX, logger: deps.logger });
   const workers = [
     new Worker<SweepJob>(
       queueNames.sweep,

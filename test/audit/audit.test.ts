@@ -192,7 +192,7 @@ describe("audit of a clean sale", () => {
     const report = await audit(s);
     expect(failing(report)).toEqual([]);
     expect(report).toMatchObject({ eventId: s.eventId, eventFound: true, ok: true, passes: 1, paymentsChecked: true });
-    expect(report.checks.map((c) => c.status)).toEqual(Array(8).fill("pass"));
+    expect(report.checks.map((c) => c.status)).toEqual(Array(9).fill("pass"));
     // Held: the unpaid fan's seat, and the declined fan's (a declined hold stays until it expires).
     expect(report.totals.seats).toEqual({ expected: 30, total: 30, available: 25, held: 2, sold: 3 });
     expect(report.totals.generalAdmission).toMatchObject({ capacity: 10, available: 5, held: 2, sold: 3 });
@@ -397,6 +397,15 @@ const corruptions: Corruption[] = [
         },
       );
       return "GA";
+    },
+  },
+  {
+    name: "a fan who bought more than maxSeatsPerFan",
+    check: "fans_within_limit",
+    corrupt: async (s) => {
+      // fan-3 bought 3 places; an event that allows 2 per fan makes that one too many.
+      await updateItem(s, keys.event(s.eventId), "SET maxSeatsPerFan = :two", { ":two": 2 });
+      return "fan-3";
     },
   },
   {

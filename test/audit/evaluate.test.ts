@@ -91,6 +91,7 @@ describe("evaluateAudit", () => {
       ["sold_seats_match_purchases", "pass"],
       ["general_admission_bounds", "pass"],
       ["general_admission_sold", "pass"],
+      ["fans_within_limit", "pass"],
       ["captured_charges_confirmed", "skip"],
       ["refunds_match_purchases", "skip"],
       ["confirmed_purchases_charged", "skip"],
@@ -137,6 +138,42 @@ describe("evaluateAudit", () => {
     expect(
       failures(snapshot({ purchases: [gaPurchase("ev1-a", "confirmed", 1, "VIP")] })).general_admission_sold,
     ).toEqual(["VIP: confirmed purchases name an area the event does not have"]);
+  });
+
+  it("names a fan whose confirmed seats and places together pass maxSeatsPerFan (8)", () => {
+    const ga = (quantity: number) => ({ generalAdmission: { areaId: "GA", quantity }, amount: quantity * 50 });
+    const s = snapshot({
+      seats: [seat("A-1-1", "sold", "ev1-a"), seat("A-1-2", "sold", "ev1-b"), seat("A-1-3", "sold", "ev1-d")],
+      ga: { available: 0, held: 0, sold: 10 },
+      purchases: [
+        // fan: 1 seat + 7 places = 8, at the limit; a pending and a failed purchase do not count.
+        purchase("ev1-a", "confirmed", ["A-1-1"]),
+        purchase("ev1-c", "confirmed", [], ga(7)),
+        purchase("ev1-p", "pending", ["A-1-3"]),
+        purchase("ev1-f", "failed", [], ga(5)),
+        // greedy: 1 + 1 seats and 3 places = 5.
+        purchase("ev1-b", "confirmed", ["A-1-2"], { fanId: "greedy" }),
+        purchase("ev1-d", "confirmed", ["A-1-3"], { fanId: "greedy" }),
+        purchase("ev1-e", "confirmed", [], { fanId: "greedy", ...ga(3) }),
+      ],
+    });
+    expect(failures(s).fans_within_limit).toBeUndefined();
+    const over = snapshot({
+      seats: [seat("A-1-1", "sold", "ev1-a"), seat("A-1-2", "sold", "ev1-b"), seat("A-1-3", "available")],
+      ga: { available: 0, held: 0, sold: 10 },
+      purchases: [
+        purchase("ev1-a", "confirmed", ["A-1-1"]),
+        purchase("ev1-c", "confirmed", [], ga(7)),
+        purchase("ev1-b", "confirmed", ["A-1-2"]),
+        purchase("ev1-e", "confirmed", [], { fanId: "other", ...ga(3) }),
+      ],
+    });
+    expect(failures(over).fans_within_limit).toEqual([
+      "fan: bought 9 in 3 confirmed purchases (ev1-a, ev1-c, ev1-b), the limit is 8",
+    ]);
+    const { checks, suspects } = evaluateAudit(over);
+    expect(checks.find((c) => c.name === "fans_within_limit")?.summary).toBe("1 fan past the limit of 8");
+    expect([...suspects.purchaseIds].sort()).toEqual(["ev1-a", "ev1-b", "ev1-c"]);
   });
 
   it("checks money both ways", () => {

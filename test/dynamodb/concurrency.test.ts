@@ -8,9 +8,7 @@ import { randomUUID } from "node:crypto";
 import { Agent } from "node:http";
 import {
   type AttributeValue,
-  CreateTableCommand,
   DeleteTableCommand,
-  DescribeTableCommand,
   DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
@@ -20,7 +18,7 @@ import {
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createKeyValueTable } from "../support/dynamo.js";
 import { isLoopbackEndpoint } from "../../src/dynamodb/client.js";
 

@@ -6,10 +6,8 @@
 import { randomUUID } from "node:crypto";
 import {
   type AttributeValue,
-  CreateTableCommand,
   DeleteItemCommand,
   DeleteTableCommand,
-  DescribeTableCommand,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
@@ -18,7 +16,7 @@ import {
   TransactWriteItemsCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createKeyValueTable, createTestDynamoClient } from "../support/dynamo.js";
 
 type Item = Record<string, AttributeValue>;

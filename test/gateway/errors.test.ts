@@ -1,6 +1,7 @@
 /** Every error row of the contract that this part of the gateway can produce, with its status and code. */
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RawResponse, sendRaw } from "../chaos/support/http.js";
 import { spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
@@ -11,6 +12,8 @@ import {
   createTable,
   eventInput,
   type Gateway,
+  listen,
+  metricTotal,
   putEvent,
   SECRET,
   startGateway,
@@ -94,6 +97,126 @@ describe("400 invalid_request", () => {
   });
 });
 
+describe("bad input at the HTTP edge (the socket-level cases are what test/chaos/fuzz.test.ts found)", () => {
+  it("a fanId with a lone surrogate is 400 at the schema, as the waiting room itself refuses it", async () => {
+    const res = await gw.request(`/v1/events/${eventId}/queue`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"fanId":"eve\\ud800"}',
+    });
+    const body = await expectError(res, 400, "invalid_request");
+    expect(JSON.stringify(body.error.details)).toContain("fanId");
+  });
+
+  it("a known path with the wrong method is 405 method_not_allowed with Allow", async () => {
+    const res = await gw.request(`/v1/events/${eventId}/holds`, { method: "DELETE" });
+    const body = await expectError(res, 405, "method_not_allowed");
+    expect(res.headers.get("allow")).toBe("POST");
+    expect(body.error.details).toEqual({ allow: ["POST"] });
+    const get = await gw.request("/healthz", { method: "POST" });
+    await expectError(get, 405, "method_not_allowed");
+    expect(get.headers.get("allow")).toBe("GET, HEAD");
+  });
+
+  describe("requests Node's parser or the adapter refuse get the JSON error body too (real sockets)", () => {
+    let server: { url: string; close(): Promise<void> };
+    let port: number;
+    beforeAll(async () => {
+      server = await listen(gw);
+      port = Number(new URL(server.url).port);
+    });
+    afterAll(async () => {
+      await server.close();
+    });
+
+    const raw = async (bytes: string | Buffer, method = "GET") => {
+      const outcome = await sendRaw("127.0.0.1", port, Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes, "latin1"), {
+        method,
+        timeoutMs: 10_000,
+      });
+      if (outcome.kind !== "response") throw new Error(`no answer: ${outcome.reason}`);
+      return outcome.response;
+    };
+    const expectRawError = (res: RawResponse, status: number, code: string) => {
+      expect(res.status).toBe(status);
+      expect(res.headers["content-type"]).toMatch(/^application\/json/);
+      const body = JSON.parse(res.body.toString("utf8")) as ErrorBody;
+      expect(body.error.code).toBe(code);
+      expect(body.error.requestId).toBe(res.headers["x-request-id"]);
+    };
+
+    it("headers over 16 KiB: 431 headers_too_large", async () => {
+      expectRawError(
+        await raw(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`),
+        431,
+        "headers_too_large",
+      );
+    });
+    it("a NUL in a header, a bad request line, two Content-Lengths, bad chunking: 400 invalid_request", async () => {
+      expectRawError(
+        await raw("GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\u0000b\r\n\r\n"),
+        400,
+        "invalid_request",
+      );
+      expectRawError(await raw("GARBAGE\r\n\r\n"), 400, "invalid_request");
+      expectRawError(
+        await raw(
+          `POST /v1/events/${eventId}/queue HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}`,
+          "POST",
+        ),
+        400,
+        "invalid_request",
+      );
+      expectRawError(
+        await raw(
+          `POST /v1/events/${eventId}/queue HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+          "POST",
+        ),
+        400,
+        "invalid_request",
+      );
+    });
+    it("a bad Host or a request target that is not a path: 400 invalid_request; no Host at all is served", async () => {
+      expectRawError(await raw("GET /healthz HTTP/1.1\r\nHost: a b@c:99999\r\n\r\n"), 400, "invalid_request");
+      expectRawError(await raw("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "OPTIONS"), 400, "invalid_request");
+      expect((await raw("GET /healthz HTTP/1.1\r\n\r\n")).status).toBe(200);
+      expect((await raw("GET /healthz HTTP/1.0\r\n\r\n")).status).toBe(200);
+    });
+    it("Expect other than 100-continue: 417 expectation_failed; CONNECT: 405 method_not_allowed", async () => {
+      expectRawError(
+        await raw("GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: garbage\r\n\r\n"),
+        417,
+        "expectation_failed",
+      );
+      const connect = await raw("CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n", "CONNECT");
+      expectRawError(connect, 405, "method_not_allowed");
+      expect(connect.headers.allow).toContain("GET");
+    });
+    it("a client that closes before its announced body arrives is no server error", async () => {
+      const before = await metricTotal(gw, "gateway_http_request_duration_seconds_count", { status: "500" });
+      const outcome = await sendRaw(
+        "127.0.0.1",
+        port,
+        Buffer.from(
+          `POST /v1/events/${eventId}/queue HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"fanId":`,
+        ),
+        { method: "POST", timeoutMs: 300 },
+      );
+      expect(outcome.kind).toBe("no_response");
+      // The server notices the close, fails the body read, and answers no one: not a 500.
+      await new Promise((r) => setTimeout(r, 300));
+      const after = await metricTotal(gw, "gateway_http_request_duration_seconds_count", { status: "500" });
+      expect(after - before).toBe(0);
+      expect(
+        await metricTotal(gw, "gateway_http_request_duration_seconds_count", {
+          route: "/v1/events/:eventId/queue",
+          status: "400",
+        }),
+      ).toBeGreaterThan(0);
+    });
+  });
+});
+
 describe("401 unauthenticated and 403 forbidden", () => {
   it("missing, malformed, forged and expired tokens are 401", async () => {
     const status = `/v1/events/${eventId}/queue/status`;
@@ -118,6 +241,16 @@ describe("401 unauthenticated and 403 forbidden", () => {
       await gw.request(`/v1/events/${eventId}/holds`, { method: "POST", token: expired, json: { seats: ["A-1-1"] } }),
       401,
       "unauthenticated",
+    );
+  });
+  it("an operator endpoint checks the token before the body: no schema details without it", async () => {
+    const res = await gw.request(`/v1/admin/events/${uniqueId()}`, { method: "PUT", json: { name: 42 } });
+    const body = await expectError(res, 401, "unauthenticated");
+    expect(body.error.details).toBeUndefined();
+    await expectError(
+      await gw.request(`/v1/admin/events/${uniqueId()}`, { method: "PUT", json: { name: 42 }, token: ADMIN_TOKEN }),
+      400,
+      "invalid_request",
     );
   });
   it("operator endpoints without or with a wrong token are 401", async () => {
@@ -162,8 +295,15 @@ describe("401 unauthenticated and 403 forbidden", () => {
       "forbidden",
     );
   });
-  it("a revoked session cannot hold", async () => {
+  it("a revoked session cannot hold, nor buy the hold it made before; it may still release it", async () => {
     const [dave] = await admitFans(gw, eventId, ["dave"]);
+    const held = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: dave!.accessToken,
+      json: { seats: ["A-5-4"] },
+    });
+    expect(held.status).toBe(201);
+    const { holdId } = (await held.json()) as { holdId: string };
     const check = await gw.deps.waitingRoom.verifyAccessToken(dave!.accessToken, eventId);
     if (!check.ok) throw new Error("token should verify");
     expect((await gw.deps.waitingRoom.revokeSession(eventId, check.claims.sessionId)).ok).toBe(true);
@@ -176,6 +316,22 @@ describe("401 unauthenticated and 403 forbidden", () => {
       401,
       "unauthenticated",
     );
+    // Regression (chaos tokens scenario): the purchase route did not look at the session at all.
+    await expectError(
+      await gw.request(`/v1/events/${eventId}/holds/${holdId}/purchase`, {
+        method: "POST",
+        token: dave!.accessToken,
+        headers: { "idempotency-key": "dave-1" },
+        json: { paymentToken: "tok_ok" },
+      }),
+      401,
+      "unauthenticated",
+    );
+    const released = await gw.request(`/v1/events/${eventId}/holds/${holdId}`, {
+      method: "DELETE",
+      token: dave!.accessToken,
+    });
+    expect(released.status).toBe(204);
   });
 });
 
@@ -262,6 +418,50 @@ describe("413, 422, 429", () => {
       expect(Number(refused[0]!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
       await expectError(refused[0]!, 429, "rate_limited");
       expect((await limited.request(`/v1/events/${ev}/queue/status`, { token: frank!.queueToken })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+});
+
+describe("operator limits", () => {
+  it("take the client IP from the last X-Forwarded-For hop (the one the trusted proxy wrote)", async () => {
+    const limited = await startGateway({
+      tableName: await createTable(),
+      limits: { ratePerOperatorIp: 1, trustProxy: true },
+    });
+    try {
+      const stats = `/v1/admin/events/${uniqueId()}/stats`;
+      // Three requests whose first hop the client chose, all from one proxy-seen address: the bucket (2) then 429.
+      const answers = [];
+      for (const spoofed of ["198.51.100.1", "198.51.100.2", "198.51.100.3"]) {
+        answers.push(await limited.request(stats, { headers: { "x-forwarded-for": `${spoofed}, 203.0.113.9` } }));
+      }
+      expect(answers.map((r) => r.status)).toEqual([401, 401, 429]);
+      await expectError(answers[2]!, 429, "rate_limited");
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it("hold guessers on many addresses to the all-IPs bucket (5x the per-IP rate)", async () => {
+    const limited = await startGateway({
+      tableName: await createTable(),
+      limits: { ratePerOperatorIp: 1, trustProxy: true },
+    });
+    try {
+      const stats = `/v1/admin/events/${uniqueId()}/stats`;
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          limited.request(stats, { token: `guess-${i}`, headers: { "x-forwarded-for": `192.0.2.${i + 1}` } }),
+        ),
+      );
+      const checked = answers.filter((r) => r.status === 401).length;
+      // Per IP alone, all 40 would be checked (a burst of 2 each). The all-IPs bucket lets a burst of
+      // 2 x 5 through, plus 5/s while the 40 run (well under a second; a slow run adds a few). It is
+      // shared by every gateway on this Redis, so another test may have taken some of it: no lower bound.
+      expect(checked).toBeLessThan(20);
+      await expectError(answers.find((r) => r.status === 429)!, 429, "rate_limited");
     } finally {
       await limited.close();
     }

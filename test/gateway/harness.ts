@@ -49,9 +49,12 @@ export async function startGateway(options: {
   workers?: boolean;
   /** Simulated provider webhooks are delivered to this gateway's webhook route. */
   deliverWebhooks?: boolean;
+  /** A Redis of the test's own (one it may kill and restart); default inject("redisUrl"). */
+  redisUrl?: string;
 }): Promise<Gateway> {
-  const redis = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
-  const subscriber = new Redis(inject("redisUrl"));
+  const redisUrl = options.redisUrl ?? inject("redisUrl");
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  const subscriber = new Redis(redisUrl);
   const dynamo = createDynamoClient({
     endpoint: options.dynamoEndpoint ?? inject("dynamoEndpoint"),
     region: "us-east-1",
@@ -95,7 +98,7 @@ export async function startGateway(options: {
   app = buildApp(deps);
   const workers = options.workers
     ? startWorkers({
-        redisUrl: inject("redisUrl"),
+        redisUrl,
         inventory: deps.inventory,
         seatMap: deps.seatMap,
         purchases: deps.purchases,

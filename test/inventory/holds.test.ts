@@ -29,7 +29,7 @@ function held(r: HoldResult): Hold {
 }
 
 describe("hold: seats", () => {
-  it("holds one seat with one conditional write and a hold record", async () => {
+  it("holds one seat in one transaction with its hold record and the fan's ledger", async () => {
     const eventId = await newEvent();
     const now = fx.clock.now();
     const hold = held(await fx.inventory.hold(eventId, "fan-1", ["A-1-1"], 480));

@@ -50,11 +50,25 @@ describe("inventory keys (no I/O)", () => {
       keys.unsentOutboxPartition("E1"),
       keys.heldSeatsPartition("E1", 3),
       keys.heldAdmissionsPartition("E1", "GA"),
+      keys.fan("E1", "any fan # id").PK,
     ];
     for (const k of all) expect(k.startsWith("EVT#E1")).toBe(true);
     // An event id that is a prefix of another never shares a partition with it.
     expect(keys.event("E1").PK).not.toBe(keys.event("E12").PK);
     expect(keys.seat("E1", { sectionId: "A", row: 1, number: 1 }).PK.startsWith("EVT#E1#")).toBe(true);
+  });
+
+  it("names a fan's ledger by a hash of the fan id, never the id itself", () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 128 }), (fanId) => {
+        const { PK, SK } = keys.fan("E1", fanId);
+        expect(PK).toMatch(/^EVT#E1#FAN#[0-9a-f]{32}$/);
+        expect(SK).toBe("FAN");
+        expect(keys.fan("E1", fanId).PK).toBe(PK);
+      }),
+    );
+    expect(keys.fan("E1", "a").PK).not.toBe(keys.fan("E1", "b").PK);
+    expect(keys.fan("E1", "a").PK).not.toBe(keys.fan("E2", "a").PK);
   });
 
   it("expiry sort keys compare like the instants they hold", () => {

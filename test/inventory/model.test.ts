@@ -7,17 +7,22 @@
  *    must then look like the model after that order;
  *  - the invariants hold: a seat is sold at most once and stays sold to the same purchase; every
  *    sold seat belongs to exactly one confirmed purchase; no confirmed purchase lacks a sold seat;
- *    a general-admission area never goes below zero or above capacity.
+ *    a general-admission area never goes below zero or above capacity; no fan's live held seats
+ *    plus bought seats (places count as seats) ever pass maxSeatsPerFan.
  */
+import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { countFan, toFanLedger } from "../../src/inventory/fans.js";
 import { type Inventory, SWEEP_SHARDS } from "../../src/inventory/index.js";
+import { keys } from "../../src/inventory/keys.js";
 import { eventInput, type InventoryFixture, manualClock, setupInventory, uniqueEventId } from "./fixtures.js";
 
 const SEATS = ["A-1-1", "A-1-2", "A-1-3", "A-1-4"];
 const FANS = ["fan-0", "fan-1", "fan-2"];
 const CAPACITY = 4;
 const HOLD_SECONDS = 10;
+const MAX_PER_FAN = 4;
 
 type Op =
   | { kind: "hold"; fan: number; seats: string[] }
@@ -79,6 +84,13 @@ function seatFree(m: Model, id: string): boolean {
   return !live(m, h);
 }
 
+/** What counts against a fan's limit: seats and places of its live holds, plus what it bought. */
+function fanCount(m: Model, fan: string): number {
+  return m.holds
+    .filter((h) => h.fan === fan && (h.status === "confirmed" || live(m, h)))
+    .reduce((n, h) => n + h.seats.length + h.quantity, 0);
+}
+
 function gaAvailable(m: Model): number {
   const held = m.holds.filter((h) => h.quantity > 0 && live(m, h)).reduce((n, h) => n + h.quantity, 0);
   return CAPACITY - m.gaSold - held;
@@ -95,10 +107,13 @@ function unusable(m: Model, h: MHold, fan: string): string | null {
 function predict(m: Model, op: Resolved): Outcome {
   switch (op.kind) {
     case "hold": {
+      // The fan's limit is counted first: a refused hold says so, whatever its seats.
+      if (fanCount(m, op.fan) + op.seats.length > MAX_PER_FAN) return { ok: false, reason: "seat_limit_exceeded" };
       const lost = op.seats.filter((s) => !seatFree(m, s));
       return lost.length ? { ok: false, reason: "seat_unavailable", lost } : { ok: true };
     }
     case "holdGA": {
+      if (fanCount(m, op.fan) + op.quantity > MAX_PER_FAN) return { ok: false, reason: "seat_limit_exceeded" };
       const available = gaAvailable(m);
       return available >= op.quantity ? { ok: true } : { ok: false, reason: "insufficient_quantity", available };
     }
@@ -233,24 +248,54 @@ interface Observed {
   seats: Map<string, { status: string; holdId?: string; purchaseId?: string }>;
   ga: { capacity: number; available: number; held: number; sold: number };
   holdStatus: Map<string, string>;
-  purchases: Map<string, { status: string; seats: string[]; quantity: number }>;
+  /** Every hold read back: whose, and how many seats or places. */
+  holds: Map<string, { fan: string; size: number; status: string }>;
+  purchases: Map<string, { status: string; seats: string[]; quantity: number; fan: string }>;
+  /** Each fan's ledger item, as the next hold would count it at the model's `now`. */
+  ledgers: Map<string, number>;
 }
 
-async function observe(inv: Inventory, eventId: string, holdIds: string[], purchaseIds: string[]): Promise<Observed> {
-  const [page, ga, holds, bought] = await Promise.all([
+async function observe(
+  inv: Inventory,
+  eventId: string,
+  holdIds: string[],
+  purchaseIds: string[],
+  now: number,
+): Promise<Observed> {
+  const [page, ga, holds, bought, fanItems] = await Promise.all([
     inv.listSectionSeats(eventId, "A", { consistent: true }),
     inv.getGeneralAdmission(eventId, "GA"),
     Promise.all(holdIds.map((id) => inv.getHold(eventId, id))),
     Promise.all(purchaseIds.map((id) => inv.getPurchase(eventId, id))),
+    Promise.all(
+      FANS.map((fan) =>
+        doc.send(new GetCommand({ TableName: fx.tableName, Key: keys.fan(eventId, fan), ConsistentRead: true })),
+      ),
+    ),
   ]);
+  const ledgers = new Map(FANS.map((fan, i) => [fan, countFan(toFanLedger(fanItems[i]!.Item), now).counted]));
   const seats = new Map((page?.seats ?? []).map((s) => [s.id, s]));
   const holdStatus = new Map(holdIds.map((id, i) => [id, holds[i]?.status ?? "missing"]));
-  const purchases = new Map<string, { status: string; seats: string[]; quantity: number }>();
+  const held = new Map<string, { fan: string; size: number; status: string }>();
+  for (const h of holds) {
+    if (h)
+      held.set(h.holdId, {
+        fan: h.fanId,
+        size: h.seats.length + (h.generalAdmission?.quantity ?? 0),
+        status: h.status,
+      });
+  }
+  const purchases = new Map<string, { status: string; seats: string[]; quantity: number; fan: string }>();
   for (const p of bought) {
     if (p)
-      purchases.set(p.purchaseId, { status: p.status, seats: p.seats, quantity: p.generalAdmission?.quantity ?? 0 });
+      purchases.set(p.purchaseId, {
+        status: p.status,
+        seats: p.seats,
+        quantity: p.generalAdmission?.quantity ?? 0,
+        fan: p.fanId,
+      });
   }
-  return { seats, ga: ga!, holdStatus, purchases };
+  return { seats, ga: ga!, holdStatus, holds: held, purchases, ledgers };
 }
 
 /** Differences between the store and a model state, empty when they agree. */
@@ -279,6 +324,11 @@ function differences(obs: Observed, m: Model): string[] {
     const want = h.status === "held" ? (h.expiresAt > m.now ? "held" : "expired") : h.status;
     const ok = got === want || (want === "released" && got === "expired") || (want === "expired" && got === "released");
     if (!ok) diffs.push(`hold ${h.holdId}: ${got} != ${want}`);
+  }
+  // The ledger counts exactly what the fan holds and bought: nothing lingers, nothing is missed.
+  for (const fan of FANS) {
+    if (obs.ledgers.get(fan) !== fanCount(m, fan))
+      diffs.push(`${fan} ledger ${obs.ledgers.get(fan)} != ${fanCount(m, fan)}`);
   }
   return diffs;
 }
@@ -314,6 +364,16 @@ function checkInvariants(obs: Observed, soldTo: Map<string, string>): void {
     .filter((p) => p.status === "confirmed")
     .reduce((n, p) => n + p.quantity, 0);
   expect(sold).toBe(gaBought);
+  // No fan past its limit: live holds (read back as `held`, so unexpired) plus confirmed purchases.
+  for (const fan of FANS) {
+    const holding = [...obs.holds.values()]
+      .filter((h) => h.fan === fan && h.status === "held")
+      .reduce((n, h) => n + h.size, 0);
+    const bought = [...obs.purchases.values()]
+      .filter((p) => p.fan === fan && p.status === "confirmed")
+      .reduce((n, p) => n + p.seats.length + p.quantity, 0);
+    expect(holding + bought, `${fan}: ${holding} held + ${bought} bought`).toBeLessThanOrEqual(MAX_PER_FAN);
+  }
 }
 
 // ---- generators ----
@@ -363,8 +423,10 @@ afterAll(() =>
   ),
 );
 let fx: InventoryFixture;
+let doc: DynamoDBDocumentClient;
 beforeAll(async () => {
   fx = await setupInventory("model");
+  doc = DynamoDBDocumentClient.from(fx.client);
 });
 afterAll(() => fx.close());
 
@@ -380,7 +442,7 @@ describe("inventory against a model", () => {
           eventId,
           eventInput(clock, {
             holdSeconds: HOLD_SECONDS,
-            maxSeatsPerFan: 4,
+            maxSeatsPerFan: MAX_PER_FAN,
             sections: [{ id: "A", tier: "Floor", price: 100, rows: 1, seatsPerRow: SEATS.length }],
             generalAdmission: [{ id: "GA", tier: "Standing", price: 10, capacity: CAPACITY }],
           }),
@@ -433,6 +495,7 @@ describe("inventory against a model", () => {
             eventId,
             [...model.holds.map((h) => h.holdId), ...actual.flatMap((a) => (a.holdId ? [a.holdId] : []))],
             [...model.purchases.keys(), ...resolved.flatMap((op) => (op.kind === "confirm" ? [op.purchaseId] : []))],
+            clock.now(),
           );
           checkInvariants(obs, soldTo);
 

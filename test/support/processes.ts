@@ -1,55 +1,105 @@
 /**
- * Starts the gateway (src/main.ts) as a real child process, the way `npm start` does, and waits
- * for its "gateway listening" log line.
+ * src/main.ts as a real child process, the way `npm start`, `npm run gateway` and `npm run worker`
+ * run it. One place for spawning, readiness, logs and stopping, used by the foundation tests, the
+ * worker crash tests (test/support/worker-process.ts) and the chaos cluster (test/chaos/support).
+ *
+ * Ready means: the "gateway listening" log line (with its URL) for a process that serves HTTP, or
+ * "workers running" for `--role=worker`.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 
-export interface GatewayProcess {
-  url: string;
+export type ProcessRole = "all" | "gateway" | "worker";
+
+export interface MainProcess {
+  /** The HTTP base URL (127.0.0.1); undefined for a worker. */
+  url: string | undefined;
   child: ChildProcess;
+  pid: number;
+  /** stdout lines and stderr chunks, the most recent `MAX_LOG_LINES` of them. */
   logs: string[];
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+  /** True until the process has exited. */
+  alive(): boolean;
+  /** Sends `signal` (SIGTERM by default) unless it already exited; resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export async function startGatewayProcess(env: Record<string, string>, timeoutMs = 30_000): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...env },
+export interface GatewayProcess extends MainProcess {
+  url: string;
+}
+
+export interface MainProcessOptions {
+  /** `--role=` on the command line; none: the ROLE variable decides (default all). */
+  role?: ProcessRole;
+  /** Added to this process's environment (PORT=0, HOST=127.0.0.1 and LOG_LEVEL=info unless given). */
+  env: Record<string, string>;
+  timeoutMs?: number;
+}
+
+const MAX_LOG_LINES = 5_000;
+
+export async function startMainProcess(options: MainProcessOptions): Promise<MainProcess> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const args = ["--import", "tsx", "src/main.ts", ...(options.role ? [`--role=${options.role}`] : [])];
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const logs: string[] = [];
-  child.stderr?.on("data", (d: Buffer) => logs.push(d.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
+  const keep = (line: string) => {
+    logs.push(line);
+    if (logs.length > MAX_LOG_LINES) logs.splice(0, logs.length - MAX_LOG_LINES);
+  };
+  child.stderr?.on("data", (d: Buffer) => keep(d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const servesHttp = options.role !== "worker";
+  const name = options.role === "worker" ? "worker" : "gateway";
+
+  const url = await new Promise<string | undefined>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`gateway did not start in ${timeoutMs} ms:\n${logs.join("\n")}`));
+      reject(new Error(`${name} did not start in ${timeoutMs} ms:\n${logs.join("\n")}`));
     }, timeoutMs);
     createInterface({ input: child.stdout! }).on("line", (line) => {
-      logs.push(line);
+      keep(line);
       try {
         const entry = JSON.parse(line) as { msg?: string; url?: string };
-        if (entry.msg === "gateway listening" && entry.url) {
+        if (servesHttp && entry.msg === "gateway listening" && entry.url) {
           clearTimeout(timer);
           resolve(entry.url.replace("localhost", "127.0.0.1"));
+        } else if (!servesHttp && entry.msg === "workers running") {
+          clearTimeout(timer);
+          resolve(undefined);
         }
       } catch {
         // not a log line
       }
     });
-    child.once("exit", (code) => {
+    void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`gateway exited with ${code} before listening:\n${logs.join("\n")}`));
+      reject(new Error(`${name} exited with ${code} before it was ready:\n${logs.join("\n")}`));
     });
   });
+  const alive = () => child.exitCode === null && child.signalCode === null;
   return {
     url,
     child,
+    pid: child.pid!,
     logs,
-    stop: (signal = "SIGTERM") =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
-        child.once("exit", (code) => resolve(code));
-        child.kill(signal);
-      }),
+    exited,
+    alive,
+    stop: (signal = "SIGTERM") => {
+      if (alive()) child.kill(signal);
+      return exited;
+    },
   };
+}
+
+/** The gateway (src/main.ts, ROLE from `env`, default all) as a child; ready once it listens. */
+export async function startGatewayProcess(env: Record<string, string>, timeoutMs = 30_000): Promise<GatewayProcess> {
+  const started = await startMainProcess({ env, timeoutMs });
+  if (started.url === undefined) throw new Error("the gateway process gave no URL");
+  return { ...started, url: started.url };
 }

@@ -10,9 +10,7 @@
  *  - `startGatewayOn`: the in-process gateway of test/gateway/harness.ts on that database, with
  *    queues (PUT schedules the event's jobs, a purchase queues its reconcile job) and no workers.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { createInterface } from "node:readline";
 import { QueueEvents, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import pino from "pino";
@@ -30,70 +28,38 @@ import {
   scheduleEvent,
 } from "../../src/workers/queues.js";
 import { ADMIN_TOKEN, type Gateway, SECRET } from "../gateway/harness.js";
+import { type MainProcess, startMainProcess } from "./processes.js";
 
-export interface WorkerProcess {
-  child: ChildProcess;
-  logs: string[];
-  /** Resolves with the exit code (null when killed by a signal). */
-  stop(signal?: NodeJS.Signals): Promise<number | null>;
-}
+export type WorkerProcess = MainProcess;
 
 export interface WorkerProcessOptions {
   redisUrl: string;
   tableName: string;
   paymentTimeoutMs?: number;
   timeoutMs?: number;
+  /** Default: the endpoint the global setup provides. */
+  dynamoEndpoint?: string;
+  /** More variables for the child (they win over the ones set here). */
+  env?: Record<string, string>;
 }
 
+/** src/main.ts --role=worker as a child, with the harness's secrets; ready once it logs "workers running". */
 export async function startWorkerProcess(options: WorkerProcessOptions): Promise<WorkerProcess> {
-  const timeoutMs = options.timeoutMs ?? 30_000;
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role=worker"], {
+  return startMainProcess({
+    role: "worker",
+    timeoutMs: options.timeoutMs ?? 30_000,
     env: {
-      ...process.env,
-      LOG_LEVEL: "info",
       REDIS_URL: options.redisUrl,
-      DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
+      DYNAMODB_ENDPOINT: options.dynamoEndpoint ?? inject("dynamoEndpoint"),
       DYNAMODB_TABLE: options.tableName,
       ADMIN_TOKEN,
       // With both secrets given, the process keeps nothing in DATA_DIR.
       GATEWAY_SECRET: SECRET,
       PAYMENT_TIMEOUT_MS: String(options.paymentTimeoutMs ?? 3_000),
       DEMO_EVENT: "false",
+      ...options.env,
     },
-    stdio: ["ignore", "pipe", "pipe"],
   });
-  const logs: string[] = [];
-  child.stderr?.on("data", (d: Buffer) => logs.push(d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`worker did not start in ${timeoutMs} ms:\n${logs.join("\n")}`));
-    }, timeoutMs);
-    createInterface({ input: child.stdout! }).on("line", (line) => {
-      logs.push(line);
-      try {
-        if ((JSON.parse(line) as { msg?: string }).msg === "workers running") {
-          clearTimeout(timer);
-          resolve();
-        }
-      } catch {
-        // not a log line
-      }
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`worker exited with ${code} before running:\n${logs.join("\n")}`));
-    });
-  });
-  return {
-    child,
-    logs,
-    stop: (signal = "SIGTERM") => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      return exited;
-    },
-  };
 }
 
 export interface ClaimedDatabase {

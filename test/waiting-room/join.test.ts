@@ -80,7 +80,7 @@ describe("join", () => {
     expect(await gw.room.join(evt, "x".repeat(129))).toEqual({ ok: false, reason: "invalid_fan" });
     expect(await gw.room.statusOf(evt, "never-joined")).toEqual({ ok: false, reason: "not_joined" });
     expect(await gw.room.completeSession(evt, "x.1")).toEqual({ ok: false, reason: "unknown_session" });
-    expect(await gw.room.isSessionActive(evt, "x.1")).toEqual({ ok: true, active: false });
+    expect(await gw.room.isSessionActive(evt, "x.1")).toEqual({ ok: true, active: false, decided: true });
   });
 
   it("a closed room gives no new places and keeps the ones it gave", async () => {

@@ -88,7 +88,9 @@ describe("a worker process killed in the middle of a sweep", () => {
     const eventId = uniqueId("sw");
     const input = eventInput({
       holdSeconds: 1,
-      maxSeatsPerFan: 8,
+      // Each fan holds up to 6 seats and 10 places in a cycle (held + bought per fan is capped):
+      // the limit is not what this test is about.
+      maxSeatsPerFan: 100,
       sections: [{ id: "A", tier: "Floor", price: 10000, rows: ROWS_PER_BATCH * CYCLES, seatsPerRow: SEATS_PER_ROW }],
       generalAdmission: [{ id: "GA", tier: "Standing", price: 5000, capacity: GA_CAPACITY }],
     });

@@ -119,9 +119,16 @@ async function join(): Promise<void> {
     else if (code === "invalid_request") flash(FLASH, "warning", "That fan id can't be used.", message);
     else {
       const wait = res.retryAfter ?? 3;
-      flash(FLASH, "warning", "The line is very busy right now.", `We'll try again in ${wait} s.`);
+      if (res.error.code === "rate_limited") {
+        flash(FLASH, "warning", "The line is very busy right now.", `We'll try again in ${wait} s.`);
+      } else {
+        // 503 (the line is unavailable for a moment) or no answer at all.
+        flash(FLASH, "info", "Reconnecting to the line…", `We'll try again in ${wait} s. Keep this tab open.`);
+      }
       clearTimeout(pollTimer);
       pollTimer = setTimeout(() => void join(), wait * 1000);
+      // A retry keeps the view the fan is on (the waiting room stays on screen while reconnecting).
+      return;
     }
     if (view !== "start") show("start");
     return;
@@ -173,7 +180,7 @@ async function poll(): Promise<void> {
     flash(
       FLASH,
       "info",
-      "We're having trouble reaching the line.",
+      res.error.code === "rate_limited" ? "The line is very busy right now." : "Reconnecting to the line…",
       `Your place is kept; we'll check again in ${wait} s. Keep this tab open.`,
     );
     schedulePoll(wait);
@@ -183,6 +190,20 @@ async function poll(): Promise<void> {
   pollFailures = 0;
   rejoins = 0;
   const place = res.body;
+  if (place.queueToken) {
+    // The line was lost (a failure on our side) and this poll gave us a place in the new one.
+    session.queueToken = place.queueToken;
+    session.firstAhead = undefined;
+    save();
+    // The new line has its own lottery commitment (the old seed was lost with it).
+    void loadInfo();
+    flash(
+      FLASH,
+      "warning",
+      "The line had to be restarted after a technical problem.",
+      `You have a new place: #${place.position.toLocaleString()}. Keep this tab open.`,
+    );
+  }
   renderPlace(place);
   // The seed is revealed at the draw: look for it as soon as we leave the pre-queue, and after the
   // on-sale at most every 15 s until it shows.

@@ -21,6 +21,8 @@ export interface QueueStatus {
   accessToken?: string;
   accessExpiresAt?: string;
   canRejoin?: boolean;
+  /** Only when the line was lost and this poll placed the fan in the new one: use it from now on. */
+  queueToken?: string;
 }
 
 export interface WaitingRoomInfo {

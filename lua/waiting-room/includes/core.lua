@@ -3,7 +3,7 @@
   wherever a script says `--- @include "core"` (the bullmq convention), so every script that
   includes it takes the same eight keys first, all under the event's hash tag {evt:<eventId>}:
 
-    KEYS[1] room      HASH  settings, lottery (seed, commitment), cursor, budget, counters
+    KEYS[1] room      HASH  settings, lottery (seed, commitment), epoch, cursor, budget, counters
     KEYS[2] fans      HASH  fanId -> place record "s|pos|n|sid|exp|at" (see get_fan)
     KEYS[3] pre       ZSET  the pre-queue: score 0, member sha1hex(seed .. ':' .. fanId) .. fanId,
                             so lexicographic order IS the lottery order; frozen once drawn
@@ -13,6 +13,11 @@
                             ahead of the cursor counts, the rest is dropped a little per call
     KEYS[7] active    ZSET  sessionId -> session expiry (ms)
     KEYS[8] sessions  HASH  sessionId -> fanId
+
+  The room's `epoch` is a random id given when the room is created (never changed afterwards).
+  Queue and access tokens carry it: a room created again after Redis lost its data has another
+  epoch, which is how a session check tells "this room ended that session" from "this room never
+  knew it" (see session-active-2.lua).
 
   Places: the pre-queue, once drawn, holds places 1..preCount in lottery order (place = ZRANK+1);
   later arrivals take preCount+1, preCount+2, ... The cursor `served` is the last place reached.
@@ -53,12 +58,12 @@ local function dec(n)
   return string.format('%.9f', n)
 end
 
-local NOT_NUMERIC = { seed = true, commitment = true }
+local NOT_NUMERIC = { seed = true, commitment = true, epoch = true }
 
 local function load_room()
   local v = redis.call('HGETALL', K_ROOM)
   if #v == 0 then return nil end
-  local r = { raw = {}, saved = {}, seed = '', commitment = '' }
+  local r = { raw = {}, saved = {}, seed = '', commitment = '', epoch = '' }
   for _, f in ipairs(SETTINGS) do r[f] = 0 end
   for _, f in ipairs(RUNTIME) do
     r[f] = 0
@@ -356,7 +361,7 @@ local function fan_view(r, fanId, f, now)
     'ahead', int(ahead), 'sessionId', f.sid, 'admittedAt', int(f.at), 'expiresAt', int(f.exp),
     'now', int(now), 'onSaleAt', int(r.onSaleAt), 'roomState', room_state(r),
     'rate', dec(effective_rate(r, live)), 'admitPerSecond', r.raw.admitPerSecond,
-    'abandonSeconds', int(r.abandonSeconds) }
+    'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch }
 end
 
 local function snapshot(r, now)
@@ -371,7 +376,7 @@ local function snapshot(r, now)
     'active', int(live), 'rate', dec(effective_rate(r, live)), 'joined', int(r.joined),
     'admitted', int(r.admitted), 'abandoned', int(r.abandoned), 'completed', int(r.completed),
     'expired', int(r.expired), 'revoked', int(r.revoked), 'preCount', int(r.preCount),
-    'tail', int(r.tail), 'served', int(r.served) }
+    'tail', int(r.tail), 'served', int(r.served), 'epoch', r.epoch }
 end
 
 local function append(list, ...)

@@ -1,8 +1,12 @@
 /**
  * Fan tokens. Access tokens verify without Redis (signature, kind, event, expiry); on claim paths
- * the session is also checked against revocation in Redis, and when Redis cannot answer the
- * claim goes ahead: DynamoDB decides, and a revoked session can do no more than hold a seat it
+ * the session is also checked in Redis (revoked, completed, expired), and when Redis cannot answer
+ * the claim goes ahead: DynamoDB decides, and a revoked session can do no more than hold a seat it
  * could have held a moment earlier.
+ *
+ * The same holds after Redis came back empty: the room is created again with a new epoch, and a
+ * token from the old epoch is unknown to it, not ended. Only a room of the token's own epoch may
+ * refuse it (so a replay after the session ended in this epoch is still refused).
  */
 import type { Context } from "hono";
 import type { AccessTokenClaims, QueueTokenClaims, TokenFailure } from "../../waiting-room/index.js";
@@ -42,9 +46,22 @@ export async function requireAccessToken(
   const check = await waitingRoom.verifyAccessToken(token, eventId);
   if (!check.ok) throw refuse(check.reason, "access");
   if (options.checkRevocation) {
-    const active = await waitingRoom.isSessionActive(eventId, check.claims.sessionId);
-    if (active.ok && !active.active) throw new ApiError("unauthenticated", "this session has ended");
-    if (!active.ok) logger.warn({ eventId }, "session check unavailable; DynamoDB decides the claim");
+    const { sessionId, epoch } = check.claims;
+    const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "");
+    if (active.ok && active.decided && !active.active) throw new ApiError("unauthenticated", "this session has ended");
+    if (!active.ok) warnOnce(logger, eventId, "session check unavailable (redis); DynamoDB decides the claim");
+    else if (!active.decided) warnOnce(logger, eventId, "session from another room epoch; trusted on its signature");
   }
   return check.claims;
+}
+
+// One line per event and message every few seconds: while Redis is down every claim would log.
+const warnedUntil = new Map<string, number>();
+function warnOnce(logger: AppEnv["Variables"]["deps"]["logger"], eventId: string, message: string) {
+  const key = `${eventId}\n${message}`;
+  const now = Date.now();
+  if ((warnedUntil.get(key) ?? 0) > now) return;
+  if (warnedUntil.size >= 1_000) warnedUntil.clear();
+  warnedUntil.set(key, now + 10_000);
+  logger.warn({ eventId }, message);
 }

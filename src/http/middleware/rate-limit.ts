@@ -1,10 +1,13 @@
 /**
  * Per-IP and per-fan token buckets in Redis (lua/rate-limit-1.lua), shared by every gateway
- * instance. When Redis cannot answer, the limiter lets the request through: a claim with a valid
- * access token must still reach DynamoDB while Redis is down, and joins fail on their own.
+ * instance. When Redis cannot answer, each gateway falls back to buckets of its own in memory:
+ * a claim with a valid access token must still reach DynamoDB while Redis is down, but a flood or
+ * an operator-token brute force must not go unlimited. With N gateways the fallback admits up to
+ * N times the limit (each counts alone); it is a floor, not the shared limit.
  */
 import type { Logger } from "../../logger.js";
 import type { Metrics } from "../../metrics.js";
+import { redisReady, trackRedis } from "../../redis/availability.js";
 import { callScript, defineScripts, type RedisClient } from "../../redis/scripts.js";
 import { ApiError } from "../errors.js";
 
@@ -20,8 +23,38 @@ export interface RateLimiter {
   enforce(limitName: string, subject: string, limit: RateLimit): Promise<void>;
 }
 
+/** Buckets kept in memory while Redis is away; the oldest are dropped past this many. */
+const LOCAL_BUCKETS = 100_000;
+
+/** The same token bucket as lua/rate-limit-1.lua, in this process: [allowed, retryAfterMs]. */
+export function createLocalBuckets(maxBuckets = LOCAL_BUCKETS, now: () => number = Date.now) {
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  return {
+    take(key: string, perSecond: number, burst: number): [number, number] {
+      const t = now();
+      const bucket = buckets.get(key) ?? { tokens: burst, at: t };
+      bucket.tokens = Math.min(burst, bucket.tokens + ((t - bucket.at) / 1000) * perSecond);
+      bucket.at = t;
+      // Re-insert so the Map's order is least recently used first.
+      buckets.delete(key);
+      buckets.set(key, bucket);
+      if (buckets.size > maxBuckets) buckets.delete(buckets.keys().next().value as string);
+      if (bucket.tokens >= 1) {
+        bucket.tokens -= 1;
+        return [1, 0];
+      }
+      return [0, Math.ceil(((1 - bucket.tokens) / perSecond) * 1000)];
+    },
+    get size() {
+      return buckets.size;
+    },
+  };
+}
+
 export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; logger: Logger }): RateLimiter {
   defineScripts(redis, ["rate-limit-1"]);
+  trackRedis(redis);
+  const local = createLocalBuckets();
   return {
     async enforce(limitName, subject, limit) {
       if (limit.perSecond <= 0) return;
@@ -29,13 +62,18 @@ export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; 
       // The subject is hashed into the tag so one bucket is one slot on a cluster.
       const key = `rl:{${limitName}:${subject}}`;
       let result: [number, number];
-      try {
-        result = await callScript<[number, number]>(redis, "rateLimit", [key], [limit.perSecond, burst, 1]);
-        deps.metrics.redisScripts.inc({ script: "rate-limit", outcome: "ok" });
-      } catch (err) {
-        deps.metrics.redisScripts.inc({ script: "rate-limit", outcome: "error" });
-        deps.logger.debug({ err: (err as Error).message, limitName }, "rate limiter unavailable; letting through");
-        return;
+      if (redisReady(redis)) {
+        try {
+          result = await callScript<[number, number]>(redis, "rateLimit", [key], [limit.perSecond, burst, 1]);
+          deps.metrics.redisScripts.inc({ script: "rate-limit", outcome: "ok" });
+        } catch (err) {
+          deps.metrics.redisScripts.inc({ script: "rate-limit", outcome: "error" });
+          deps.logger.debug({ err: (err as Error).message, limitName }, "rate limiter unavailable; counting locally");
+          result = local.take(key, limit.perSecond, burst);
+        }
+      } else {
+        deps.metrics.redisScripts.inc({ script: "rate-limit", outcome: "unavailable" });
+        result = local.take(key, limit.perSecond, burst);
       }
       const [allowed, retryAfterMs] = result;
       if (allowed === 1) return;

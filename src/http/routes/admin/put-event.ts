@@ -6,7 +6,7 @@ import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
 import { StoredEvent, toStoredEvent } from "./event-view.js";
-import { requireOperator } from "./guard.js";
+import { operatorOnly } from "./guard.js";
 
 const route = createRoute({
   method: "put",
@@ -17,6 +17,7 @@ const route = createRoute({
     "Writes the event and every seat to DynamoDB (BatchWriteItem, progress in the log), configures its waiting room " +
     "(the lottery commitment is fixed at the first PUT), and refreshes the seat-map cache.",
   security: bearerSecurity,
+  middleware: [operatorOnly] as const,
   request: {
     params: EventIdParam,
     body: { required: true, content: { "application/json": { schema: eventInputSchema } } },
@@ -31,7 +32,6 @@ const route = createRoute({
 });
 
 export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
-  await requireOperator(c);
   const { eventId } = c.req.valid("param");
   const input = c.req.valid("json");
   const { inventory, waitingRoom, seatMap } = c.var.deps;

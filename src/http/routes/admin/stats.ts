@@ -2,7 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
-import { requireOperator } from "./guard.js";
+import { operatorOnly } from "./guard.js";
 
 const Stats = z
   .object({
@@ -37,6 +37,7 @@ const route = createRoute({
   tags: ["operator"],
   summary: "Queue and inventory figures; seats and general admission come from the authoritative store",
   security: bearerSecurity,
+  middleware: [operatorOnly] as const,
   request: { params: EventIdParam },
   responses: {
     200: { description: "figures", content: { "application/json": { schema: Stats } } },
@@ -46,7 +47,6 @@ const route = createRoute({
 });
 
 export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
-  await requireOperator(c);
   const { eventId } = c.req.valid("param");
   const { inventory, waitingRoom, purchaseCounts } = c.var.deps;
   const [counts, room, purchases] = await Promise.all([

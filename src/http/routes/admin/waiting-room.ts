@@ -2,7 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
-import { requireOperator } from "./guard.js";
+import { operatorOnly } from "./guard.js";
 
 const Patch = z
   .strictObject({
@@ -33,6 +33,7 @@ const route = createRoute({
   summary: "Change admission settings; takes effect at once on every gateway instance",
   description: "`admitPerSecond: 0` pauses admission. A rate change applies from now on, never retroactively.",
   security: bearerSecurity,
+  middleware: [operatorOnly] as const,
   request: { params: EventIdParam, body: { required: true, content: { "application/json": { schema: Patch } } } },
   responses: {
     200: { description: "settings in force", content: { "application/json": { schema: Settings } } },
@@ -43,7 +44,6 @@ const route = createRoute({
 });
 
 export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
-  await requireOperator(c);
   const { eventId } = c.req.valid("param");
   const result = await c.var.deps.waitingRoom.updateSettings(eventId, c.req.valid("json"));
   if (!result.ok) {
@@ -54,6 +54,19 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
   }
   const s = result.settings;
   c.var.log.info({ eventId, settings: s }, "waiting-room settings changed");
+  // Kept on the event too, so a room that Redis loses comes back with them (RELIABILITY.md). The
+  // change is in force already; if DynamoDB cannot take it now, only that safety net is missing.
+  await c.var.deps.inventory
+    .saveRoomSettings(eventId, {
+      admitPerSecond: s.admitPerSecond,
+      maxActive: s.maxActive,
+      sessionSeconds: s.sessionSeconds,
+      abandonSeconds: s.abandonSeconds,
+      paused: s.paused,
+    })
+    .catch((err: unknown) =>
+      c.var.log.warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),
+    );
   return c.json(
     {
       onSaleAt: s.onSaleAt,

@@ -42,7 +42,10 @@ const route = createRoute({
       description: "lost: `details.seats` names the seats",
       content: { "application/json": { schema: ErrorBody } },
     },
-    422: { description: "more than maxSeatsPerFan", content: { "application/json": { schema: ErrorBody } } },
+    422: {
+      description: "more than maxSeatsPerFan, counting what the fan already holds and bought (`details.limit`)",
+      content: { "application/json": { schema: ErrorBody } },
+    },
     429: { description: "rate limited", content: { "application/json": { schema: ErrorBody } } },
     503: {
       description: "DynamoDB unavailable; nothing changed",
@@ -59,6 +62,8 @@ export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
 
   const event = await c.var.reads.event(eventId);
   if (!event) throw new ApiError("not_found", `no event ${eventId}`);
+  // A shortcut for a request too big on its own. The limit across the fan's holds and purchases
+  // (however many it sends at once) is decided by DynamoDB, in the hold's transaction.
   const asked = "seats" in body ? body.seats.length : body.generalAdmission.quantity;
   if (asked > event.maxSeatsPerFan) {
     throw new ApiError("seat_limit_exceeded", `at most ${event.maxSeatsPerFan} seats per fan`, {
@@ -84,7 +89,9 @@ export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
           );
   } catch (err) {
     if (err instanceof InventoryUnavailableError) {
-      throw new ApiError("unavailable", "seat inventory unavailable; nothing was held", { retryAfter: 1 });
+      // Refused or unreachable: nothing was held. Timed out: the write may still land, under a hold
+      // id nobody was told, and then expires unclaimed (RELIABILITY.md). Either way: retry.
+      throw new ApiError("unavailable", "seat inventory unavailable; retry", { retryAfter: 1 });
     }
     throw err;
   }

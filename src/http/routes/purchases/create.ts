@@ -1,4 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { purchaseIdOf } from "../../../purchases/saga.js";
+import type { AccessTokenClaims } from "../../../waiting-room/index.js";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
@@ -38,11 +41,15 @@ const route = createRoute({
       description: "invalid (a missing Idempotency-Key too)",
       content: { "application/json": { schema: ErrorBody } },
     },
-    401: { description: "missing or bad access token", content: { "application/json": { schema: ErrorBody } } },
+    401: {
+      description: "missing or bad access token; a session that ended (revoked, or completed) starting a new purchase",
+      content: { "application/json": { schema: ErrorBody } },
+    },
     402: {
       description: "declined; the hold stays until it expires",
       content: { "application/json": { schema: ErrorBody } },
     },
+    403: { description: "token of another kind or event", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown hold", content: { "application/json": { schema: ErrorBody } } },
     409: {
       description: "hold expired (refunded if charged) or not the fan's",
@@ -52,6 +59,7 @@ const route = createRoute({
       description: "Idempotency-Key reused with another body",
       content: { "application/json": { schema: ErrorBody } },
     },
+    429: { description: "rate limited", content: { "application/json": { schema: ErrorBody } } },
     503: {
       description: "payment provider or store unavailable",
       content: { "application/json": { schema: ErrorBody } },
@@ -64,9 +72,10 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
   const key = c.req.valid("header")["idempotency-key"];
   const { paymentToken } = c.req.valid("json");
   // A repeat after the purchase ended the session must still get its stored answer, so the
-  // session check is the saga's business (the purchase id is the fan's own), not a gate here.
+  // session is checked below, knowing the key, not by the token check.
   const claims = await requireAccessToken(c, eventId, { checkRevocation: false });
   await limitRequest(c, "purchase", { eventId, fanId: claims.fanId });
+  await refuseEndedSession(c, claims, key);
 
   const outcome = await c.var.deps.purchases.purchase({
     eventId,
@@ -110,3 +119,19 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
       });
   }
 });
+
+/**
+ * A session that ended (revoked by the operator, or completed by a purchase) starts no new
+ * purchase: without this, a revoked fan could still buy the seats held before the revocation. A
+ * purchase already made under this key is answered as always (a replay gets its stored result).
+ * An expired session needs no check: its access token expired with it. When Redis cannot say,
+ * the purchase goes ahead, as a claim does (the hold, in DynamoDB, decides).
+ */
+async function refuseEndedSession(c: Context<AppEnv>, claims: AccessTokenClaims, key: string): Promise<void> {
+  const { waitingRoom, inventory } = c.var.deps;
+  const { eventId, fanId, sessionId, epoch } = claims;
+  const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "");
+  if (!active.ok || !active.decided || active.active) return;
+  if (await inventory.getPurchase(eventId, purchaseIdOf(eventId, fanId, key))) return;
+  throw new ApiError("unauthenticated", "this session has ended; it can start no new purchase");
+}

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { Purchase } from "../../../inventory/index.js";
+import { REFUND_DUE } from "../../../purchases/saga.js";
 
 export const PurchaseView = z
   .object({
@@ -16,7 +17,8 @@ export const PurchaseView = z
 export function purchaseView(p: Purchase): z.infer<typeof PurchaseView> {
   return {
     purchaseId: p.purchaseId,
-    status: p.status,
+    // A refund decided but not finished is still in flight for the fan: pending until refunded.
+    status: p.status === "failed" && p.failureReason === REFUND_DUE ? "pending" : p.status,
     seats: p.seats,
     ...(p.generalAdmission
       ? { generalAdmission: { id: p.generalAdmission.areaId, quantity: p.generalAdmission.quantity } }

@@ -17,6 +17,14 @@ const Status = z
     accessToken: z.string().optional(),
     accessExpiresAt: z.string().optional(),
     canRejoin: z.boolean().optional(),
+    queueToken: z
+      .string()
+      .optional()
+      .openapi({
+        description:
+          "Only when the line was lost (Redis restarted empty) and this poll gave the fan a place in the new line: " +
+          "the queue token to use from now on (the old one keeps working)",
+      }),
   })
   .openapi("QueueStatus");
 
@@ -25,7 +33,10 @@ const route = createRoute({
   path: "/v1/events/{eventId}/queue/status",
   tags: ["waiting room"],
   summary: "A fan's place; carries the access token once admitted",
-  description: "Poll no sooner than `pollAfterSeconds`. A fan who stops polling for the abandon time loses the place.",
+  description:
+    "Poll no sooner than `pollAfterSeconds`. A fan who stops polling for the abandon time loses the place. " +
+    "If the line was lost (Redis restarted empty), the poll places the fan in the new line, at the back in order " +
+    "of return, and says so with a new `queueToken`.",
   security: bearerSecurity,
   request: { params: EventIdParam },
   responses: {
@@ -41,7 +52,7 @@ export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =>
   const { eventId } = c.req.valid("param");
   const claims = await requireQueueToken(c, eventId);
   await limitRequest(c, "status", { eventId, fanId: claims.fanId });
-  const result = await c.var.deps.waitingRoom.statusOf(eventId, claims.fanId);
+  const result = await c.var.deps.waitingRoom.statusOf(eventId, claims.fanId, { rejoin: { epoch: claims.epoch } });
   if (!result.ok) {
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
     if (result.reason === "not_joined") throw new ApiError("not_found", "this fan is not in line; join first");
@@ -56,6 +67,7 @@ export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =>
         ? { accessToken: place.accessToken, accessExpiresAt: place.accessExpiresAt }
         : {}),
       ...("canRejoin" in place ? { canRejoin: place.canRejoin } : {}),
+      ...(result.replaced ? { queueToken: result.replaced.queueToken } : {}),
     },
     200,
   );

@@ -16,11 +16,18 @@ const route = createRoute({
   path: "/v1/events/{eventId}/sections/{sectionId}/seats",
   tags: ["seat map"],
   summary: "Every seat of a section with its status (from cache; ETag / If-None-Match)",
+  description:
+    "Served from the Redis cache; while Redis is down, from DynamoDB (the version then starts with `db.`). " +
+    "A version is never reused, even after the cache was lost, so an ETag never matches other content.",
   request: { params: SectionParams },
   responses: {
     200: { description: "the seats", content: { "application/json": { schema: Seats } } },
     304: { description: "unchanged since the ETag sent" },
     404: { description: "unknown event or section", content: { "application/json": { schema: ErrorBody } } },
+    503: {
+      description: "neither the cache nor DynamoDB could answer",
+      content: { "application/json": { schema: ErrorBody } },
+    },
   },
 });
 
@@ -32,7 +39,9 @@ export const sectionSeatsRoute = new OpenAPIHono<AppEnv>().openapi(route, async 
     throw new ApiError("not_found", `event ${eventId} has no section ${sectionId}`);
   }
 
-  const { seatMap } = c.var.deps;
+  const { seatMap, waitingRoom } = c.var.deps;
+  // Fans on the seat map may be the only ones asking: bring back a room Redis lost.
+  waitingRoom.ensureRoom(eventId);
   const key = `${eventId}/${sectionId}`;
   const bodies = c.var.reads.sectionBodies;
   const ifNoneMatch = c.req.header("if-none-match");
@@ -59,22 +68,11 @@ export const sectionSeatsRoute = new OpenAPIHono<AppEnv>().openapi(route, async 
     return send(section.version, body);
   } catch (err) {
     if (err instanceof ApiError) throw err;
-    // Redis is down: read the authoritative store directly (slower, still correct).
-    c.var.log.warn({ err: (err as Error).message }, "seat-map cache unavailable; reading DynamoDB");
-    const section = await readFromStore(c.var.deps.inventory, eventId, sectionId);
+    // Redis is down: read the authoritative store directly (slower, still correct). One load per
+    // section at a time in this process, kept a couple of seconds, so a rush is no stampede.
+    c.var.log.debug({ err: (err as Error).message }, "seat-map cache unavailable; reading DynamoDB");
+    const section = await seatMap.sectionFromStore(eventId, sectionId);
     if (!section) throw new ApiError("not_found", `event ${eventId} has no section ${sectionId}`);
     return send(section.version, JSON.stringify(section));
   }
 });
-
-async function readFromStore(inventory: AppEnv["Variables"]["deps"]["inventory"], eventId: string, sectionId: string) {
-  const seats: { id: string; status: "available" | "held" | "sold" }[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await inventory.listSectionSeats(eventId, sectionId, cursor === undefined ? {} : { cursor });
-    if (!page) return null;
-    seats.push(...page.seats.map((s) => ({ id: s.id, status: s.status })));
-    cursor = page.nextCursor;
-  } while (cursor);
-  return { sectionId, version: `db.${Date.now()}`, seats };
-}

@@ -14,7 +14,9 @@ const route = createRoute({
   request: { params: EventIdParam },
   responses: {
     200: {
-      description: "an event stream; a `ready` event first, comments as heartbeats",
+      description:
+        "an event stream; a `ready` event first (and again, with `resumed: true`, after the gateway lost and " +
+        "regained Redis: read the seat map again), comments as heartbeats",
       content: { "text/event-stream": { schema: z.string() } },
     },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
@@ -32,14 +34,31 @@ export const seatStreamRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
   return streamSSE(c, async (stream) => {
     const closed = new Promise<void>((resolve) => stream.onAbort(resolve));
     try {
-      stop = await relay.watch(eventId, (changes) => {
-        // Writes are chained so events keep their order on this connection.
-        queue = queue.then(async () => {
-          for (const change of changes) {
-            await stream.writeSSE({ event: "seat", data: JSON.stringify({ id: change.id, status: change.status }) });
-          }
-        });
-      });
+      stop = await relay.watch(
+        eventId,
+        (changes) => {
+          // Writes are chained so events keep their order on this connection.
+          queue = queue
+            .then(async () => {
+              for (const change of changes) {
+                await stream.writeSSE({
+                  event: "seat",
+                  data: JSON.stringify({ id: change.id, status: change.status }),
+                });
+              }
+            })
+            .catch(() => {});
+        },
+        {
+          // Redis came back: changes made while it was away were not relayed. A second `ready`
+          // tells the client to read the seat map again (as after a reconnect of its own).
+          onResume: () => {
+            queue = queue
+              .then(() => stream.writeSSE({ event: "ready", data: JSON.stringify({ eventId, resumed: true }) }))
+              .catch(() => {});
+          },
+        },
+      );
     } catch {
       await stream.writeSSE({ event: "error", data: JSON.stringify({ code: "unavailable" }) });
       return;

@@ -32,19 +32,26 @@ const route = createRoute({
   path: "/v1/events/{eventId}/seatmap",
   tags: ["seat map"],
   summary: "Sections and general-admission areas with availability (from cache; may lag a few seconds)",
+  description: "While Redis is down, availability is counted in DynamoDB (kept a couple of seconds per gateway).",
   request: { params: EventIdParam },
   responses: {
     200: { description: "the seat map", content: { "application/json": { schema: SeatMap } } },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
+    503: {
+      description: "neither the cache nor DynamoDB could answer",
+      content: { "application/json": { schema: ErrorBody } },
+    },
   },
 });
 
 export const seatMapSummaryRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const { seatMap } = c.var.deps;
+  const { seatMap, waitingRoom } = c.var.deps;
   const { reads } = c.var;
   const event = await reads.event(eventId);
   if (!event) throw new ApiError("not_found", `no event ${eventId}`);
+  // Fans on the seat map may be the only ones asking: bring back a room Redis lost.
+  waitingRoom.ensureRoom(eventId);
 
   let available: Record<string, number> = {};
   try {
@@ -55,7 +62,13 @@ export const seatMapSummaryRoute = new OpenAPIHono<AppEnv>().openapi(route, asyn
       available = await seatMap.availability(eventId);
     }
   } catch (err) {
-    c.var.log.warn({ err: (err as Error).message }, "seat-map cache unavailable; availability unknown");
+    // Redis is down: count from DynamoDB (Select COUNT on the available index), one count per
+    // section at a time in this process, kept a couple of seconds.
+    c.var.log.debug({ err: (err as Error).message }, "seat-map cache unavailable; counting in DynamoDB");
+    available = await seatMap.availabilityFromStore(
+      eventId,
+      event.sections.map((s) => s.id),
+    );
   }
   const areas = await Promise.all(event.generalAdmission.map((g) => reads.generalAdmission(`${eventId}/${g.id}`)));
 

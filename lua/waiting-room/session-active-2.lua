@@ -1,0 +1,32 @@
+--[[
+  Is this admitted session still active (not expired, completed or revoked)? Read-only; the
+  one Redis round trip that claim paths add to the signature check of an access token.
+
+  A token names the room epoch it was issued in. If this room has another epoch (it was created
+  again after Redis lost its data) or there is no room at all, this Redis cannot know the session:
+  the answer is "undecided" and the caller trusts the token (signature and expiry), as it does
+  while Redis is down. Within the same epoch an unknown or ended session is refused, so a token
+  replayed after its session ended (a purchase, a revocation, the expiry) stays refused.
+
+  KEYS[1]  room    HASH  the event's waiting room (only its `epoch` field is read)
+  KEYS[2]  active  ZSET  sessionId -> expiry (ms)
+  ARGV[1]  sessionId
+  ARGV[2]  the token's epoch ('' for a token issued by a room without one)
+  ARGV[3]  'epoch' to compare epochs as above; 'strict' to answer from this room whatever the
+           epoch (a room that does not exist counts as ended)
+
+  Returns 1 active, 0 not (unknown in this epoch, ended, or past its expiry),
+          2 undecided: another epoch, 3 undecided: no room
+]]
+
+if ARGV[3] == 'epoch' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 3 end
+  local epoch = redis.call('HGET', KEYS[1], 'epoch') or ''
+  if epoch ~= ARGV[2] then return 2 end
+end
+local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
+if not exp then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if exp > now then return 1 end
+return 0

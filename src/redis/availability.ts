@@ -1,0 +1,95 @@
+/**
+ * Failing fast while Redis is away. ioredis queues a command issued while it reconnects and
+ * answers only after its retries or its command timeout: seconds per command, several commands
+ * per claim. A claim must not wait for a cache, a rate limiter or a session check that cannot
+ * answer, so every module on a request path asks `redisReady` first and treats "not ready"
+ * exactly like a failed call, at once. A Redis that is up but silent (a partition) is still bounded
+ * by the client's `commandTimeout` (src/main.ts).
+ */
+import type { RedisClient } from "./scripts.js";
+
+/** Thrown instead of sending a command that cannot be answered now. Nothing was sent. */
+export class RedisUnavailableError extends Error {
+  override name = "RedisUnavailableError";
+  constructor(what: string) {
+    super(`redis is unavailable (${what})`);
+  }
+}
+
+const everReady = new WeakMap<RedisClient, { ready: boolean }>();
+
+/**
+ * Starts following a client's connection (modules call it when they are built, so the state is
+ * known from the start). Idempotent.
+ */
+export function trackRedis(client: RedisClient): void {
+  if (everReady.has(client)) return;
+  // A client found reconnecting was connected before (or failed its first connection): lost.
+  const state = { ready: client.status !== "wait" && client.status !== "connecting" && client.status !== "connect" };
+  everReady.set(client, state);
+  client.on("ready", () => {
+    state.ready = true;
+  });
+}
+
+/**
+ * True when commands may be sent now: the client is connected, or it is still making its first
+ * connection (then its own options decide how long a command may wait; src/main.ts waits for the
+ * first connection before serving). False once a connection was lost and is not back: callers
+ * treat that as a failed call, at once.
+ */
+export function redisReady(client: RedisClient): boolean {
+  if (client.status === "ready") return true;
+  trackRedis(client);
+  return client.status !== "end" && everReady.get(client)?.ready === false;
+}
+
+/** Throws RedisUnavailableError unless commands may be sent now (see redisReady). */
+export function requireRedis(client: RedisClient, what: string): void {
+  if (!redisReady(client)) throw new RedisUnavailableError(what);
+}
+
+/** True when `err` proves the command never left this process (so it changed nothing). */
+export function neverSent(err: unknown): boolean {
+  if (err instanceof RedisUnavailableError) return true;
+  // ioredis with enableOfflineQueue: false refuses a command while disconnected with this message.
+  return err instanceof Error && err.message.startsWith("Stream isn't writeable");
+}
+
+/** Resolves true once the client is ready, false after `timeoutMs` (it keeps reconnecting). */
+export function waitForRedis(client: RedisClient, timeoutMs: number): Promise<boolean> {
+  if (redisReady(client)) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ready: boolean) => {
+      clearTimeout(timer);
+      client.off("ready", onReady);
+      resolve(ready);
+    };
+    const onReady = () => done(true);
+    const timer = setTimeout(() => done(false), timeoutMs);
+    client.on("ready", onReady);
+  });
+}
+
+/**
+ * Calls `onReconnect` each time the client becomes ready again after having lost its connection
+ * (not on the first connection). Redis may have come back empty: whatever lives only in Redis and
+ * can be rebuilt (job schedules, subscriptions) is rebuilt from there. Returns the unsubscriber.
+ */
+export function onRedisReconnect(client: RedisClient, onReconnect: () => void): () => void {
+  let lost = false;
+  const onClose = () => {
+    lost = true;
+  };
+  const onReady = () => {
+    if (!lost) return;
+    lost = false;
+    onReconnect();
+  };
+  client.on("close", onClose);
+  client.on("ready", onReady);
+  return () => {
+    client.off("close", onClose);
+    client.off("ready", onReady);
+  };
+}
