@@ -32,6 +32,11 @@ const gatewaySchema = z.object({
   ADMIN_TOKEN: z.string().min(16).optional(),
   GATEWAY_SECRET: z.string().min(32).optional(),
   PAYMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
+  /**
+   * Redis for the simulated payment provider's ledger; default REDIS_URL. A real provider keeps its
+   * ledger elsewhere: a Redis of its own lets the simulation survive a flush of the gateway's Redis.
+   */
+  PAYMENT_REDIS_URL: z.string().url().optional(),
   /** HMAC secret of payment webhooks; default derived from GATEWAY_SECRET (the simulated provider uses it). */
   PAYMENT_WEBHOOK_SECRET: z.string().min(16).optional(),
   RATE_LIMIT_PER_IP: z.coerce.number().min(0).default(50),
@@ -60,6 +65,7 @@ export type GatewayConfig = {
   gatewaySecret: string | undefined;
   paymentTimeoutMs: number;
   paymentWebhookSecret: string | undefined;
+  paymentRedisUrl: string | undefined;
   rateLimitPerIp: number;
   rateLimitPerFan: number;
   trustProxy: boolean;
@@ -104,6 +110,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     gatewaySecret: e.GATEWAY_SECRET,
     paymentTimeoutMs: e.PAYMENT_TIMEOUT_MS,
     paymentWebhookSecret: e.PAYMENT_WEBHOOK_SECRET,
+    paymentRedisUrl: e.PAYMENT_REDIS_URL,
     rateLimitPerIp: e.RATE_LIMIT_PER_IP,
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
     trustProxy: e.TRUST_PROXY,

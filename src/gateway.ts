@@ -44,8 +44,10 @@ export interface GatewayOptions extends GatewayClients {
   /** Epoch ms; tests move it. */
   clock?: () => number;
   scheduleEvent?: AppDeps["scheduleEvent"];
-  /** The payment provider; default: the simulated one, its state in this Redis. */
+  /** The payment provider; default: the simulated one, its state in `paymentRedis`. */
   payments?: PaymentProvider;
+  /** Where the simulated provider keeps its ledger (PAYMENT_REDIS_URL); default `redis`. */
+  paymentRedis?: Redis;
   /** After this a charge's outcome counts as unknown (PAYMENT_TIMEOUT_MS). */
   paymentTimeoutMs?: number;
   reconciler?: ReconcileScheduler;
@@ -141,7 +143,7 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
   const payments =
     options.payments ??
     createSimulatedProvider({
-      redis,
+      redis: options.paymentRedis ?? redis,
       timeoutDelayMs: paymentTimeoutMs + 1_000,
       logger,
       ...(options.onPaymentEvent ? { onEvent: options.onPaymentEvent } : {}),

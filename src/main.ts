@@ -59,6 +59,14 @@ async function main(): Promise<void> {
       if (lastErrorLog.has(client)) log.info("redis connection ready again");
     });
   }
+  // The simulated payment provider's ledger: in a Redis of its own when PAYMENT_REDIS_URL says so.
+  const paymentRedis = config.paymentRedisUrl ? new Redis(config.paymentRedisUrl, redisOptions) : undefined;
+  paymentRedis?.on("error", (err) => {
+    const now = Date.now();
+    if ((lastErrorLog.get(paymentRedis) ?? 0) > now - 10_000) return;
+    lastErrorLog.set(paymentRedis, now);
+    log.warn({ err: err.message }, "payment redis connection error");
+  });
   if (!(await waitForRedis(redis, 10_000))) {
     log.warn(
       { redis: services.redisUrl },
@@ -90,6 +98,7 @@ async function main(): Promise<void> {
     paymentTimeoutMs: config.paymentTimeoutMs,
     reconciler: reconcileScheduler(queues),
     webhookSecret,
+    ...(paymentRedis ? { paymentRedis } : {}),
     // The simulated provider delivers its webhooks over HTTP to this gateway, as a real one would.
     onPaymentEvent: async (event) => {
       if (!listeningPort) return;
@@ -181,6 +190,7 @@ async function main(): Promise<void> {
     await queues.close();
     await deps.relay.close();
     redis.disconnect();
+    paymentRedis?.disconnect();
     dynamo.destroy();
     await services.stop();
     log.info("stopped");

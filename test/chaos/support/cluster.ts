@@ -53,6 +53,11 @@ export interface ClusterOptions {
   dynamoMaxAttempts?: number;
   /** More variables for every gateway and worker process. */
   env?: Record<string, string>;
+  /**
+   * Keep the simulated payment provider's ledger in a redis-server of its own (PAYMENT_REDIS_URL),
+   * as a real provider's is elsewhere: killing the gateway's Redis then loses no charge record.
+   */
+  paymentRedis?: boolean;
 }
 
 export interface Cluster {
@@ -152,12 +157,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const gateways: MainProcess[] = [];
   let worker: MainProcess | undefined;
   let redisServer: SpawnedRedis | undefined;
+  let paymentRedisServer: SpawnedRedis | undefined;
   let dynamoServer: SpawnedDynamoDB | undefined;
 
   const closeAll = async () => {
     await Promise.allSettled([...gateways, ...(worker ? [worker] : [])].map((p) => p.stop("SIGKILL")));
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
     if (redisServer) await killChild(redisServer.child);
+    if (paymentRedisServer) await killChild(paymentRedisServer.child);
     if (dynamoServer) await killChild(dynamoServer.child);
     rmSync(dataDir, { recursive: true, force: true });
   };
@@ -166,6 +173,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     redisServer = await spawnRedis();
     track(redisServer.child);
     const redisPort = redisServer.port;
+    if (options.paymentRedis) {
+      paymentRedisServer = await spawnRedis();
+      track(paymentRedisServer.child);
+    }
     dynamoServer = await spawnLocalDynamoDB({ port: 0, path: dynamoPath });
     track(dynamoServer.child);
     const dynamoPort = dynamoServer.port;
@@ -180,7 +191,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 1 });
     redis.on("error", () => undefined);
     cleanups.push(async () => redis.disconnect());
-    const provider = createSimulatedProvider({ redis });
+    let providerRedis = redis;
+    if (paymentRedisServer) {
+      const own = new Redis(paymentRedisServer.url, { maxRetriesPerRequest: 1 });
+      own.on("error", () => undefined);
+      cleanups.push(async () => own.disconnect());
+      providerRedis = own;
+    }
+    const provider = createSimulatedProvider({ redis: providerRedis });
     const traffic = new Traffic(() => {
       const up = gateways.filter((g) => g.alive() && g.url);
       return up.length ? up[Math.floor(Math.random() * up.length)]!.url : undefined;
@@ -188,6 +206,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
 
     const processEnv = (through: boolean): Record<string, string> => ({
       REDIS_URL: redisServer!.url,
+      ...(paymentRedisServer ? { PAYMENT_REDIS_URL: paymentRedisServer.url } : {}),
       DYNAMODB_ENDPOINT: through && proxy ? proxy.endpoint : dynamoEndpoint,
       DYNAMODB_TABLE: tableName,
       DYNAMODB_TIMEOUT_MS: String(settings.dynamoTimeoutMs),
