@@ -101,7 +101,8 @@ export interface Inventory {
   countPurchases(eventId: string): Promise<Record<PurchaseStatus, number>>;
   listPurchases(
     eventId: string,
-    options?: { status?: PurchaseStatus; cursor?: string; limit?: number },
+    /** `refundDue`: only failed purchases whose refund is under way (reason refund_due). */
+    options?: { status?: PurchaseStatus; refundDue?: boolean; cursor?: string; limit?: number },
   ): Promise<{ purchases: Purchase[]; nextCursor?: string }>;
 
   /** Resets expired holds of one shard (0..SWEEP_SHARDS-1); `now` defaults to the clock. */

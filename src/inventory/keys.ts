@@ -57,6 +57,9 @@ export interface ItemKey {
   SK: string;
 }
 
+/** The failure reason of a purchase taken out of `pending` because its charge must be refunded. */
+export const REFUND_DUE = "refund_due";
+
 export const keys = {
   event: (eventId: string): ItemKey => ({ PK: `EVT#${eventId}`, SK: "EVENT" }),
 
@@ -92,6 +95,11 @@ export const keys = {
    */
   purchasesPartition: (eventId: string): string => `EVT#${eventId}#PURCHASES`,
   purchaseSortKey: (status: string, purchaseId: string): string => `${status}#${purchaseId}`,
+  /**
+   * A failed purchase whose refund is under way sorts apart inside `failed#` (`failed#refund_due#<id>`;
+   * purchase ids have no '#'), so the reconcile sweep finds those without reading every decline.
+   */
+  refundDueSortKey: (purchaseId: string): string => `failed#${REFUND_DUE}#${purchaseId}`,
 
   /** GSI2 partition of held seats of one sweeper shard, sorted by expiry. */
   heldSeatsPartition: (eventId: string, shard: number): string =>

@@ -8,7 +8,7 @@ import { GSI1 } from "../dynamodb/table.js";
 import { fanConfirmAction } from "./fans.js";
 import { getHoldItem, validFan } from "./holds.js";
 import { iso, toOutbox, toPurchase } from "./items.js";
-import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN } from "./keys.js";
+import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN, REFUND_DUE } from "./keys.js";
 import { conditionFailure, type Ctx, guard, type Item, transact, type TransactItem } from "./store.js";
 import type {
   ConfirmResult,
@@ -326,7 +326,10 @@ async function transition(
           ExpressionAttributeValues: {
             ":to": to,
             ":at": iso(ctx.clock()),
-            ":sk": keys.purchaseSortKey(to, purchaseId),
+            ":sk":
+              to === "failed" && reason === REFUND_DUE
+                ? keys.refundDueSortKey(purchaseId)
+                : keys.purchaseSortKey(to, purchaseId),
             ...Object.fromEntries(from.map((s, i) => [`:from${i}`, s])),
             ...(reason !== undefined ? { ":why": reason.slice(0, 500) } : {}),
             ...(chargeId !== undefined ? { ":charge": chargeId } : {}),
@@ -394,7 +397,8 @@ export async function recordCharge(ctx: Ctx, eventId: string, purchaseId: string
 export async function listPurchases(
   ctx: Ctx,
   eventId: string,
-  options: { status?: PurchaseStatus; cursor?: string; limit?: number } = {},
+  /** `refundDue`: only failed purchases whose refund is under way (reason refund_due). */
+  options: { status?: PurchaseStatus; refundDue?: boolean; cursor?: string; limit?: number } = {},
 ): Promise<{ purchases: Purchase[]; nextCursor?: string }> {
   if (!ID_PATTERN.test(eventId)) return { purchases: [] };
   const partition = keys.purchasesPartition(eventId);
@@ -406,16 +410,20 @@ export async function listPurchases(
       return { purchases: [] };
     }
   }
+  const prefix = options.refundDue
+    ? `failed#${REFUND_DUE}#`
+    : options.status !== undefined
+      ? `${options.status}#`
+      : undefined;
   return guard("listPurchases", async () => {
     const out = await ctx.doc.send(
       new QueryCommand({
         TableName: ctx.tableName,
         IndexName: GSI1,
-        KeyConditionExpression:
-          options.status !== undefined ? "GSI1PK = :pk AND begins_with(GSI1SK, :status)" : "GSI1PK = :pk",
+        KeyConditionExpression: prefix !== undefined ? "GSI1PK = :pk AND begins_with(GSI1SK, :status)" : "GSI1PK = :pk",
         ExpressionAttributeValues: {
           ":pk": partition,
-          ...(options.status !== undefined ? { ":status": `${options.status}#` } : {}),
+          ...(prefix !== undefined ? { ":status": prefix } : {}),
         },
         Limit: Math.max(1, Math.min(options.limit ?? 500, 1_000)),
         ...(start ? { ExclusiveStartKey: start } : {}),

@@ -26,7 +26,7 @@
  * webhook) may run concurrently with the request that started it.
  */
 import { createHash } from "node:crypto";
-import { type Inventory, InventoryUnavailableError, type Purchase } from "../inventory/index.js";
+import { type Inventory, InventoryUnavailableError, type Purchase, REFUND_DUE } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { PaymentProvider } from "../payments/provider.js";
@@ -77,7 +77,7 @@ export interface PurchaseSagaDeps {
  * The failure reason of a purchase taken out of `pending` because its charge must be refunded
  * (the hold was lost): `failed` with this reason is a refund under way, not a final state.
  */
-export const REFUND_DUE = "refund_due";
+export { REFUND_DUE };
 
 const refundDue = (purchase: Purchase) => purchase.status === "failed" && purchase.failureReason === REFUND_DUE;
 

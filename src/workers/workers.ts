@@ -8,7 +8,7 @@ import { type Job, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import type { Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
-import { type PurchaseSaga, REFUND_DUE } from "../purchases/saga.js";
+import type { PurchaseSaga } from "../purchases/saga.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
 import { createBookingsQueue, publishOutbox } from "./outbox.js";
 import {
@@ -80,13 +80,13 @@ export async function reconcileJob(
   }
   const outcomes: Record<string, number> = {};
   // Pending purchases, and failed ones whose refund was decided but not finished (refund_due: a
-  // crash or a provider error between the decision and the refund).
-  for (const status of ["pending", "failed"] as const) {
+  // crash or a provider error between the decision and the refund; they sort apart, so this reads
+  // none of the declines).
+  for (const filter of [{ status: "pending" as const }, { refundDue: true }]) {
     let cursor: string | undefined;
     do {
-      const page = await deps.inventory.listPurchases(job.eventId, { status, ...(cursor ? { cursor } : {}) });
+      const page = await deps.inventory.listPurchases(job.eventId, { ...filter, ...(cursor ? { cursor } : {}) });
       for (const p of page.purchases) {
-        if (status === "failed" && p.failureReason !== REFUND_DUE) continue;
         const outcome = await deps.purchases.resolve(job.eventId, p.purchaseId, { minAgeMs }).catch(() => null);
         const kind = outcome?.kind ?? "error";
         outcomes[kind] = (outcomes[kind] ?? 0) + 1;

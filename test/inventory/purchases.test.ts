@@ -1,7 +1,7 @@
 import { DynamoDBDocumentClient, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Hold, HoldResult, SeatView } from "../../src/inventory/index.js";
-import { SWEEP_SHARDS } from "../../src/inventory/index.js";
+import { REFUND_DUE, SWEEP_SHARDS } from "../../src/inventory/index.js";
 import { eventInput, eventually, type InventoryFixture, setupInventory, uniqueEventId } from "./fixtures.js";
 
 let fx: InventoryFixture;
@@ -298,5 +298,28 @@ describe("purchase transitions", () => {
     });
     expect(await fx.inventory.markPurchaseFailed(eventId, "pur_none")).toEqual({ ok: false, reason: "not_found" });
     expect(await fx.inventory.getPurchase(eventId, "pur_none")).toBeNull();
+  });
+
+  it("a refund under way (failed, refund_due) is listed apart from the declines, and still among the failed", async () => {
+    const eventId = await newEvent();
+    const ids: string[] = [];
+    for (const [i, seatId] of ["A-3-1", "A-3-2", "A-3-3"].entries()) {
+      const hold = held(await fx.inventory.hold(eventId, `fan-${i}`, [seatId], 480));
+      await fx.inventory.createPendingPurchase(eventId, hold.holdId, `fan-${i}`, `pur_r${i}`);
+      ids.push(`pur_r${i}`);
+    }
+    await fx.inventory.markPurchaseFailed(eventId, "pur_r0", "declined");
+    await fx.inventory.markPurchaseFailed(eventId, "pur_r1", REFUND_DUE);
+    const due = await fx.inventory.listPurchases(eventId, { refundDue: true });
+    expect(due.purchases.map((p) => p.purchaseId)).toEqual(["pur_r1"]);
+    const failed = await fx.inventory.listPurchases(eventId, { status: "failed" });
+    expect(failed.purchases.map((p) => p.purchaseId).sort()).toEqual(["pur_r0", "pur_r1"]);
+    expect((await fx.inventory.countPurchases(eventId)).failed).toBe(2);
+    // Refunded: it leaves the refund_due listing.
+    await fx.inventory.markPurchaseRefunded(eventId, "pur_r1", REFUND_DUE);
+    expect((await fx.inventory.listPurchases(eventId, { refundDue: true })).purchases).toEqual([]);
+    expect(
+      (await fx.inventory.listPurchases(eventId, { status: "pending" })).purchases.map((p) => p.purchaseId),
+    ).toEqual(["pur_r2"]);
   });
 });
