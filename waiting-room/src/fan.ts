@@ -194,6 +194,7 @@ async function poll(): Promise<void> {
     // The line was lost (a failure on our side) and this poll gave us a place in the new one.
     session.queueToken = place.queueToken;
     session.firstAhead = undefined;
+    session.lineRestarted = true;
     save();
     // The new line has its own lottery commitment (the old seed was lost with it).
     void loadInfo();
@@ -345,7 +346,10 @@ async function checkSeed(seed: string, commitment: string) {
   const ok = hex === commitment.toLowerCase();
   out.dataset.ok = String(ok);
   out.textContent = ok
-    ? "✓ Checked in your browser: this seed matches the commitment published before the sale."
+    ? session.lineRestarted
+      ? "✓ Checked in your browser: this seed matches the commitment published when the line was restarted " +
+        "(the line before the failure, and its draw, could not be kept)."
+      : "✓ Checked in your browser: this seed matches the commitment published before the sale."
     : "✗ This seed does NOT match the published commitment.";
 }
 

@@ -35,6 +35,11 @@ export interface FanSession {
   accessExpiresAt?: string;
   /** The most people ever seen ahead of this fan: the start of the progress bar. */
   firstAhead?: number;
+  /**
+   * The line was restarted after a failure (this fan was placed again): its commitment was
+   * published then, not before the sale, and the page must not claim otherwise.
+   */
+  lineRestarted?: boolean;
   hold?: StoredHold;
   payment?: StoredPayment;
   purchase?: StoredPurchase;
