@@ -12,6 +12,7 @@ import { BatchWriteCommand, DynamoDBDocumentClient, PutCommand, UpdateCommand } 
 import { createDynamoClient } from "../src/dynamodb/client.js";
 import { ensureTable } from "../src/dynamodb/table.js";
 import { createInventory, type Hold } from "../src/inventory/index.js";
+import { SEAT_HOLD_CONDITION, SEAT_HOLD_UPDATE } from "../src/inventory/holds.js";
 import { spawnLocalDynamoDB, type SpawnedDynamoDB } from "../src/local/dynamodb.js";
 
 const OPS = Number(process.env.BENCH_OPS ?? 3_000);
@@ -163,12 +164,8 @@ try {
         new UpdateCommand({
           TableName: tableName,
           Key: key,
-          UpdateExpression:
-            "SET #status = :held, holderId = :fan, holdId = :hold, holdExpiresAt = :exp, heldAt = :now, " +
-            "GSI2PK = :g2pk, GSI2SK = :g2sk REMOVE GSI1PK, GSI1SK",
-          ConditionExpression:
-            "(attribute_exists(PK) AND #status = :available) OR (#status = :held AND holdExpiresAt <= :now) " +
-            "OR (#status = :held AND holdId = :hold)",
+          UpdateExpression: SEAT_HOLD_UPDATE,
+          ConditionExpression: SEAT_HOLD_CONDITION,
           ExpressionAttributeNames: { "#status": "status" },
           ExpressionAttributeValues: {
             ":held": "held",

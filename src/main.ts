@@ -46,27 +46,24 @@ async function main(): Promise<void> {
   // The subscriber keeps its offline queue: a subscription asked for while Redis is away is sent
   // when it is back, and ioredis subscribes every channel again after a reconnect.
   const subscriber = new Redis(services.redisUrl, { maxRetriesPerRequest: null });
-  const lastErrorLog = new WeakMap<Redis, number>();
-  for (const client of [redis, subscriber]) {
-    // ioredis reports every failed reconnect attempt: one line per client every 10 s is enough.
+  // ioredis reports every failed reconnect attempt: one line per client every 10 s is enough.
+  const logConnection = (client: Redis, name: string) => {
+    let lastError = 0;
     client.on("error", (err) => {
       const now = Date.now();
-      if ((lastErrorLog.get(client) ?? 0) > now - 10_000) return;
-      lastErrorLog.set(client, now);
-      log.warn({ err: err.message }, "redis connection error");
+      if (lastError > now - 10_000) return;
+      lastError = now;
+      log.warn({ err: err.message }, `${name} connection error`);
     });
     client.on("ready", () => {
-      if (lastErrorLog.has(client)) log.info("redis connection ready again");
+      if (lastError > 0) log.info(`${name} connection ready again`);
     });
-  }
+  };
+  logConnection(redis, "redis");
+  logConnection(subscriber, "redis");
   // The simulated payment provider's ledger: in a Redis of its own when PAYMENT_REDIS_URL says so.
   const paymentRedis = config.paymentRedisUrl ? new Redis(config.paymentRedisUrl, redisOptions) : undefined;
-  paymentRedis?.on("error", (err) => {
-    const now = Date.now();
-    if ((lastErrorLog.get(paymentRedis) ?? 0) > now - 10_000) return;
-    lastErrorLog.set(paymentRedis, now);
-    log.warn({ err: err.message }, "payment redis connection error");
-  });
+  if (paymentRedis) logConnection(paymentRedis, "payment redis");
   if (!(await waitForRedis(redis, 10_000))) {
     log.warn(
       { redis: services.redisUrl },

@@ -27,7 +27,7 @@ import { seatStreamRoute } from "./routes/seatmap/stream.js";
 import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
 import { pagesRoutes } from "./routes/pages.js";
 import { serviceRoutes } from "./routes/service.js";
-import { ttlCache } from "./ttl-cache.js";
+import { ttlCache } from "../ttl-cache.js";
 
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({

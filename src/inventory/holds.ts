@@ -74,6 +74,21 @@ interface HoldTerms {
   expiresAt: number;
 }
 
+/** A seat's hold write (scripts/bench-inventory.ts times it bare, without the module around it). */
+export const SEAT_HOLD_UPDATE =
+  "SET #status = :held, holderId = :fan, holdId = :hold, holdExpiresAt = :exp, heldAt = :now, " +
+  "GSI2PK = :g2pk, GSI2SK = :g2sk REMOVE GSI1PK, GSI1SK";
+/**
+ * Expiry is decided here, at write time: a held seat whose hold has passed is free to take.
+ * `holdId = :hold` makes an SDK retry of this very request (same hold id) succeed again.
+ * A missing key satisfies no branch (it has no status), so this write never creates a seat.
+ * One level of parentheses on purpose: the local DynamoDB's parser slows down steeply with
+ * nesting (three levels cost it 4x), and DynamoDB reads both forms the same.
+ */
+export const SEAT_HOLD_CONDITION =
+  "(attribute_exists(PK) AND #status = :available) OR (#status = :held AND holdExpiresAt <= :now) " +
+  "OR (#status = :held AND holdId = :hold)";
+
 function seatHoldUpdate(
   ctx: Ctx,
   t: HoldTerms,
@@ -83,17 +98,8 @@ function seatHoldUpdate(
   return {
     TableName: ctx.tableName,
     Key: keys.seat(t.eventId, ref),
-    UpdateExpression:
-      "SET #status = :held, holderId = :fan, holdId = :hold, holdExpiresAt = :exp, heldAt = :now, " +
-      "GSI2PK = :g2pk, GSI2SK = :g2sk REMOVE GSI1PK, GSI1SK",
-    // Expiry is decided here, at write time: a held seat whose hold has passed is free to take.
-    // `holdId = :hold` makes an SDK retry of this very request (same hold id) succeed again.
-    // A missing key satisfies no branch (it has no status), so this write never creates a seat.
-    // One level of parentheses on purpose: the local DynamoDB's parser slows down steeply with
-    // nesting (three levels cost it 4x), and DynamoDB reads both forms the same.
-    ConditionExpression:
-      "(attribute_exists(PK) AND #status = :available) OR (#status = :held AND holdExpiresAt <= :now) " +
-      "OR (#status = :held AND holdId = :hold)",
+    UpdateExpression: SEAT_HOLD_UPDATE,
+    ConditionExpression: SEAT_HOLD_CONDITION,
     ExpressionAttributeNames: { "#status": "status" },
     ExpressionAttributeValues: {
       ":held": "held",

@@ -86,10 +86,7 @@ export async function spawnLocalDynamoDB(
   if (options.path) args.push("--path", options.path);
   // stdin stays a pipe from us: when this process dies, even by SIGKILL, the pipe closes and the
   // child exits instead of living on as an orphan holding the port and the LevelDB lock.
-  const child = spawn(process.execPath, args, {
-    stdio: ["pipe", "pipe", "inherit"],
-    env: { ...process.env, LOG_LEVEL: "info" },
-  });
+  const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
 
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => {

@@ -19,6 +19,7 @@ import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import { redisReady, requireRedis, trackRedis } from "../redis/availability.js";
 import { callScript, defineScripts, type RedisClient } from "../redis/scripts.js";
+import { ttlCache } from "../ttl-cache.js";
 
 export type SeatStatus = "available" | "held" | "sold";
 
@@ -89,21 +90,6 @@ export interface SeatMapCache {
   availabilityFromStore(eventId: string, sectionIds: readonly string[]): Promise<Record<string, number>>;
 }
 
-/** Single flight plus a short memory: concurrent and repeated loads of one key share one load. */
-function memo<T>(ttlMs: number, maxEntries = 1_000) {
-  const entries = new Map<string, { value: Promise<T>; until: number }>();
-  return (key: string, load: () => Promise<T>): Promise<T> => {
-    const now = Date.now();
-    const hit = entries.get(key);
-    if (hit && hit.until > now) return hit.value;
-    if (entries.size >= maxEntries) entries.clear();
-    const value = load();
-    entries.set(key, { value, until: now + ttlMs });
-    value.catch(() => entries.delete(key));
-    return value;
-  };
-}
-
 export function createSeatMapCache(deps: {
   redis: RedisClient;
   source: SectionSource;
@@ -164,8 +150,23 @@ export function createSeatMapCache(deps: {
     };
   }
 
-  const storeSections = memo<CachedSection | null>(STORE_READ_TTL_MS);
-  const storeCounts = memo<number>(STORE_READ_TTL_MS);
+  // Keys are `<eventId>/<sectionId>` (ids never contain '/').
+  const storeSections = ttlCache<CachedSection | null>(STORE_READ_TTL_MS, async (key) => {
+    const [eventId = "", sectionId = ""] = key.split("/");
+    const rows = await source.loadSection(eventId, sectionId);
+    if (!rows) return null;
+    return {
+      sectionId,
+      version: `db.${randomBytes(8).toString("hex")}`,
+      seats: rows.map((r) => ({ id: r.id, status: r.status })),
+    };
+  });
+  const storeCounts = ttlCache<number>(STORE_READ_TTL_MS, async (key) => {
+    const [eventId = "", sectionId = ""] = key.split("/");
+    if (source.countAvailable) return source.countAvailable(eventId, sectionId);
+    const rows = await source.loadSection(eventId, sectionId);
+    return rows ? rows.filter((r) => r.status === "available").length : 0;
+  });
 
   // A spike of first readers of a cold section makes one DynamoDB load per process, not thousands.
   const filling = new Map<string, Promise<boolean>>();
@@ -254,27 +255,10 @@ export function createSeatMapCache(deps: {
       return bypass && leased.length === 0 ? { kind: "bypass", release } : { kind: "leased", owner, release };
     },
 
-    sectionFromStore: (eventId, sectionId) =>
-      storeSections(`${eventId}/${sectionId}`, async () => {
-        const rows = await source.loadSection(eventId, sectionId);
-        if (!rows) return null;
-        return {
-          sectionId,
-          version: `db.${randomBytes(8).toString("hex")}`,
-          seats: rows.map((r) => ({ id: r.id, status: r.status })),
-        };
-      }),
+    sectionFromStore: (eventId, sectionId) => storeSections(`${eventId}/${sectionId}`),
 
     async availabilityFromStore(eventId, sectionIds) {
-      const counts = await Promise.all(
-        sectionIds.map((sectionId) =>
-          storeCounts(`${eventId}/${sectionId}`, async () => {
-            if (source.countAvailable) return source.countAvailable(eventId, sectionId);
-            const rows = await source.loadSection(eventId, sectionId);
-            return rows ? rows.filter((r) => r.status === "available").length : 0;
-          }),
-        ),
-      );
+      const counts = await Promise.all(sectionIds.map((sectionId) => storeCounts(`${eventId}/${sectionId}`)));
       return Object.fromEntries(sectionIds.map((id, i) => [id, counts[i] ?? 0]));
     },
   };

@@ -21,7 +21,7 @@ import { type AuditReport, auditEvent } from "../../../src/audit/audit.js";
 import { createDynamoClient } from "../../../src/dynamodb/client.js";
 import { createInventory, type EventInput } from "../../../src/inventory/index.js";
 import { createSimulatedProvider } from "../../../src/payments/simulated.js";
-import { ADMIN_TOKEN, SECRET } from "../../gateway/harness.js";
+import { ADMIN_TOKEN, eventInput, SECRET } from "../../gateway/harness.js";
 import { type GatewayProcess, startGatewayProcess } from "../../support/processes.js";
 import { claimRedisDatabase, sleep } from "../../support/worker-process.js";
 import { auditFigures } from "./report.js";
@@ -387,20 +387,9 @@ export function sendRaw(
 // ---------------------------------------------------------------------------------------------
 // A sale over HTTP
 
+/** The harness's small on-sale (two sections and a standing area), named for these tests. */
 export function smallEvent(overrides: Partial<EventInput> = {}): EventInput {
-  return {
-    name: "Chaos Night",
-    onSaleAt: new Date(Date.now() - 1_000).toISOString(),
-    holdSeconds: 120,
-    maxSeatsPerFan: 4,
-    sections: [
-      { id: "A", tier: "Floor", price: 15000, rows: 4, seatsPerRow: 10 },
-      { id: "B", tier: "Upper", price: 5000, rows: 2, seatsPerRow: 10 },
-    ],
-    generalAdmission: [{ id: "GA", tier: "Standing", price: 6000, capacity: 100 }],
-    waitingRoom: { admitPerSecond: 10_000, maxActive: 10_000, sessionSeconds: 600 },
-    ...overrides,
-  };
+  return eventInput({ name: "Chaos Night", ...overrides });
 }
 
 export async function putEvent(gw: ChaosGateway, eventId: string, input: EventInput = smallEvent()): Promise<void> {
