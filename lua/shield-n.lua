@@ -5,7 +5,7 @@
   and a stale cache costs a retry, never an oversell.
 
   Called with a variable key count: numkeys = 3 + number of seats.
-  KEYS[1]      sm:{evt:E}:sec:S:st   status chars of the section (see seatmap-load-5.lua)
+  KEYS[1]      sm:{evt:E}:sec:S:st   status chars of the section (see seatmap-load-7.lua)
   KEYS[2]      sm:{evt:E}:sec:S:idx  seat id -> position
   KEYS[3]      sm:{evt:E}:sec:S:exp  held seat id -> hold expiry ms
   KEYS[4..]    lease:{evt:E}:<seatId>, one per requested seat, in the order of ARGV[3..]

@@ -73,13 +73,20 @@ export const defaultLimits: GatewayLimits = {
 /** The seat-map cache loads a section from the authoritative store, page by page. */
 export function sectionSource(inventory: Inventory) {
   return {
-    async loadSection(eventId: string, sectionId: string): Promise<SeatRow[] | null> {
+    async loadSection(
+      eventId: string,
+      sectionId: string,
+      options: { consistent?: boolean } = {},
+    ): Promise<SeatRow[] | null> {
       const event = await inventory.getEvent(eventId);
       if (!event?.sections.some((s) => s.id === sectionId)) return null;
       const rows: SeatRow[] = [];
       let cursor: string | undefined;
       do {
-        const page = await inventory.listSectionSeats(eventId, sectionId, cursor === undefined ? {} : { cursor });
+        const page = await inventory.listSectionSeats(eventId, sectionId, {
+          ...options,
+          ...(cursor === undefined ? {} : { cursor }),
+        });
         if (!page) return null;
         for (const s of page.seats) {
           rows.push({

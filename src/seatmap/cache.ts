@@ -32,13 +32,21 @@ export interface SeatRow {
 
 /** Where a section is loaded from on a miss: the authoritative store. */
 export interface SectionSource {
-  loadSection(eventId: string, sectionId: string): Promise<SeatRow[] | null>;
+  /** `consistent`: a strongly consistent read (a fill needs every write that answered before it). */
+  loadSection(eventId: string, sectionId: string, options?: { consistent?: boolean }): Promise<SeatRow[] | null>;
   /** Available seats of a section, cheaper than loading it (optional: counted from loadSection). */
   countAvailable?(eventId: string, sectionId: string): Promise<number>;
 }
 
 /** How long a direct read of the store is served from memory while Redis is down. */
 export const STORE_READ_TTL_MS = 2_000;
+
+/**
+ * How long a fill (a read of the section from the store, then its write to Redis) may take. While
+ * one is open, changes applied to the section are journaled for it to replay; a fill that takes
+ * longer writes nothing (seatmap-load-7.lua), and the section is read again on the next miss.
+ */
+export const FILL_WINDOW_MS = 30_000;
 
 export interface CachedSection {
   sectionId: string;
@@ -52,13 +60,23 @@ export type ShieldResult =
   | { kind: "bypass"; release(): Promise<void> }
   | { kind: "lost"; seats: string[] };
 
+/** A fill wrote the section; the store has no such section; or the journal could not cover the fill. */
+type FillOutcome = "filled" | "missing" | "uncovered";
+
 const statusChar: Record<SeatStatus, string> = { available: "a", held: "h", sold: "s" };
 const charStatus: Record<string, SeatStatus> = { a: "available", h: "held", s: "sold" };
 
 export const seatMapKeys = {
   section(eventId: string, sectionId: string) {
     const base = `sm:{evt:${eventId}}:sec:${sectionId}`;
-    return { st: `${base}:st`, idx: `${base}:idx`, exp: `${base}:exp`, meta: `${base}:meta` };
+    return {
+      st: `${base}:st`,
+      idx: `${base}:idx`,
+      exp: `${base}:exp`,
+      meta: `${base}:meta`,
+      journal: `${base}:jr`,
+      fill: `${base}:fill`,
+    };
   },
   availability: (eventId: string) => `sm:{evt:${eventId}}:avail`,
   channel: (eventId: string) => `seatmap:{evt:${eventId}}`,
@@ -98,7 +116,7 @@ export function createSeatMapCache(deps: {
 }): SeatMapCache {
   const { redis, source, metrics } = deps;
   trackRedis(redis);
-  defineScripts(redis, ["seatmap-load-5", "seatmap-apply-6", "shield-n", "lease-release-n"]);
+  defineScripts(redis, ["seatmap-fill-begin-2", "seatmap-load-7", "seatmap-apply-8", "shield-n", "lease-release-n"]);
 
   const script = async <T>(name: string, keys: string[], args: (string | number)[], variable = false) => {
     requireRedis(redis, name);
@@ -112,24 +130,37 @@ export function createSeatMapCache(deps: {
     }
   };
 
-  async function fill(eventId: string, sectionId: string, force: boolean): Promise<boolean> {
-    const rows = await source.loadSection(eventId, sectionId);
-    if (!rows) return false;
+  /**
+   * Reads the section from the store and writes it to Redis. The fill is opened first: changes
+   * applied while the store is read are journaled and replayed on top (seatmap-fill-begin-2.lua),
+   * so a seat sold during the read is not cached as it was before. The read is strongly
+   * consistent, so it holds every write that answered before the fill opened.
+   */
+  async function fill(eventId: string, sectionId: string, force: boolean): Promise<FillOutcome> {
     const k = seatMapKeys.section(eventId, sectionId);
+    const start = await script<string>("seatmapFillBegin", [k.journal, k.fill], [FILL_WINDOW_MS]);
+    const rows = await source.loadSection(eventId, sectionId, { consistent: true });
+    if (!rows) return "missing";
     const held = rows.flatMap((r) => (r.status === "held" ? [r.id, String(r.holdExpiresAt ?? 0)] : []));
-    await script<number>(
+    const filled = await script<number>(
       "seatmapLoad",
-      [k.st, k.idx, k.exp, k.meta, seatMapKeys.availability(eventId)],
+      [k.st, k.idx, k.exp, k.meta, seatMapKeys.availability(eventId), k.journal, k.fill],
       [
         force ? 1 : 0,
         randomBytes(8).toString("hex"),
         sectionId,
         rows.map((r) => r.id).join(","),
         rows.map((r) => statusChar[r.status]).join(""),
+        start,
+        FILL_WINDOW_MS,
         ...held,
       ],
     );
-    return true;
+    if (filled === -1) {
+      deps.logger.warn({ eventId, sectionId }, "seat-map fill outlasted its journal; not cached");
+      return "uncovered";
+    }
+    return "filled";
   }
 
   async function read(eventId: string, sectionId: string): Promise<CachedSection | null> {
@@ -169,8 +200,8 @@ export function createSeatMapCache(deps: {
   });
 
   // A spike of first readers of a cold section makes one DynamoDB load per process, not thousands.
-  const filling = new Map<string, Promise<boolean>>();
-  const fillOnce = (eventId: string, sectionId: string): Promise<boolean> => {
+  const filling = new Map<string, Promise<FillOutcome>>();
+  const fillOnce = (eventId: string, sectionId: string): Promise<FillOutcome> => {
     const key = `${eventId}/${sectionId}`;
     let pending = filling.get(key);
     if (!pending) {
@@ -184,8 +215,10 @@ export function createSeatMapCache(deps: {
     async getSection(eventId, sectionId) {
       const cached = await read(eventId, sectionId);
       if (cached) return cached;
-      if (!(await fillOnce(eventId, sectionId))) return null;
-      return read(eventId, sectionId);
+      const filled = await fillOnce(eventId, sectionId);
+      if (filled === "missing") return null;
+      // A fill that could not be cached: this reader gets the store's answer.
+      return (await read(eventId, sectionId)) ?? storeSections(`${eventId}/${sectionId}`);
     },
 
     async apply(eventId, changes) {
@@ -199,8 +232,17 @@ export function createSeatMapCache(deps: {
           const k = seatMapKeys.section(eventId, sectionId);
           return script<number>(
             "seatmapApply",
-            [k.st, k.idx, k.exp, k.meta, seatMapKeys.availability(eventId), seatMapKeys.channel(eventId)],
-            [sectionId, ...rows.flatMap((r) => [r.id, r.status, String(r.holdExpiresAt ?? 0)])],
+            [
+              k.st,
+              k.idx,
+              k.exp,
+              k.meta,
+              seatMapKeys.availability(eventId),
+              seatMapKeys.channel(eventId),
+              k.journal,
+              k.fill,
+            ],
+            [sectionId, FILL_WINDOW_MS, ...rows.flatMap((r) => [r.id, r.status, String(r.holdExpiresAt ?? 0)])],
           );
         }),
       );
@@ -212,7 +254,7 @@ export function createSeatMapCache(deps: {
       return gen && v ? `${gen}.${v}` : null;
     },
 
-    rebuild: (eventId, sectionId) => fill(eventId, sectionId, true),
+    rebuild: async (eventId, sectionId) => (await fill(eventId, sectionId, true)) === "filled",
 
     async availability(eventId) {
       requireRedis(redis, "seat-map availability");
@@ -243,7 +285,8 @@ export function createSeatMapCache(deps: {
         let out = await shieldOnce();
         // A cold section is loaded once (per process) and checked again, so the first spike on
         // an event is filtered too instead of reaching DynamoDB in full.
-        if (out[0] === 2 && (await fillOnce(eventId, sectionId).catch(() => false))) out = await shieldOnce();
+        if (out[0] === 2 && (await fillOnce(eventId, sectionId).catch(() => "failed")) === "filled")
+          out = await shieldOnce();
         if (out[0] === 0) {
           await release();
           metrics.shieldRejections.inc();

@@ -145,3 +145,171 @@ describe("seat-map cache and hot-seat shield (real Redis)", () => {
     expect((await cache.shield(eventId, ["Z-1-1"], 5_000)).kind).toBe("bypass");
   });
 });
+
+describe("seat-map fills do not lose changes applied while they read the store (real Redis)", () => {
+  let redis: Redis;
+  const metrics = createMetrics();
+  const logger = pino({ level: "silent" });
+  beforeAll(() => {
+    redis = new Redis(inject("redisUrl"));
+  });
+  afterAll(() => {
+    redis.disconnect();
+  });
+
+  /** The store: a section's rows; a read copies them at once, then answers when `gate` says. */
+  function gatedStore(rows: SeatRow[]) {
+    const truth = new Map(rows.map((r) => [r.id, { ...r }]));
+    let gate: () => Promise<void> = async () => {};
+    const reads: string[] = [];
+    return {
+      truth,
+      reads,
+      setGate(g: () => Promise<void>) {
+        gate = g;
+      },
+      set(id: string, status: SeatRow["status"], holdExpiresAt?: number) {
+        truth.set(id, { id, status, ...(holdExpiresAt ? { holdExpiresAt } : {}) });
+      },
+      source: {
+        loadSection: async (_eventId: string, sectionId: string, options?: { consistent?: boolean }) => {
+          reads.push(`${sectionId}:${options?.consistent === true ? "consistent" : "eventual"}`);
+          const snapshot = [...truth.values()].map((r) => ({ ...r }));
+          await gate();
+          return snapshot;
+        },
+      },
+    };
+  }
+
+  const statusOf = async (cache: ReturnType<typeof createSeatMapCache>, eventId: string) =>
+    Object.fromEntries((await cache.getSection(eventId, "G"))!.seats.map((seat) => [seat.id, seat.status]));
+
+  it("replays a sale, a release and a hold made during a miss fill and during a rebuild", async () => {
+    const eventId = `e${randomUUID().slice(0, 8)}`;
+    const later = Date.now() + 60_000;
+    const store = gatedStore(section("G", 1, 6));
+    store.set("G-1-1", "held", later);
+    store.set("G-1-2", "held", later);
+    store.set("G-1-5", "sold");
+    const cache = createSeatMapCache({ redis, source: store.source, metrics, logger });
+
+    // A miss: the store is read, then three seats change and are applied before the fill writes.
+    let release!: () => void;
+    let reading!: () => void;
+    const readStarted = new Promise<void>((r) => {
+      reading = r;
+    });
+    store.setGate(() => {
+      reading();
+      return new Promise<void>((r) => {
+        release = r;
+      });
+    });
+    const first = cache.getSection(eventId, "G");
+    await readStarted;
+    store.set("G-1-1", "sold");
+    store.set("G-1-2", "available");
+    store.set("G-1-3", "held", later);
+    await cache.apply(eventId, [
+      { id: "G-1-1", status: "sold" },
+      { id: "G-1-2", status: "available" },
+      { id: "G-1-3", status: "held", holdExpiresAt: later },
+    ]);
+    // A late 'held' for a seat the store already had sold changes nothing.
+    await cache.apply(eventId, [{ id: "G-1-5", status: "held", holdExpiresAt: later }]);
+    release();
+    const filled = await first;
+    expect(Object.fromEntries(filled!.seats.map((seat) => [seat.id, seat.status]))).toEqual({
+      "G-1-1": "sold",
+      "G-1-2": "available",
+      "G-1-3": "held",
+      "G-1-4": "available",
+      "G-1-5": "sold",
+      "G-1-6": "available",
+    });
+    expect(await cache.availability(eventId)).toEqual({ G: 3 });
+    expect(store.reads).toEqual(["G:consistent"]);
+
+    // A rebuild, the same way: the seat sold during it stays sold.
+    const rebuildRead = new Promise<void>((r) => {
+      reading = r;
+    });
+    const rebuilt = cache.rebuild(eventId, "G");
+    await rebuildRead;
+    store.set("G-1-4", "sold");
+    store.set("G-1-3", "available");
+    await cache.apply(eventId, [
+      { id: "G-1-4", status: "sold" },
+      { id: "G-1-3", status: "available" },
+    ]);
+    release();
+    expect(await rebuilt).toBe(true);
+    expect(await statusOf(cache, eventId)).toEqual(
+      Object.fromEntries([...store.truth.values()].map((seat) => [seat.id, seat.status])),
+    );
+    expect(await cache.availability(eventId)).toEqual({ G: 3 });
+  });
+
+  it("agrees with the store after 60 seats change three times each while 4 clients rebuild without pause", async () => {
+    const eventId = `e${randomUUID().slice(0, 8)}`;
+    const store = gatedStore(section("G", 6, 10));
+    store.setGate(() => new Promise<void>((r) => setTimeout(r, 5 + Math.random() * 20)));
+    const clients = Array.from({ length: 4 }, () => new Redis(inject("redisUrl")));
+    try {
+      const caches = clients.map((c) => createSeatMapCache({ redis: c, source: store.source, metrics, logger }));
+      await caches[0]!.getSection(eventId, "G");
+      let writing = true;
+      // Rebuilds run back to back from every client until the last change is applied, so changes
+      // land while a rebuild has read the store and not yet written it.
+      const rebuilders = caches.map(async (cache) => {
+        let rebuilt = 0;
+        while (writing) if (await cache.rebuild(eventId, "G")) rebuilt++;
+        return rebuilt;
+      });
+      // Each writer owns one seat (so its changes reach Redis in the order the store made them):
+      // held, then released or held again, then sold or released; each applied after the store.
+      const writers = [...store.truth.keys()].map(async (id, i) => {
+        const cache = caches[i % caches.length]!;
+        const steps: SeatRow["status"][] = ["held", i % 2 ? "available" : "held", i % 3 ? "sold" : "available"];
+        for (const status of steps) {
+          await new Promise((r) => setTimeout(r, Math.random() * 60));
+          const holdExpiresAt = status === "held" ? Date.now() + 60_000 : undefined;
+          store.set(id, status, holdExpiresAt);
+          await cache.apply(eventId, [{ id, status, ...(holdExpiresAt ? { holdExpiresAt } : {}) }]);
+        }
+      });
+      await Promise.all(writers);
+      writing = false;
+      const rebuilt = await Promise.all(rebuilders);
+      expect(Math.min(...rebuilt), "rebuilds per client").toBeGreaterThan(0);
+      const cached = await statusOf(caches[1]!, eventId);
+      const truth = Object.fromEntries([...store.truth.values()].map((seat) => [seat.id, seat.status]));
+      expect(cached).toEqual(truth);
+      expect(await caches[2]!.availability(eventId)).toEqual({
+        G: Object.values(truth).filter((status) => status === "available").length,
+      });
+    } finally {
+      for (const c of clients) c.disconnect();
+    }
+  });
+
+  it("does not cache a fill whose journal was lost; the reader gets the store's answer", async () => {
+    const eventId = `e${randomUUID().slice(0, 8)}`;
+    const store = gatedStore(section("G", 1, 4));
+    const cache = createSeatMapCache({ redis, source: store.source, metrics, logger });
+    // Redis loses the journal between the fill's start and its write (a restart, say).
+    store.setGate(async () => {
+      await redis.del(seatMapKeys.section(eventId, "G").journal);
+    });
+    const got = await cache.getSection(eventId, "G");
+    expect(got?.version).toMatch(/^db\./);
+    expect(got?.seats).toHaveLength(4);
+    expect(await cache.version(eventId, "G")).toBeNull();
+    expect(await cache.rebuild(eventId, "G")).toBe(false);
+    // With the journal intact the next fill caches it.
+    store.setGate(async () => {});
+    expect(await cache.rebuild(eventId, "G")).toBe(true);
+    expect(await cache.version(eventId, "G")).not.toBeNull();
+  });
+});
