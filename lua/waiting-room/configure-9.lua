@@ -18,6 +18,8 @@
   ARGV[7]     commitment = hex SHA-256 of the seed string, stored with the seed
   ARGV[8]     epoch (random id), used only when the room is created
   ARGV[9]     'configure' | 'restore'
+  ARGV[10]    paused '1' | '0': the room is created paused (restore mode only: an operator had
+              paused the room Redis lost, and it must come back paused in the same step)
 
   Returns the snapshot plus 'created' 1|0 and 'changed' 1|0, or
     -5  the room has already opened (its pre-queue is drawn) and the arguments differ
@@ -38,7 +40,7 @@ if r and restore then
 end
 if not r then
   redis.call('HSET', K_ROOM, 'seed', ARGV[6], 'commitment', ARGV[7], 'epoch', ARGV[8],
-    'createdAt', int(now), 'paused', '0', 'closed', '0')
+    'createdAt', int(now), 'paused', (restore and ARGV[10] == '1') and '1' or '0', 'closed', '0')
   created = 1
 else
   tick(r, now)

@@ -309,15 +309,11 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
         noEventUntil.set(eventId, Date.now() + NO_EVENT_MEMORY_MS);
         return "no_event";
       }
+      // A room the operator had paused comes back paused, in the same script that creates it.
       const { paused, ...configure } = input;
-      const result = await configureRoom(eventId, configure, "restore");
+      const result = await configureRoom(eventId, configure, { mode: "restore", paused: paused === true });
       if (!result.ok) return result.reason === "unavailable" ? "unavailable" : "no_event";
       if (!result.created) return "exists";
-      if (paused) {
-        // The operator had paused admission: the restored room stays paused.
-        const again = await api.updateSettings(eventId, { paused: true });
-        if (!again.ok) log?.warn({ eventId, reason: again.reason }, "restored room could not be paused again");
-      }
       log?.warn(
         { eventId, commitment: result.info.lottery.commitment, settings: result.settings },
         "waiting room restored from the stored event (Redis had lost it): new lottery seed and epoch",
@@ -447,8 +443,9 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   async function configureRoom(
     eventId: string,
     input: ConfigureInput,
-    mode: "configure" | "restore",
+    how: { mode: "configure" } | { mode: "restore"; paused: boolean },
   ): Promise<ConfigureResult> {
+    const { mode } = how;
     const k = keysFor(eventId);
     if (!k) return notFound;
     const parsed = configureSchema.safeParse(input);
@@ -468,6 +465,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
         commitmentOf(seed),
         epoch,
         mode,
+        how.mode === "restore" && how.paused ? "1" : "0",
       ]);
       if (outcome === "already_open") return { ok: false as const, reason: outcome };
       if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
@@ -509,7 +507,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   }
 
   const api: WaitingRoom = {
-    configure: (eventId, input) => configureRoom(eventId, input, "configure"),
+    configure: (eventId, input) => configureRoom(eventId, input, { mode: "configure" }),
 
     async openNow(eventId) {
       const k = keysFor(eventId);

@@ -492,6 +492,23 @@ describe("the waiting-room module: epochs and restore (shared Redis; remove() st
       for (const c of clients) c.disconnect();
     }
   });
+  it("a room the operator had paused is created paused, in one step (never open in between)", async () => {
+    const redis = client();
+    const evt = freshEventId("paused");
+    const room = createWaitingRoom({
+      redis,
+      secret: ROOM_SECRET,
+      restore: async (id) => (id === evt ? { ...settings, paused: true } : null),
+    });
+    try {
+      expect(await room.restoreRoom(evt)).toBe("restored");
+      expect(ok(await room.stats(evt)).settings.paused).toBe(true);
+      // One change, the restore itself: no later 'settings' change paused it.
+      expect(ok(await room.settingsHistory(evt)).changes.map((c) => c.kind)).toEqual(["restore"]);
+    } finally {
+      redis.disconnect();
+    }
+  });
 });
 
 describe("an operator's change survives the loss: it is kept on the stored event", () => {
