@@ -13,6 +13,9 @@ import { SignJWT, jwtVerify } from "jose";
 
 export const TOKEN_ISSUER = "onsale-gateway";
 
+/** How far ahead of this process's clock a token's `iat` may be (gateways and Redis disagree a little). */
+export const MAX_CLOCK_SKEW_MS = 60_000;
+
 export type TokenKind = "queue" | "access";
 
 export interface QueueTokenClaims {
@@ -98,6 +101,8 @@ export function createTokenService(options: TokenOptions): TokenService {
         return { ok: false as const, reason: "malformed" as const };
       }
       if (epoch !== undefined && typeof epoch !== "string") return { ok: false as const, reason: "malformed" as const };
+      // Issued in the future (past the clock skew between gateways and Redis): not ours.
+      if (iat * 1000 > now() + MAX_CLOCK_SKEW_MS) return { ok: false as const, reason: "malformed" as const };
       if (payload.kind !== kind) return { ok: false as const, reason: "wrong_kind" as const };
       if (evt !== eventId) return { ok: false as const, reason: "wrong_event" as const };
       return {

@@ -178,6 +178,11 @@ describe("tokens: each bad token refused with the right status", () => {
     const expiredQueue = await resign(bob.queueToken, (c) => ({ ...c, iat: now() - 7_200, exp: now() - 1 }));
     await refused("expired queue token", 401, "unauthenticated", "GET", status(), { token: expiredQueue });
 
+    const issuedLater = await resign(bob.accessToken, (c) => ({ ...c, iat: now() + 3_600, exp: now() + 7_200 }));
+    await refused("iat in the future", 401, "unauthenticated", "POST", holds(), {
+      token: issuedLater,
+      json: { seats: ["A-1-2"] },
+    });
     const notYet = await resign(bob.accessToken, (c) => ({ ...c, nbf: now() + 3_600 }));
     await refused("nbf in the future", 401, "unauthenticated", "POST", holds(), {
       token: notYet,

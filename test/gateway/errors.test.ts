@@ -424,6 +424,33 @@ describe("413, 422, 429", () => {
   });
 });
 
+describe("join limit", () => {
+  it("one address sending malformed joins is limited before its bodies are read: 429, not 400", async () => {
+    const limited = await startGateway({ tableName: await createTable(), limits: { ratePerIp: 2 } });
+    try {
+      const ev = uniqueId();
+      expect((await putEvent(limited, ev)).status).toBe(201);
+      const answers = await Promise.all(
+        Array.from({ length: 30 }, () =>
+          limited.request(`/v1/events/${ev}/queue`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: "{not json",
+          }),
+        ),
+      );
+      const statuses = answers.map((r) => r.status);
+      // The bucket lets a burst of 2 x 2 through (plus the refill while the 30 run), which the
+      // body check refuses; every other request stops at the limit.
+      expect(statuses.filter((s) => s !== 400 && s !== 429)).toEqual([]);
+      expect(statuses.filter((s) => s === 400).length).toBeLessThan(10);
+      await expectError(answers.find((r) => r.status === 429)!, 429, "rate_limited");
+    } finally {
+      await limited.close();
+    }
+  });
+});
+
 describe("operator limits", () => {
   it("take the client IP from the last X-Forwarded-For hop (the one the trusted proxy wrote)", async () => {
     const limited = await startGateway({

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createTokenService, createWaitingRoom } from "../../src/waiting-room/index.js";
+import { MAX_CLOCK_SKEW_MS } from "../../src/waiting-room/tokens.js";
 import { SECRET, eventId, gateways, ok, until } from "./helpers.js";
 
 const tokens = createTokenService({ secret: SECRET });
@@ -75,6 +76,23 @@ describe("tokens (no I/O)", () => {
       expiresAt: new Date(Date.now() - 1_000),
     });
     expect(await tokens.verifyAccessToken(ended, "finals")).toEqual({ ok: false, reason: "expired" });
+  });
+
+  it("refuse a token issued in the future, past the clock skew, and accept one within it", async () => {
+    const ahead = (ms: number) =>
+      tokens.signAccessToken({
+        ...access,
+        issuedAt: new Date(Date.now() + ms),
+        expiresAt: new Date(Date.now() + ms + 600_000),
+      });
+    expect(await tokens.verifyAccessToken(await ahead(MAX_CLOCK_SKEW_MS + 5_000), "finals")).toEqual({
+      ok: false,
+      reason: "malformed",
+    });
+    expect((await tokens.verifyAccessToken(await ahead(5_000), "finals")).ok).toBe(true);
+    const later = createTokenService({ secret: SECRET, now: () => Date.now() + 3_600_000 });
+    const queue = await later.signQueueToken({ fanId: "alice", eventId: "finals" });
+    expect(await tokens.verifyQueueToken(queue, "finals")).toEqual({ ok: false, reason: "malformed" });
   });
 
   it("refuse garbage, unsigned tokens and a short secret", async () => {

@@ -1,4 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import { createMiddleware } from "hono/factory";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
@@ -19,7 +20,15 @@ const Joined = z
   })
   .openapi("Joined");
 
+// The per-IP limit comes before the body is read and validated, so a flood of joins from one
+// address costs a rate-limit check each, not a JSON parse.
+const limitJoin = createMiddleware<AppEnv>(async (c, next) => {
+  await limitRequest(c, "join");
+  await next();
+});
+
 const route = createRoute({
+  middleware: [limitJoin] as const,
   method: "post",
   path: "/v1/events/{eventId}/queue",
   tags: ["waiting room"],
@@ -39,7 +48,6 @@ const route = createRoute({
 export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
   const { fanId } = c.req.valid("json");
-  await limitRequest(c, "join");
   const result = await c.var.deps.waitingRoom.join(eventId, fanId);
   if (!result.ok) {
     switch (result.reason) {
