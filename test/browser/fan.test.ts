@@ -16,8 +16,10 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 
 let gw: Gateway;
+let db: ClaimedDatabase | undefined;
 let server: { url: string; close(): Promise<void> };
 let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
 const contexts: BrowserContext[] = [];
@@ -25,7 +27,10 @@ const contexts: BrowserContext[] = [];
 beforeAll(async () => {
   ensurePagesBuilt();
   browser = await sharedChromium();
-  gw = await startGateway({ tableName: await createTable(), workers: true, paymentTimeoutMs: 500 });
+  // A Redis database of its own, so no other file's workers take this one's reconcile jobs; a
+  // payment timeout only tok_timeout (10 s) outlasts on a loaded machine.
+  db = await claimRedisDatabase();
+  gw = await startGateway({ tableName: await createTable(), redisUrl: db.url, workers: true, paymentTimeoutMs: 3_000 });
   server = await listen(gw);
 });
 
@@ -34,6 +39,7 @@ afterAll(async () => {
   await browser?.close();
   await server?.close();
   await gw?.close();
+  await db?.release();
 });
 
 async function newPage(viewport = { width: 1100, height: 900 }): Promise<{ page: Page; errors: string[] }> {

@@ -1,20 +1,30 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
 import { type GatewayProcess, startGatewayProcess } from "../support/processes.js";
+import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 
+// These gateways run workers too (role "all"): on a Redis database of their own, so they take
+// no other test file's jobs.
+let db: ClaimedDatabase;
+let redisUrl: string;
+beforeAll(async () => {
+  db = await claimRedisDatabase();
+  redisUrl = db.url;
+});
 const started: GatewayProcess[] = [];
 afterAll(async () => {
   await Promise.all(started.map((g) => g.stop("SIGKILL")));
+  await db?.release();
 });
 
 describe("the gateway process", () => {
   it("answers /healthz and /readyz against the provided Redis and DynamoDB, and stops cleanly on SIGTERM", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "gw-"));
     const gw = await startGatewayProcess({
-      REDIS_URL: inject("redisUrl"),
+      REDIS_URL: redisUrl,
       DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
       DYNAMODB_TABLE: `foundation_${Date.now()}`,
       DATA_DIR: dataDir,
@@ -53,7 +63,7 @@ describe("the gateway process", () => {
   }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "gw-embedded-"));
     const env = {
-      REDIS_URL: inject("redisUrl"),
+      REDIS_URL: redisUrl,
       DYNAMODB_PORT: "0",
       DATA_DIR: dataDir,
       DYNAMODB_ENDPOINT: "",
@@ -78,7 +88,7 @@ describe("the gateway process", () => {
   it("answers /readyz with 503 and Retry-After when DynamoDB goes away, while /healthz stays 200", async () => {
     const dynamo = await spawnLocalDynamoDB({ port: 0 });
     const gw = await startGatewayProcess({
-      REDIS_URL: inject("redisUrl"),
+      REDIS_URL: redisUrl,
       DYNAMODB_ENDPOINT: dynamo.endpoint,
       DATA_DIR: mkdtempSync(join(tmpdir(), "gw-down-")),
       DEMO_EVENT: "false",

@@ -4,22 +4,26 @@
  */
 import { describe, expect, inject, it } from "vitest";
 import { renderResult, runScenario } from "../../load/driver/run.js";
+import { claimRedisDatabase } from "../support/worker-process.js";
 
 describe("load driver", () => {
   it("runs a tiny spike end to end: the audit passes, seats sell, tau is a correlation", async () => {
+    // The gateway child runs workers: on a Redis database of its own, so it takes no other file's jobs.
+    const db = await claimRedisDatabase();
     const result = await runScenario({
       scenario: "spike",
       fans: 50,
       seats: 40,
       rate: 50,
       duration: 5,
-      onSaleDelaySeconds: 2,
+      // Long enough for the cold child's first joins to land before the draw.
+      onSaleDelaySeconds: 4,
       maxPollSeconds: 0.5,
       thinkMs: 50,
       connections: 32,
-      redisUrl: inject("redisUrl"),
+      redisUrl: db.url,
       dynamoEndpoint: inject("dynamoEndpoint"),
-    });
+    }).finally(() => db.release());
     const text = renderResult(result);
     expect(result.audit?.ok, text).toBe(true);
     expect(result.sales, text).toBeGreaterThan(0);

@@ -193,8 +193,10 @@ describe("simulated payment provider (real Redis)", () => {
     const late = new Promise<LateCharge>((resolve) => {
       lateAnswer = resolve;
     });
-    const raw = provider({ namespace, timeoutDelayMs: 200, onEvent: sink.onEvent });
-    const gateway = withTimeout(raw, 100, { onLateCharge: (_key, outcome) => lateAnswer(outcome) });
+    // The gateway gives up at 1 s, the provider answers at 3 s: the lookup (one Redis round trip)
+    // has the same 1 s budget, ample on a loaded machine.
+    const raw = provider({ namespace, timeoutDelayMs: 3_000, onEvent: sink.onEvent });
+    const gateway = withTimeout(raw, 1_000, { onLateCharge: (_key, outcome) => lateAnswer(outcome) });
 
     expect(await gateway.charge("slow-1", 3_000, "tok_timeout")).toEqual({ kind: "unknown" });
     // Told nothing, the gateway asks by key: the charge is there.

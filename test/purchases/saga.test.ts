@@ -1,5 +1,5 @@
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import {
   ADMIN_TOKEN,
@@ -14,18 +14,25 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { createBookingsQueue, bookingJobId } from "../../src/workers/outbox.js";
+import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 
 let gw: Gateway;
 let redis: Redis;
+let db: ClaimedDatabase;
 const charges = () => createSimulatedProvider({ redis }).listCharges();
 
+// A Redis database of its own: the queue names are fixed, so another file's workers on the shared
+// database would take this file's reconcile jobs (and this file's workers theirs). The payment
+// timeout leaves room for a loaded machine: only tok_timeout (10 s) should outlast it.
 beforeAll(async () => {
-  redis = new Redis(inject("redisUrl"));
-  gw = await startGateway({ tableName: await createTable(), paymentTimeoutMs: 300, workers: true });
+  db = await claimRedisDatabase();
+  redis = new Redis(db.url);
+  gw = await startGateway({ tableName: await createTable(), redisUrl: db.url, paymentTimeoutMs: 3_000, workers: true });
 });
 afterAll(async () => {
-  await gw.close();
-  redis.disconnect();
+  await gw?.close();
+  redis?.disconnect();
+  await db?.release();
 });
 
 async function holdSeats(fan: AdmittedFan, eventId: string, seats: string[]) {

@@ -4,7 +4,15 @@ import { createDynamoClient } from "../../src/dynamodb/client.js";
 
 /** A client for the endpoint the global setup provides (local DynamoDB unless DYNAMODB_ENDPOINT is set). */
 export function createTestDynamoClient(endpoint: string): DynamoDBClient {
-  return createDynamoClient({ endpoint, region: "us-east-1", maxSockets: 512, maxAttempts: 1 });
+  // One attempt, so a conformance test sees every error as it is; a long request timeout, so a
+  // request queued behind another file's load on the one shared local DynamoDB is not cut off.
+  return createDynamoClient({
+    endpoint,
+    region: "us-east-1",
+    maxSockets: 512,
+    maxAttempts: 1,
+    requestTimeoutMs: 60_000,
+  });
 }
 
 /** Creates a PK/SK string-keyed table (no indexes) for a conformance test and waits until it is ACTIVE. */
