@@ -266,9 +266,18 @@ describe("abuse: floods are rate-limited without slowing others", () => {
     // A burst of wrong tokens from one IP: the bucket (2 x 20), then 429.
     const burstIp = freshIp();
     let started = Date.now();
-    const burst = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => send("GET", stats, { ip: burstIp, token: `guess-${i}-0123456789abcdef` })),
-    );
+    // 200 at once, again while none was limited (a stalled machine may spread one burst over the
+    // seconds the bucket needs to refill; the bound below follows the time it took).
+    const burst: CallResult[] = [];
+    for (let round = 0; round < 5 && !burst.some((r) => r.status === 429); round++) {
+      burst.push(
+        ...(await Promise.all(
+          Array.from({ length: 200 }, (_, i) =>
+            send("GET", stats, { ip: burstIp, token: `guess-${round}-${i}-0123456789abcdef` }),
+          ),
+        )),
+      );
+    }
     let seconds = (Date.now() - started) / 1000;
     const burst401 = burst.filter((r) => r.status === 401).length;
     const burst429 = burst.filter((r) => r.status === 429);
@@ -292,7 +301,8 @@ describe("abuse: floods are rate-limited without slowing others", () => {
     const guesses = scaled(1_200, 4_000);
     started = Date.now();
     const spread: CallResult[] = [];
-    for (let wave = 0; wave < guesses / 200; wave++) {
+    // Waves of 200; more (up to 30) while none was limited yet, for the same reason as above.
+    for (let wave = 0; wave < guesses / 200 || (wave < 30 && !spread.some((r) => r.status === 429)); wave++) {
       spread.push(
         ...(await Promise.all(
           Array.from({ length: 200 }, (_, i) =>

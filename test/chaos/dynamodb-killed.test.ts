@@ -7,10 +7,11 @@
  * sale goes on, and what DynamoDB holds is compared with what the fans were told:
  *  - every hold a fan got a 201 for exists, for that fan and those seats;
  *  - every held seat belongs to a hold some fan was granted, except where the answer was
- *    ambiguous: a hold request in flight at the moment of the kill may have written its seat and
- *    then failed before it could answer (or write its hold record). Such a seat is held by a hold
+ *    ambiguous: a hold request in flight at the moment of the kill (or timed out against the
+ *    just-restarted store) may have written its seat and then failed before it could answer. Such a seat is held by a hold
  *    id nobody knows, for the hold's time, then it is free again (a held seat past its expiry is
  *    available to the next hold, and the sweeper resets it). They are counted in the notes;
+ *  - a fan arriving after the last restart holds a free seat;
  *  - every sold seat belongs to a purchase a fan started;
  *  - every purchase a fan was told is confirmed is confirmed, every declined one failed.
  * Then the reconciler settles every pending purchase and the audit passes (no oversell, no charge
@@ -105,10 +106,22 @@ describe("chaos: the DynamoDB endpoint killed mid-sale", () => {
     const unavailableInOutage =
       outageHolds.filter((h) => h.status === 503).length + outagePurchases.filter((p) => p.status === 503).length;
     expect(unavailableInOutage).toBeGreaterThan(0);
-    // The sale went on after the (first) restart.
+    // The sale went on after the (first) restart (reported: how many depends on the timing), and
+    // a fan arriving now holds a free seat.
     const firstRestart = outages[0]!.restartDone;
     const afterRestart = ledger.holds.filter((h) => h.status === 201 && h.startedAt > firstRestart).length;
-    expect(afterRestart).toBeGreaterThan(0);
+    const [latecomer] = await admitFans(c.traffic, eventId, ["latecomer"]);
+    const free = (await c.storedSeats(eventId, [SECTION.id])).find((s) => s.status === "available");
+    expect(free, "a seat left to hold after the sale").toBeDefined();
+    const late = await c.traffic.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: latecomer!.accessToken,
+      json: { seats: [free!.id] },
+      kind: "hold",
+    });
+    expect(late.status, JSON.stringify(late.body)).toBe(201);
+    const lateHold = late.body as { holdId: string };
+    expect((await c.inventory.getHold(eventId, lateHold.holdId))?.fanId).toBe("latecomer");
 
     // Every granted hold exists, for that fan and those seats.
     const granted = new Map<string, HoldAttempt>();
@@ -120,10 +133,9 @@ describe("chaos: the DynamoDB endpoint killed mid-sale", () => {
       expect([...stored!.seats].sort()).toEqual([...h.seats].sort());
     }
 
-    // Every held seat is a granted hold's, or an ambiguous answer's (in flight at a kill).
-    const inFlightAtKill = (a: { startedAt: number; endedAt: number }) =>
-      outages.some((o) => a.startedAt < o.killDone && a.endedAt >= o.killStart);
-    const ambiguous = ledger.holds.filter((h) => h.status !== 201 && h.status !== 409 && inFlightAtKill(h));
+    // Every held seat is a granted hold's, or an ambiguous answer's: a hold answered 503 or not at
+    // all may have been written (in flight at a kill, or timed out against the just-restarted store).
+    const ambiguous = ledger.holds.filter((h) => h.status === 503 || h.status === 0);
     const purchaseIds = new Set(ledger.purchases.map((p) => p.purchaseId));
     const unexplained: string[] = [];
     let heldByUnknownHold = 0;
@@ -131,6 +143,7 @@ describe("chaos: the DynamoDB endpoint killed mid-sale", () => {
     for (const seat of seats) {
       if (seat.status === "held") {
         const hold = granted.get(seat.holdId ?? "");
+        if (seat.holdId === lateHold.holdId) continue;
         if (hold) {
           if (hold.fanId !== seat.holderId || !hold.seats.includes(seat.id))
             unexplained.push(`${seat.id}: wrong holder`);
@@ -168,7 +181,7 @@ describe("chaos: the DynamoDB endpoint killed mid-sale", () => {
       notes:
         `${FANS} fans, ${seats.length} seats; down ${downFor.join(" s, ")} s; ` +
         `${unavailableInOutage} holds/purchases answered 503 while down; ${afterRestart} holds granted after the restart; ` +
-        `${heldByUnknownHold} seat(s) held by an ambiguous hold (in flight at the kill, answered 503), left to expire; ` +
+        `${heldByUnknownHold} seat(s) held by an ambiguous hold (answered 503: in flight at a kill, or timed out), left to expire; ` +
         `purchases: ${byEnd("confirmed")} confirmed, ${byEnd("pending")} pending, ${byEnd("declined")} declined, ` +
         `${byEnd("unavailable")} gave up on 503; settled ${(settleMs / 1000).toFixed(1)} s after the sale; ` +
         `audit: ${report.totals.purchases.confirmed.count} confirmed, ${report.totals.purchases.refunded.count} refunded`,
