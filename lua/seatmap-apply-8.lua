@@ -54,8 +54,8 @@ if #journal > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
   local window = tonumber(ARGV[2])
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  -- A fill never replays entries older than its window; twice that is kept.
-  redis.call('XADD', KEYS[7], 'MINID', '~', now - 2 * window, '*', 'c', cjson.encode(journal))
+  -- A fill older than the window is refused (seatmap-load-7), so no fill needs older entries.
+  redis.call('XADD', KEYS[7], 'MINID', '~', now - window, '*', 'c', cjson.encode(journal))
   redis.call('PEXPIRE', KEYS[7], 2 * window)
 end
 if #published > 0 then

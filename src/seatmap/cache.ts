@@ -46,7 +46,7 @@ export const STORE_READ_TTL_MS = 2_000;
  * one is open, changes applied to the section are journaled for it to replay; a fill that takes
  * longer writes nothing (seatmap-load-7.lua), and the section is read again on the next miss.
  */
-export const FILL_WINDOW_MS = 30_000;
+export const FILL_WINDOW_MS = 10_000;
 
 export interface CachedSection {
   sectionId: string;
