@@ -8,7 +8,8 @@
  *
  * The child is the only worker. The state comes from an in-process gateway without workers, on a
  * Redis database of this file's own (test/support/worker-process.ts says why); the simulated
- * provider keeps its charges there too, so the child's lookups find them.
+ * provider keeps its charges there too, so the child's lookups find them. The children that are
+ * killed reach DynamoDB through a proxy that delays every request: see SLOW_DYNAMO_MS.
  */
 // The harness first: zod-openapi has to be loaded before src/inventory/schema.ts builds the event
 // schema that the PUT route extends (importing src/inventory first leaves it without `.openapi`).
@@ -36,10 +37,11 @@ import {
 } from "../support/worker-process.js";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from "vitest";
 import type { Purchase, PurchaseStatus } from "../../src/inventory/index.js";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import { QUEUE_PREFIX, queueNames, type ReconcileJob } from "../../src/workers/queues.js";
+import { type DynamoProxy, startDynamoProxy } from "../chaos/support/proxy.js";
 
 const CYCLES = 3;
 /** Purchases per event and batch: seat purchases (two seats each), then general admission. */
@@ -49,6 +51,12 @@ const PER_BATCH = SEAT_PURCHASES + GA_PURCHASES;
 const PAYMENT_TIMEOUT_MS = 300;
 /** Long enough for a hold and its purchase request on a loaded machine, short enough to wait for. */
 const LAPSED_HOLD_SECONDS = 4;
+/**
+ * Added to each DynamoDB request of a child that is to be killed. At full speed a batch is
+ * reconciled in a few hundred ms (4 jobs at a time, 3 to 5 requests each), and a poll that is
+ * late by that much sees it all done and then waits in vain; this way the batch takes seconds.
+ */
+const SLOW_DYNAMO_MS = 200;
 
 let db: ClaimedDatabase;
 let gw: QueuedGateway;
@@ -56,6 +64,7 @@ let tableName: string;
 let redis: Redis;
 let queue: Queue<ReconcileJob>;
 let watch: QueueWatch<{ purchaseId?: string; outcome?: string }>;
+let slowDynamo: DynamoProxy;
 const children: WorkerProcess[] = [];
 
 beforeAll(async () => {
@@ -65,10 +74,13 @@ beforeAll(async () => {
   redis = new Redis(db.url, { maxRetriesPerRequest: null });
   queue = new Queue<ReconcileJob>(queueNames.reconcile, { connection: redis, prefix: QUEUE_PREFIX });
   watch = await watchQueue(db.url, queueNames.reconcile);
+  slowDynamo = await startDynamoProxy(inject("dynamoEndpoint"));
+  slowDynamo.setLatency(SLOW_DYNAMO_MS);
 });
 afterAll(async () => {
   await Promise.all(children.map((c) => c.stop("SIGKILL")));
   await watch?.close();
+  await slowDynamo?.close();
   await queue?.close();
   redis?.disconnect();
   await gw?.close();
@@ -89,6 +101,7 @@ async function allPurchases(eventId: string): Promise<Purchase[]> {
 const resolvedOf = (c: Record<PurchaseStatus, number>) => c.confirmed + c.refunded + c.failed;
 
 describe("a worker process killed in the middle of reconciling", () => {
+  // Four worker starts, three catches, a 30 s lock to outwait and the end: room for a loaded machine.
   it("after restarts every purchase ends confirmed or refunded once, with one charge each", async () => {
     const started = Date.now();
     // Where the time went, printed only when the test fails.
@@ -153,7 +166,12 @@ describe("a worker process killed in the middle of reconciling", () => {
       log(`cycle ${cycle}: ${made.length} purchases pending, lapsed holds expired`);
       const before = resolvedOf(await gw.deps.inventory.countPurchases(kept));
       const beforeLapsed = resolvedOf(await gw.deps.inventory.countPurchases(lapsed));
-      const child = await startWorkerProcess({ redisUrl: db.url, tableName, paymentTimeoutMs: PAYMENT_TIMEOUT_MS });
+      const child = await startWorkerProcess({
+        redisUrl: db.url,
+        tableName,
+        paymentTimeoutMs: PAYMENT_TIMEOUT_MS,
+        dynamoEndpoint: slowDynamo.endpoint,
+      });
       children.push(child);
       log(`cycle ${cycle}: worker running`);
 
@@ -189,6 +207,7 @@ describe("a worker process killed in the middle of reconciling", () => {
       );
     }
 
+    // Nothing to catch in flight any more: this one talks to DynamoDB directly.
     const child = await startWorkerProcess({ redisUrl: db.url, tableName, paymentTimeoutMs: PAYMENT_TIMEOUT_MS });
     children.push(child);
     // Every purchase job, and every job a kill interrupted, ends (completed, or failed for good).
@@ -262,5 +281,5 @@ describe("a worker process killed in the middle of reconciling", () => {
       if (outcome) expect(outcome).toBe(madeBy.get(id.slice("reconcile-".length)) === kept ? "confirmed" : "refunded");
     }
     expect(await child.stop("SIGTERM")).toBe(0);
-  }, 150_000);
+  }, 300_000);
 });
