@@ -55,6 +55,12 @@ export interface GatewayOptions extends GatewayClients {
   webhookSecret?: string;
   /** Where the simulated provider delivers its webhook events (main.ts posts them to itself). */
   onPaymentEvent?: (event: WebhookEvent) => void | Promise<void>;
+  /**
+   * How long the hot-seat shield's lease on a seat lasts while its hold is written (default 3 s).
+   * It should outlast the slowest hold write (main.ts: the DynamoDB request budget), or a slow
+   * write lets the crowd behind it through to DynamoDB. The winner releases it when answered.
+   */
+  shieldLeaseMs?: number;
 }
 
 /** The default webhook secret: derived, so the simulated provider and the gateway agree. */
@@ -175,7 +181,13 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     waitingRoom,
     seatMap,
     relay: createSeatChangeRelay(subscriber, logger),
-    holds: createHoldService({ inventory, seatMap, metrics, logger }),
+    holds: createHoldService({
+      inventory,
+      seatMap,
+      metrics,
+      logger,
+      ...(options.shieldLeaseMs ? { leaseMs: options.shieldLeaseMs } : {}),
+    }),
     rateLimiter: createRateLimiter(redis, { metrics, logger }),
     purchases,
     webhooks: {

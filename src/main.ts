@@ -93,6 +93,8 @@ async function main(): Promise<void> {
     limits: { ratePerIp: config.rateLimitPerIp, ratePerFan: config.rateLimitPerFan, trustProxy: config.trustProxy },
     scheduleEvent: (eventId, sectionIds) => scheduleEvent(queues, eventId, sectionIds),
     paymentTimeoutMs: config.paymentTimeoutMs,
+    // A hold's write may take every attempt's timeout: the shield's lease covers all of them.
+    shieldLeaseMs: config.dynamodb.timeoutMs * config.dynamodb.maxAttempts,
     reconciler: reconcileScheduler(queues),
     webhookSecret,
     ...(paymentRedis ? { paymentRedis } : {}),

@@ -1,6 +1,5 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createHoldService } from "../../src/claims/hold-service.js";
 import {
   ADMIN_TOKEN,
   admitFans,
@@ -19,7 +18,13 @@ let gw: Gateway;
 let tableName: string;
 beforeAll(async () => {
   tableName = await createTable();
-  gw = await startGateway({ tableName });
+  // The load comes from this process too: with 2,000 requests in flight a winner's write and its
+  // cache update wait behind the backlog (up to 2.7 s measured on an idle 2-core machine, several
+  // times that loaded), and an expired lease lets more fans through to DynamoDB. Here the lease
+  // outlasts the test, so the ratio measures the shield (lease, then cached status), not this
+  // process's lag; the winner still releases its lease after the write, so the later fans are
+  // refused by the cached status alone.
+  gw = await startGateway({ tableName, shieldLeaseMs: 180_000 });
 });
 afterAll(async () => {
   await gw.close();
@@ -40,14 +45,6 @@ describe("contended holds through the hot-seat shield", () => {
     );
     expect(new Set(seats).size).toBe(20);
 
-    // The load comes from this process too: with 2,000 requests in flight a winner's write and its
-    // cache update wait behind the backlog (up to 2.7 s measured on an idle 2-core machine), past
-    // the 3 s default lease on a loaded one, and an expired lease lets more fans through to
-    // DynamoDB. Here the lease outlasts the test, so the ratio measures the shield (lease, then
-    // cached status), not this process's lag; the winner still releases its lease after the
-    // write, so the later fans are refused by the cached status alone.
-    const defaultHolds = gw.deps.holds;
-    gw.deps.holds = createHoldService({ ...gw.deps, leaseMs: 180_000 });
     const server = await listen(gw);
     try {
       const responses = await Promise.all(
@@ -87,7 +84,6 @@ describe("contended holds through the hot-seat shield", () => {
       }
     } finally {
       await server.close();
-      gw.deps.holds = defaultHolds;
     }
   }, 180_000);
 

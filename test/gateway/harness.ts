@@ -51,15 +51,18 @@ export async function startGateway(options: {
   deliverWebhooks?: boolean;
   /** A Redis of the test's own (one it may kill and restart); default inject("redisUrl"). */
   redisUrl?: string;
+  /** The hot-seat shield's lease; default the DynamoDB request timeout (one attempt). */
+  shieldLeaseMs?: number;
 }): Promise<Gateway> {
   const redisUrl = options.redisUrl ?? inject("redisUrl");
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
   const subscriber = new Redis(redisUrl);
+  const requestTimeoutMs = 10_000;
   const dynamo = createDynamoClient({
     endpoint: options.dynamoEndpoint ?? inject("dynamoEndpoint"),
     region: "us-east-1",
     maxAttempts: 1,
-    requestTimeoutMs: 10_000,
+    requestTimeoutMs,
   });
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
   const queues = options.workers ? createQueues(redis) : undefined;
@@ -73,6 +76,7 @@ export async function startGateway(options: {
     logger,
     metrics: createMetrics(),
     adminToken: ADMIN_TOKEN,
+    shieldLeaseMs: options.shieldLeaseMs ?? requestTimeoutMs,
     gatewaySecret: SECRET,
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     paymentTimeoutMs,
