@@ -8,6 +8,9 @@ const { room } = gw;
 
 const past = () => Date.now() - 1_000;
 
+/** Places the cursor passes in one script call (MAX_STEPS in lua/waiting-room/includes/core.lua). */
+const MAX_STEPS = 256;
+
 async function place(evt: string, fanId: string): Promise<FanPlace> {
   return ok(await room.statusOf(evt, fanId)).place;
 }
@@ -66,14 +69,14 @@ describe("admission", () => {
 
   it("a session that runs out frees its slot; the fan sees it expired and may join again", async () => {
     const evt = eventId("expiry");
-    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 1_000, maxActive: 1, sessionSeconds: 1 }));
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 1_000, maxActive: 1, sessionSeconds: 3 }));
     ok(await room.join(evt, "first"));
     ok(await room.join(evt, "second"));
     await admittedCount(evt, ["first", "second"], 1);
     const first = admittedPlace(await place(evt, "first"));
-    expect(new Date(first.accessExpiresAt).getTime() - Date.now()).toBeLessThanOrEqual(1_000);
+    expect(new Date(first.accessExpiresAt).getTime() - Date.now()).toBeLessThanOrEqual(3_000);
     expect((await place(evt, "second")).status).toBe("waiting");
-    await until(async () => (ok(await room.isSessionActive(evt, first.sessionId)).active ? undefined : true));
+    await until(async () => (ok(await room.isSessionActive(evt, first.sessionId)).active ? undefined : true), 15_000);
     expect(admittedPlace(await place(evt, "second")).position).toBe(2);
     expect(await place(evt, "first")).toMatchObject({ status: "expired", canRejoin: true });
     const again = ok(await room.join(evt, "first"));
@@ -113,7 +116,7 @@ describe("admission", () => {
         admitPerSecond: 0,
         maxActive: 100,
         sessionSeconds: 60,
-        abandonSeconds: 1,
+        abandonSeconds: 3,
       }),
     );
     const [a, b, c, d, e] = ["a", "b", "c", "d", "e"];
@@ -125,27 +128,31 @@ describe("admission", () => {
         const s = ok(await room.stats(evt)).stats;
         return s.abandoned === 2 ? s : undefined;
       },
-      5_000,
+      15_000,
       200,
     );
     expect(stats).toMatchObject({ waiting: 3, admitted: 0 });
     expect(await place(evt, b!)).toMatchObject({ status: "waiting", position: 2, ahead: 0 });
     expect(await place(evt, e!)).toMatchObject({ status: "waiting", position: 5, ahead: 2 });
 
-    // 2 admissions a second: b, d and e (still polling) are in after 1.5 s. Had the two dead
-    // places ahead of them used budget, it would take 2.5 s.
+    // 2 admissions a second: every poll finds as many of b, d and e (still polling) in as the
+    // Redis time since the change has paid for, all three from 1.5 s on. Had the two dead places
+    // ahead of them used budget, every poll from 0.5 s to 2.5 s would find one or two fewer.
+    // (The elapsed time less 1 ms: the budget is summed in decimals, an exact second may fall short.)
     ok(await room.updateSettings(evt, { admitPerSecond: 2 }));
     const changedAt = Date.parse(ok(await room.settingsHistory(evt, 1)).changes[0]!.at);
-    const allIn = await until(
+    await until(
       async () => {
         for (const fanId of [b, d, e]) await room.statusOf(evt, fanId!);
         const s = ok(await room.stats(evt)).stats;
+        const elapsed = Date.parse(s.at) - changedAt;
+        const paidFor = Math.min(3, Math.floor((2 * (elapsed - 1)) / 1000));
+        expect(s.admitted, `admitted ${elapsed} ms after the change`).toBeGreaterThanOrEqual(paidFor);
         return s.admitted === 3 ? s : undefined;
       },
-      5_000,
+      15_000,
       100,
     );
-    expect(Date.parse(allIn.at) - changedAt).toBeLessThan(2_200);
     for (const fanId of [b, d, e]) expect((await place(evt, fanId!)).status).toBe("admitted");
     expect(ok(await room.stats(evt)).stats).toMatchObject({ admitted: 3, abandoned: 2, waiting: 0 });
 
@@ -163,13 +170,13 @@ describe("admission", () => {
         admitPerSecond: 0,
         maxActive: 100,
         sessionSeconds: 60,
-        abandonSeconds: 1,
+        abandonSeconds: 3,
       }),
     );
     const joined = (await fanOut(gw.rooms, fans(700), (r, fanId) => r.join(evt, fanId))).map(ok);
     const last = joined.find((j) => j.place.position === 700)!.fanId;
     // only the last fan keeps polling while abandonSeconds runs out for the 699 ahead
-    const deadline = Date.now() + 1_300;
+    const deadline = Date.now() + 3_500;
     while (Date.now() < deadline) {
       ok(await room.statusOf(evt, last));
       await sleep(200);
@@ -194,20 +201,22 @@ describe("admission", () => {
     await fanOut(gw.rooms, fans(600), (r, fanId) => r.join(evt, fanId));
     const before = ok(await room.stats(evt)).stats;
     await sleep(1_500); // nobody asks; 3 admissions are owed at the old rate
-    ok(await room.updateSettings(evt, { admitPerSecond: 500 }));
+    ok(await room.updateSettings(evt, { admitPerSecond: 100 }));
     const after = ok(await room.stats(evt)).stats;
     const changedAt = Date.parse(ok(await room.settingsHistory(evt, 1)).changes[0]!.at);
 
     const owedOld = (2 * (changedAt - Date.parse(before.at))) / 1000;
-    const owedNew = (500 * (Date.parse(after.at) - changedAt)) / 1000;
+    const owedNew = (100 * (Date.parse(after.at) - changedAt)) / 1000;
     const got = after.admitted - before.admitted;
     expect(got).toBeGreaterThanOrEqual(Math.floor(owedOld) - 1);
     expect(got).toBeLessThanOrEqual(Math.ceil(owedOld + owedNew) + 1);
-    expect(got).toBeLessThan(50); // retroactive would have been ~750
+    // what the 1.5 s before the change paid: ~3 at the old rate, ~150 had the new rate applied to it
+    expect(got - owedNew).toBeLessThan(50);
 
     await sleep(400);
     const later = ok(await room.stats(evt)).stats;
-    const expected = (500 * (Date.parse(later.at) - Date.parse(after.at))) / 1000;
+    // one call admits at most MAX_STEPS (lua/waiting-room/includes/core.lua), should the sleep run long
+    const expected = Math.min(MAX_STEPS, (100 * (Date.parse(later.at) - Date.parse(after.at))) / 1000);
     expect(Math.abs(later.admitted - after.admitted - expected)).toBeLessThanOrEqual(expected * 0.1 + 2);
   });
 
@@ -229,9 +238,9 @@ describe("admission", () => {
     ok(await room.updateSettings(evt, { paused: false }));
     const resumed = ok(await room.stats(evt)).stats;
     const changedAt = Date.parse(ok(await room.settingsHistory(evt, 1)).changes[0]!.at);
-    // ~1 s paused at 1,000/s would be ~1,000 admissions if the pause were paid out
+    // only the time since the change is paid for; ~1 s paused at 1,000/s paid out would be
+    // hundreds more (256 a call)
     expect(resumed.admitted).toBeLessThanOrEqual(Math.ceil((1_000 * (Date.parse(resumed.at) - changedAt)) / 1000) + 1);
-    expect(resumed.admitted).toBeLessThan(200);
     expect(resumed.state).toBe("open");
   });
 
