@@ -14,6 +14,7 @@ import { Redis } from "ioredis";
 import { z } from "zod";
 import { spawnRedis, type SpawnedRedis } from "../src/local/redis.js";
 import { createWaitingRoom, waitingRoomKeys, type WaitingRoom } from "../src/waiting-room/index.js";
+import { measure } from "./lib/measure-scripts.js";
 
 const env = z
   .object({
@@ -25,58 +26,6 @@ const env = z
     BENCH_CONNECTIONS: z.coerce.number().int().positive().default(4),
   })
   .parse(process.env);
-
-interface Measure {
-  name: string;
-  ops: number;
-  seconds: number;
-  perSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-  /** Redis CPU per script call (INFO commandstats, eval + evalsha), in microseconds. */
-  redisUsPerCall: number;
-}
-
-/** Total calls and microseconds Redis has spent in EVAL and EVALSHA so far. */
-async function scriptTime(redis: Redis): Promise<{ calls: number; usec: number }> {
-  const info = await redis.info("commandstats");
-  let calls = 0;
-  let usec = 0;
-  for (const m of info.matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+),usec=(\d+)/gm)) {
-    calls += Number(m[1]);
-    usec += Number(m[2]);
-  }
-  return { calls, usec };
-}
-
-/** `ops` calls of `op(i)`, `concurrency` in flight at a time. */
-async function measure(
-  redis: Redis,
-  name: string,
-  ops: number,
-  concurrency: number,
-  op: (i: number) => Promise<unknown>,
-): Promise<Measure> {
-  const before = await scriptTime(redis);
-  const latencies = new Float64Array(ops);
-  let next = 0;
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let i = next++; i < ops; i = next++) {
-        const t = performance.now();
-        await op(i);
-        latencies[i] = performance.now() - t;
-      }
-    }),
-  );
-  const seconds = (performance.now() - start) / 1000;
-  const after = await scriptTime(redis);
-  latencies.sort();
-  const at = (q: number) => latencies[Math.min(ops - 1, Math.floor(q * ops))] ?? 0;
-  const redisUsPerCall = (after.usec - before.usec) / Math.max(1, after.calls - before.calls);
-  return { name, ops, seconds, perSecond: ops / seconds, p50Ms: at(0.5), p99Ms: at(0.99), redisUsPerCall };
-}
 
 function expectOk(result: { ok: boolean }, what: string): void {
   if (!result.ok) throw new Error(`${what} failed: ${JSON.stringify(result)}`);

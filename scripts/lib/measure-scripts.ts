@@ -1,0 +1,57 @@
+/**
+ * Timing Redis script calls for the benchmarks: `ops` calls with `concurrency` in flight, their
+ * rate and latency percentiles, and what Redis itself spent per script call (INFO commandstats).
+ */
+import type { Redis } from "ioredis";
+
+export interface Measure {
+  name: string;
+  ops: number;
+  seconds: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Redis CPU per script call (INFO commandstats, eval + evalsha), in microseconds. */
+  redisUsPerCall: number;
+}
+
+/** Total calls and microseconds Redis has spent in EVAL and EVALSHA so far. */
+async function scriptTime(redis: Redis): Promise<{ calls: number; usec: number }> {
+  const info = await redis.info("commandstats");
+  let calls = 0;
+  let usec = 0;
+  for (const m of info.matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+),usec=(\d+)/gm)) {
+    calls += Number(m[1]);
+    usec += Number(m[2]);
+  }
+  return { calls, usec };
+}
+
+/** `ops` calls of `op(i)`, `concurrency` in flight at a time. */
+export async function measure(
+  redis: Redis,
+  name: string,
+  ops: number,
+  concurrency: number,
+  op: (i: number) => Promise<unknown>,
+): Promise<Measure> {
+  const before = await scriptTime(redis);
+  const latencies = new Float64Array(ops);
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < ops; i = next++) {
+        const t = performance.now();
+        await op(i);
+        latencies[i] = performance.now() - t;
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  const after = await scriptTime(redis);
+  latencies.sort();
+  const at = (q: number) => latencies[Math.min(ops - 1, Math.floor(q * ops))] ?? 0;
+  const redisUsPerCall = (after.usec - before.usec) / Math.max(1, after.calls - before.calls);
+  return { name, ops, seconds, perSecond: ops / seconds, p50Ms: at(0.5), p99Ms: at(0.99), redisUsPerCall };
+}
