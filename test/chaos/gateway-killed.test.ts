@@ -19,7 +19,7 @@ import { eventInput, uniqueId } from "../gateway/harness.js";
 import { afterAll, describe, expect, it, onTestFailed } from "vitest";
 import { admitFans, seatIds, startSale } from "./support/fans.js";
 import { REFUND_DUE } from "../../src/purchases/saga.js";
-import { isConfirmTransaction, purchaseOfConfirm } from "./support/proxy.js";
+import { isConfirmTransaction, purchaseOfConfirm } from "../support/dynamo-proxy.js";
 import { auditFigures, recordScenario } from "./support/report.js";
 import { scaled } from "./support/scale.js";
 

@@ -32,7 +32,7 @@ import { eventInput, uniqueId } from "../gateway/harness.js";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
 import { REFUND_DUE } from "../../src/purchases/saga.js";
 import { admitFans, type Fan, seatIds, startSale } from "./support/fans.js";
-import { isConfirmTransaction, type ProxiedRequest, purchaseOfConfirm } from "./support/proxy.js";
+import { isConfirmTransaction, type ProxiedRequest, purchaseOfConfirm } from "../support/dynamo-proxy.js";
 import { auditFigures, recordScenario } from "./support/report.js";
 import { scaled } from "./support/scale.js";
 import type { RequestKind } from "./support/traffic.js";

@@ -41,7 +41,7 @@ import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from 
 import type { Purchase, PurchaseStatus } from "../../src/inventory/index.js";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import { QUEUE_PREFIX, queueNames, type ReconcileJob } from "../../src/workers/queues.js";
-import { type DynamoProxy, startDynamoProxy } from "../chaos/support/proxy.js";
+import { type DynamoProxy, startDynamoProxy } from "../support/dynamo-proxy.js";
 
 const CYCLES = 3;
 /** Purchases per event and batch: seat purchases (two seats each), then general admission. */

@@ -5,7 +5,8 @@
  * completes once, and the counts, the expiry index and the seat map agree with DynamoDB.
  *
  * The child is the only worker. The state comes from an in-process gateway without workers, on a
- * Redis database of this file's own (test/support/worker-process.ts says why).
+ * Redis database of this file's own (test/support/worker-process.ts says why). The children that
+ * are killed reach DynamoDB through a proxy that delays every request: see SLOW_DYNAMO_MS.
  */
 // The harness first: zod-openapi has to be loaded before src/inventory/schema.ts builds the event
 // schema that the PUT route extends (importing src/inventory first leaves it without `.openapi`).
@@ -33,10 +34,11 @@ import {
 } from "../support/worker-process.js";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed } from "vitest";
 import { SWEEP_SHARDS, type SweepResult } from "../../src/inventory/index.js";
 import { shardOf } from "../../src/inventory/keys.js";
 import { QUEUE_PREFIX, queueNames, type SweepJob } from "../../src/workers/queues.js";
+import { type DynamoProxy, startDynamoProxy } from "../support/dynamo-proxy.js";
 
 const CYCLES = 3;
 const ROWS_PER_BATCH = 4;
@@ -45,6 +47,12 @@ const SEATS_PER_HOLD = 6;
 const FANS = 30;
 const GA_HOLDS_PER_BATCH = 60;
 const GA_CAPACITY = 5_000;
+/**
+ * Added to each DynamoDB request of a child that is to be killed: at full speed the general
+ * admission shard is swept in moments (16 holds at a time), and a poll late by that much sees it
+ * all returned and then waits in vain; this way the sweep takes seconds.
+ */
+const SLOW_DYNAMO_MS = 200;
 
 let db: ClaimedDatabase;
 let gw: QueuedGateway;
@@ -52,6 +60,7 @@ let tableName: string;
 let redis: Redis;
 let queue: Queue<SweepJob>;
 let watch: QueueWatch<SweepResult>;
+let slowDynamo: DynamoProxy;
 const children: WorkerProcess[] = [];
 
 beforeAll(async () => {
@@ -61,10 +70,13 @@ beforeAll(async () => {
   redis = new Redis(db.url, { maxRetriesPerRequest: null });
   queue = new Queue<SweepJob>(queueNames.sweep, { connection: redis, prefix: QUEUE_PREFIX });
   watch = await watchQueue<SweepResult>(db.url, queueNames.sweep);
+  slowDynamo = await startDynamoProxy(inject("dynamoEndpoint"));
+  slowDynamo.setLatency(SLOW_DYNAMO_MS);
 });
 afterAll(async () => {
   await Promise.all(children.map((c) => c.stop("SIGKILL")));
   await watch?.close();
+  await slowDynamo?.close();
   await queue?.close();
   redis?.disconnect();
   await gw?.close();
@@ -138,7 +150,7 @@ describe("a worker process killed in the middle of a sweep", () => {
       log(`cycle ${cycle}: holds expired`);
       const before = (await gw.deps.inventory.getGeneralAdmission(eventId, "GA"))!;
       expect(before.held).toBeGreaterThan(0);
-      const child = await startWorkerProcess({ redisUrl: db.url, tableName });
+      const child = await startWorkerProcess({ redisUrl: db.url, tableName, dynamoEndpoint: slowDynamo.endpoint });
       children.push(child);
       log(`cycle ${cycle}: worker running`);
 

@@ -34,7 +34,7 @@ import { type SpawnedDynamoDB, spawnLocalDynamoDB } from "../../../src/local/dyn
 import { type SpawnedRedis, spawnRedis } from "../../../src/local/redis.js";
 import { type ChargeRecord, createSimulatedProvider } from "../../../src/payments/simulated.js";
 import { REFUND_DUE } from "../../../src/purchases/saga.js";
-import { type DynamoProxy, startDynamoProxy } from "./proxy.js";
+import { type DynamoProxy, startDynamoProxy } from "../../support/dynamo-proxy.js";
 import { Traffic } from "./traffic.js";
 
 export { ADMIN_TOKEN };

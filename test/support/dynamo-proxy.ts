@@ -1,6 +1,6 @@
 /**
- * A small HTTP proxy in front of a DynamoDB endpoint, for the chaos scenarios: the network between
- * the gateway and its store, made slow or lossy on purpose.
+ * A small HTTP proxy in front of a DynamoDB endpoint, for the chaos scenarios and the worker crash
+ * tests: the network between a process and its store, made slow or lossy on purpose.
  *
  *  - latency: a fixed delay, or one chosen per request, added before the request is forwarded.
  *    The request is forwarded after the delay even if the client gave up meanwhile (its SDK timed
