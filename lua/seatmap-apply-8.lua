@@ -24,6 +24,7 @@
 --- @include "seat-change"
 
 local cached = redis.call('EXISTS', KEYS[4]) == 1
+local journaling = redis.call('EXISTS', KEYS[8]) == 1
 local keys = { st = KEYS[1], idx = KEYS[2], exp = KEYS[3] }
 local published = {}
 local journal = {}
@@ -39,9 +40,11 @@ for i = 3, #ARGV, 3 do
       delta = delta + d
       published[#published + 1] = { id = id, status = status }
     end
-    journal[#journal + 1] = id
-    journal[#journal + 1] = status
-    journal[#journal + 1] = expiry
+    if journaling then
+      journal[#journal + 1] = id
+      journal[#journal + 1] = status
+      journal[#journal + 1] = expiry
+    end
   end
 end
 
@@ -50,7 +53,7 @@ if cached then
   version = redis.call('HINCRBY', KEYS[4], 'v', 1)
   if delta ~= 0 then redis.call('HINCRBY', KEYS[5], ARGV[1], delta) end
 end
-if #journal > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
+if #journal > 0 then
   local window = tonumber(ARGV[2])
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

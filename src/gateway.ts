@@ -110,9 +110,9 @@ export function sectionSource(inventory: Inventory) {
 }
 
 /**
- * What a waiting room Redis lost is configured again from: the event item's settings (those of
- * its last PUT), once its layout is complete. Operator changes made since (PATCH) are not stored
- * there and are lost with Redis.
+ * What a waiting room Redis lost is configured again from: the event item, once its layout is
+ * complete: the operator's latest settings (every PATCH keeps them on the item, paused included),
+ * else those of its last PUT.
  */
 export function roomSource(inventory: Inventory) {
   return async (eventId: string) => {

@@ -8,6 +8,7 @@ import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import { RedisUnavailableError } from "../redis/availability.js";
 import { type SeatMapCache, sectionOf } from "../seatmap/cache.js";
+import { onceEvery } from "../throttle.js";
 
 export type HoldOutcome =
   | HoldResult
@@ -41,13 +42,10 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
 
   // A lost race means the cache was stale for those seats: rebuild their sections, once per
   // second at most, so the next fan is filtered by the shield instead of reaching DynamoDB.
-  const rebuilding = new Map<string, number>();
+  const rebuildDue = onceEvery(1_000);
   const refreshSections = (eventId: string, seatIds: string[]) => {
-    const now = Date.now();
     for (const sectionId of new Set(seatIds.map(sectionOf))) {
-      const key = `${eventId}/${sectionId}`;
-      if ((rebuilding.get(key) ?? 0) > now) continue;
-      rebuilding.set(key, now + 1_000);
+      if (!rebuildDue(`${eventId}/${sectionId}`)) continue;
       seatMap.rebuild(eventId, sectionId).catch((err: unknown) => {
         logger.warn({ err: (err as Error).message, eventId, sectionId }, "seat-map rebuild failed");
       });

@@ -7,7 +7,7 @@ import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-s
 import { iso, toEvent } from "./items.js";
 import { ID_PATTERN, keys, seatIdOf, type ItemKey, type SeatRef } from "./keys.js";
 import { parseEventInput } from "./schema.js";
-import { backoff, conditionFailure, type Ctx, guard, type Item, mapLimit, optNum } from "./store.js";
+import { backoff, conditionalUpdate, conditionFailure, type Ctx, guard, type Item, mapLimit, optNum } from "./store.js";
 import type {
   CreateEventOptions,
   CreateEventResult,
@@ -55,23 +55,14 @@ export async function saveRoomSettings(
   settings: Omit<OperatorRoomSettings, "updatedAt">,
 ): Promise<boolean> {
   if (!ID_PATTERN.test(eventId)) return false;
-  return guard("saveRoomSettings", async () => {
-    try {
-      await ctx.doc.send(
-        new UpdateCommand({
-          TableName: ctx.tableName,
-          Key: keys.event(eventId),
-          UpdateExpression: "SET roomSettings = :s",
-          ConditionExpression: "attribute_exists(PK)",
-          ExpressionAttributeValues: { ":s": { ...settings, updatedAt: iso(ctx.clock()) } },
-        }),
-      );
-      return true;
-    } catch (err) {
-      if (conditionFailure(err)) return false;
-      throw err;
-    }
-  });
+  return guard("saveRoomSettings", () =>
+    conditionalUpdate(ctx, {
+      Key: keys.event(eventId),
+      UpdateExpression: "SET roomSettings = :s",
+      ConditionExpression: "attribute_exists(PK)",
+      ExpressionAttributeValues: { ":s": { ...settings, updatedAt: iso(ctx.clock()) } },
+    }),
+  );
 }
 
 export interface SaleEvent {

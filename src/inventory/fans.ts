@@ -12,9 +12,9 @@
  * (lower total); both bump the version too, so any count a hold made is of one exact state.
  * docs/data-model.md has the reasoning and the crash cases.
  */
-import { GetCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { GetCommand } from "@aws-sdk/lib-dynamodb";
 import { keys } from "./keys.js";
-import { backoff, conditionFailure, type Ctx, type Item, isTransactionConflict, type TransactItem } from "./store.js";
+import { conditionalUpdate, type Ctx, type Item, type TransactItem } from "./store.js";
 
 /** Parallel holds of one fan each cancel the others but one; after this many rounds: `contention`. */
 export const FAN_ATTEMPTS = 10;
@@ -156,25 +156,17 @@ export function fanConfirmAction(
  * Removes a released hold's entry. Idempotent: an entry already gone (released before, or removed
  * as expired by a later hold) or a ledger that does not exist changes nothing.
  */
-export async function removeFanEntry(ctx: Ctx, eventId: string, fanId: string, holdId: string): Promise<boolean> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await ctx.doc.send(
-        new UpdateCommand({
-          TableName: ctx.tableName,
-          Key: keys.fan(eventId, fanId),
-          UpdateExpression: "SET version = version + :one REMOVE holds.#h",
-          ConditionExpression: "attribute_exists(holds.#h)",
-          ExpressionAttributeNames: { "#h": holdId },
-          ExpressionAttributeValues: { ":one": 1 },
-        }),
-      );
-      return true;
-    } catch (err) {
-      if (conditionFailure(err)) return false;
-      // A hold transaction of the same fan is on the item right now (real DynamoDB only).
-      if (!isTransactionConflict(err) || attempt + 1 >= FAN_ATTEMPTS) throw err;
-      await backoff(attempt, 15, 500);
-    }
-  }
+export function removeFanEntry(ctx: Ctx, eventId: string, fanId: string, holdId: string): Promise<boolean> {
+  // Retried while a hold transaction of the same fan is on the item (real DynamoDB only).
+  return conditionalUpdate(
+    ctx,
+    {
+      Key: keys.fan(eventId, fanId),
+      UpdateExpression: "SET version = version + :one REMOVE holds.#h",
+      ConditionExpression: "attribute_exists(holds.#h)",
+      ExpressionAttributeNames: { "#h": holdId },
+      ExpressionAttributeValues: { ":one": 1 },
+    },
+    FAN_ATTEMPTS,
+  );
 }

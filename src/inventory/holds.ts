@@ -22,11 +22,11 @@ import {
 } from "./keys.js";
 import {
   backoff,
+  conditionalUpdate,
   conditionFailure,
   type Ctx,
   guard,
   type Item,
-  isTransactionConflict,
   num,
   transact,
   type TransactItem,
@@ -330,34 +330,27 @@ export async function holdGeneralAdmission(
 }
 
 /** Resets one seat to available if (and only if) it is still held by `holdId`. */
-async function releaseSeat(ctx: Ctx, eventId: string, holdId: string, ref: SeatRef): Promise<boolean> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await ctx.doc.send(
-        new UpdateCommand({
-          TableName: ctx.tableName,
-          Key: keys.seat(eventId, ref),
-          UpdateExpression:
-            "SET #status = :available, GSI1PK = :g1pk, GSI1SK = :g1sk " +
-            "REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
-          ConditionExpression: "#status = :held AND holdId = :hold",
-          ExpressionAttributeNames: { "#status": "status" },
-          ExpressionAttributeValues: {
-            ":available": "available",
-            ":held": "held",
-            ":hold": holdId,
-            ":g1pk": keys.availableSeatsPartition(eventId, ref.sectionId),
-            ":g1sk": keys.seat(eventId, ref).SK,
-          },
-        }),
-      );
-      return true;
-    } catch (err) {
-      if (conditionFailure(err)) return false; // not ours any more: sold, released, or re-held
-      if (!isTransactionConflict(err) || attempt + 1 >= SINGLE_WRITE_ATTEMPTS) throw err;
-      await backoff(attempt, 15, 500);
-    }
-  }
+/** False when it is not ours any more: sold, released, or re-held. */
+function releaseSeat(ctx: Ctx, eventId: string, holdId: string, ref: SeatRef): Promise<boolean> {
+  return conditionalUpdate(
+    ctx,
+    {
+      Key: keys.seat(eventId, ref),
+      UpdateExpression:
+        "SET #status = :available, GSI1PK = :g1pk, GSI1SK = :g1sk " +
+        "REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
+      ConditionExpression: "#status = :held AND holdId = :hold",
+      ExpressionAttributeNames: { "#status": "status" },
+      ExpressionAttributeValues: {
+        ":available": "available",
+        ":held": "held",
+        ":hold": holdId,
+        ":g1pk": keys.availableSeatsPartition(eventId, ref.sectionId),
+        ":g1sk": keys.seat(eventId, ref).SK,
+      },
+    },
+    SINGLE_WRITE_ATTEMPTS,
+  );
 }
 
 /**

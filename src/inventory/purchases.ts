@@ -9,7 +9,15 @@ import { fanConfirmAction } from "./fans.js";
 import { getHoldItem, validFan } from "./holds.js";
 import { iso, toOutbox, toPurchase } from "./items.js";
 import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN, REFUND_DUE } from "./keys.js";
-import { conditionFailure, type Ctx, guard, type Item, transact, type TransactItem } from "./store.js";
+import {
+  conditionalUpdate,
+  conditionFailure,
+  type Ctx,
+  guard,
+  type Item,
+  transact,
+  type TransactItem,
+} from "./store.js";
 import type {
   ConfirmResult,
   HoldUnusableReason,
@@ -374,23 +382,14 @@ export function markPurchaseRefunded(
 /** Records the provider's charge on a purchase (any state; idempotent). */
 export async function recordCharge(ctx: Ctx, eventId: string, purchaseId: string, chargeId: string): Promise<boolean> {
   if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return false;
-  return guard("recordCharge", async () => {
-    try {
-      await ctx.doc.send(
-        new UpdateCommand({
-          TableName: ctx.tableName,
-          Key: keys.purchase(eventId, purchaseId),
-          UpdateExpression: "SET chargeId = :charge",
-          ConditionExpression: "attribute_exists(PK) AND (attribute_not_exists(chargeId) OR chargeId = :charge)",
-          ExpressionAttributeValues: { ":charge": chargeId },
-        }),
-      );
-      return true;
-    } catch (err) {
-      if (conditionFailure(err)) return false;
-      throw err;
-    }
-  });
+  return guard("recordCharge", () =>
+    conditionalUpdate(ctx, {
+      Key: keys.purchase(eventId, purchaseId),
+      UpdateExpression: "SET chargeId = :charge",
+      ConditionExpression: "attribute_exists(PK) AND (attribute_not_exists(chargeId) OR chargeId = :charge)",
+      ExpressionAttributeValues: { ":charge": chargeId },
+    }),
+  );
 }
 
 /** Purchases of an event, optionally in one state, a page at a time (GSI1, eventually consistent). */
@@ -456,23 +455,14 @@ export async function listUnsentOutbox(ctx: Ctx, eventId: string, limit = 100): 
 /** Marks an outbox record sent; true the first time, false if it was already sent. */
 export async function markOutboxSent(ctx: Ctx, eventId: string, purchaseId: string): Promise<boolean> {
   if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return false;
-  return guard("markOutboxSent", async () => {
-    try {
-      await ctx.doc.send(
-        new UpdateCommand({
-          TableName: ctx.tableName,
-          Key: keys.outbox(eventId, purchaseId),
-          UpdateExpression: "SET sent = :true, sentAt = :at REMOVE GSI1PK, GSI1SK",
-          ConditionExpression: "sent = :false",
-          ExpressionAttributeValues: { ":true": true, ":false": false, ":at": iso(ctx.clock()) },
-        }),
-      );
-      return true;
-    } catch (err) {
-      if (conditionFailure(err)) return false;
-      throw err;
-    }
-  });
+  return guard("markOutboxSent", () =>
+    conditionalUpdate(ctx, {
+      Key: keys.outbox(eventId, purchaseId),
+      UpdateExpression: "SET sent = :true, sentAt = :at REMOVE GSI1PK, GSI1SK",
+      ConditionExpression: "sent = :false",
+      ExpressionAttributeValues: { ":true": true, ":false": false, ":at": iso(ctx.clock()) },
+    }),
+  );
 }
 
 /** Purchases of an event by status: one Select COUNT Query per status on GSI1 (paged). */

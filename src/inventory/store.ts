@@ -4,7 +4,13 @@
  * Nothing from here is exported past src/inventory/index.ts.
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { DynamoDBDocumentClient, TransactWriteCommand, type TransactWriteCommandInput } from "@aws-sdk/lib-dynamodb";
+import {
+  DynamoDBDocumentClient,
+  TransactWriteCommand,
+  type TransactWriteCommandInput,
+  UpdateCommand,
+  type UpdateCommandInput,
+} from "@aws-sdk/lib-dynamodb";
 import { InventoryUnavailableError } from "./types.js";
 import type { Clock } from "./types.js";
 
@@ -60,6 +66,28 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 /** Exponential backoff with full jitter: 0..min(cap, base * 2^attempt) ms. */
 export function backoff(attempt: number, baseMs = 10, capMs = 1_000): Promise<void> {
   return sleep(Math.random() * Math.min(capMs, baseMs * 2 ** attempt));
+}
+
+/**
+ * One conditional UpdateItem on the table: true when it was applied, false when its condition
+ * failed. A collision with a transaction on the same item (real DynamoDB only) is tried again
+ * with jittered backoff, up to `attempts` tries in all; any other error is thrown.
+ */
+export async function conditionalUpdate(
+  ctx: Ctx,
+  input: Omit<UpdateCommandInput, "TableName">,
+  attempts = 1,
+): Promise<boolean> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await ctx.doc.send(new UpdateCommand({ ...input, TableName: ctx.tableName }));
+      return true;
+    } catch (err) {
+      if (conditionFailure(err)) return false;
+      if (!isTransactionConflict(err) || attempt + 1 >= attempts) throw err;
+      await backoff(attempt, 15, 500);
+    }
+  }
 }
 
 /**

@@ -45,7 +45,7 @@ export type RefundOutcome =
 
 export interface PaymentProvider {
   /**
-   * Charges `amount` (minor units) once per `idempotencyKey`: any repeat with the same key,
+   * Charges `amount` (minor units) once per `idempotencyKey`. Every repeat with the same key,
    * concurrent or later, returns the outcome of the first call and charges nothing more.
    */
   charge(idempotencyKey: string, amount: number, paymentToken: string): Promise<ChargeOutcome>;

@@ -9,6 +9,7 @@ import type { Cluster, Redis } from "ioredis";
 import { z } from "zod";
 import type { Logger } from "../logger.js";
 import { redisReady, trackRedis } from "../redis/availability.js";
+import { onceEvery } from "../throttle.js";
 import { adviseFan } from "./advice.js";
 import { OUTCOME_MESSAGES, scriptOutcome } from "./codes.js";
 import {
@@ -258,12 +259,9 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
   });
 
-  const downLoggedAt = new Map<string, number>();
+  const downLogDue = onceEvery(DOWN_LOG_EVERY_MS);
   const logDown = (op: string, eventId: string, message: string) => {
-    const now = Date.now();
-    if ((downLoggedAt.get(op) ?? 0) > now) return;
-    downLoggedAt.set(op, now + DOWN_LOG_EVERY_MS);
-    log?.warn({ op, eventId, err: message }, "waiting room unavailable: redis is not connected");
+    if (downLogDue(op)) log?.warn({ op, eventId, err: message }, "waiting room unavailable: redis is not connected");
   };
 
   /**
@@ -288,7 +286,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   // --- a room Redis lost is configured again from the stored event ---------------------------
   const restoring = new Map<string, Promise<RestoreOutcome>>();
   const noEventUntil = new Map<string, number>();
-  const ensuredUntil = new Map<string, number>();
+  const ensureDue = onceEvery(ENSURE_EVERY_MS);
 
   function restoreRoom(eventId: string): Promise<RestoreOutcome> {
     const source = options.restore;
@@ -633,10 +631,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     ensureRoom(eventId) {
       const k = keysFor(eventId);
       if (!k || !options.restore || !redisReady(redis)) return;
-      const now = Date.now();
-      if ((ensuredUntil.get(eventId) ?? 0) > now) return;
-      if (ensuredUntil.size >= 10_000) ensuredUntil.clear();
-      ensuredUntil.set(eventId, now + ENSURE_EVERY_MS);
+      if (!ensureDue(eventId)) return;
       void (async () => {
         if ((await redis.exists(k.room)) === 0) await restoreRoom(eventId);
       })().catch(() => undefined);

@@ -12,6 +12,7 @@ import type { Context } from "hono";
 import type { AccessTokenClaims, QueueTokenClaims, TokenFailure } from "../../waiting-room/index.js";
 import type { AppEnv } from "../context.js";
 import { ApiError } from "../errors.js";
+import { onceEvery } from "../../throttle.js";
 import { bearerToken } from "./admin-auth.js";
 
 function refuse(reason: TokenFailure, kind: string): ApiError {
@@ -56,12 +57,7 @@ export async function requireAccessToken(
 }
 
 // One line per event and message every few seconds: while Redis is down every claim would log.
-const warnedUntil = new Map<string, number>();
+const warnDue = onceEvery(10_000, 1_000);
 function warnOnce(logger: AppEnv["Variables"]["deps"]["logger"], eventId: string, message: string) {
-  const key = `${eventId}\n${message}`;
-  const now = Date.now();
-  if ((warnedUntil.get(key) ?? 0) > now) return;
-  if (warnedUntil.size >= 1_000) warnedUntil.clear();
-  warnedUntil.set(key, now + 10_000);
-  logger.warn({ eventId }, message);
+  if (warnDue(`${eventId}\n${message}`)) logger.warn({ eventId }, message);
 }
