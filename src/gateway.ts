@@ -50,6 +50,8 @@ export interface GatewayOptions extends GatewayClients {
   paymentRedis?: Redis;
   /** After this a charge's outcome counts as unknown (PAYMENT_TIMEOUT_MS). */
   paymentTimeoutMs?: number;
+  /** The longest one DynamoDB write may take, every attempt included (default 0; main.ts sets it). */
+  storeRequestBudgetMs?: number;
   reconciler?: ReconcileScheduler;
   /** Webhook signing secret; default derived from the gateway secret. */
   webhookSecret?: string;
@@ -169,6 +171,8 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     metrics,
     logger,
     paymentTimeoutMs,
+    ...(options.storeRequestBudgetMs ? { storeRequestBudgetMs: options.storeRequestBudgetMs } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
     ...(options.reconciler ? { reconciler: options.reconciler } : {}),
   });
   const seenKey = (id: string) => `webhook:{pay}:seen:${id}`;

@@ -95,6 +95,8 @@ async function main(): Promise<void> {
     paymentTimeoutMs: config.paymentTimeoutMs,
     // A hold's write may take every attempt's timeout: the shield's lease covers all of them.
     shieldLeaseMs: config.dynamodb.timeoutMs * config.dynamodb.maxAttempts,
+    // and a charge attempt may leave that long after it was dated: the reconciler waits it out.
+    storeRequestBudgetMs: config.dynamodb.timeoutMs * config.dynamodb.maxAttempts,
     reconciler: reconcileScheduler(queues),
     webhookSecret,
     ...(paymentRedis ? { paymentRedis } : {}),

@@ -17,11 +17,14 @@ import {
   markOutboxSent,
   markPurchaseFailed,
   markPurchaseRefunded,
+  markRefundDue,
+  startCharge,
 } from "./purchases.js";
 import { countAvailable, eventCounts, getGeneralAdmission, listSectionSeats, type SeatPageOptions } from "./reads.js";
 import { createCtx } from "./store.js";
 import { sweepExpired } from "./sweep.js";
 import type {
+  ChargeStartResult,
   Clock,
   ConfirmResult,
   CreateEventOptions,
@@ -89,7 +92,17 @@ export interface Inventory {
   ): Promise<PendingPurchaseResult>;
   /** After the charge: one transaction; a repeat returns the first result. */
   confirm(eventId: string, holdId: string, fanId: string, purchaseId: string): Promise<ConfirmResult>;
-  markPurchaseFailed(eventId: string, purchaseId: string, reason?: string): Promise<PurchaseTransitionResult>;
+  /** Right before a charge: still pending (conditional); records the attempt and when it started. */
+  startCharge(eventId: string, purchaseId: string): Promise<ChargeStartResult>;
+  /** pending -> failed; `ifAttempts`: only if exactly that many charge attempts have started. */
+  markPurchaseFailed(
+    eventId: string,
+    purchaseId: string,
+    reason?: string,
+    options?: { ifAttempts?: number },
+  ): Promise<PurchaseTransitionResult>;
+  /** pending | failed -> failed (refund_due): a charge to give back was found. */
+  markRefundDue(eventId: string, purchaseId: string, chargeId: string): Promise<PurchaseTransitionResult>;
   markPurchaseRefunded(
     eventId: string,
     purchaseId: string,
@@ -133,7 +146,10 @@ export function createInventory(options: InventoryOptions): Inventory {
     createPendingPurchase: (eventId, holdId, fanId, purchaseId, fingerprint) =>
       createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint),
     confirm: (eventId, holdId, fanId, purchaseId) => confirm(ctx, eventId, holdId, fanId, purchaseId),
-    markPurchaseFailed: (eventId, purchaseId, reason) => markPurchaseFailed(ctx, eventId, purchaseId, reason),
+    startCharge: (eventId, purchaseId) => startCharge(ctx, eventId, purchaseId),
+    markPurchaseFailed: (eventId, purchaseId, reason, options) =>
+      markPurchaseFailed(ctx, eventId, purchaseId, reason, options),
+    markRefundDue: (eventId, purchaseId, chargeId) => markRefundDue(ctx, eventId, purchaseId, chargeId),
     markPurchaseRefunded: (eventId, purchaseId, reason, chargeId) =>
       markPurchaseRefunded(ctx, eventId, purchaseId, reason, chargeId),
     getPurchase: (eventId, purchaseId) => getPurchase(ctx, eventId, purchaseId),

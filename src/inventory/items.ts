@@ -100,7 +100,10 @@ export function toHold(item: Item, now: number): Hold {
 
 export function toPurchase(item: Item): Purchase {
   const ga = gaOf(item);
-  const optional = (name: "confirmedAt" | "failedAt" | "refundedAt" | "failureReason" | "fingerprint" | "chargeId") => {
+  const attempts = optNum(item, "chargeAttempts");
+  const optional = (
+    name: "confirmedAt" | "failedAt" | "refundedAt" | "failureReason" | "fingerprint" | "chargeId" | "chargeStartedAt",
+  ) => {
     const v = optStr(item, name);
     return v !== undefined ? { [name]: v } : {};
   };
@@ -120,6 +123,8 @@ export function toPurchase(item: Item): Purchase {
     ...optional("failureReason"),
     ...optional("fingerprint"),
     ...optional("chargeId"),
+    ...optional("chargeStartedAt"),
+    ...(attempts !== undefined ? { chargeAttempts: attempts } : {}),
   };
 }
 

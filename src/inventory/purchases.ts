@@ -19,6 +19,7 @@ import {
   type TransactItem,
 } from "./store.js";
 import type {
+  ChargeStartResult,
   ConfirmResult,
   HoldUnusableReason,
   OutboxRecord,
@@ -319,6 +320,8 @@ async function transition(
   from: PurchaseStatus[],
   reason?: string,
   chargeId?: string,
+  /** Only if exactly this many charge attempts have started (none: 0). */
+  ifAttempts?: number,
 ): Promise<PurchaseTransitionResult> {
   if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return { ok: false, reason: "not_found" };
   return guard(`markPurchase ${to}`, async () => {
@@ -329,7 +332,13 @@ async function transition(
           TableName: ctx.tableName,
           Key: keys.purchase(eventId, purchaseId),
           UpdateExpression: `SET #status = :to, ${at} = :at, GSI1SK = :sk${reason !== undefined ? ", failureReason = :why" : ""}${chargeId !== undefined ? ", chargeId = :charge" : ""}`,
-          ConditionExpression: `attribute_exists(PK) AND #status IN (${from.map((_, i) => `:from${i}`).join(", ")})`,
+          ConditionExpression: `attribute_exists(PK) AND #status IN (${from.map((_, i) => `:from${i}`).join(", ")})${
+            ifAttempts === undefined
+              ? ""
+              : ifAttempts === 0
+                ? " AND attribute_not_exists(chargeAttempts)"
+                : " AND chargeAttempts = :attempts"
+          }`,
           ExpressionAttributeNames: { "#status": "status" },
           ExpressionAttributeValues: {
             ":to": to,
@@ -341,6 +350,7 @@ async function transition(
             ...Object.fromEntries(from.map((s, i) => [`:from${i}`, s])),
             ...(reason !== undefined ? { ":why": reason.slice(0, 500) } : {}),
             ...(chargeId !== undefined ? { ":charge": chargeId } : {}),
+            ...(ifAttempts ? { ":attempts": ifAttempts } : {}),
           },
           ReturnValues: "ALL_NEW",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -359,9 +369,63 @@ async function transition(
   });
 }
 
-/** pending -> failed (the charge was declined or errored). */
-export function markPurchaseFailed(ctx: Ctx, eventId: string, purchaseId: string, reason?: string) {
-  return transition(ctx, eventId, purchaseId, "failed", ["pending"], reason);
+/**
+ * pending -> failed (declined, or the provider says nothing was charged under its key).
+ * `ifAttempts`: only if no charge attempt has started since the caller looked (startCharge counts
+ * them), so a verdict of "never charged" cannot land on a purchase whose new attempt is under way.
+ */
+export function markPurchaseFailed(
+  ctx: Ctx,
+  eventId: string,
+  purchaseId: string,
+  reason?: string,
+  options: { ifAttempts?: number } = {},
+) {
+  return transition(ctx, eventId, purchaseId, "failed", ["pending"], reason, undefined, options.ifAttempts);
+}
+
+/**
+ * pending | failed -> failed with reason refund_due: a charge was found for a purchase that is not
+ * confirmed and must go back. Out of `pending` first, so no confirmation still on its way can
+ * commit after the refund; listed apart in the purchases index, so the reconciler finishes a
+ * refund that a crash or a provider failure cut short, whatever the purchase's failure was before.
+ */
+export function markRefundDue(ctx: Ctx, eventId: string, purchaseId: string, chargeId: string) {
+  return transition(ctx, eventId, purchaseId, "failed", ["pending", "failed"], REFUND_DUE, chargeId);
+}
+
+/**
+ * Right before a charge: the purchase must still be `pending` (a condition, so a purchase the
+ * reconciler failed meanwhile is never charged), and the attempt is recorded: when it started
+ * (the reconciler ages a purchase from its latest attempt, not from its creation, which came
+ * before the hold read and the PutItem) and how many have started (the reconciler's "never
+ * charged" verdict is conditional on that count, see markPurchaseFailed).
+ */
+export async function startCharge(ctx: Ctx, eventId: string, purchaseId: string): Promise<ChargeStartResult> {
+  if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return { ok: false, reason: "not_found" };
+  return guard("startCharge", async () => {
+    try {
+      const out = await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.purchase(eventId, purchaseId),
+          UpdateExpression: "SET chargeStartedAt = :at, chargeAttempts = if_not_exists(chargeAttempts, :zero) + :one",
+          ConditionExpression: "attribute_exists(PK) AND #status = :pending",
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: { ":at": iso(ctx.clock()), ":zero": 0, ":one": 1, ":pending": "pending" },
+          ReturnValues: "ALL_NEW",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+      const purchase = toPurchase(out.Attributes ?? {});
+      return { ok: true, purchase, attempt: purchase.chargeAttempts ?? 1 };
+    } catch (err) {
+      const failed = conditionFailure(err);
+      if (!failed) throw err;
+      if (!failed.item) return { ok: false, reason: "not_found" };
+      return { ok: false, reason: "not_pending", purchase: toPurchase(failed.item) };
+    }
+  });
 }
 
 /**

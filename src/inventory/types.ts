@@ -158,6 +158,10 @@ export interface Purchase {
   fingerprint?: string;
   /** The payment provider's charge, once known. */
   chargeId?: string;
+  /** When the latest charge attempt started (startCharge); the reconciler ages a purchase from it. */
+  chargeStartedAt?: string;
+  /** Charge attempts started under the purchase's key (a replay starts another). */
+  chargeAttempts?: number;
 }
 
 /** Why a hold cannot be bought (any of them maps to 409 `hold_expired` or `hold_not_owned`). */
@@ -179,6 +183,13 @@ export type ConfirmResult =
   | { ok: false; reason: "purchase_conflict" }
   | { ok: false; reason: "purchase_not_pending"; status: PurchaseStatus }
   | { ok: false; reason: "contention" };
+
+export type ChargeStartResult =
+  /** `attempt`: how many attempts have started, this one included. */
+  | { ok: true; purchase: Purchase; attempt: number }
+  | { ok: false; reason: "not_found" }
+  /** Confirmed, failed or refunded meanwhile: nothing may be charged now. */
+  | { ok: false; reason: "not_pending"; purchase: Purchase };
 
 export type PurchaseTransitionResult =
   | { ok: true; purchase: Purchase }

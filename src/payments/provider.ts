@@ -18,12 +18,18 @@ export type ChargeOutcome =
    * with the same key, or wait for the webhook, before deciding.
    */
   | { kind: "unknown" }
-  /** The provider answered that it failed, or the request never left: nothing was charged. */
+  /**
+   * The provider answered that this call failed, or the call never left. It says nothing about
+   * an earlier call under the same key, and a provider's 5xx can come after the capture: the saga
+   * believes "nothing charged" only once `lookup` says so for the key.
+   */
   | { kind: "error"; code: ChargeErrorCode; message: string };
 
 export type ChargeErrorCode =
-  /** The provider failed before charging; a retry with the same key may succeed. */
+  /** The provider answered an error; a retry with the same key may succeed. */
   | "provider_error"
+  /** The request never left (connection refused, no connection): this call charged nothing. */
+  | "unreachable"
   /** The key was first used with another amount or payment token; nothing more was charged. */
   | "idempotency_mismatch"
   /** The request itself was invalid (amount, key); nothing was sent. */

@@ -8,6 +8,9 @@
  *   tok_timeout  charges at once, but answers only after `timeoutDelayMs`, longer than the
  *                gateway's PAYMENT_TIMEOUT_MS: the caller sees `unknown`, lookup finds it charged
  *   tok_error    fails with a provider error; nothing charged, nothing recorded
+ *   tok_error_after_charge
+ *                charges, then answers a provider error (a 5xx after capture): the caller is
+ *                told `error`, yet lookup finds the charge. Every call with it answers so.
  *   anything else declines with reason unknown_token
  *
  * One idempotency key, one decision: payment-charge-4.lua records the first call's outcome under
@@ -27,6 +30,7 @@ export const simulatedTokens = {
   decline: "tok_decline",
   timeout: "tok_timeout",
   error: "tok_error",
+  errorAfterCharge: "tok_error_after_charge",
 } as const;
 
 export interface SimulatedProviderOptions {
@@ -89,6 +93,7 @@ function dispositionOf(paymentToken: string): Disposition {
   switch (paymentToken) {
     case simulatedTokens.ok:
     case simulatedTokens.timeout:
+    case simulatedTokens.errorAfterCharge:
       return { action: "charge" };
     case simulatedTokens.decline:
       return { action: "decline", reason: "card_declined" };
@@ -205,7 +210,7 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
   }
 
   function unreachable(): ChargeOutcome {
-    return { kind: "error", code: "provider_error", message: "the payment provider is unreachable; nothing charged" };
+    return { kind: "error", code: "unreachable", message: "the payment provider is unreachable; nothing charged" };
   }
 
   function eventOf(type: WebhookEvent["type"], data: WebhookEvent["data"]): WebhookEvent {
@@ -243,6 +248,10 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
       const outcome = await decide(idempotencyKey, amount, paymentToken);
       // The slow token is slow on every call, a replay too: the caller always meets its timeout.
       if (paymentToken === simulatedTokens.timeout) await delay(timeoutDelayMs);
+      // A 5xx after capture, on every call: only a lookup tells the caller the money was taken.
+      if (paymentToken === simulatedTokens.errorAfterCharge && outcome.kind === "charged") {
+        return { kind: "error", code: "provider_error", message: "simulated provider error after capture" };
+      }
       return outcome;
     },
 

@@ -6,11 +6,23 @@
  *      the fan's Idempotency-Key, so a retry finds it);
  *   2. a reconcile job is queued (delayed past the payment timeout) BEFORE charging, so a crash at
  *      any later point still gets resolved;
- *   3. the charge, with the purchase id as the provider's idempotency key;
+ *   3. right before the charge, a conditional write: the purchase is still `pending` (one the
+ *      reconciler failed meanwhile is never charged), and the attempt is dated and counted;
+ *      then the charge, with the purchase id as the provider's idempotency key;
  *   4. charged: ONE transaction confirms (seats held->sold, purchase pending->confirmed, outbox);
- *      charged but the hold is lost: refund (compensation), purchase `refunded`;
+ *      charged but the purchase cannot be confirmed (the hold is lost, or the purchase failed
+ *      meanwhile): refund (compensation), purchase `refunded`;
  *      declined: purchase `failed`, the hold stays until it expires;
- *      unknown (timeout): left `pending`, resolved by the reconciler via lookup or the webhook.
+ *      unknown (timeout): left `pending`, resolved by the reconciler via lookup or the webhook;
+ *      a provider error: looked up. Charged: as charged. Nothing under the key: `failed` only if
+ *      this was the one attempt ever made, by the request that created the purchase; a replay
+ *      stays `pending` (its first attempt may still land), and the answer is 202.
+ *
+ * Money taken never ends without a ticket or a refund, whoever finds the charge: the saga when
+ * its charge comes back, the reconciler (pending purchases, after the latest attempt's charge
+ * window; failed ones on their per-purchase job) and the webhook all refund a charge whose
+ * purchase is not confirmed, whatever state the purchase is in. "Nothing was charged" is said
+ * only on the provider's word for the key (a lookup), never on the word of one call.
  *
  * Once the money is taken, the store failing (a DynamoDB timeout on the confirmation: it may have
  * committed or not) never leads to a refund: the purchase stays `pending`, the fan is told so
@@ -40,7 +52,11 @@ export type PurchaseOutcome =
   | { kind: "declined"; purchase: Purchase; reason: string }
   /** Charged, but the hold was lost before the confirmation: the charge was refunded. */
   | { kind: "refunded"; purchase: Purchase }
-  /** The provider failed before charging anything. A new Idempotency-Key may try again. */
+  /**
+   * Nothing was charged under the key, on the provider's word (a provider error on the only
+   * attempt and a lookup that found nothing, or the reconciler's verdict after the charge
+   * window). A new Idempotency-Key may try again.
+   */
   | { kind: "provider_error"; purchase: Purchase }
   | { kind: "key_reused" }
   | { kind: "hold_not_found" }
@@ -71,6 +87,13 @@ export interface PurchaseSagaDeps {
   logger: Logger;
   reconciler?: ReconcileScheduler;
   paymentTimeoutMs: number;
+  /**
+   * The longest a store write may take (DYNAMODB_TIMEOUT_MS x DYNAMODB_MAX_ATTEMPTS): a charge
+   * attempt is sent at most this long after it was dated. Default 0.
+   */
+  storeRequestBudgetMs?: number;
+  /** Epoch ms, the inventory's clock; default Date.now. */
+  clock?: () => number;
 }
 
 /**
@@ -80,6 +103,16 @@ export interface PurchaseSagaDeps {
 export { REFUND_DUE };
 
 const refundDue = (purchase: Purchase) => purchase.status === "failed" && purchase.failureReason === REFUND_DUE;
+
+/** Failure reasons. The provider said nothing was charged for the key, when the saga looked: */
+const PROVIDER_ERROR = "provider_error";
+const NOT_CHARGED = "not_charged";
+/** The refund reason of a charge that landed on a purchase already failed. */
+const CHARGED_AFTER_FAILURE = "charged_after_failure";
+
+/** Failed on the provider's word that the key was not charged (a later charge is refunded). */
+const nothingCharged = (purchase: Purchase) =>
+  purchase.status === "failed" && (purchase.failureReason === PROVIDER_ERROR || purchase.failureReason === NOT_CHARGED);
 
 /**
  * `<eventId>-<26 base32 chars>`: derived from the event, the fan and the fan's Idempotency-Key,
@@ -128,6 +161,11 @@ export interface PurchaseSaga {
 
 export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   const { inventory, payments, metrics, logger } = deps;
+  const clock = deps.clock ?? Date.now;
+  // A lookup that finds nothing is believed only this long after the latest attempt started: the
+  // attempt's own write may take the store's whole budget before the charge is sent, and the
+  // charge the payment timeout before the saga stops waiting for it.
+  const chargeWindowMs = deps.paymentTimeoutMs + (deps.storeRequestBudgetMs ?? 0);
 
   const ended = (purchase: Purchase): PurchaseOutcome | null => {
     if (refundDue(purchase)) return null;
@@ -137,7 +175,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       case "refunded":
         return { kind: "refunded", purchase };
       case "failed":
-        return purchase.failureReason === "provider_error"
+        return nothingCharged(purchase)
           ? { kind: "provider_error", purchase }
           : { kind: "declined", purchase, reason: purchase.failureReason ?? "declined" };
       default:
@@ -145,8 +183,18 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     }
   };
 
+  const pending = (purchase: Purchase): PurchaseOutcome => ({ kind: "pending", purchase });
+
   const current = async (eventId: string, purchaseId: string, fallback: Purchase) =>
     (await inventory.getPurchase(eventId, purchaseId)) ?? fallback;
+
+  /** Since the purchase's latest charge attempt started (its creation, if none has). */
+  const ageOf = (purchase: Purchase) => clock() - Date.parse(purchase.chargeStartedAt ?? purchase.createdAt);
+
+  const completeSession = async (eventId: string, sessionId?: string) => {
+    // The session's slot goes to the next fan in line. Best effort: it also expires.
+    if (sessionId) await deps.waitingRoom.completeSession(eventId, sessionId).catch(() => undefined);
+  };
 
   /** Step 4 once the money is known to be taken: confirm, or compensate with a refund. */
   async function settleCharged(purchase: Purchase, chargeId: string, sessionId?: string): Promise<PurchaseOutcome> {
@@ -163,35 +211,44 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
           )
           .catch((err: unknown) => logger.warn({ err: (err as Error).message, purchaseId }, "seat-map update failed"));
       }
-      if (sessionId) {
-        // The session's slot goes to the next fan in line. Best effort: it also expires.
-        await deps.waitingRoom.completeSession(eventId, sessionId).catch(() => undefined);
-      }
+      await completeSession(eventId, sessionId);
       return { kind: "confirmed", purchase: confirmed.purchase };
     }
-    if (confirmed.reason === "contention") return { kind: "pending", purchase };
+    if (confirmed.reason === "contention") return pending(purchase);
     if (confirmed.reason === "purchase_not_pending") {
+      // Failed meanwhile (a verdict of "never charged" that the charge outran, or a decision to
+      // refund): the money must go back all the same. Refunded already: nothing more to do.
       const now = await current(eventId, purchaseId, purchase);
-      return ended(now) ?? { kind: "pending", purchase: now };
+      if (now.status === "failed") return compensate(now, chargeId, CHARGED_AFTER_FAILURE, sessionId);
+      return ended(now) ?? pending(now);
     }
-    // The hold is gone (expired, released, another's): the money must go back. First out of
-    // `pending`, so that no confirmation still on its way can commit after the refund.
-    const fenced = await inventory.markPurchaseFailed(eventId, purchaseId, REFUND_DUE);
-    if (!fenced.ok) {
-      const now = await current(eventId, purchaseId, purchase);
-      if (now.status === "confirmed") {
-        // A confirmation sent earlier (one that timed out on its way) committed after all: the
-        // seats are sold to this purchase, and the money stays.
-        logger.info({ purchaseId }, "a late confirmation committed before the refund; kept");
-        if (sessionId) await deps.waitingRoom.completeSession(eventId, sessionId).catch(() => undefined);
-        return { kind: "confirmed", purchase: now };
-      }
-      return (
-        ended(now) ??
-        (refundDue(now) ? refundCharged(now, chargeId, confirmed.reason) : { kind: "pending", purchase: now })
-      );
+    // The hold is gone (expired, released, another's): the money must go back.
+    return compensate(purchase, chargeId, confirmed.reason, sessionId);
+  }
+
+  /**
+   * A charge was found for a purchase that cannot be confirmed. First out of `pending` (or from
+   * whatever failure it had) to refund_due, so that no confirmation still on its way can commit
+   * after the refund and the reconciler finishes the refund if this process cannot; then refund.
+   */
+  async function compensate(
+    purchase: Purchase,
+    chargeId: string,
+    reason: string,
+    sessionId?: string,
+  ): Promise<PurchaseOutcome> {
+    const { eventId, purchaseId } = purchase;
+    const fenced = await inventory.markRefundDue(eventId, purchaseId, chargeId);
+    if (fenced.ok) return refundCharged(fenced.purchase, chargeId, reason);
+    const now = await current(eventId, purchaseId, purchase);
+    if (now.status === "confirmed") {
+      // A confirmation sent earlier (one that timed out on its way) committed after all: the
+      // seats are sold to this purchase, and the money stays.
+      logger.info({ purchaseId }, "a late confirmation committed before the refund; kept");
+      await completeSession(eventId, sessionId);
+      return { kind: "confirmed", purchase: now };
     }
-    return refundCharged(fenced.purchase, chargeId, confirmed.reason);
+    return ended(now) ?? pending(now);
   }
 
   /** The compensation of a purchase already taken out of `pending` (refund_due): refund, then mark it refunded. */
@@ -200,19 +257,91 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     const refund = await payments.refund(chargeId, `refund-${purchaseId}`);
     if (refund.kind !== "refunded") {
       logger.warn({ purchaseId, chargeId, err: refund.message }, "refund failed; the reconciler will retry");
-      return { kind: "pending", purchase };
+      return pending(purchase);
     }
     const marked = await inventory.markPurchaseRefunded(eventId, purchaseId, reason, chargeId);
     metrics.purchases.inc({ outcome: "refunded" });
-    logger.info({ purchaseId, chargeId, reason }, "charged but the hold was lost: refunded");
+    logger.info({ purchaseId, chargeId, reason }, "charged, but the purchase could not be confirmed: refunded");
     return { kind: "refunded", purchase: marked.ok ? marked.purchase : purchase };
   }
 
-  async function fail(purchase: Purchase, reason: string): Promise<PurchaseOutcome> {
-    const marked = await inventory.markPurchaseFailed(purchase.eventId, purchase.purchaseId, reason);
+  /** pending -> failed; `ifAttempts` fences a "never charged" verdict against a newer attempt. */
+  async function fail(purchase: Purchase, reason: string, ifAttempts?: number): Promise<PurchaseOutcome> {
+    const marked = await inventory.markPurchaseFailed(
+      purchase.eventId,
+      purchase.purchaseId,
+      reason,
+      ifAttempts === undefined ? {} : { ifAttempts },
+    );
     const now = marked.ok ? marked.purchase : await current(purchase.eventId, purchase.purchaseId, purchase);
-    metrics.purchases.inc({ outcome: reason === "provider_error" ? "provider_error" : "declined" });
-    return ended(now) ?? { kind: "pending", purchase: now };
+    if (marked.ok) metrics.purchases.inc({ outcome: reason === "declined" ? "declined" : "provider_error" });
+    return ended(now) ?? pending(now);
+  }
+
+  /** The provider's record of the key says it was charged and refunded: the purchase says so too. */
+  async function alreadyRefunded(purchase: Purchase, chargeId: string, reason: string): Promise<PurchaseOutcome> {
+    const marked = await inventory.markPurchaseRefunded(purchase.eventId, purchase.purchaseId, reason, chargeId);
+    if (marked.ok) return { kind: "refunded", purchase: marked.purchase };
+    const now = await current(purchase.eventId, purchase.purchaseId, purchase);
+    return ended(now) ?? pending(now);
+  }
+
+  /** settleCharged, but a store failure after the charge leaves it pending for the reconciler. */
+  async function settleOrLeave(purchase: Purchase, chargeId: string, sessionId?: string): Promise<PurchaseOutcome> {
+    try {
+      return await settleCharged(purchase, chargeId, sessionId);
+    } catch (err) {
+      // The money is taken and the confirmation's fate unknown (a store timeout may have
+      // committed it): never guess, and never refund here. The reconciler reads the truth.
+      const unavailable = err instanceof InventoryUnavailableError;
+      logger[unavailable ? "warn" : "error"](
+        { purchaseId: purchase.purchaseId, err: unavailable ? (err as Error).message : err },
+        "charged, confirmation not settled; left pending for the reconciler",
+      );
+      metrics.purchases.inc({ outcome: "pending" });
+      return pending(purchase);
+    }
+  }
+
+  /**
+   * The provider answered this call with an error. That says nothing about the key: a 5xx can
+   * come after the capture, and an earlier attempt (the one a replay repeats) may have charged.
+   * The lookup decides; "nothing charged" is said only when the lookup finds nothing AND this was
+   * the only attempt ever started, by the request that created the purchase (the conditional
+   * write checks that no other attempt started since).
+   */
+  async function afterProviderError(
+    purchase: Purchase,
+    code: "provider_error" | "unreachable" | "invalid_request",
+    attempt: { number: number; createdPurchase: boolean },
+    sessionId?: string,
+  ): Promise<PurchaseOutcome> {
+    const onlyAttempt = attempt.createdPurchase && attempt.number === 1;
+    if (code === "unreachable") {
+      // This call never left: it charged nothing. Alone, nothing was charged under the key; a
+      // replay's first attempt may have, and the provider cannot be asked now.
+      if (onlyAttempt) return fail(purchase, PROVIDER_ERROR, 1);
+      metrics.purchases.inc({ outcome: "pending" });
+      return pending(purchase);
+    }
+    const found = await payments.lookup(purchase.purchaseId);
+    switch (found.kind) {
+      case "charged":
+        return found.refunded
+          ? alreadyRefunded(purchase, found.chargeId, "refunded")
+          : settleOrLeave(purchase, found.chargeId, sessionId);
+      case "declined":
+        return fail(purchase, "declined");
+      case "error":
+        metrics.purchases.inc({ outcome: "pending" });
+        logger.warn({ purchaseId: purchase.purchaseId, err: found.message }, "payment provider error; left pending");
+        return pending(purchase);
+      case "not_found":
+        if (onlyAttempt) return fail(purchase, PROVIDER_ERROR, 1);
+        metrics.purchases.inc({ outcome: "pending" });
+        logger.info({ purchaseId: purchase.purchaseId }, "provider error on a repeated attempt; left pending");
+        return pending(purchase);
+    }
   }
 
   return {
@@ -233,9 +362,10 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
             return { kind: "hold_unusable", reason: created.reason };
         }
       }
-      const purchase = created.purchase;
-      const done = ended(purchase);
+      const done = ended(created.purchase);
       if (done) return done;
+      // A refund under way: the reconciler finishes it; nothing is charged again.
+      if (refundDue(created.purchase)) return pending(created.purchase);
       if (created.created) metrics.purchases.inc({ outcome: "started" });
 
       // Before the charge: whatever happens to this process from here on, someone resolves it.
@@ -248,72 +378,77 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
           ),
         );
 
+      // Right before the charge, conditionally: still pending (a purchase failed meanwhile is
+      // never charged), and this attempt dated and counted for the reconciler.
+      const started = await inventory.startCharge(eventId, purchaseId);
+      if (!started.ok) {
+        if (started.reason === "not_found") return { kind: "hold_not_found" };
+        return ended(started.purchase) ?? pending(started.purchase);
+      }
+      const purchase = started.purchase;
+
       const charge = await payments.charge(purchaseId, purchase.amount, request.paymentToken);
       switch (charge.kind) {
         case "charged":
-          try {
-            return await settleCharged(purchase, charge.chargeId, request.sessionId);
-          } catch (err) {
-            // The money is taken and the confirmation's fate unknown (a store timeout may have
-            // committed it): never guess, and never refund here. The reconciler reads the truth.
-            const unavailable = err instanceof InventoryUnavailableError;
-            logger[unavailable ? "warn" : "error"](
-              { purchaseId, err: unavailable ? (err as Error).message : err },
-              "charged, confirmation not settled; left pending for the reconciler",
-            );
-            metrics.purchases.inc({ outcome: "pending" });
-            return { kind: "pending", purchase };
-          }
+          return settleOrLeave(purchase, charge.chargeId, request.sessionId);
         case "declined":
           return fail(purchase, "declined");
         case "unknown":
           metrics.purchases.inc({ outcome: "pending" });
           logger.info({ purchaseId }, "payment outcome unknown; left pending for the reconciler");
-          return { kind: "pending", purchase };
+          return pending(purchase);
         case "error":
           if (charge.code === "idempotency_mismatch") return { kind: "key_reused" };
-          logger.warn(
-            { purchaseId, code: charge.code, err: charge.message },
-            "payment provider error; nothing charged",
+          logger.warn({ purchaseId, code: charge.code, err: charge.message }, "payment provider error; looking it up");
+          return afterProviderError(
+            purchase,
+            charge.code,
+            { number: started.attempt, createdPurchase: created.created },
+            request.sessionId,
           );
-          return fail(purchase, "provider_error");
       }
     },
 
     async resolve(eventId, purchaseId, options = {}) {
       const purchase = await inventory.getPurchase(eventId, purchaseId);
       if (!purchase) return null;
-      const done = ended(purchase);
-      if (done) return done;
+      if (purchase.status === "confirmed" || purchase.status === "refunded") return ended(purchase);
       if (refundDue(purchase)) {
         // A refund that was decided but not finished (the provider failed, or a crash).
         const found = await payments.lookup(purchaseId);
+        if (found.kind === "error") throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
         if (found.kind === "charged") {
-          if (found.refunded) {
-            const marked = await inventory.markPurchaseRefunded(eventId, purchaseId, REFUND_DUE, found.chargeId);
-            return { kind: "refunded", purchase: marked.ok ? marked.purchase : purchase };
-          }
-          return refundCharged(purchase, found.chargeId, REFUND_DUE);
+          return found.refunded
+            ? alreadyRefunded(purchase, found.chargeId, REFUND_DUE)
+            : refundCharged(purchase, found.chargeId, REFUND_DUE);
         }
         // Only a charge is ever marked refund_due; the provider's answer per key is final.
         throw new Error(`refund due for ${purchaseId}, but the payment lookup says ${found.kind}`);
       }
-      if (options.minAgeMs && Date.now() - Date.parse(purchase.createdAt) < options.minAgeMs) {
-        return { kind: "pending", purchase };
+      if (purchase.status === "failed") {
+        // A declined key never charges. Any other failure ("never charged", a provider error)
+        // was a verdict on what the provider had then: a charge that landed later goes back.
+        if (!nothingCharged(purchase)) return ended(purchase);
+        const found = await payments.lookup(purchaseId);
+        if (found.kind === "error") throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
+        if (found.kind !== "charged") return ended(purchase);
+        if (found.refunded) return alreadyRefunded(purchase, found.chargeId, CHARGED_AFTER_FAILURE);
+        logger.warn({ purchaseId, chargeId: found.chargeId }, "a charge landed after the purchase failed; refunding");
+        return compensate(purchase, found.chargeId, CHARGED_AFTER_FAILURE, options.sessionId);
       }
+      if (options.minAgeMs && ageOf(purchase) < options.minAgeMs) return pending(purchase);
       const found = await payments.lookup(purchaseId);
       switch (found.kind) {
         case "charged":
-          if (found.refunded) {
-            const marked = await inventory.markPurchaseRefunded(eventId, purchaseId, "refunded", found.chargeId);
-            return { kind: "refunded", purchase: marked.ok ? marked.purchase : purchase };
-          }
+          if (found.refunded) return alreadyRefunded(purchase, found.chargeId, "refunded");
           return settleCharged(purchase, found.chargeId, options.sessionId);
         case "declined":
           return fail(purchase, "declined");
         case "not_found":
-          // Past the payment timeout and the provider never charged under this key: it never will.
-          return fail(purchase, "not_charged");
+          // Nothing under the key yet. Only once the latest attempt's charge window has passed is
+          // that the answer, and only if no attempt started since this read (conditional).
+          if (ageOf(purchase) < chargeWindowMs) return pending(purchase);
+          return fail(purchase, NOT_CHARGED, purchase.chargeAttempts ?? 0);
         case "error":
           throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
       }

@@ -51,12 +51,19 @@ export async function startGateway(options: {
   deliverWebhooks?: boolean;
   /** A Redis of the test's own (one it may kill and restart); default inject("redisUrl"). */
   redisUrl?: string;
+  /** Where the simulated provider keeps its ledger (PAYMENT_REDIS_URL); default the gateway's Redis. */
+  paymentRedisUrl?: string;
   /** The hot-seat shield's lease; default the DynamoDB request timeout (one attempt). */
   shieldLeaseMs?: number;
 }): Promise<Gateway> {
   const redisUrl = options.redisUrl ?? inject("redisUrl");
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
   const subscriber = new Redis(redisUrl);
+  const paymentRedis = options.paymentRedisUrl
+    ? new Redis(options.paymentRedisUrl, { maxRetriesPerRequest: 1 })
+    : undefined;
+  // A ledger the test stops and starts: its reconnect attempts are expected, not unhandled.
+  paymentRedis?.on("error", () => {});
   const requestTimeoutMs = 10_000;
   const dynamo = createDynamoClient({
     endpoint: options.dynamoEndpoint ?? inject("dynamoEndpoint"),
@@ -80,6 +87,7 @@ export async function startGateway(options: {
     gatewaySecret: SECRET,
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     paymentTimeoutMs,
+    ...(paymentRedis ? { paymentRedis } : {}),
     ...(queues
       ? {
           reconciler: reconcileScheduler(queues),
@@ -128,6 +136,7 @@ export async function startGateway(options: {
       await queues?.close();
       await deps.relay.close();
       redis.disconnect();
+      paymentRedis?.disconnect();
       dynamo.destroy();
     },
   };

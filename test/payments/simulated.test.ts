@@ -61,6 +61,21 @@ describe("simulated payment provider (real Redis)", () => {
     for (const conn of connections) conn.disconnect();
   });
 
+  it("tok_error_after_charge: the money is taken, every call answers a provider error, lookup finds the charge", async () => {
+    const sink = eventSink();
+    const p = provider({ namespace: ns(), onEvent: (e) => sink.onEvent(e) });
+    const first = await p.charge("k-5xx", 1_500, "tok_error_after_charge");
+    expect(first).toMatchObject({ kind: "error", code: "provider_error" });
+    const again = await p.charge("k-5xx", 1_500, "tok_error_after_charge");
+    expect(again).toMatchObject({ kind: "error", code: "provider_error" });
+    const found = await p.lookup("k-5xx");
+    expect(found).toMatchObject({ kind: "charged", amount: 1_500, refunded: false });
+    expect(await p.totals()).toMatchObject({ captured: 1_500, charges: 1 });
+    // The provider still tells of the charge, as one that captured before failing to answer would.
+    const event = await sink.next((e) => e.type === "charge.succeeded");
+    expect(event.data).toMatchObject({ idempotencyKey: "k-5xx", amount: 1_500 });
+  });
+
   it("tok_ok charges once; a repeat replays the same charge; lookup, records and totals agree", async () => {
     const namespace = ns();
     const sink = eventSink();

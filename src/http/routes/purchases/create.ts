@@ -96,13 +96,17 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
         details: { purchaseId: outcome.purchase.purchaseId, reason: outcome.reason },
       });
     case "refunded":
-      throw new ApiError("hold_expired", "the hold expired before the payment completed; the charge was refunded", {
-        details: { purchaseId: outcome.purchase.purchaseId, refunded: true },
-      });
+      throw new ApiError(
+        "hold_expired",
+        outcome.purchase.failureReason?.startsWith("hold_")
+          ? "the hold expired before the payment completed; the charge was refunded"
+          : "the purchase could not be completed; the charge was refunded",
+        { details: { purchaseId: outcome.purchase.purchaseId, refunded: true } },
+      );
     case "provider_error":
       throw new ApiError(
         "unavailable",
-        "the payment provider failed; nothing was charged. Retry with a new Idempotency-Key",
+        "the payment provider failed and has no charge under this key; nothing was charged. Retry with a new Idempotency-Key",
         {
           retryAfter: 2,
           details: { purchaseId: outcome.purchase.purchaseId },

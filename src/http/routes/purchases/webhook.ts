@@ -16,6 +16,10 @@ const route = createRoute({
     200: { description: "accepted", content: { "application/json": { schema: Received } } },
     400: { description: "bad body", content: { "application/json": { schema: ErrorBody } } },
     401: { description: "bad or missing signature", content: { "application/json": { schema: ErrorBody } } },
+    503: {
+      description: "the payment lookup or the store is unavailable; deliver again after Retry-After",
+      content: { "application/json": { schema: ErrorBody } },
+    },
   },
 });
 
@@ -37,9 +41,15 @@ export const webhookRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =
     // The lookup inside resolve is the source of truth; the webhook only says "look now".
     if (eventId && event.type !== "charge.refunded") await purchases.resolve(eventId, purchaseId);
   } catch (err) {
-    // Let the provider deliver it again: forget that we saw it.
+    // Let the provider deliver it again: forget that we saw it, and say when to come back. The
+    // lookup or the store failing is a dependency down, not a fault of ours or the provider's.
     await webhooks.forget(event.id);
-    throw err;
+    if (err instanceof ApiError) throw err;
+    c.var.log?.warn({ err: (err as Error).message, eventId: event.id }, "payment webhook not settled; asked again");
+    throw new ApiError("unavailable", "the payment could not be settled now; deliver the event again later", {
+      retryAfter: 5,
+      cause: err,
+    });
   }
   return c.json({ received: true as const, duplicate: false }, 200);
 });
