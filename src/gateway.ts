@@ -61,6 +61,11 @@ export interface GatewayOptions extends GatewayClients {
    * write lets the crowd behind it through to DynamoDB. The winner releases it when answered.
    */
   shieldLeaseMs?: number;
+  /**
+   * The longest a DynamoDB request may take, every attempt counted (main.ts: DYNAMODB_TIMEOUT_MS x
+   * DYNAMODB_MAX_ATTEMPTS): an event replacement is refused once it could land after the on-sale.
+   */
+  dynamoRequestBudgetMs?: number;
 }
 
 /** The default webhook secret: derived, so the simulated provider and the gateway agree. */
@@ -144,7 +149,12 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     }
   }
   instrumentDynamo(dynamo, metrics);
-  const inventory = createInventory({ client: dynamo, tableName, ...(options.clock ? { clock: options.clock } : {}) });
+  const inventory = createInventory({
+    client: dynamo,
+    tableName,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.dynamoRequestBudgetMs ? { requestBudgetMs: options.dynamoRequestBudgetMs } : {}),
+  });
   const seatMap = createSeatMapCache({ redis, source: sectionSource(inventory), metrics, logger });
   const waitingRoom = createWaitingRoom({
     redis,

@@ -95,6 +95,7 @@ async function main(): Promise<void> {
     paymentTimeoutMs: config.paymentTimeoutMs,
     // A hold's write may take every attempt's timeout: the shield's lease covers all of them.
     shieldLeaseMs: config.dynamodb.timeoutMs * config.dynamodb.maxAttempts,
+    dynamoRequestBudgetMs: config.dynamodb.timeoutMs * config.dynamodb.maxAttempts,
     reconciler: reconcileScheduler(queues),
     webhookSecret,
     ...(paymentRedis ? { paymentRedis } : {}),
