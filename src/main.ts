@@ -169,7 +169,13 @@ async function main(): Promise<void> {
         "demo on-sale ready",
       );
     }
-    log.info(`operator token: ${services.adminToken}`);
+    // A secret in the log is a secret in every log store: only a token made on this very start is
+    // printed (once, so `npm start` on a fresh clone shows it); a stored one is pointed to, and one
+    // the operator supplied is never repeated.
+    if (services.adminTokenSource === "generated") log.info(`operator token: ${services.adminToken}`);
+    else if (services.adminTokenSource === "stored") {
+      log.info({ file: services.secretsFile }, `operator token: kept in ${services.secretsFile} (adminToken)`);
+    }
   }
 
   let stopping = false;
