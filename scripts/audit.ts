@@ -3,8 +3,9 @@
  * authoritative store and the payment provider's charges (src/audit/audit.ts, docs/audit.md).
  *
  * Reads the gateway's environment (src/config.ts): DYNAMODB_ENDPOINT, else the local DynamoDB
- * on DYNAMODB_PORT if one answers (it never starts one); DYNAMODB_TABLE; AWS_REGION; REDIS_URL,
- * else 127.0.0.1:6379 if it answers, for the simulated provider's charges.
+ * on DYNAMODB_PORT if one answers (it never starts one); DYNAMODB_TABLE; AWS_REGION; and for the
+ * simulated provider's charges the Redis the gateway keeps them in: PAYMENT_REDIS_URL, else
+ * REDIS_URL, else 127.0.0.1:6379 if it answers.
  *
  * Exit codes: 0 every check passed; 1 a check failed, or the store stopped answering mid-audit;
  * 2 the audit could not start (bad usage or configuration, no DynamoDB, unknown table or event).
@@ -32,7 +33,8 @@ const USAGE = `usage: npm run audit -- --event <eventId> [options]
   --help                     this text
 
 environment: DYNAMODB_ENDPOINT (unset: the local DynamoDB on DYNAMODB_PORT, if one answers),
-DYNAMODB_TABLE, AWS_REGION, REDIS_URL (unset: 127.0.0.1:6379, if it answers).
+DYNAMODB_TABLE, AWS_REGION, PAYMENT_REDIS_URL (the provider's ledger, as the gateway uses it;
+unset: REDIS_URL; unset: 127.0.0.1:6379, if it answers).
 exit: 0 all checks pass, 1 a check failed, 2 the audit could not start.`;
 
 const EVENT_ID = /^[A-Za-z0-9_]{1,32}$/;
@@ -94,10 +96,14 @@ async function resolveDynamoEndpoint(config: GatewayConfig): Promise<string> {
   );
 }
 
-async function resolveRedis(config: GatewayConfig): Promise<string | undefined> {
-  if (config.redisUrl) {
-    if (await redisAnswers(config.redisUrl, 2_000)) return config.redisUrl;
-    throw new UsageError(`REDIS_URL ${config.redisUrl} does not answer (pass --no-payments to audit without charges)`);
+/** Where the gateway keeps the simulated provider's ledger (main.ts): PAYMENT_REDIS_URL, else REDIS_URL. */
+async function resolveLedgerRedis(config: GatewayConfig): Promise<string | undefined> {
+  const [name, url] = config.paymentRedisUrl
+    ? ["PAYMENT_REDIS_URL", config.paymentRedisUrl]
+    : ["REDIS_URL", config.redisUrl];
+  if (url) {
+    if (await redisAnswers(url, 2_000)) return url;
+    throw new UsageError(`${name} ${url} does not answer (pass --no-payments to audit without charges)`);
   }
   return (await redisAnswers(DEFAULT_REDIS)) ? DEFAULT_REDIS : undefined;
 }
@@ -198,7 +204,7 @@ async function run(argv: string[]): Promise<number> {
     }
     if (!exists) throw new UsageError(`no table ${table} at ${endpoint} (set DYNAMODB_TABLE)`);
 
-    const redisUrl = args.payments ? await resolveRedis(config) : undefined;
+    const redisUrl = args.payments ? await resolveLedgerRedis(config) : undefined;
     if (args.payments && !redisUrl) {
       process.stderr.write("audit: no Redis (REDIS_URL unset, nothing on 127.0.0.1:6379): charges are not checked\n");
     }

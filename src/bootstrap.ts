@@ -20,6 +20,13 @@ export interface Services {
   redisUrl: string;
   dynamoEndpoint: string | undefined;
   adminToken: string;
+  /**
+   * Where the operator token came from: ADMIN_TOKEN (`supplied`), DATA_DIR/secrets.json from an
+   * earlier start (`stored`), or made on this start (`generated`, the only time it is printed).
+   */
+  adminTokenSource: "supplied" | "stored" | "generated";
+  /** DATA_DIR/secrets.json, when the secrets file was used. */
+  secretsFile: string | undefined;
   gatewaySecret: string;
   /** Stops what bootstrap started, in reverse order. */
   stop: Stop;
@@ -92,9 +99,16 @@ interface StoredSecrets {
   gatewaySecret: string;
 }
 
-function resolveSecrets(config: GatewayConfig, log: Logger): StoredSecrets {
+type ResolvedSecrets = StoredSecrets & Pick<Services, "adminTokenSource" | "secretsFile">;
+
+function resolveSecrets(config: GatewayConfig, log: Logger): ResolvedSecrets {
   if (config.adminToken && config.gatewaySecret) {
-    return { adminToken: config.adminToken, gatewaySecret: config.gatewaySecret };
+    return {
+      adminToken: config.adminToken,
+      gatewaySecret: config.gatewaySecret,
+      adminTokenSource: "supplied",
+      secretsFile: undefined,
+    };
   }
   mkdirSync(config.dataDir, { recursive: true });
   const file = join(config.dataDir, "secrets.json");
@@ -109,7 +123,12 @@ function resolveSecrets(config: GatewayConfig, log: Logger): StoredSecrets {
     chmodSync(file, 0o600);
     log.info({ file }, "generated secrets for this data directory (set ADMIN_TOKEN and GATEWAY_SECRET in production)");
   }
-  return secrets;
+  const adminTokenSource = config.adminToken
+    ? "supplied"
+    : stored.adminToken === secrets.adminToken
+      ? "stored"
+      : "generated";
+  return { ...secrets, adminTokenSource, secretsFile: file };
 }
 
 export async function startServices(config: GatewayConfig, log: Logger): Promise<Services> {

@@ -50,8 +50,6 @@ export interface GatewayOptions extends GatewayClients {
   paymentRedis?: Redis;
   /** After this a charge's outcome counts as unknown (PAYMENT_TIMEOUT_MS). */
   paymentTimeoutMs?: number;
-  /** The longest one DynamoDB write may take, every attempt included (default 0; main.ts sets it). */
-  storeRequestBudgetMs?: number;
   reconciler?: ReconcileScheduler;
   /** Webhook signing secret; default derived from the gateway secret. */
   webhookSecret?: string;
@@ -63,6 +61,12 @@ export interface GatewayOptions extends GatewayClients {
    * write lets the crowd behind it through to DynamoDB. The winner releases it when answered.
    */
   shieldLeaseMs?: number;
+  /**
+   * The longest a DynamoDB request may take, every attempt counted (main.ts: DYNAMODB_TIMEOUT_MS x
+   * DYNAMODB_MAX_ATTEMPTS): an event replacement is refused once it could land after the on-sale,
+   * and a charge attempt may be sent that long after it was dated (the reconciler waits it out).
+   */
+  dynamoRequestBudgetMs?: number;
 }
 
 /** The default webhook secret: derived, so the simulated provider and the gateway agree. */
@@ -146,7 +150,12 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     }
   }
   instrumentDynamo(dynamo, metrics);
-  const inventory = createInventory({ client: dynamo, tableName, ...(options.clock ? { clock: options.clock } : {}) });
+  const inventory = createInventory({
+    client: dynamo,
+    tableName,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.dynamoRequestBudgetMs ? { requestBudgetMs: options.dynamoRequestBudgetMs } : {}),
+  });
   const seatMap = createSeatMapCache({ redis, source: sectionSource(inventory), metrics, logger });
   const waitingRoom = createWaitingRoom({
     redis,
@@ -171,7 +180,7 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     metrics,
     logger,
     paymentTimeoutMs,
-    ...(options.storeRequestBudgetMs ? { storeRequestBudgetMs: options.storeRequestBudgetMs } : {}),
+    ...(options.dynamoRequestBudgetMs ? { storeRequestBudgetMs: options.dynamoRequestBudgetMs } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.reconciler ? { reconciler: options.reconciler } : {}),
   });

@@ -95,8 +95,9 @@ async function main(): Promise<void> {
     paymentTimeoutMs: config.paymentTimeoutMs,
     // A hold's write may take every attempt's timeout: the shield's lease covers all of them.
     shieldLeaseMs: config.dynamodb.timeoutMs * config.dynamodb.maxAttempts,
-    // and a charge attempt may leave that long after it was dated: the reconciler waits it out.
-    storeRequestBudgetMs: config.dynamodb.timeoutMs * config.dynamodb.maxAttempts,
+    // An event replacement could land that late, and a charge attempt be sent that long after it
+    // was dated: the replacement guard and the reconciler allow for it.
+    dynamoRequestBudgetMs: config.dynamodb.timeoutMs * config.dynamodb.maxAttempts,
     reconciler: reconcileScheduler(queues),
     webhookSecret,
     ...(paymentRedis ? { paymentRedis } : {}),
@@ -170,7 +171,13 @@ async function main(): Promise<void> {
         "demo on-sale ready",
       );
     }
-    log.info(`operator token: ${services.adminToken}`);
+    // A secret in the log is a secret in every log store: only a token made on this very start is
+    // printed (once, so `npm start` on a fresh clone shows it); a stored one is pointed to, and one
+    // the operator supplied is never repeated.
+    if (services.adminTokenSource === "generated") log.info(`operator token: ${services.adminToken}`);
+    else if (services.adminTokenSource === "stored") {
+      log.info({ file: services.secretsFile }, `operator token: kept in ${services.secretsFile} (adminToken)`);
+    }
   }
 
   let stopping = false;

@@ -52,12 +52,18 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
     }
   };
 
-  const tellCache = (eventId: string, hold: Hold, status: "held" | "available") => {
+  /**
+   * `seats`: the seats whose status this call changed, never more. A release names only what it
+   * released: a seat of the hold that another fan holds since (or a repeated release) is not ours
+   * to mark available, and the shield would stop filtering it.
+   */
+  const tellCache = (eventId: string, hold: Hold, seats: string[], status: "held" | "available") => {
+    if (seats.length === 0) return;
     const expiry = Date.parse(hold.expiresAt);
     seatMap
       .apply(
         eventId,
-        hold.seats.map((id) => ({ id, status, ...(status === "held" ? { holdExpiresAt: expiry } : {}) })),
+        seats.map((id) => ({ id, status, ...(status === "held" ? { holdExpiresAt: expiry } : {}) })),
       )
       .catch((err: unknown) => {
         // While Redis is away every claim would say so; the cache is rebuilt when it returns.
@@ -87,7 +93,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         metrics.dynamoRequests.inc({ operation: `hold:${operation}`, outcome: result.ok ? "ok" : result.reason });
         metrics.holds.inc({ outcome: result.ok ? "granted" : result.reason });
         if (result.ok) {
-          tellCache(eventId, result.hold, "held");
+          tellCache(eventId, result.hold, result.hold.seats, "held");
         } else if (result.reason === "seat_unavailable") {
           metrics.conflicts.inc({ stage: "dynamodb" });
           refreshSections(eventId, result.seats);
@@ -116,7 +122,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
     async release(eventId, holdId, fanId) {
       const result = await inventory.release(eventId, holdId, fanId);
       metrics.dynamoRequests.inc({ operation: "release", outcome: result.ok ? "ok" : result.reason });
-      if (result.ok && result.hold.seats.length > 0) tellCache(eventId, result.hold, "available");
+      if (result.ok) tellCache(eventId, result.hold, result.releasedSeats, "available");
       return result;
     },
   };

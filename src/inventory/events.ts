@@ -5,9 +5,20 @@
 import { randomUUID } from "node:crypto";
 import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { iso, toEvent } from "./items.js";
-import { ID_PATTERN, keys, seatIdOf, type ItemKey, type SeatRef } from "./keys.js";
+import { ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
 import { parseEventInput } from "./schema.js";
-import { backoff, conditionalUpdate, conditionFailure, type Ctx, guard, type Item, mapLimit, optNum } from "./store.js";
+import {
+  backoff,
+  conditionalUpdate,
+  conditionFailure,
+  type Ctx,
+  guard,
+  type Item,
+  mapLimit,
+  optNum,
+  transact,
+  type TransactItem,
+} from "./store.js";
 import type {
   CreateEventOptions,
   CreateEventResult,
@@ -22,6 +33,14 @@ import type {
 const BUILD_LEASE_MS = 15 * 60_000;
 const BATCH_SIZE = 25;
 const BATCH_ATTEMPTS = 12;
+/** Conditional layout writes of a replacement go in transactions of this many items (DynamoDB's limit). */
+const TRANSACTION_SIZE = 100;
+/** How long a gateway keeps an on-sale event's layout (createEventCache). */
+export const EVENT_CACHE_MS = 60_000;
+/** The default request budget: DYNAMODB_TIMEOUT_MS x DYNAMODB_MAX_ATTEMPTS at their defaults. */
+export const DEFAULT_REQUEST_BUDGET_MS = 5_000 * 3;
+/** How long before its on-sale an event stops being replaceable, by default. */
+export const DEFAULT_REPLACE_GUARD_MS = EVENT_CACHE_MS + DEFAULT_REQUEST_BUDGET_MS;
 
 interface Layout {
   id: string;
@@ -77,7 +96,7 @@ export interface SaleEvent {
  * never be replaced again, so its layout is immutable and safe to cache: holds then cost no read
  * of the (single, hot) event item.
  */
-export function createEventCache(ctx: Ctx, ttlMs = 60_000) {
+export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS) {
   const cache = new Map<string, { sale: SaleEvent; until: number }>();
   return async function loadForSale(eventId: string): Promise<SaleEvent | null> {
     const now = ctx.clock();
@@ -179,14 +198,21 @@ type WriteRequest = { PutRequest: { Item: Item } } | { DeleteRequest: { Key: Ite
  * Order, chosen so a crash at any point is repaired by running the same PUT again:
  *  1. conditional write of the event item (new layout, `layoutComplete: false`, a build lease, and
  *     `staleSections`: every layout whose seats may still exist), so holds are refused meanwhile;
- *  2. BatchWriteItem: delete the seats of stale layouts that the new layout lacks, put every seat;
+ *  2. delete the seats of stale layouts that the new layout lacks, put every seat: BatchWriteItem
+ *     where no seat can exist yet, conditional writes where one may (a held or sold seat or area is
+ *     never overwritten; it is left as it is and reported in `kept`);
  *  3. `layoutComplete: true`, stale lists removed, conditional on still owning the build.
+ *
+ * A replacement is refused once the stored event's on-sale is within `guardMs` (every gateway's
+ * event cache plus the request budget): past that, a gateway may start selling before our write
+ * lands, and one that cached the event keeps selling without reading it again.
  */
 export async function createEvent(
   ctx: Ctx,
   eventId: string,
   input: EventInput,
   options: CreateEventOptions = {},
+  guardMs = DEFAULT_REPLACE_GUARD_MS,
 ): Promise<CreateEventResult> {
   if (!ID_PATTERN.test(eventId)) {
     return { ok: false, reason: "invalid_request", issues: ["eventId: must match ^[A-Za-z0-9_]{1,32}$"] };
@@ -196,11 +222,19 @@ export async function createEvent(
   const def = parsed.value;
 
   return guard("createEvent", async () => {
-    const now = ctx.clock();
     const existing = await getEventItem(ctx, eventId);
+    // Read after the item: a slow read must not lend its start time to the checks below.
+    const now = ctx.clock();
+    // The event item may be rewritten only while no gateway can be selling it, however late our
+    // write lands (within the request budget) and whatever a gateway has cached.
+    const deadline = now + guardMs;
     if (existing) {
       const old = toEvent(existing);
-      if (Date.parse(old.onSaleAt) <= now) return { ok: false, reason: "on_sale", event: old };
+      const onSaleAtMs = Date.parse(old.onSaleAt);
+      if (onSaleAtMs <= now) return { ok: false, reason: "on_sale", event: old };
+      if (onSaleAtMs <= deadline) {
+        return { ok: false, reason: "replacement_closed", event: old, replaceableUntil: onSaleAtMs - guardMs };
+      }
       if (!old.layoutComplete && (optNum(existing, "buildLeaseUntil") ?? 0) > now) {
         return { ok: false, reason: "conflict" };
       }
@@ -249,9 +283,15 @@ export async function createEvent(
           Item: item,
           ...(existing
             ? {
+                // DynamoDB has no clock of its own here: `:deadline` is ours, read just before sending.
                 ConditionExpression:
-                  "version = :v AND onSaleAtMs > :now AND (layoutComplete = :true OR buildLeaseUntil < :now)",
-                ExpressionAttributeValues: { ":v": existing.version, ":now": now, ":true": true },
+                  "version = :v AND onSaleAtMs > :deadline AND (layoutComplete = :true OR buildLeaseUntil < :now)",
+                ExpressionAttributeValues: {
+                  ":v": existing.version,
+                  ":deadline": deadline,
+                  ":now": now,
+                  ":true": true,
+                },
               }
             : { ConditionExpression: "attribute_not_exists(PK)" }),
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -260,41 +300,79 @@ export async function createEvent(
     } catch (err) {
       const failed = conditionFailure(err);
       if (!failed) throw err;
-      if (failed.item && Number(failed.item.onSaleAtMs) <= now) {
-        return { ok: false, reason: "on_sale", event: toEvent(failed.item) };
+      const onSaleAtMs = failed.item ? Number(failed.item.onSaleAtMs) : Number.POSITIVE_INFINITY;
+      if (failed.item && onSaleAtMs <= now) return { ok: false, reason: "on_sale", event: toEvent(failed.item) };
+      if (failed.item && onSaleAtMs <= deadline) {
+        return {
+          ok: false,
+          reason: "replacement_closed",
+          event: toEvent(failed.item),
+          replaceableUntil: onSaleAtMs - guardMs,
+        };
       }
       return { ok: false, reason: "conflict" };
     }
 
+    // Only keys of a layout written before (the stale ones) can hold a seat or area a fan holds
+    // or bought: those are written one condition each, the rest (all of a first creation) in
+    // unconditional batches, since nothing can be there to overwrite.
+    const fast: WriteRequest[] = [];
+    const careful: LayoutWrite[] = [];
+    const staleById = new Map(staleSections.map((l) => [l.id, l]));
+    const mayExist = (ref: SeatRef): boolean => {
+      const stale = staleById.get(ref.sectionId);
+      return stale !== undefined && ref.row <= stale.rows && ref.number <= stale.seatsPerRow;
+    };
     // Deletes: seats of stale layouts outside the new one, and areas that are gone.
-    const requests: WriteRequest[] = [];
     const inNew = new Map(layouts.map((l) => [l.id, l]));
     for (const stale of staleSections) {
       const kept = inNew.get(stale.id);
       for (const ref of seatRefs(stale)) {
         if (kept && ref.row <= kept.rows && ref.number <= kept.seatsPerRow) continue;
-        requests.push({ DeleteRequest: { Key: keys.seat(eventId, ref) } });
+        careful.push({ kind: "seat", id: seatIdOf(ref), delete: keys.seat(eventId, ref) });
       }
     }
     const newAreas = new Set(def.generalAdmission.map((g) => g.id));
     for (const areaId of staleAreas) {
-      if (!newAreas.has(areaId)) requests.push({ DeleteRequest: { Key: keys.generalAdmission(eventId, areaId) } });
+      if (!newAreas.has(areaId))
+        careful.push({ kind: "area", id: areaId, delete: keys.generalAdmission(eventId, areaId) });
     }
-    const deletes = requests.length;
     for (const section of def.sections) {
-      for (const ref of seatRefs(section)) requests.push({ PutRequest: { Item: seatItem(eventId, section, ref) } });
+      for (const ref of seatRefs(section)) {
+        const seat = seatItem(eventId, section, ref);
+        if (mayExist(ref)) careful.push({ kind: "seat", id: seatIdOf(ref), put: seat });
+        else fast.push({ PutRequest: { Item: seat } });
+      }
     }
-    for (const area of def.generalAdmission) requests.push({ PutRequest: { Item: areaItem(eventId, area) } });
+    const oldAreas = new Set(staleAreas);
+    for (const area of def.generalAdmission) {
+      if (oldAreas.has(area.id)) careful.push({ kind: "area", id: area.id, put: areaItem(eventId, area) });
+      else fast.push({ PutRequest: { Item: areaItem(eventId, area) } });
+    }
 
+    let seatsWritten = 0;
     let written = 0;
     let deleted = 0;
-    const total = requests.length;
-    await batchWrite(ctx, requests, options.concurrency ?? 16, (batch) => {
-      for (const r of batch) {
-        if ("PutRequest" in r) written++;
-        else deleted++;
+    const total = fast.length + careful.length;
+    const kept = { seats: [] as string[], areas: [] as string[] };
+    const concurrency = options.concurrency ?? 16;
+    const report = () => options.onProgress?.({ written, deleted, total });
+    await writeCarefully(ctx, careful, concurrency, (done, taken) => {
+      for (const w of done) {
+        if (w.put) {
+          written++;
+          if (w.kind === "seat") seatsWritten++;
+        } else deleted++;
       }
-      options.onProgress?.({ written, deleted, total });
+      for (const w of taken) kept[w.kind === "seat" ? "seats" : "areas"].push(w.id);
+      report();
+    });
+    await batchWrite(ctx, fast, concurrency, (batch) => {
+      for (const r of batch) {
+        written++;
+        if ("PutRequest" in r && r.PutRequest.Item.entity === "SEAT") seatsWritten++;
+      }
+      report();
     });
 
     try {
@@ -313,13 +391,76 @@ export async function createEvent(
       throw err;
     }
     const event: EventDefinition = toEvent({ ...item, layoutComplete: true });
-    return {
-      ok: true,
-      created: !existing,
-      event,
-      seatsWritten: total - deletes - def.generalAdmission.length,
-      itemsDeleted: deletes,
-    };
+    return { ok: true, created: !existing, event, seatsWritten, itemsDeleted: deleted, kept };
+  });
+}
+
+/** A seat or area of a replaced layout that may exist: put or deleted only while nobody has it. */
+interface LayoutWrite {
+  kind: "seat" | "area";
+  /** The seat id or area id. */
+  id: string;
+  put?: Item;
+  delete?: ItemKey;
+}
+
+/**
+ * A seat is free to overwrite when it is missing, available, or held by a hold that has expired
+ * (such a hold can no longer be bought: confirm requires the seat still held by it, unexpired);
+ * an area, when nobody holds or has bought any of it. One level of parentheses, as in holds.ts.
+ */
+const SEAT_FREE = "attribute_not_exists(PK) OR #status = :available OR (#status = :held AND holdExpiresAt <= :now)";
+const AREA_FREE = "attribute_not_exists(PK) OR (held = :zero AND sold = :zero)";
+
+function conditional(ctx: Ctx, w: LayoutWrite, now: number): TransactItem {
+  const condition =
+    w.kind === "seat"
+      ? {
+          ConditionExpression: SEAT_FREE,
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: { ":available": "available", ":held": "held", ":now": now },
+        }
+      : { ConditionExpression: AREA_FREE, ExpressionAttributeValues: { ":zero": 0 } };
+  return w.put
+    ? { Put: { TableName: ctx.tableName, Item: w.put, ...condition } }
+    : { Delete: { TableName: ctx.tableName, Key: w.delete, ...condition } };
+}
+
+/**
+ * The conditional writes of a replacement, in transactions of 100 (BatchWriteItem carries no
+ * condition), `concurrency` in flight. A transaction cancelled by failed conditions names the
+ * items that failed: those are held or sold, left as they are, reported to `onDone` as taken,
+ * and the rest is sent again. A gateway that still has the old event cached may hold a seat at
+ * any moment; each seat's own condition, evaluated by DynamoDB, is what decides.
+ */
+async function writeCarefully(
+  ctx: Ctx,
+  writes: LayoutWrite[],
+  concurrency: number,
+  onDone: (done: LayoutWrite[], taken: LayoutWrite[]) => void,
+): Promise<void> {
+  const chunks: LayoutWrite[][] = [];
+  for (let i = 0; i < writes.length; i += TRANSACTION_SIZE) chunks.push(writes.slice(i, i + TRANSACTION_SIZE));
+  await mapLimit(chunks, concurrency, async (chunk) => {
+    let pending = chunk;
+    const taken: LayoutWrite[] = [];
+    while (pending.length > 0) {
+      const now = ctx.clock();
+      const out = await transact(
+        ctx,
+        pending.map((w) => conditional(ctx, w, now)),
+        BATCH_ATTEMPTS,
+      );
+      if (out.ok) break;
+      if (out.contention) throw new Error(`layout write: ${pending.length} items kept colliding with other writes`);
+      const failed = new Set(out.reasons.flatMap((r, i) => (r.code === "ConditionalCheckFailed" ? [i] : [])));
+      taken.push(...pending.filter((_, i) => failed.has(i)));
+      pending = pending.filter((_, i) => !failed.has(i));
+    }
+    onDone(
+      chunk.filter((w) => !taken.includes(w)),
+      taken,
+    );
   });
 }
 

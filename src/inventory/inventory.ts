@@ -4,7 +4,14 @@
  * keys and why each operation is safe under any amount of concurrency.
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { createEvent, createEventCache, getEvent, saveRoomSettings } from "./events.js";
+import {
+  createEvent,
+  createEventCache,
+  DEFAULT_REQUEST_BUDGET_MS,
+  EVENT_CACHE_MS,
+  getEvent,
+  saveRoomSettings,
+} from "./events.js";
 import { getHold, hold, holdGeneralAdmission, release } from "./holds.js";
 import {
   confirm,
@@ -53,6 +60,11 @@ export interface InventoryOptions {
   clock?: Clock;
   /** How long an on-sale event's layout is cached in this process (default 60 s). */
   eventCacheMs?: number;
+  /**
+   * The longest one DynamoDB request may take, every attempt counted (default 5 s x 3). With the
+   * event cache's life it sets how long before its on-sale an event can still be replaced.
+   */
+  requestBudgetMs?: number;
 }
 
 export interface Inventory {
@@ -134,8 +146,11 @@ export interface Inventory {
 export function createInventory(options: InventoryOptions): Inventory {
   const ctx = createCtx(options.client, options.tableName, options.clock ?? Date.now);
   const loadForSale = createEventCache(ctx, options.eventCacheMs);
+  // Every gateway caches an on-sale event this long (the default unless a test says otherwise).
+  const replaceGuardMs =
+    Math.max(options.eventCacheMs ?? 0, EVENT_CACHE_MS) + (options.requestBudgetMs ?? DEFAULT_REQUEST_BUDGET_MS);
   return {
-    createEvent: (eventId, input, opts) => createEvent(ctx, eventId, input, opts),
+    createEvent: (eventId, input, opts) => createEvent(ctx, eventId, input, opts, replaceGuardMs),
     getEvent: (eventId) => getEvent(ctx, eventId),
     saveRoomSettings: (eventId, settings) => saveRoomSettings(ctx, eventId, settings),
     hold: (eventId, fanId, seatIds, holdSeconds) => hold(ctx, loadForSale, eventId, fanId, seatIds, holdSeconds),

@@ -81,10 +81,26 @@ export interface CreateEventOptions {
 }
 
 export type CreateEventResult =
-  | { ok: true; created: boolean; event: EventDefinition; seatsWritten: number; itemsDeleted: number }
+  | {
+      ok: true;
+      created: boolean;
+      event: EventDefinition;
+      seatsWritten: number;
+      itemsDeleted: number;
+      /**
+       * Seats and areas of the replaced layout left as they were because a fan holds or has bought
+       * them (a layout write never overwrites those). Empty unless a replacement raced a sale.
+       */
+      kept: { seats: string[]; areas: string[] };
+    }
   | { ok: false; reason: "invalid_request"; issues: string[] }
   /** The stored event has gone on sale; it can no longer be replaced. */
   | { ok: false; reason: "on_sale"; event: EventDefinition }
+  /**
+   * The stored event goes on sale too soon to be replaced: some gateway may be selling it before
+   * this write could land (on-sale minus the event cache's life minus the request budget).
+   */
+  | { ok: false; reason: "replacement_closed"; event: EventDefinition; replaceableUntil: number }
   /** Another replacement of the same event is running (or won the race). */
   | { ok: false; reason: "conflict" };
 

@@ -14,6 +14,7 @@ import { type AuditCheckName, type AuditReport, auditEvent } from "../../src/aud
 import { ensureTable } from "../../src/dynamodb/table.js";
 import { createInventory, type Hold, type HoldResult, type Inventory } from "../../src/inventory/index.js";
 import { keys, parseSeatId } from "../../src/inventory/keys.js";
+import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
 import { createSimulatedProvider, type SimulatedPaymentProvider } from "../../src/payments/simulated.js";
 import { eventInput, type ManualClock, manualClock, uniqueEventId } from "../inventory/fixtures.js";
 import { createTestDynamoClient } from "../support/dynamo.js";
@@ -46,8 +47,8 @@ function held(r: HoldResult): Hold {
   return r.hold;
 }
 
-/** A fresh table, event and payment namespace. */
-async function setup(): Promise<Omit<Sale, "ids" | "chargeOf">> {
+/** A fresh table, event and payment namespace; the provider's ledger in `ledger`. */
+async function setup(ledger: Redis = redis): Promise<Omit<Sale, "ids" | "chargeOf">> {
   const client = createTestDynamoClient(inject("dynamoEndpoint"));
   clients.push(client);
   const tableName = `audit_${randomUUID().slice(0, 8)}`;
@@ -75,7 +76,7 @@ async function setup(): Promise<Omit<Sale, "ids" | "chargeOf">> {
     client,
     doc: DynamoDBDocumentClient.from(client),
     inventory,
-    payments: createSimulatedProvider({ redis, namespace }),
+    payments: createSimulatedProvider({ redis: ledger, namespace }),
   };
 }
 
@@ -107,8 +108,8 @@ async function confirmed(s: Omit<Sale, "ids" | "chargeOf">, hold: Hold, name: st
  * declined (failed, never charged), one charged whose hold expired first (refunded), and a seat
  * and some standing places still held by fans who have not paid yet.
  */
-async function cleanSale(): Promise<Sale> {
-  const s = await setup();
+async function cleanSale(ledger: Redis = redis): Promise<Sale> {
+  const s = await setup(ledger);
   const chargeOf = new Map<string, string>();
   const { eventId, inventory } = s;
 
@@ -586,5 +587,32 @@ describe("npm run audit (the CLI, as a child process)", () => {
     const noTable = await runCli(args, { ...env, DYNAMODB_TABLE: `missing_${randomUUID().slice(0, 8)}` });
     expect(noTable.code).toBe(2);
     expect(noTable.stderr).toContain("no table");
+  });
+});
+
+describe("npm run audit with the provider's ledger in PAYMENT_REDIS_URL", () => {
+  let ledgerRedis: SpawnedRedis | undefined;
+  let ledger: Redis | undefined;
+  afterAll(async () => {
+    ledger?.disconnect();
+    await ledgerRedis?.close();
+  });
+
+  it("reads the charges where the gateway keeps them, not from REDIS_URL", { timeout: 120_000 }, async () => {
+    ledgerRedis = await spawnRedis();
+    ledger = new Redis(ledgerRedis.url);
+    const s = await cleanSale(ledger);
+    const env = {
+      DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
+      DYNAMODB_TABLE: s.tableName,
+      REDIS_URL: inject("redisUrl"),
+      PAYMENT_REDIS_URL: ledgerRedis.url,
+    };
+    const out = await runCli(["--event", s.eventId, "--payment-namespace", s.namespace, "--json", "--quiet"], env);
+    expect(out.stderr).toBe("");
+    const report = JSON.parse(out.stdout) as AuditReport;
+    expect(report.totals.charges?.captured.count).toBe(3);
+    expect(failing(report)).toEqual([]);
+    expect(out.code).toBe(0);
   });
 });

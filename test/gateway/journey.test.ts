@@ -187,4 +187,24 @@ describe("the fan journey up to a hold (HTTP, real Redis and DynamoDB)", () => {
     expect(refused.status).toBe(409);
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("event_on_sale");
   });
+
+  it("refuses to replace an event whose on-sale is closer than the event cache plus the request budget (409)", async () => {
+    const eventId = uniqueId();
+    // 75 s by default (60 s event cache + 5 s x 3 attempts): 30 s is well inside it.
+    const soon = new Date(Date.now() + 30_000).toISOString();
+    expect((await putEvent(gw, eventId, eventInput({ onSaleAt: soon }))).status).toBe(201);
+    const refused = await putEvent(gw, eventId, eventInput({ onSaleAt: soon, name: "Replaced" }));
+    expect(refused.status).toBe(409);
+    const body = (await refused.json()) as {
+      error: { code: string; message: string; details: { onSaleAt: string; replaceableUntil: string } };
+    };
+    expect(body.error).toMatchObject({
+      code: "replacement_closed",
+      details: { onSaleAt: new Date(soon).toISOString() },
+    });
+    expect(Date.parse(body.error.details.replaceableUntil)).toBe(Date.parse(soon) - 75_000);
+    const stored = await gw.deps.inventory.getEvent(eventId);
+    expect(stored).toMatchObject({ version: 1, layoutComplete: true });
+    expect(stored?.name).not.toBe("Replaced");
+  });
 });

@@ -14,8 +14,11 @@ const route = createRoute({
   tags: ["operator"],
   summary: "Create or replace an event that has not gone on sale",
   description:
-    "Writes the event and every seat to DynamoDB (BatchWriteItem, progress in the log), configures its waiting room " +
-    "(the lottery commitment is fixed at the first PUT), and refreshes the seat-map cache.",
+    "Writes the event and every seat to DynamoDB (BatchWriteItem, progress in the log; a replacement writes the seats " +
+    "of the old layout with conditional writes, never over a seat or area a fan holds or bought), configures its " +
+    "waiting room (the lottery commitment is fixed at the first PUT), and refreshes the seat-map cache. A replacement " +
+    "is refused once the stored event goes on sale within the event cache's life plus the DynamoDB request budget " +
+    "(75 s by default).",
   security: bearerSecurity,
   middleware: [operatorOnly] as const,
   request: {
@@ -27,7 +30,12 @@ const route = createRoute({
     201: { description: "created", content: { "application/json": { schema: StoredEvent } } },
     400: { description: "invalid", content: { "application/json": { schema: ErrorBody } } },
     401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
-    409: { description: "already on sale", content: { "application/json": { schema: ErrorBody } } },
+    409: {
+      description:
+        "`event_on_sale`: already on sale, or another change in progress; `replacement_closed`: on sale too soon to " +
+        "replace (less than the event cache's life plus the DynamoDB request budget away; `details.replaceableUntil`)",
+      content: { "application/json": { schema: ErrorBody } },
+    },
   },
 });
 
@@ -49,6 +57,19 @@ export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
   if (!result.ok) {
     if (result.reason === "on_sale")
       throw new ApiError("event_on_sale", "the event has gone on sale; it can no longer be replaced");
+    if (result.reason === "replacement_closed") {
+      throw new ApiError(
+        "replacement_closed",
+        `the event goes on sale at ${result.event.onSaleAt}; it could be replaced until ${new Date(result.replaceableUntil).toISOString()} ` +
+          "(a gateway may be selling it before a later replacement lands)",
+        {
+          details: {
+            onSaleAt: result.event.onSaleAt,
+            replaceableUntil: new Date(result.replaceableUntil).toISOString(),
+          },
+        },
+      );
+    }
     if (result.reason === "conflict")
       throw new ApiError("event_on_sale", "another change of this event is in progress; retry");
     throw new ApiError("invalid_request", "the event is not valid", { details: { issues: result.issues } });
@@ -81,6 +102,13 @@ export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
     .catch((err: unknown) =>
       log.warn({ err: (err as Error).message }, "background jobs not scheduled; they will be on the next read"),
     );
+  if (result.kept.seats.length > 0 || result.kept.areas.length > 0) {
+    // Only a replacement that raced a sale gets here (its write landed later than the budget).
+    log.warn(
+      { seats: result.kept.seats.slice(0, 100), areas: result.kept.areas, seatsKept: result.kept.seats.length },
+      "seats and areas a fan holds or bought were left as they were, not rewritten",
+    );
+  }
   log.info({ created: result.created, seats: result.seatsWritten }, "event stored");
   return c.json(toStoredEvent(result.event, room.info.lottery.commitment), result.created ? 201 : 200);
 });
