@@ -19,14 +19,20 @@ import {
   createPendingPurchase,
   getPurchase,
   listPurchases,
-  listUnsentOutbox,
   recordCharge,
-  markOutboxSent,
   markPurchaseFailed,
   markPurchaseRefunded,
   markRefundDue,
   startCharge,
 } from "./purchases.js";
+import {
+  acknowledgeOutbox,
+  deferOutboxCheck,
+  getOutboxRecord,
+  listDueUnacknowledgedOutbox,
+  listUnsentOutbox,
+  markOutboxPublished,
+} from "./outbox.js";
 import { countAvailable, eventCounts, getGeneralAdmission, listSectionSeats, type SeatPageOptions } from "./reads.js";
 import { createCtx } from "./store.js";
 import { sweepExpired } from "./sweep.js";
@@ -139,8 +145,15 @@ export interface Inventory {
   eventCounts(eventId: string): Promise<EventCounts | null>;
   getGeneralAdmission(eventId: string, areaId: string): Promise<GeneralAdmissionCounts | null>;
 
+  /** The BookingConfirmed outbox (./outbox.ts: unsent -> published -> acknowledged). */
   listUnsentOutbox(eventId: string, limit?: number): Promise<OutboxRecord[]>;
-  markOutboxSent(eventId: string, purchaseId: string): Promise<boolean>;
+  /** Published, not acknowledged, due for a check at the clock's now (most overdue first). */
+  listDueUnacknowledgedOutbox(eventId: string, limit?: number): Promise<OutboxRecord[]>;
+  getOutboxRecord(eventId: string, purchaseId: string): Promise<OutboxRecord | null>;
+  markOutboxPublished(eventId: string, purchaseId: string, checkAfterMs: number): Promise<boolean>;
+  deferOutboxCheck(eventId: string, purchaseId: string, checkAfterMs: number, republished: boolean): Promise<boolean>;
+  /** True exactly once per record. */
+  acknowledgeOutbox(eventId: string, purchaseId: string): Promise<boolean>;
 }
 
 export function createInventory(options: InventoryOptions): Inventory {
@@ -177,6 +190,12 @@ export function createInventory(options: InventoryOptions): Inventory {
     eventCounts: (eventId) => eventCounts(ctx, eventId),
     getGeneralAdmission: (eventId, areaId) => getGeneralAdmission(ctx, eventId, areaId),
     listUnsentOutbox: (eventId, limit) => listUnsentOutbox(ctx, eventId, limit),
-    markOutboxSent: (eventId, purchaseId) => markOutboxSent(ctx, eventId, purchaseId),
+    listDueUnacknowledgedOutbox: (eventId, limit) => listDueUnacknowledgedOutbox(ctx, eventId, limit),
+    getOutboxRecord: (eventId, purchaseId) => getOutboxRecord(ctx, eventId, purchaseId),
+    markOutboxPublished: (eventId, purchaseId, checkAfterMs) =>
+      markOutboxPublished(ctx, eventId, purchaseId, checkAfterMs),
+    deferOutboxCheck: (eventId, purchaseId, checkAfterMs, republished) =>
+      deferOutboxCheck(ctx, eventId, purchaseId, checkAfterMs, republished),
+    acknowledgeOutbox: (eventId, purchaseId) => acknowledgeOutbox(ctx, eventId, purchaseId),
   };
 }

@@ -9,6 +9,7 @@ import type {
   Hold,
   HoldStatus,
   OutboxRecord,
+  OutboxState,
   Purchase,
   PurchaseStatus,
   SeatStatus,
@@ -154,16 +155,28 @@ export function toSeatView(item: Item, now: number): SeatView {
   return view;
 }
 
+/** A record written before the states existed has `sent` (a boolean) instead. */
+function outboxStateOf(item: Item): OutboxState {
+  if (item.state === "unsent" || item.state === "published" || item.state === "acknowledged") return item.state;
+  return item.sent === true ? "published" : "unsent";
+}
+
 export function toOutbox(item: Item): OutboxRecord {
   const payload = (item.payload ?? {}) as Item;
   const ga = gaOf(payload);
+  const publishedAt = optStr(item, "publishedAt");
+  const acknowledgedAt = optStr(item, "acknowledgedAt");
   return {
     outboxId: str(item, "outboxId"),
     eventId: str(item, "eventId"),
     type: "BookingConfirmed",
     purchaseId: str(item, "purchaseId"),
     createdAt: str(item, "createdAt"),
-    sent: item.sent === true,
+    state: outboxStateOf(item),
+    ...(publishedAt !== undefined ? { publishedAt } : {}),
+    ...(acknowledgedAt !== undefined ? { acknowledgedAt } : {}),
+    checks: optNum(item, "checks") ?? 0,
+    republished: optNum(item, "republished") ?? 0,
     payload: {
       purchaseId: str(payload, "purchaseId"),
       holdId: str(payload, "holdId"),

@@ -87,8 +87,13 @@ export const keys = {
     PK: `EVT#${eventId}#OUTBOX#${purchaseId}`,
     SK: "OUTBOX#BookingConfirmed",
   }),
-  /** GSI1 partition of an event's unsent outbox records (sparse: removed once sent). */
+  /** GSI1 partition of an event's unsent outbox records (sparse: they leave it once published). */
   unsentOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNSENT`,
+  /**
+   * GSI1 partition of an event's published outbox records not yet acknowledged by a consumer,
+   * sorted by when each is next due for a check (`expirySortKey(checkAt, purchaseId)`).
+   */
+  unacknowledgedOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNACKED`,
   /**
    * GSI1 partition of every purchase of an event, sorted by `<status>#<purchaseId>` so one Query
    * lists the purchases in one state (the reconciler's pending ones, the audit's all).

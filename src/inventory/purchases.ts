@@ -1,14 +1,15 @@
 /**
  * Purchases: the pending record the saga writes before it charges, the one-transaction
  * confirmation (seats sold, hold and purchase confirmed, BookingConfirmed in the outbox), the
- * failed/refunded transitions, and the outbox the publisher drains.
+ * failed/refunded transitions. The outbox record's shape and states live in ./outbox.ts.
  */
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
 import { fanConfirmAction } from "./fans.js";
 import { getHoldItem, validFan } from "./holds.js";
-import { iso, toOutbox, toPurchase } from "./items.js";
+import { iso, toPurchase } from "./items.js";
 import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN, REFUND_DUE } from "./keys.js";
+import { outboxPutAction } from "./outbox.js";
 import {
   conditionalUpdate,
   conditionFailure,
@@ -22,7 +23,6 @@ import type {
   ChargeStartResult,
   ConfirmResult,
   HoldUnusableReason,
-  OutboxRecord,
   PendingPurchaseResult,
   Purchase,
   PurchaseStatus,
@@ -249,26 +249,7 @@ export async function confirm(
         ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       },
     });
-    const outboxKey = keys.outbox(eventId, purchaseId);
-    items.push({
-      Put: {
-        TableName: ctx.tableName,
-        Item: {
-          ...outboxKey,
-          entity: "OUTBOX",
-          outboxId: `BookingConfirmed#${purchaseId}`,
-          type: "BookingConfirmed",
-          eventId,
-          purchaseId,
-          createdAt: confirmedAt,
-          sent: false,
-          payload,
-          GSI1PK: keys.unsentOutboxPartition(eventId),
-          GSI1SK: `${confirmedAt}#${purchaseId}`,
-        },
-        ConditionExpression: "attribute_not_exists(PK)",
-      },
-    });
+    items.push(outboxPutAction(ctx, eventId, purchaseId, confirmedAt, payload));
     if (purchase.generalAdmission) {
       items.push({
         Update: {
@@ -497,36 +478,6 @@ export async function listPurchases(
       : undefined;
     return { purchases: (out.Items ?? []).map(toPurchase), ...(nextCursor !== undefined ? { nextCursor } : {}) };
   });
-}
-
-/** Unsent outbox records of an event, oldest first (GSI1, sparse: sent records leave it). */
-export async function listUnsentOutbox(ctx: Ctx, eventId: string, limit = 100): Promise<OutboxRecord[]> {
-  if (!ID_PATTERN.test(eventId)) return [];
-  return guard("listUnsentOutbox", async () => {
-    const out = await ctx.doc.send(
-      new QueryCommand({
-        TableName: ctx.tableName,
-        IndexName: GSI1,
-        KeyConditionExpression: "GSI1PK = :pk",
-        ExpressionAttributeValues: { ":pk": keys.unsentOutboxPartition(eventId) },
-        Limit: Math.max(1, Math.min(limit, 1_000)),
-      }),
-    );
-    return (out.Items ?? []).map(toOutbox);
-  });
-}
-
-/** Marks an outbox record sent; true the first time, false if it was already sent. */
-export async function markOutboxSent(ctx: Ctx, eventId: string, purchaseId: string): Promise<boolean> {
-  if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return false;
-  return guard("markOutboxSent", () =>
-    conditionalUpdate(ctx, {
-      Key: keys.outbox(eventId, purchaseId),
-      UpdateExpression: "SET sent = :true, sentAt = :at REMOVE GSI1PK, GSI1SK",
-      ConditionExpression: "sent = :false",
-      ExpressionAttributeValues: { ":true": true, ":false": false, ":at": iso(ctx.clock()) },
-    }),
-  );
 }
 
 /** Purchases of an event by status: one Select COUNT Query per status on GSI1 (paged). */

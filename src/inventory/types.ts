@@ -268,13 +268,26 @@ export interface EventCounts {
   generalAdmission: Record<string, GeneralAdmissionCounts>;
 }
 
+/**
+ * unsent (confirm wrote it) -> published (its job is on the bookings queue) -> acknowledged (a
+ * consumer finished it). Only acknowledged says a booking reached an integrator: a published job
+ * can still be lost with Redis' data.
+ */
+export type OutboxState = "unsent" | "published" | "acknowledged";
+
 export interface OutboxRecord {
   outboxId: string;
   eventId: string;
   type: "BookingConfirmed";
   purchaseId: string;
   createdAt: string;
-  sent: boolean;
+  state: OutboxState;
+  publishedAt?: string;
+  acknowledgedAt?: string;
+  /** Checks of the published record that found it not acknowledged yet. */
+  checks: number;
+  /** Times a check found the job gone from Redis and added it again. */
+  republished: number;
   payload: {
     purchaseId: string;
     holdId: string;

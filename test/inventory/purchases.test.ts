@@ -104,11 +104,11 @@ describe("confirm", () => {
     expect(outbox[0]).toMatchObject({
       type: "BookingConfirmed",
       purchaseId: "pur_ok",
-      sent: false,
+      state: "unsent",
       payload: { fanId: "fan-1", seats: ["A-1-1", "A-1-2", "A-1-3"], amount: 45_000, holdId: hold.holdId },
     });
-    expect(await fx.inventory.markOutboxSent(eventId, "pur_ok")).toBe(true);
-    expect(await fx.inventory.markOutboxSent(eventId, "pur_ok")).toBe(false);
+    expect(await fx.inventory.markOutboxPublished(eventId, "pur_ok", 30_000)).toBe(true);
+    expect(await fx.inventory.markOutboxPublished(eventId, "pur_ok", 30_000)).toBe(false);
     await eventually(
       () => fx.inventory.listUnsentOutbox(eventId),
       (o) => expect(o).toEqual([]),

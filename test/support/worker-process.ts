@@ -64,6 +64,11 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
 
 export interface ClaimedDatabase {
   url: string;
+  /**
+   * A Redis data loss on this database alone: FLUSHDB, and the claim written again in the same
+   * MULTI, so no other test file can claim the database in between.
+   */
+  wipe(): Promise<void>;
   /** Deletes everything the test left in it, then the claim. */
   release(): Promise<void>;
 }
@@ -90,6 +95,14 @@ export async function claimRedisDatabase(baseUrl: string = inject("redisUrl")): 
       }
       return {
         url: url.toString(),
+        wipe: async () => {
+          const admin = new Redis(url.toString(), { maxRetriesPerRequest: 1 });
+          try {
+            await admin.multi().flushdb().set(CLAIM_KEY, owner, "EX", 900).exec();
+          } finally {
+            admin.disconnect();
+          }
+        },
         release: async () => {
           const admin = new Redis(url.toString(), { maxRetriesPerRequest: 1 });
           try {

@@ -1,0 +1,186 @@
+/**
+ * The BookingConfirmed outbox: the record `confirm` writes in its transaction, and the states the
+ * publisher and the consumer move it through.
+ *
+ *   unsent        written by confirm; in GSI1 `EVT#<e>#OUTBOX#UNSENT`, oldest first.
+ *   published     its job was added to the bookings queue; in GSI1 `EVT#<e>#OUTBOX#UNACKED`,
+ *                 sorted by when it is next due for a check (`<checkAt ISO>#<purchaseId>`).
+ *   acknowledged  a consumer finished the job; out of every index.
+ *
+ * The job lives in Redis, and Redis can lose it (restarted empty). Only `acknowledged` says the
+ * booking reached an integrator, so a record stays in the unacknowledged index until then, and
+ * the publisher re-checks it there (src/workers/outbox.ts): a job that is gone is added again.
+ * Every transition is one conditional UpdateItem; a failed condition is an answer (false), never
+ * an error.
+ */
+import { GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
+import { GSI1 } from "../dynamodb/table.js";
+import { iso, toOutbox } from "./items.js";
+import { expiryBound, expirySortKey, ID_PATTERN, keys, PURCHASE_ID_PATTERN } from "./keys.js";
+import { conditionalUpdate, type Ctx, guard, type Item, type TransactItem } from "./store.js";
+import type { OutboxRecord } from "./types.js";
+
+/** The Put of an unsent record, one action of confirm's transaction. */
+export function outboxPutAction(
+  ctx: Ctx,
+  eventId: string,
+  purchaseId: string,
+  confirmedAt: string,
+  /** As stored: general admission flat (`areaId, quantity`), read back by toOutbox. */
+  payload: Item,
+): TransactItem {
+  return {
+    Put: {
+      TableName: ctx.tableName,
+      Item: {
+        ...keys.outbox(eventId, purchaseId),
+        entity: "OUTBOX",
+        outboxId: `BookingConfirmed#${purchaseId}`,
+        type: "BookingConfirmed",
+        eventId,
+        purchaseId,
+        createdAt: confirmedAt,
+        state: "unsent",
+        payload,
+        GSI1PK: keys.unsentOutboxPartition(eventId),
+        GSI1SK: `${confirmedAt}#${purchaseId}`,
+      },
+      ConditionExpression: "attribute_not_exists(PK)",
+    },
+  };
+}
+
+const valid = (eventId: string, purchaseId: string): boolean =>
+  ID_PATTERN.test(eventId) && PURCHASE_ID_PATTERN.test(purchaseId);
+
+async function queryIndex(ctx: Ctx, what: string, pk: string, limit: number, before?: string) {
+  return guard(what, async () => {
+    const out = await ctx.doc.send(
+      new QueryCommand({
+        TableName: ctx.tableName,
+        IndexName: GSI1,
+        KeyConditionExpression: before !== undefined ? "GSI1PK = :pk AND GSI1SK < :before" : "GSI1PK = :pk",
+        ExpressionAttributeValues: { ":pk": pk, ...(before !== undefined ? { ":before": before } : {}) },
+        Limit: Math.max(1, Math.min(limit, 1_000)),
+      }),
+    );
+    return (out.Items ?? []).map(toOutbox);
+  });
+}
+
+/** Unsent outbox records of an event, oldest first (GSI1, sparse: published records leave it). */
+export async function listUnsentOutbox(ctx: Ctx, eventId: string, limit = 100): Promise<OutboxRecord[]> {
+  if (!ID_PATTERN.test(eventId)) return [];
+  return queryIndex(ctx, "listUnsentOutbox", keys.unsentOutboxPartition(eventId), limit);
+}
+
+/**
+ * Published records not acknowledged yet whose check is due at the clock's now, the most overdue
+ * first. Records checked recently are not read: the key condition stops at now.
+ */
+export async function listDueUnacknowledgedOutbox(ctx: Ctx, eventId: string, limit = 100): Promise<OutboxRecord[]> {
+  if (!ID_PATTERN.test(eventId)) return [];
+  return queryIndex(
+    ctx,
+    "listDueUnacknowledgedOutbox",
+    keys.unacknowledgedOutboxPartition(eventId),
+    limit,
+    expiryBound(ctx.clock()),
+  );
+}
+
+export async function getOutboxRecord(ctx: Ctx, eventId: string, purchaseId: string): Promise<OutboxRecord | null> {
+  if (!valid(eventId, purchaseId)) return null;
+  return guard("getOutboxRecord", async () => {
+    const out = await ctx.doc.send(
+      new GetCommand({ TableName: ctx.tableName, Key: keys.outbox(eventId, purchaseId), ConsistentRead: true }),
+    );
+    return out.Item ? toOutbox(out.Item) : null;
+  });
+}
+
+/**
+ * unsent -> published, due for its first check `checkAfterMs` from now. True the first time;
+ * false if another publisher marked it first or a consumer already acknowledged it (a consumer
+ * can finish the job before the publisher that added it gets here).
+ */
+export async function markOutboxPublished(
+  ctx: Ctx,
+  eventId: string,
+  purchaseId: string,
+  checkAfterMs: number,
+): Promise<boolean> {
+  if (!valid(eventId, purchaseId)) return false;
+  const now = ctx.clock();
+  return guard("markOutboxPublished", () =>
+    conditionalUpdate(ctx, {
+      Key: keys.outbox(eventId, purchaseId),
+      UpdateExpression: "SET #state = :published, publishedAt = :at, checks = :zero, GSI1PK = :pk, GSI1SK = :sk",
+      // `sent = false` without a state: a record written before the states existed.
+      ConditionExpression: "#state = :unsent OR (attribute_not_exists(#state) AND sent = :false)",
+      ExpressionAttributeNames: { "#state": "state" },
+      ExpressionAttributeValues: {
+        ":published": "published",
+        ":unsent": "unsent",
+        ":false": false,
+        ":zero": 0,
+        ":at": iso(now),
+        ":pk": keys.unacknowledgedOutboxPartition(eventId),
+        ":sk": expirySortKey(now + checkAfterMs, purchaseId),
+      },
+    }),
+  );
+}
+
+/**
+ * A published record checked and still not acknowledged: due again `checkAfterMs` from now.
+ * `republished` when the check found its job gone and added it again. False when it is no longer
+ * `published` (acknowledged meanwhile), so a check never puts an acknowledged record back.
+ */
+export async function deferOutboxCheck(
+  ctx: Ctx,
+  eventId: string,
+  purchaseId: string,
+  checkAfterMs: number,
+  republished: boolean,
+): Promise<boolean> {
+  if (!valid(eventId, purchaseId)) return false;
+  const now = ctx.clock();
+  return guard("deferOutboxCheck", () =>
+    conditionalUpdate(ctx, {
+      Key: keys.outbox(eventId, purchaseId),
+      UpdateExpression: `SET GSI1SK = :sk, checkedAt = :at${republished ? ", republishedAt = :at" : ""} ADD checks :one${republished ? ", republished :one" : ""}`,
+      ConditionExpression: "#state = :published",
+      ExpressionAttributeNames: { "#state": "state" },
+      ExpressionAttributeValues: {
+        ":published": "published",
+        ":one": 1,
+        ":at": iso(now),
+        ":sk": expirySortKey(now + checkAfterMs, purchaseId),
+      },
+    }),
+  );
+}
+
+/**
+ * unsent | published -> acknowledged: a consumer finished the booking. True exactly once per
+ * record, however many consumers and publishers try; false when it was already acknowledged (or
+ * there is no such record).
+ */
+export async function acknowledgeOutbox(ctx: Ctx, eventId: string, purchaseId: string): Promise<boolean> {
+  if (!valid(eventId, purchaseId)) return false;
+  return guard("acknowledgeOutbox", () =>
+    conditionalUpdate(ctx, {
+      Key: keys.outbox(eventId, purchaseId),
+      UpdateExpression: "SET #state = :acknowledged, acknowledgedAt = :at REMOVE GSI1PK, GSI1SK",
+      ConditionExpression: "attribute_exists(PK) AND (#state IN (:unsent, :published) OR attribute_not_exists(#state))",
+      ExpressionAttributeNames: { "#state": "state" },
+      ExpressionAttributeValues: {
+        ":acknowledged": "acknowledged",
+        ":unsent": "unsent",
+        ":published": "published",
+        ":at": iso(ctx.clock()),
+      },
+    }),
+  );
+}
