@@ -10,7 +10,11 @@ import type { EventInput } from "./types.js";
 export const MAX_SEATS_PER_EVENT = 250_000;
 
 const id = z.string().regex(ID_PATTERN, "must match ^[A-Za-z0-9_]{1,32}$");
-const money = z.number().int().min(0).max(100_000_000);
+/**
+ * A price in minor units. At least 1: every seat is paid for through the saga, and a provider
+ * refuses a charge of 0, so a free seat could never be bought (free events are not supported).
+ */
+const money = z.number().int().min(1, "must be at least 1 minor unit (free seats are not supported)").max(100_000_000);
 
 export const sectionSchema = z.object({
   id,

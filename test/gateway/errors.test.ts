@@ -69,6 +69,15 @@ describe("400 invalid_request", () => {
     const body = await expectError(res, 400, "invalid_request");
     expect(JSON.stringify(body.error.details)).toContain("fanId");
   });
+  it("an event with a price of 0 is refused, naming the field: every seat is paid for", async () => {
+    const free = eventInput({
+      sections: [{ id: "A", tier: "Floor", price: 0, rows: 2, seatsPerRow: 2 }],
+      generalAdmission: [{ id: "GA", tier: "Standing", price: 0, capacity: 10 }],
+    });
+    const res = await gw.request(`/v1/admin/events/${uniqueId()}`, { method: "PUT", token: ADMIN_TOKEN, json: free });
+    const body = await expectError(res, 400, "invalid_request");
+    expect(JSON.stringify(body.error.details)).toContain("price");
+  });
   it("unknown fields, bad ids, a seat named twice", async () => {
     await expectError(
       await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: "x", extra: 1 } }),
