@@ -42,6 +42,11 @@ const gatewaySchema = z.object({
   RATE_LIMIT_PER_IP: z.coerce.number().min(0).default(50),
   RATE_LIMIT_PER_FAN: z.coerce.number().min(0).default(5),
   TRUST_PROXY: bool.default(false),
+  /**
+   * How long an idle kept-alive connection stays open; above a load balancer's idle timeout (60 s
+   * is usual), so the server never closes a connection the client is about to reuse.
+   */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().positive().default(65_000),
   DEMO_EVENT: bool.default(true),
   /** all: gateway and workers in one process (npm start); gateway or worker: one of them. */
   ROLE: z.enum(["all", "gateway", "worker"]).default("all"),
@@ -69,6 +74,7 @@ export type GatewayConfig = {
   rateLimitPerIp: number;
   rateLimitPerFan: number;
   trustProxy: boolean;
+  httpKeepAliveTimeoutMs: number;
   demoEvent: boolean;
   role: "all" | "gateway" | "worker";
 };
@@ -114,6 +120,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     rateLimitPerIp: e.RATE_LIMIT_PER_IP,
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
     trustProxy: e.TRUST_PROXY,
+    httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     demoEvent: e.DEMO_EVENT,
     role: e.ROLE,
   };

@@ -142,7 +142,12 @@ async function main(): Promise<void> {
 
   let server: import("node:http").Server | undefined;
   if (runGateway) {
-    const listening = await listenApp({ fetch: buildApp(deps).fetch, port: config.port, host: config.host });
+    const listening = await listenApp({
+      fetch: buildApp(deps).fetch,
+      port: config.port,
+      host: config.host,
+      keepAliveTimeoutMs: config.httpKeepAliveTimeoutMs,
+    });
     server = listening.server;
     listeningPort = listening.port;
     const base = `http://localhost:${listening.port}`;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadGatewayConfig } from "../../src/config.js";
+import { KEEP_ALIVE_TIMEOUT_MS } from "../../src/http/serve.js";
 
 describe("config", () => {
   it("has embedded defaults for every setting", () => {
@@ -14,6 +15,15 @@ describe("config", () => {
       trustProxy: false,
       role: "all",
     });
+  });
+
+  it("keeps idle connections open longer than a load balancer's usual 60 s idle timeout", () => {
+    const c = loadGatewayConfig({}, []);
+    expect(c.httpKeepAliveTimeoutMs).toBeGreaterThan(60_000);
+    // The same default whether the server is started by main.ts or by listenApp alone (tests).
+    expect(c.httpKeepAliveTimeoutMs).toBe(KEEP_ALIVE_TIMEOUT_MS);
+    expect(loadGatewayConfig({ HTTP_KEEP_ALIVE_TIMEOUT_MS: "75000" }, []).httpKeepAliveTimeoutMs).toBe(75_000);
+    expect(() => loadGatewayConfig({ HTTP_KEEP_ALIVE_TIMEOUT_MS: "0" }, [])).toThrow(/HTTP_KEEP_ALIVE_TIMEOUT_MS/);
   });
 
   it("coerces numbers and booleans, treats empty as unset, and takes --role from the command line", () => {
