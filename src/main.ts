@@ -90,7 +90,15 @@ async function main(): Promise<void> {
     metrics: createMetrics({ defaultMetrics: true }),
     adminToken: services.adminToken,
     gatewaySecret: services.gatewaySecret,
-    limits: { ratePerIp: config.rateLimitPerIp, ratePerFan: config.rateLimitPerFan, trustProxy: config.trustProxy },
+    limits: {
+      ratePerIp: config.rateLimitPerIp,
+      ratePerFan: config.rateLimitPerFan,
+      trustProxy: config.trustProxy,
+      maxStreams: config.sse.maxStreams,
+      maxStreamsPerIp: config.sse.maxStreamsPerIp,
+      streamBacklogBytes: config.sse.backlogBytes,
+      streamWriteTimeoutMs: config.sse.writeTimeoutMs,
+    },
     scheduleEvent: (eventId, sectionIds) => scheduleEvent(queues, eventId, sectionIds),
     paymentTimeoutMs: config.paymentTimeoutMs,
     // A hold's write may take every attempt's timeout: the shield's lease covers all of them.
