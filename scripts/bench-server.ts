@@ -1,7 +1,7 @@
 /**
  * The server side of `npm run bench:gateway`, in its own process so client and server each get
  * a core: `hello` is a bare Hono hello-world (the ceiling); `gateway` is the full gateway with
- * rate limits off. Prints one JSON line with `listening` when ready.
+ * rate limits and seat-map stream caps off. Prints one JSON line with `listening` when ready.
  */
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
@@ -43,7 +43,15 @@ if (env.MODE === "hello") {
     metrics: createMetrics(),
     adminToken: env.ADMIN_TOKEN,
     gatewaySecret: env.GATEWAY_SECRET,
-    limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0 },
+    // One host is every client: the per-IP limits are off, and the stream caps too (the memory
+    // figure opens BENCH_SSE streams from 127.0.0.1).
+    limits: {
+      ratePerIp: 0,
+      ratePerFan: 0,
+      ratePerOperatorIp: 0,
+      maxStreams: Number.MAX_SAFE_INTEGER,
+      maxStreamsPerIp: Number.MAX_SAFE_INTEGER,
+    },
   });
   fetchHandler = buildApp(deps).fetch;
 }

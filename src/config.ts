@@ -42,6 +42,23 @@ const gatewaySchema = z.object({
   RATE_LIMIT_PER_IP: z.coerce.number().min(0).default(50),
   RATE_LIMIT_PER_FAN: z.coerce.number().min(0).default(5),
   TRUST_PROXY: bool.default(false),
+  /**
+   * How long an idle kept-alive connection stays open; above a load balancer's idle timeout (60 s
+   * is usual), so the server never closes a connection the client is about to reuse.
+   */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().positive().default(65_000),
+  /** Open seat-map streams per gateway process; past it 503 with Retry-After. */
+  SSE_MAX_STREAMS: z.coerce.number().int().positive().default(10_000),
+  /** Open seat-map streams per client IP (see TRUST_PROXY); past it 429 with Retry-After. */
+  SSE_MAX_STREAMS_PER_IP: z.coerce.number().int().positive().default(50),
+  /** Bytes a stream may queue behind a write its client has not taken; past it the client is resynced. */
+  SSE_MAX_BACKLOG_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1_024)
+    .default(64 * 1024),
+  /** A stream write the client does not take within this ends the connection. */
+  SSE_WRITE_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
   DEMO_EVENT: bool.default(true),
   /** all: gateway and workers in one process (npm start); gateway or worker: one of them. */
   ROLE: z.enum(["all", "gateway", "worker"]).default("all"),
@@ -69,6 +86,8 @@ export type GatewayConfig = {
   rateLimitPerIp: number;
   rateLimitPerFan: number;
   trustProxy: boolean;
+  httpKeepAliveTimeoutMs: number;
+  sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
   demoEvent: boolean;
   role: "all" | "gateway" | "worker";
 };
@@ -114,6 +133,13 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     rateLimitPerIp: e.RATE_LIMIT_PER_IP,
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
     trustProxy: e.TRUST_PROXY,
+    httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    sse: {
+      maxStreams: e.SSE_MAX_STREAMS,
+      maxStreamsPerIp: e.SSE_MAX_STREAMS_PER_IP,
+      backlogBytes: e.SSE_MAX_BACKLOG_BYTES,
+      writeTimeoutMs: e.SSE_WRITE_TIMEOUT_MS,
+    },
     demoEvent: e.DEMO_EVENT,
     role: e.ROLE,
   };

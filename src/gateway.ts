@@ -9,6 +9,7 @@ import type { Redis } from "ioredis";
 import { createHoldService } from "./claims/hold-service.js";
 import { instrumentDynamo } from "./dynamodb/instrument.js";
 import type { AppDeps, GatewayLimits } from "./http/context.js";
+import { createStreamSlots } from "./http/stream-slots.js";
 import { createRateLimiter } from "./http/middleware/rate-limit.js";
 import { createInventory, type Inventory } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
@@ -80,6 +81,10 @@ export const defaultLimits: GatewayLimits = {
   ratePerOperatorIp: 20,
   trustProxy: false,
   maxBodyBytes: 16 * 1024,
+  maxStreams: 10_000,
+  maxStreamsPerIp: 50,
+  streamBacklogBytes: 64 * 1024,
+  streamWriteTimeoutMs: 30_000,
 };
 
 /** The seat-map cache loads a section from the authoritative store, page by page. */
@@ -185,15 +190,17 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     ...(options.reconciler ? { reconciler: options.reconciler } : {}),
   });
   const seenKey = (id: string) => `webhook:{pay}:seen:${id}`;
+  const limits = { ...defaultLimits, ...options.limits };
   return {
     logger,
     metrics,
-    limits: { ...defaultLimits, ...options.limits },
+    limits,
     adminToken: options.adminToken,
     inventory,
     waitingRoom,
     seatMap,
     relay: createSeatChangeRelay(subscriber, logger),
+    streams: createStreamSlots(limits),
     holds: createHoldService({
       inventory,
       seatMap,

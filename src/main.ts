@@ -90,7 +90,15 @@ async function main(): Promise<void> {
     metrics: createMetrics({ defaultMetrics: true }),
     adminToken: services.adminToken,
     gatewaySecret: services.gatewaySecret,
-    limits: { ratePerIp: config.rateLimitPerIp, ratePerFan: config.rateLimitPerFan, trustProxy: config.trustProxy },
+    limits: {
+      ratePerIp: config.rateLimitPerIp,
+      ratePerFan: config.rateLimitPerFan,
+      trustProxy: config.trustProxy,
+      maxStreams: config.sse.maxStreams,
+      maxStreamsPerIp: config.sse.maxStreamsPerIp,
+      streamBacklogBytes: config.sse.backlogBytes,
+      streamWriteTimeoutMs: config.sse.writeTimeoutMs,
+    },
     scheduleEvent: (eventId, sectionIds) => scheduleEvent(queues, eventId, sectionIds),
     paymentTimeoutMs: config.paymentTimeoutMs,
     // A hold's write may take every attempt's timeout: the shield's lease covers all of them.
@@ -145,7 +153,12 @@ async function main(): Promise<void> {
 
   let server: import("node:http").Server | undefined;
   if (runGateway) {
-    const listening = await listenApp({ fetch: buildApp(deps).fetch, port: config.port, host: config.host });
+    const listening = await listenApp({
+      fetch: buildApp(deps).fetch,
+      port: config.port,
+      host: config.host,
+      keepAliveTimeoutMs: config.httpKeepAliveTimeoutMs,
+    });
     server = listening.server;
     listeningPort = listening.port;
     const base = `http://localhost:${listening.port}`;

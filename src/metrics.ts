@@ -76,6 +76,28 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ["outcome"] as const,
       registers: [registry],
     }),
+    sseStreams: new Gauge({
+      name: "gateway_sse_streams",
+      help: "Open seat-map streams (Server-Sent Events) in this process",
+      registers: [registry],
+    }),
+    sseBacklog: new Gauge({
+      name: "gateway_sse_backlog_bytes",
+      help: "Seat-map stream bytes queued and not yet handed to a socket, over all streams",
+      registers: [registry],
+    }),
+    sseOverflows: new Counter({
+      name: "gateway_sse_overflows_total",
+      help: "Seat-map streams whose client did not keep up: resync (backlog dropped, ready resumed) or closed (write timeout)",
+      labelNames: ["action"] as const,
+      registers: [registry],
+    }),
+    sseRefused: new Counter({
+      name: "gateway_sse_refused_total",
+      help: "Seat-map streams refused by a cap: ip (429) or process (503)",
+      labelNames: ["limit"] as const,
+      registers: [registry],
+    }),
     rateLimited: new Counter({
       name: "gateway_rate_limited_total",
       help: "Requests refused with 429, by limit",

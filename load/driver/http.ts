@@ -26,7 +26,11 @@ export class Client {
 
   constructor(baseUrl: string, connections: number) {
     this.url = new URL(baseUrl);
-    this.agent = new Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
+    // An idle timeout of the agent's own turns on Node's use of the server's `Keep-Alive:
+    // timeout=N` hint (an idle socket is closed 1 s before N; without a timeout the hint is
+    // ignored and idle sockets are kept forever): the driver never sends on a socket the server is
+    // closing, which it would count as the gateway's error. 60 s: under any load balancer's.
+    this.agent = new Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections, timeout: 60_000 });
   }
 
   /**

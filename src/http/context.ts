@@ -9,6 +9,7 @@ import type { SeatMapCache } from "../seatmap/cache.js";
 import type { SeatChangeRelay } from "../seatmap/relay.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
 import type { RateLimiter } from "./middleware/rate-limit.js";
+import type { StreamSlots } from "./stream-slots.js";
 
 export interface HealthProbe {
   /** Resolves when the dependency answers; rejects (or times out) when it does not. */
@@ -26,6 +27,14 @@ export interface GatewayLimits {
   trustProxy: boolean;
   /** Request bodies larger than this are refused with 413. */
   maxBodyBytes: number;
+  /** Open seat-map streams in this process (SSE_MAX_STREAMS); past it 503. */
+  maxStreams: number;
+  /** Open seat-map streams per client IP (SSE_MAX_STREAMS_PER_IP); past it 429. */
+  maxStreamsPerIp: number;
+  /** Bytes a stream may queue unwritten (SSE_MAX_BACKLOG_BYTES); past it the client is resynced. */
+  streamBacklogBytes: number;
+  /** A stream write not done within this ends the connection (SSE_WRITE_TIMEOUT_MS). */
+  streamWriteTimeoutMs: number;
 }
 
 export interface AppDeps {
@@ -38,6 +47,8 @@ export interface AppDeps {
   waitingRoom: WaitingRoom;
   seatMap: SeatMapCache;
   relay: SeatChangeRelay;
+  /** This process's caps on open seat-map streams. */
+  streams: StreamSlots;
   holds: HoldService;
   rateLimiter: RateLimiter;
   purchases: PurchaseSaga;

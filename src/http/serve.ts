@@ -27,6 +27,22 @@ export const LISTEN_BACKLOG = 4_096;
 export const REQUEST_TIMEOUT_MS = 30_000;
 export const HEADERS_TIMEOUT_MS = 20_000;
 
+/**
+ * How long an idle kept-alive socket stays open (HTTP_KEEP_ALIVE_TIMEOUT_MS). It must outlast the
+ * idle timeout of whatever reuses connections to us: a load balancer's pool (60 s is the usual
+ * default) or a fan polling every few seconds. When the server closes first, the client's next
+ * request races the close and gets EOF or a reset, and a POST cannot safely be retried. Node's
+ * default is 5 s.
+ *
+ * It is independent of the two timeouts above. Since Node 18 they run only while a request is
+ * being received: from the accept (a new connection) or the first byte of the next request (a
+ * kept-alive one) until it has fully arrived; the idle time between requests is not counted. So
+ * the old advice (headersTimeout above keepAliveTimeout, when Node counted the idle time against
+ * headersTimeout) does not apply, and raising the keep-alive timeout gives a slow client no more
+ * time to trickle its headers or body.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
 /** The answer to a request Node's parser refused, written straight to the socket. */
 function rawErrorResponse(code: ErrorCode, message: string, extraHeaders: string[] = []): string {
   const err = new ApiError(code, message);
@@ -127,6 +143,8 @@ export async function listenApp(options: {
   fetch: (request: Request) => Response | Promise<Response>;
   port: number;
   host: string;
+  /** Default KEEP_ALIVE_TIMEOUT_MS. */
+  keepAliveTimeoutMs?: number;
 }): Promise<{ server: Server; port: number }> {
   const listener = getRequestListener(options.fetch, {
     // HTTP/1.0 clients may send no Host: they are served as if they had named this one.
@@ -134,7 +152,12 @@ export async function listenApp(options: {
     errorHandler: adapterError,
   });
   const server = createServer(
-    { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, requireHostHeader: false },
+    {
+      requestTimeout: REQUEST_TIMEOUT_MS,
+      headersTimeout: HEADERS_TIMEOUT_MS,
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? KEEP_ALIVE_TIMEOUT_MS,
+      requireHostHeader: false,
+    },
     listener,
   );
   server.on("clientError", onClientError);
