@@ -9,6 +9,7 @@
  * Prints a table, then one JSON line.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { get } from "node:http";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { z } from "zod";
@@ -129,10 +130,33 @@ export interface GatewayBenchOptions {
   fans: number;
 }
 
+/** Bytes of a response body on the wire (no decompression), with the given request headers. */
+export function wireBytes(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; bytes: number; encoding: string }> {
+  return new Promise((resolve, reject) => {
+    get(url, { headers }, (res) => {
+      let bytes = 0;
+      res.on("data", (chunk: Buffer) => {
+        bytes += chunk.length;
+      });
+      res.on("end", () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          bytes,
+          encoding: String(res.headers["content-encoding"] ?? "identity"),
+        }),
+      );
+    }).on("error", reject);
+  });
+}
+
 /**
- * The hello-world ceiling, then the section seat map, the queue status poll and contended holds
- * against a gateway child process on the given stores. Rows in that order, each with its ratio
- * to the ceiling; the holds row carries DynamoDB writes per granted seat in `extra`.
+ * The hello-world ceiling, then the gateway's hot paths against a gateway child process on the
+ * given stores, each with its ratio to the ceiling and the server's CPU microseconds per request:
+ * the section seat map (the client accepting gzip and br), the queue status poll, a join, a hold
+ * refused by the hot-seat shield, contended holds (with DynamoDB hold writes per granted seat).
  */
 export async function benchGateway(options: GatewayBenchOptions): Promise<GatewayBenchRow[]> {
   const { redisUrl, dynamoEndpoint } = options;
@@ -143,6 +167,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     ...load,
     name: "hello world (ceiling)",
     baseUrl: hello.url,
+    serverPid: hello.child.pid,
     next: () => ({ path: "/hello" }),
   });
   hello.child.kill("SIGTERM");
@@ -153,42 +178,99 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     DYNAMODB_ENDPOINT: dynamoEndpoint,
     DYNAMODB_TABLE: `bench_${Date.now()}`,
   });
+  const pid = gw.child.pid;
   try {
     const eventId = `bench${Date.now()}`;
     await putBenchEvent(gw.url, eventId, {
       name: "Bench",
       sections: [
         { id: "A", tier: "Floor", price: 10000, rows: 20, seatsPerRow: 50 },
+        { id: "B", tier: "Floor", price: 10000, rows: 40, seatsPerRow: 50 },
         { id: "HOT", tier: "Front", price: 50000, rows: 1, seatsPerRow: 20 },
+        { id: "TAKEN", tier: "Front", price: 50000, rows: 1, seatsPerRow: 20 },
       ],
       admitPerSecond: 50_000,
     });
     const fanIds = Array.from({ length: options.fans }, (_, i) => `fan${i}`);
     const { queueTokens, accessTokens } = await admitAll(gw.url, eventId, fanIds, 200);
 
-    results.push(
-      await runLoad({
+    const encodings = { "accept-encoding": "gzip, br" };
+    const sizes: Record<string, number> = {};
+    for (const [section, seats] of [
+      ["A", 1000],
+      ["B", 2000],
+    ] as const) {
+      const url = `${gw.url}/v1/events/${eventId}/sections/${section}/seats`;
+      sizes[`bytes${seats}Identity`] = (await wireBytes(url, {})).bytes;
+      sizes[`bytes${seats}Gzip`] = (await wireBytes(url, { "accept-encoding": "gzip" })).bytes;
+      sizes[`bytes${seats}Br`] = (await wireBytes(url, { "accept-encoding": "br" })).bytes;
+    }
+    results.push({
+      ...(await runLoad({
         ...load,
-        name: "section seat map (1,000 seats)",
+        name: "section seat map (1,000 seats, gzip/br accepted)",
         baseUrl: gw.url,
-        next: () => ({ path: `/v1/events/${eventId}/sections/A/seats` }),
-      }),
-    );
+        serverPid: pid,
+        next: () => ({ path: `/v1/events/${eventId}/sections/A/seats`, headers: encodings }),
+      })),
+      extra: sizes,
+    });
     results.push(
       await runLoad({
         ...load,
         name: "queue status poll",
         baseUrl: gw.url,
+        serverPid: pid,
         next: (i) => ({
           path: `/v1/events/${eventId}/queue/status`,
           headers: { authorization: `Bearer ${queueTokens[i % queueTokens.length]}` },
         }),
       }),
     );
+    let joined = 0;
+    results.push(
+      await runLoad({
+        ...load,
+        name: "join (a new fan each)",
+        baseUrl: gw.url,
+        serverPid: pid,
+        next: () => ({
+          method: "POST",
+          path: `/v1/events/${eventId}/queue`,
+          body: JSON.stringify({ fanId: `joiner-${process.pid}-${joined++}` }),
+        }),
+        wrkRequest: `return wrk.format("POST", "/v1/events/${eventId}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"w' .. run .. '-' .. counter .. '"}')`,
+      }),
+    );
+    // Every TAKEN seat held first (one fan each): the crowd after them is refused by the shield.
+    for (let n = 1; n <= 20; n++) {
+      const held = await call(`${gw.url}/v1/events/${eventId}/holds`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${accessTokens[n - 1]}` },
+        json: { seats: [`TAKEN-1-${n}`] },
+      });
+      if (held.status !== 201) throw new Error(`TAKEN-1-${n} not held: ${held.status}`);
+    }
+    results.push(
+      await runLoad({
+        ...load,
+        name: "hold refused by the shield (seat held)",
+        baseUrl: gw.url,
+        serverPid: pid,
+        next: (i) => ({
+          method: "POST",
+          path: `/v1/events/${eventId}/holds`,
+          headers: { authorization: `Bearer ${accessTokens[20 + (i % (accessTokens.length - 20))]}` },
+          body: JSON.stringify({ seats: [`TAKEN-1-${(i % 20) + 1}`] }),
+        }),
+      }),
+    );
+    const before = await holdWrites(gw.url);
     const holds = await runLoad({
       ...load,
       name: "contended holds (20 hot seats)",
       baseUrl: gw.url,
+      serverPid: pid,
       next: (i) => ({
         method: "POST",
         path: `/v1/events/${eventId}/holds`,
@@ -196,9 +278,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
         body: JSON.stringify({ seats: [`HOT-1-${(i % 20) + 1}`] }),
       }),
     });
-    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
-    const sum = (re: RegExp) => [...metrics.matchAll(re)].reduce((n, m) => n + Number(m[1]), 0);
-    const writes = sum(/^gateway_dynamodb_requests_total\{operation="hold:[^"]+",outcome="[^"]+"\} (\d+)/gm);
+    const writes = (await holdWrites(gw.url)) - before;
     const granted = holds.statuses["201"] ?? 0;
     results.push({
       ...holds,
@@ -209,6 +289,14 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
   }
   for (const r of results) r.ceilingRatio = r.perSecond / ceiling.perSecond;
   return results;
+}
+
+/** DynamoDB hold writes the gateway has made, from its /metrics. */
+async function holdWrites(url: string): Promise<number> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  return [
+    ...metrics.matchAll(/^gateway_dynamodb_requests_total\{operation="hold:[^"]+",outcome="[^"]+"\} (\d+)/gm),
+  ].reduce((n, m) => n + Number(m[1]), 0);
 }
 
 async function main(): Promise<void> {
@@ -237,9 +325,16 @@ async function main(): Promise<void> {
       "p50 ms": r.p50Ms.toFixed(2),
       "p99 ms": r.p99Ms.toFixed(2),
       "x ceiling": (r.ceilingRatio ?? 1).toFixed(3),
+      "CPU µs/req": r.cpuMicrosPerRequest === undefined ? "" : r.cpuMicrosPerRequest.toFixed(0),
+      "bytes/resp": r.bytesPerRequest === undefined ? "" : Math.round(r.bytesPerRequest),
       statuses: JSON.stringify(r.statuses),
     }));
+    console.log(
+      `client: ${results[0]?.client ?? "?"} (1 thread, ${load.connections} connections, ${load.seconds} s per path)`,
+    );
     console.table(rows);
+    const sizes = results[1]?.extra;
+    if (sizes) console.log(`section bodies on the wire (bytes): ${JSON.stringify(sizes)}`);
     const holdExtra = results.at(-1)?.extra;
     if (holdExtra) {
       console.log(

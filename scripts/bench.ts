@@ -90,7 +90,7 @@ const dynamoEndpoint = env.DYNAMODB_ENDPOINT ?? dynamoSpawned!.endpoint;
 const totalStarted = performance.now();
 
 try {
-  // ---- 1. HTTP: ceiling, seat map, status poll, contended holds ----
+  // ---- 1. HTTP: ceiling, seat map, status poll, join, shield refusal, contended holds ----
   step(`gateway HTTP (${env.BENCH_SECONDS} s each, ${env.BENCH_CONNECTIONS} connections)`);
   const http = await benchGateway({
     redisUrl,
@@ -107,9 +107,13 @@ try {
       unit: "req/s",
       ...(r === ceiling ? {} : { ceiling: "hello world", ratio: r.ceilingRatio ?? 0 }),
       note: `p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms${
-        r.extra
+        r.cpuMicrosPerRequest === undefined ? "" : `, ${r.cpuMicrosPerRequest.toFixed(0)} CPU µs/req`
+      }${
+        r.extra?.granted !== undefined
           ? `; ${r.extra.granted} granted, ${(r.extra.writesPerGrantedSeat ?? 0).toFixed(2)} DynamoDB writes per granted seat`
-          : ""
+          : r.extra?.bytes1000Br !== undefined
+            ? `; 1,000 seats on the wire: ${r.extra.bytes1000Identity} B plain, ${r.extra.bytes1000Gzip} B gzip, ${r.extra.bytes1000Br} B br; 2,000 seats: ${r.extra.bytes2000Gzip} B gzip, ${r.extra.bytes2000Br} B br`
+            : ""
       }`,
     });
   }

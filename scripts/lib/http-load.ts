@@ -1,9 +1,21 @@
 /**
- * A small closed-loop HTTP load generator for the benchmarks: `connections` keep-alive sockets,
- * each sending its next request when the previous answer arrives, for `seconds`. The same
- * client measures every target, so the figures can be compared as ratios.
+ * Closed-loop HTTP load for the benchmarks: `connections` keep-alive sockets, each sending its
+ * next request when the previous answer arrives, for `seconds`. The same client measures every
+ * target, so the figures can be compared as ratios.
+ *
+ * Two clients: wrk (Debian's `wrk`, C with LuaJIT; used when it is on the PATH, or BENCH_CLIENT=wrk)
+ * and a small Node one (BENCH_CLIENT=node). A Node client on a 2-core box saturates before a bare
+ * Hono app does, so its ceiling is its own, not the server's; wrk's is the server's.
+ *
+ * `serverPid`: the server process whose CPU time (user + system, from /proc) over the run is
+ * divided by the requests answered: CPU microseconds per request, the figure that carries to
+ * other machines.
  */
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Agent, request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 export interface LoadResult {
   name: string;
@@ -13,6 +25,12 @@ export interface LoadResult {
   p50Ms: number;
   p99Ms: number;
   statuses: Record<string, number>;
+  /** Which client measured it. */
+  client?: "wrk" | "node";
+  /** Response bytes (headers and body) per request, as read off the socket (wrk only). */
+  bytesPerRequest?: number;
+  /** Server CPU (user + system) over the run / requests, when the server's pid was given. */
+  cpuMicrosPerRequest?: number;
 }
 
 export interface LoadRequest {
@@ -22,14 +40,161 @@ export interface LoadRequest {
   body?: string;
 }
 
-export async function runLoad(options: {
+export interface LoadOptions {
   name: string;
   baseUrl: string;
   connections: number;
   seconds: number;
-  /** The i-th request of the run. */
+  /** The i-th request of the run. wrk cycles through the first `distinct` of them. */
   next: (i: number) => LoadRequest;
-}): Promise<LoadResult> {
+  /** How many distinct requests wrk is given (default 2,000); a join needs one per request. */
+  distinct?: number;
+  /**
+   * wrk only: the Lua body of `request()` instead of cycling through `next`'s requests, for runs
+   * where every request must differ (a join per fan). It may use `counter` (1, 2, ...) and `run`
+   * (a random string per run).
+   */
+  wrkRequest?: string;
+  /** The server's pid, for CPU microseconds per request. */
+  serverPid?: number;
+  client?: "wrk" | "node";
+}
+
+let wrkOnPath: boolean | undefined;
+export function wrkAvailable(): boolean {
+  if (wrkOnPath === undefined) {
+    try {
+      execFileSync("wrk", ["--version"], { stdio: "ignore" });
+      wrkOnPath = true;
+    } catch (err) {
+      // `wrk --version` prints its banner and exits 1; only a missing binary is ENOENT.
+      wrkOnPath = (err as NodeJS.ErrnoException).code !== "ENOENT";
+    }
+  }
+  return wrkOnPath;
+}
+
+/** The client BENCH_CLIENT names, else wrk when it is installed, else the Node client. */
+export function defaultClient(): "wrk" | "node" {
+  const named = process.env.BENCH_CLIENT;
+  if (named === "wrk" || named === "node") return named;
+  return wrkAvailable() ? "wrk" : "node";
+}
+
+/** User + system CPU of a process, in microseconds (Linux /proc; undefined elsewhere). */
+export function processCpuMicros(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name (which may hold spaces): utime is the 14th, stime the 15th.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    const hz = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
+    return (ticks / hz) * 1e6;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  const client = options.client ?? defaultClient();
+  const cpuBefore = options.serverPid ? processCpuMicros(options.serverPid) : undefined;
+  const result = client === "wrk" ? await runWrk(options) : await runNode(options);
+  const cpuAfter = options.serverPid ? processCpuMicros(options.serverPid) : undefined;
+  if (cpuBefore !== undefined && cpuAfter !== undefined && result.requests > 0) {
+    result.cpuMicrosPerRequest = (cpuAfter - cpuBefore) / result.requests;
+  }
+  return result;
+}
+
+const luaString = (s: string) => `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`;
+
+/** wrk, one thread (the server has the other core), the requests cycled from a Lua table. */
+async function runWrk(options: LoadOptions): Promise<LoadResult> {
+  const distinct = options.wrkRequest ? 0 : (options.distinct ?? 2_000);
+  const host = new URL(options.baseUrl).host;
+  const lines: string[] = [];
+  for (let i = 0; i < distinct; i++) {
+    const r = options.next(i);
+    // wrk.format sends only the headers it is given: Host too (Node refuses HTTP/1.1 without it).
+    const headers = { host, ...(r.body ? { "content-type": "application/json" } : {}), ...r.headers };
+    const h = Object.entries(headers)
+      .map(([k, v]) => `[${luaString(k)}]=${luaString(v)}`)
+      .join(",");
+    lines.push(
+      `wrk.format(${luaString(r.method ?? "GET")},${luaString(r.path)},{${h}},${r.body ? luaString(r.body) : "nil"})`,
+    );
+  }
+  const dir = mkdtempSync(join(tmpdir(), "bench-wrk-"));
+  const script = join(dir, "run.lua");
+  const out = join(dir, "out.json");
+  writeFileSync(
+    script,
+    `local reqs = {\n${lines.join(",\n")}\n}
+local n = #reqs
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) idx = n > 0 and math.random(n) - 1 or 0; statuses = {}; counter = 0; run = tostring(os.time()) .. tostring(math.random(1e9)) end
+${
+  options.wrkRequest
+    ? `function request() counter = counter + 1; ${options.wrkRequest} end`
+    : "function request() idx = idx + 1; if idx > n then idx = 1 end; return reqs[idx] end"
+}
+function response(status, headers, body) statuses[status] = (statuses[status] or 0) + 1 end
+function done(summary, latency, requests)
+  local agg = {}
+  for _, t in ipairs(threads) do
+    local s = t:get("statuses")
+    for k, v in pairs(s) do agg[k] = (agg[k] or 0) + v end
+  end
+  local parts = {}
+  for k, v in pairs(agg) do table.insert(parts, string.format('"%d":%d', k, v)) end
+  local f = io.open(${luaString(out)}, "w")
+  f:write(string.format('{"requests":%d,"micros":%d,"bytes":%d,"p50":%f,"p99":%f,"socketErrors":%d,"statuses":{%s}}',
+    summary.requests, summary.duration, summary.bytes, latency:percentile(50), latency:percentile(99),
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    table.concat(parts, ",")))
+  f:close()
+end
+`,
+  );
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(
+        "wrk",
+        ["-t1", `-c${options.connections}`, `-d${options.seconds}s`, "--timeout", "10s", "-s", script, options.baseUrl],
+        { stdio: ["ignore", "ignore", "inherit"] },
+      );
+      child.once("error", reject);
+      child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`wrk exited with ${code}`))));
+    });
+    const r = JSON.parse(readFileSync(out, "utf8")) as {
+      requests: number;
+      micros: number;
+      bytes: number;
+      p50: number;
+      p99: number;
+      socketErrors: number;
+      statuses: Record<string, number>;
+    };
+    const seconds = r.micros / 1e6;
+    const statuses = { ...r.statuses, ...(r.socketErrors ? { "0": r.socketErrors } : {}) };
+    return {
+      name: options.name,
+      requests: r.requests,
+      seconds,
+      perSecond: r.requests / seconds,
+      p50Ms: r.p50 / 1000,
+      p99Ms: r.p99 / 1000,
+      statuses,
+      client: "wrk",
+      bytesPerRequest: r.requests ? r.bytes / r.requests : 0,
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function runNode(options: LoadOptions): Promise<LoadResult> {
   const url = new URL(options.baseUrl);
   const agent = new Agent({ keepAlive: true, maxSockets: options.connections });
   const latencies: number[] = [];
@@ -81,5 +246,6 @@ export async function runLoad(options: {
     p50Ms: at(0.5),
     p99Ms: at(0.99),
     statuses,
+    client: "node",
   };
 }
