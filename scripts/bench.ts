@@ -12,7 +12,7 @@
  *
  * Knobs (environment): BENCH_SECONDS (5), BENCH_CONNECTIONS (32), BENCH_FANS (2000),
  * BENCH_SELLOUT_SEATS (10000), BENCH_SELLOUT_FANS (20000), BENCH_CONCURRENCY (64),
- * BENCH_RAW_OPS (3000), BENCH_EVALSHA (40000), BENCH_SSE (1000), BENCH_QUEUED (100000).
+ * BENCH_RAW_OPS (3000), BENCH_EVALSHA (40000), BENCH_SSE (10000), BENCH_QUEUED (100000).
  * REDIS_URL / DYNAMODB_ENDPOINT: use them instead of spawning (the memory figures then include
  * whatever else lives there).
  */
@@ -43,7 +43,7 @@ const env = z
     BENCH_CONCURRENCY: z.coerce.number().int().positive().default(64),
     BENCH_RAW_OPS: z.coerce.number().int().positive().default(3_000),
     BENCH_EVALSHA: z.coerce.number().int().positive().default(40_000),
-    BENCH_SSE: z.coerce.number().int().nonnegative().default(1_000),
+    BENCH_SSE: z.coerce.number().int().nonnegative().default(10_000),
     BENCH_QUEUED: z.coerce.number().int().nonnegative().default(100_000),
   })
   .parse(process.env);
@@ -254,21 +254,20 @@ try {
       const rssBefore = rssOf(pid);
       const sseAgent = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
       const streams: import("node:http").ClientRequest[] = [];
-      await Promise.all(
-        Array.from(
-          { length: env.BENCH_SSE },
-          () =>
-            new Promise<void>((resolve, reject) => {
-              const req = get(`${gw.url}/v1/events/${eventId}/seatmap/stream`, { agent: sseAgent }, (res) => {
-                res.resume();
-                if (res.statusCode === 200) resolve();
-                else reject(new Error(`SSE answered ${res.statusCode}`));
-              });
-              req.on("error", (err) => reject(err));
-              streams.push(req);
-            }),
-        ),
-      );
+      // In batches: ten thousand connects at once would overflow the listen backlog.
+      const open = () =>
+        new Promise<void>((resolve, reject) => {
+          const req = get(`${gw.url}/v1/events/${eventId}/seatmap/stream`, { agent: sseAgent }, (res) => {
+            res.resume();
+            if (res.statusCode === 200) resolve();
+            else reject(new Error(`SSE answered ${res.statusCode}`));
+          });
+          req.on("error", (err) => reject(err));
+          streams.push(req);
+        });
+      for (let opened = 0; opened < env.BENCH_SSE; opened += 500) {
+        await Promise.all(Array.from({ length: Math.min(500, env.BENCH_SSE - opened) }, open));
+      }
       await new Promise((r) => setTimeout(r, 1_000));
       const rssWith = rssOf(pid);
       for (const s of streams) s.destroy();
