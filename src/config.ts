@@ -41,6 +41,11 @@ const gatewaySchema = z.object({
   PAYMENT_WEBHOOK_SECRET: z.string().min(16).optional(),
   RATE_LIMIT_PER_IP: z.coerce.number().min(0).default(50),
   RATE_LIMIT_PER_FAN: z.coerce.number().min(0).default(5),
+  /**
+   * A secret the operator hands to the load generators: requests carrying it (X-Load-Test-Token)
+   * skip the per-IP limit, never the per-fan one, so a load test runs with the limits on. Unset: off.
+   */
+  LOAD_TEST_TOKEN: z.string().min(16).optional(),
   TRUST_PROXY: bool.default(false),
   /**
    * How long an idle kept-alive connection stays open; above a load balancer's idle timeout (60 s
@@ -85,6 +90,7 @@ export type GatewayConfig = {
   paymentRedisUrl: string | undefined;
   rateLimitPerIp: number;
   rateLimitPerFan: number;
+  loadTestToken: string | undefined;
   trustProxy: boolean;
   httpKeepAliveTimeoutMs: number;
   sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
@@ -132,6 +138,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     paymentRedisUrl: e.PAYMENT_REDIS_URL,
     rateLimitPerIp: e.RATE_LIMIT_PER_IP,
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
+    loadTestToken: e.LOAD_TEST_TOKEN,
     trustProxy: e.TRUST_PROXY,
     httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     sse: {

@@ -13,6 +13,7 @@ export function createLogger(options: { level: string; name?: string }): Logger 
     redact: {
       paths: [
         "req.headers.authorization",
+        'req.headers["x-load-test-token"]',
         "headers.authorization",
         "*.accessToken",
         "*.queueToken",
@@ -21,6 +22,8 @@ export function createLogger(options: { level: string; name?: string }): Logger 
         "gatewaySecret",
         "config.adminToken",
         "config.gatewaySecret",
+        "loadTestToken",
+        "config.loadTestToken",
       ],
       censor: "[redacted]",
     },

@@ -93,6 +93,7 @@ async function main(): Promise<void> {
     limits: {
       ratePerIp: config.rateLimitPerIp,
       ratePerFan: config.rateLimitPerFan,
+      ...(config.loadTestToken ? { loadTestToken: config.loadTestToken } : {}),
       trustProxy: config.trustProxy,
       maxStreams: config.sse.maxStreams,
       maxStreamsPerIp: config.sse.maxStreamsPerIp,

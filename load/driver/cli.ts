@@ -1,16 +1,23 @@
 /**
  * `npm run load -- <scenario> [--fans N] [--rate R] [--duration S] [--base-url URL] [--event ID]
- *  [--admin-token T] [--seats N] [--connections N] [--json]`
+ *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--threshold EXPR]...
+ *  [--out DIR] [--json]`
  *
  * scenarios: spike, hot-seat, abandon, bots, soak. Without --base-url it starts its own gateway
- * (redis-server, local DynamoDB, src/main.ts) and audits the event at the end. Exit 1 when the
- * audit fails or a bot request was accepted.
+ * (redis-server, local DynamoDB, src/main.ts) and audits the event at the end. Each run's record
+ * goes to its own file, <out>/load-<scenario>-<time>.json. Exit 1 when the audit fails or a bot
+ * request was accepted, 99 when a threshold failed (as k6), else 0.
  */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { renderResult, runScenario, SCENARIOS, type ScenarioName } from "./run.js";
+import { runFileName } from "../run-record.js";
+import { renderResult, runScenario, SCENARIOS, type ScenarioName, toRunRecord } from "./run.js";
+import { exitCodeFor, parseThreshold, type Threshold } from "./thresholds.js";
 
 export const USAGE = `usage: npm run load -- <${SCENARIOS.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL]
-       [--event ID] [--admin-token T] [--seats N] [--connections N] [--json]`;
+       [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N]
+       [--threshold 'http_req_failed<0.01'] [--threshold 'p(99)<500'] ... [--out DIR] [--json]`;
 
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
@@ -22,6 +29,9 @@ const { values, positionals } = parseArgs({
     "base-url": { type: "string" },
     event: { type: "string" },
     "admin-token": { type: "string" },
+    "load-test-token": { type: "string" },
+    threshold: { type: "string", multiple: true },
+    out: { type: "string", default: "load-results" },
     seats: { type: "string" },
     connections: { type: "string" },
     json: { type: "boolean", default: false },
@@ -50,6 +60,13 @@ const defaults: Record<ScenarioName, { fans: number; rate: number; duration: num
   soak: { fans: 0, rate: 20, duration: 300 },
 };
 const d = defaults[scenario];
+let thresholds: Threshold[];
+try {
+  thresholds = (values.threshold ?? []).map(parseThreshold);
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n${USAGE}\n`);
+  process.exit(2);
+}
 
 const result = await runScenario({
   scenario,
@@ -59,9 +76,21 @@ const result = await runScenario({
   ...(values["base-url"] ? { baseUrl: values["base-url"] } : {}),
   ...(values.event ? { eventId: values.event } : {}),
   ...(values["admin-token"] ? { adminToken: values["admin-token"] } : {}),
+  ...(values["load-test-token"] ? { loadTestToken: values["load-test-token"] } : {}),
+  thresholds,
   ...(values.seats ? { seats: num(values.seats, 0) } : {}),
   ...(values.connections ? { connections: num(values.connections, 256) } : {}),
   progress: (line) => process.stdout.write(`${line}\n`),
 });
-process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : renderResult(result));
-process.exitCode = (result.audit && !result.audit.ok) || result.botAccepted > 0 ? 1 : 0;
+const run = toRunRecord(result, {
+  rate: num(values.rate, d.rate),
+  duration: num(values.duration, d.duration),
+  connections: values.connections ? num(values.connections, 256) : 256,
+  event: values.event ?? null,
+  thresholds: (values.threshold ?? []).join(" ; ") || null,
+});
+mkdirSync(values.out, { recursive: true });
+const file = join(values.out, runFileName("load", scenario, result.startedAt));
+writeFileSync(file, `${JSON.stringify({ run, result }, null, 2)}\n`);
+process.stdout.write(values.json ? `${JSON.stringify(result)}\n` : `${renderResult(result)}\nrun record: ${file}\n`);
+process.exitCode = exitCodeFor(result);

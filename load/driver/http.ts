@@ -1,8 +1,27 @@
 /**
- * The driver's HTTP client: node:http keep-alive sockets (at most `connections`), JSON in and
- * out, and per-endpoint counts, statuses and latencies.
+ * The driver's HTTP client: keep-alive sockets (at most `connections`) over node:http, or
+ * node:https for an `https://` base URL, JSON in and out, and per-endpoint counts, statuses and
+ * latencies.
  */
-import { Agent, request } from "node:http";
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { routeOf } from "../routes.js";
+
+/** The module a base URL is spoken with, and the port it means when it names none. */
+export function transportFor(url: URL): {
+  protocol: "http:" | "https:";
+  port: number;
+  request: typeof httpRequest;
+  Agent: typeof HttpAgent;
+} {
+  if (url.protocol === "https:") {
+    return { protocol: "https:", port: Number(url.port || 443), request: httpsRequest, Agent: HttpsAgent };
+  }
+  if (url.protocol === "http:") {
+    return { protocol: "http:", port: Number(url.port || 80), request: httpRequest, Agent: HttpAgent };
+  }
+  throw new Error(`unsupported protocol ${url.protocol} in ${url.href}: use http:// or https://`);
+}
 
 export interface Reply<T = unknown> {
   status: number;
@@ -11,6 +30,8 @@ export interface Reply<T = unknown> {
 }
 
 export interface EndpointStats {
+  /** The route template of its requests (load/routes.ts): one row per route, not per hold id. */
+  route?: string;
   requests: number;
   errors: number;
   statuses: Record<string, number>;
@@ -19,18 +40,31 @@ export interface EndpointStats {
 
 export class Client {
   readonly url: URL;
-  readonly agent: Agent;
+  readonly agent: HttpAgent;
+  readonly port: number;
+  private readonly send: typeof httpRequest;
+  /** Sent on every request (the load-test token). */
+  private readonly headers: Record<string, string>;
   readonly endpoints = new Map<string, EndpointStats>();
   requests = 0;
   errors = 0;
 
-  constructor(baseUrl: string, connections: number) {
+  constructor(baseUrl: string, connections: number, options: { headers?: Record<string, string> } = {}) {
     this.url = new URL(baseUrl);
+    const transport = transportFor(this.url);
+    this.port = transport.port;
+    this.send = transport.request;
+    this.headers = options.headers ?? {};
     // An idle timeout of the agent's own turns on Node's use of the server's `Keep-Alive:
     // timeout=N` hint (an idle socket is closed 1 s before N; without a timeout the hint is
     // ignored and idle sockets are kept forever): the driver never sends on a socket the server is
     // closing, which it would count as the gateway's error. 60 s: under any load balancer's.
-    this.agent = new Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections, timeout: 60_000 });
+    this.agent = new transport.Agent({
+      keepAlive: true,
+      maxSockets: connections,
+      maxFreeSockets: connections,
+      timeout: 60_000,
+    });
   }
 
   /**
@@ -49,6 +83,7 @@ export class Client {
       const finish = (status: number, text: string) => {
         const ms = performance.now() - started;
         const stats = this.stats(endpoint);
+        stats.route ??= routeOf(method, path);
         stats.requests++;
         this.requests++;
         stats.statuses[status] = (stats.statuses[status] ?? 0) + 1;
@@ -66,14 +101,15 @@ export class Client {
         }
         resolve({ status, body: parsed as T, ms });
       };
-      const req = request(
+      const req = this.send(
         {
           agent: this.agent,
           host: this.url.hostname,
-          port: this.url.port,
+          port: this.port,
           method,
           path,
           headers: {
+            ...this.headers,
             ...(body !== undefined ? { "content-type": "application/json" } : {}),
             ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
             ...options.headers,

@@ -9,9 +9,11 @@ import { type AuditReport, auditEvent } from "../../src/audit/audit.js";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { createInventory } from "../../src/inventory/index.js";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
+import { RUN_RECORD_KIND, type RunRecord } from "../run-record.js";
 import { Client } from "./http.js";
 import { type Stack, startStack } from "./stack.js";
 import { kendallTau, type LatencySummary, summarize } from "./stats.js";
+import { evaluateThresholds, type Threshold, type ThresholdResult } from "./thresholds.js";
 
 export const SCENARIOS = ["spike", "hot-seat", "abandon", "bots", "soak"] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -36,6 +38,14 @@ export interface RunOptions {
   maxPollSeconds?: number;
   /** A fan's time between hold and purchase, ms (default 300-800). */
   thinkMs?: number;
+  /**
+   * The operator's load-test token (the gateway's LOAD_TEST_TOKEN), sent on every request: the
+   * per-IP limit lets the driver through, the per-fan one does not. The driver's own gateway
+   * gets one of its own.
+   */
+  loadTestToken?: string;
+  /** Pass/fail criteria (thresholds.ts), evaluated at the end. */
+  thresholds?: readonly Threshold[];
   /** Stores the driver's own gateway uses (default: spawned ones). */
   redisUrl?: string;
   dynamoEndpoint?: string;
@@ -44,6 +54,8 @@ export interface RunOptions {
 
 export interface EndpointRow extends LatencySummary {
   endpoint: string;
+  /** Its route template (load/routes.ts). */
+  route?: string;
   requests: number;
   errors: number;
   statuses: Record<string, number>;
@@ -76,6 +88,12 @@ export interface RunResult {
   /** Kendall's tau-b between queue positions and admission order; NaN with fewer than 2 admitted. */
   tau: number;
   endpoints: EndpointRow[];
+  /** Each threshold given, met or not. */
+  thresholds?: ThresholdResult[];
+  /** When the fans started arriving (ISO). */
+  startedAt: string;
+  /** Whether the run carried a load-test token (its own gateway's rate limits on). */
+  loadTestToken: boolean;
   stats?: unknown;
   audit?: { ok: boolean; failed: string[]; summary: string[] };
   /** With --base-url: the command that audits the event. */
@@ -127,8 +145,11 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       });
   const baseUrl = o.baseUrl ?? stack!.url;
   const adminToken = o.adminToken ?? stack?.adminToken;
+  const loadTestToken = o.loadTestToken ?? stack?.loadTestToken;
   const fans = o.scenario === "soak" && !o.fans ? Math.ceil(o.rate * o.duration) : o.fans;
-  const client = new Client(baseUrl, o.connections ?? 256);
+  const client = new Client(baseUrl, o.connections ?? 256, {
+    ...(loadTestToken ? { headers: { "x-load-test-token": loadTestToken } } : {}),
+  });
   try {
     const eventId = o.eventId ?? `load_${o.scenario.replace("-", "")}_${Date.now().toString(36)}`;
     let sections: Section[];
@@ -446,6 +467,7 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
     const sinceOnSale = Math.max(0.001, (Date.now() - Math.max(onSaleAt, firstAdmitAt ?? onSaleAt)) / 1000);
     const endpoints: EndpointRow[] = [...client.endpoints.entries()].map(([endpoint, s]) => ({
       endpoint,
+      ...(s.route ? { route: s.route } : {}),
       requests: s.requests,
       errors: s.errors,
       statuses: s.statuses,
@@ -466,9 +488,24 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       sellOutSeconds: soldOutAt === null ? null : (soldOutAt - onSaleAt) / 1000,
       tau: kendallTau(positions, admissionSeq),
       endpoints,
+      startedAt: new Date(wallStart).toISOString(),
+      loadTestToken: Boolean(loadTestToken),
       ...(stats !== undefined ? { stats } : {}),
     };
 
+    if (o.thresholds?.length) {
+      result.thresholds = evaluateThresholds(o.thresholds, {
+        seconds,
+        endpoints: client.endpoints,
+        counters: {
+          sales_confirmed: c.sales,
+          fans_admitted: c.admitted,
+          holds_granted: c.holds,
+          hold_conflicts: c.conflicts,
+          bot_requests_accepted: c.botAccepted,
+        },
+      });
+    }
     if (stack) {
       result.audit = await runAudit(stack, eventId);
     } else {
@@ -528,10 +565,42 @@ export function renderResult(r: RunResult): string {
   }
   if (r.scenario === "bots") lines.push(`bot requests ${r.botRequests}, accepted ${r.botAccepted} (must be 0)`);
   lines.push(`fairness: Kendall's tau (queue position vs admission order) = ${fmt(r.tau, 4)} (1.0 = strict FIFO)`);
+  if (r.thresholds?.length) {
+    lines.push("", "thresholds:");
+    for (const t of r.thresholds) lines.push(`  ${t.ok ? "ok    " : "FAILED"} ${t.threshold}   (${fmt(t.actual, 4)})`);
+  }
   if (r.audit) {
     lines.push("", `audit: ${r.audit.ok ? "PASS" : "FAIL"}`, ...r.audit.summary.map((s) => `  ${s}`));
   } else if (r.auditCommand) {
     lines.push("", `audit: run  ${r.auditCommand}`);
   }
   return `${lines.join("\n")}\n`;
+}
+
+/** The run's record (load/run-record.ts), for its file and `npm run load:compare`. */
+export function toRunRecord(r: RunResult, settings: RunRecord["settings"] = {}): RunRecord {
+  const requests = r.endpoints.reduce((n, e) => n + e.requests, 0);
+  return {
+    kind: RUN_RECORD_KIND,
+    version: 1,
+    tool: "driver",
+    scenario: r.scenario,
+    startedAt: r.startedAt,
+    target: r.baseUrl,
+    settings: { fans: r.fans, seats: r.seatsTotal, loadTestToken: r.loadTestToken, ...settings },
+    seconds: r.seconds,
+    requests,
+    requestsPerSecond: requests / Math.max(r.seconds, 1e-9),
+    errors: r.endpoints.reduce((n, e) => n + e.errors, 0),
+    sales: r.sales,
+    endpoints: r.endpoints.map((e) => ({
+      endpoint: e.endpoint,
+      ...(e.route ? { route: e.route } : {}),
+      requests: e.requests,
+      errors: e.errors,
+      p50: e.p50,
+      p95: e.p95,
+      p99: e.p99,
+    })),
+  };
 }

@@ -1,6 +1,8 @@
 /**
  * A gateway of the driver's own: a free-port redis-server, the local DynamoDB, and src/main.ts
- * in a child process (PORT=0, rate limits off, no demo event), as `npm run bench:gateway` does.
+ * in a child process (PORT=0, no demo event). Its rate limits are on, at their defaults: the
+ * driver carries the gateway's load-test token, which lifts the per-IP limit (every fan comes
+ * from this one host) and leaves the per-fan one, as fans meet it.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -15,6 +17,8 @@ import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
 export interface Stack {
   url: string;
   adminToken: string;
+  /** The gateway's LOAD_TEST_TOKEN. */
+  loadTestToken: string;
   redisUrl: string;
   dynamoEndpoint: string;
   table: string;
@@ -34,6 +38,7 @@ export async function startStack(
   const redisUrl = options.redisUrl ?? redis!.url;
   const dynamoEndpoint = options.dynamoEndpoint ?? dynamo!.endpoint;
   const adminToken = `load_${randomBytes(12).toString("hex")}`;
+  const loadTestToken = `loadgen_${randomBytes(12).toString("hex")}`;
   const table = `load_${Date.now().toString(36)}`;
   const dataDir = mkdtempSync(join(tmpdir(), "load-gw-"));
   const gateway = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
@@ -43,8 +48,7 @@ export async function startStack(
       PORT: "0",
       HOST: "127.0.0.1",
       LOG_LEVEL: "info",
-      RATE_LIMIT_PER_IP: "0",
-      RATE_LIMIT_PER_FAN: "0",
+      LOAD_TEST_TOKEN: loadTestToken,
       DEMO_EVENT: "false",
       REDIS_URL: redisUrl,
       DYNAMODB_ENDPOINT: dynamoEndpoint,
@@ -92,6 +96,7 @@ export async function startStack(
   return {
     url,
     adminToken,
+    loadTestToken,
     redisUrl,
     dynamoEndpoint,
     table,

@@ -5,9 +5,9 @@
  *   k6 run -e BASE_URL=... -e ADMIN_TOKEN=... -e FANS=2000 -e RATE=200 load/k6/abandon.ts
  */
 import type { Options } from "k6/options";
-import { FANS, fanJourney, RATE, type Setup, setupEvent, summary } from "./lib.ts";
+import { FANS, fanJourney, RATE, type Setup, setupEvent, summary, withRunReport } from "./lib.ts";
 
-export const options: Options = {
+export const options: Options = withRunReport({
   scenarios: {
     abandon: {
       executor: "ramping-arrival-rate",
@@ -25,7 +25,7 @@ export const options: Options = {
     sales_confirmed: ["count>0"],
     unexpected_responses: ["count<1"],
   },
-};
+});
 
 export function setup(): Setup {
   return setupEvent({

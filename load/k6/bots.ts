@@ -15,13 +15,17 @@ import {
   fanJourney,
   join,
   RATE,
+  runHeaders,
   type Setup,
   setupEvent,
   status,
   summary,
+  tagsFor,
+  withRunReport,
 } from "./lib.ts";
+import { ROUTES, type RouteName } from "../routes.ts";
 
-export const options: Options = {
+export const options: Options = withRunReport({
   scenarios: {
     fans: {
       executor: "ramping-arrival-rate",
@@ -48,7 +52,7 @@ export const options: Options = {
     bot_requests_refused: ["rate==1"],
     sales_confirmed: ["count>0"],
   },
-};
+});
 
 export function setup(): Setup {
   return setupEvent({
@@ -81,10 +85,14 @@ function refused(status: number): void {
 export function bots(data: Setup): void {
   const base = `${BASE_URL}/v1/events/${data.eventId}`;
   const body = JSON.stringify({ seats: ["A-1-1", "A-1-2"] });
-  const tags = { endpoint: "bot" };
-  const opt = (token?: string) => ({
-    headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    tags,
+  // Named by route, so a made-up hold id per request is not a metric series of its own.
+  const opt = (token: string | undefined, route: RouteName) => ({
+    headers: {
+      "content-type": "application/json",
+      ...runHeaders(),
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
+    tags: tagsFor("bot", route),
     responseCallback: http.expectedStatuses(401, 403, 404, 429),
   });
   // A real queue token (the bot did join), used where an access token is needed.
@@ -92,26 +100,27 @@ export function bots(data: Setup): void {
   const queueToken = joined?.queueToken;
   switch (Math.floor(Math.random() * 6)) {
     case 0: // skip the queue: hold without any token
-      refused(http.post(`${base}/holds`, body, opt()).status);
+      refused(http.post(`${base}/holds`, body, opt(undefined, ROUTES.hold)).status);
       break;
     case 1: // a queue token where an access token is needed
-      refused(http.post(`${base}/holds`, body, opt(queueToken)).status);
+      refused(http.post(`${base}/holds`, body, opt(queueToken, ROUTES.hold)).status);
       break;
     case 2: // forged access token
-      refused(http.post(`${base}/holds`, body, opt(forge(queueToken))).status);
+      refused(http.post(`${base}/holds`, body, opt(forge(queueToken), ROUTES.hold)).status);
       break;
     case 3: // forged queue token on the status poll
-      refused(http.get(`${base}/queue/status`, opt(forge())).status);
+      refused(http.get(`${base}/queue/status`, opt(forge(), ROUTES.status)).status);
       break;
     case 4: // operator endpoints with a fan's token
-      refused(http.get(`${BASE_URL}/v1/admin/events/${data.eventId}/stats`, opt(queueToken)).status);
+      refused(http.get(`${BASE_URL}/v1/admin/events/${data.eventId}/stats`, opt(queueToken, ROUTES.eventStats)).status);
       break;
     default: // purchase of somebody's hold with a forged token, hammered
       for (let i = 0; i < 5; i++) {
+        const o = opt(forge(queueToken), ROUTES.purchase);
         refused(
           http.post(`${base}/holds/h_bogus${i}/purchase`, JSON.stringify({ paymentToken: "tok_ok" }), {
-            ...opt(forge(queueToken)),
-            headers: { ...opt(forge(queueToken)).headers, "idempotency-key": `bot-${i}` },
+            ...o,
+            headers: { ...o.headers, "idempotency-key": `bot-${i}` },
           }).status,
         );
       }

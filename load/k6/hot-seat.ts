@@ -4,9 +4,9 @@
  *   k6 run -e BASE_URL=... -e ADMIN_TOKEN=... -e FANS=2000 -e RATE=500 load/k6/hot-seat.ts
  */
 import type { Options } from "k6/options";
-import { FANS, fanJourney, RATE, type Setup, setupEvent, summary } from "./lib.ts";
+import { FANS, fanJourney, RATE, type Setup, setupEvent, summary, withRunReport } from "./lib.ts";
 
-export const options: Options = {
+export const options: Options = withRunReport({
   scenarios: {
     hot_seat: {
       executor: "ramping-arrival-rate",
@@ -27,7 +27,7 @@ export const options: Options = {
     holds_granted: ["count>=20"],
     unexpected_responses: ["count<1"],
   },
-};
+});
 
 export function setup(): Setup {
   return setupEvent({

@@ -6,12 +6,21 @@ import { check, sleep } from "k6";
 import exec from "k6/execution";
 import http, { type RefinedResponse, type ResponseType } from "k6/http";
 import { Counter, Rate, Trend } from "k6/metrics";
+import type { Options } from "k6/options";
+import { ROUTES, type RouteName, routePath } from "../routes.ts";
+import { type EndpointFigures, RUN_RECORD_KIND, type RunRecord, runFileName } from "../run-record.ts";
 
 export const BASE_URL = (__ENV.BASE_URL ?? "http://127.0.0.1:8080").replace(/\/$/, "");
 export const ADMIN_TOKEN = __ENV.ADMIN_TOKEN ?? "";
 export const FANS = Number(__ENV.FANS ?? 1000);
 export const RATE = Number(__ENV.RATE ?? 200);
 export const DURATION = Number(__ENV.DURATION ?? 60);
+/**
+ * The operator's load-test token (the gateway's LOAD_TEST_TOKEN): sent on every request, it lifts
+ * the per-IP limit for this load generator, never the per-fan one, so the gateway runs with its
+ * limits on.
+ */
+export const LOAD_TEST_TOKEN = __ENV.LOAD_TEST_TOKEN ?? "";
 
 export const admitted = new Counter("fans_admitted");
 export const holds = new Counter("holds_granted");
@@ -35,12 +44,50 @@ export interface EventLayout {
   sections: { id: string; tier: string; price: number; rows: number; seatsPerRow: number }[];
 }
 
+/** Headers every request of this run carries (the load-test token, when given). */
+export function runHeaders(): Record<string, string> {
+  return LOAD_TEST_TOKEN ? { "x-load-test-token": LOAD_TEST_TOKEN } : {};
+}
+
 function headers(token?: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
     "content-type": "application/json",
+    ...runHeaders(),
     ...(token ? { authorization: `Bearer ${token}` } : {}),
     ...extra,
   };
+}
+
+/**
+ * Tags of a request: `endpoint` for the thresholds and `name`, the route template, so that a URL
+ * with a hold id in it is one metric series per route, not one per hold.
+ */
+export function tagsFor(endpoint: string, route: RouteName): { endpoint: string; name: string } {
+  return { endpoint, name: routePath(route) };
+}
+
+/** The endpoints every run reports p50/p95/p99, requests and errors of (summary and load:compare). */
+export const ENDPOINTS = ["join", "status", "section_seats", "hold", "release", "purchase", "bot"] as const;
+
+/** Trend statistics in the summary: p(99) included, which k6's default set lacks. */
+export const SUMMARY_TREND_STATS = ["avg", "min", "med", "max", "p(90)", "p(95)", "p(99)", "count"];
+
+// k6 puts a submetric (per endpoint) in the summary only when a threshold names it: these always
+// hold, and the text summary leaves them out.
+const REPORTING_THRESHOLDS = ["max>=0", "count>=0", "rate>=0"];
+
+/**
+ * A scenario's options with what every run reports: p(99) in the trend stats, and per-endpoint
+ * duration, request and failure submetrics (the scenario's own thresholds are kept as they are).
+ */
+export function withRunReport(options: Options): Options {
+  const thresholds: NonNullable<Options["thresholds"]> = { ...options.thresholds };
+  for (const endpoint of ENDPOINTS) {
+    thresholds[`http_req_duration{endpoint:${endpoint}}`] ??= ["max>=0"];
+    thresholds[`http_reqs{endpoint:${endpoint}}`] ??= ["count>=0"];
+    thresholds[`http_req_failed{endpoint:${endpoint}}`] ??= ["rate>=0"];
+  }
+  return { ...options, summaryTrendStats: SUMMARY_TREND_STATS, thresholds };
 }
 
 function json<T>(res: Res): T | undefined {
@@ -56,7 +103,10 @@ export function setupEvent(layout: EventLayout, onSaleInSeconds = 5): Setup {
   if (__ENV.EVENT_ID || !ADMIN_TOKEN) {
     const eventId = __ENV.EVENT_ID ?? "demo";
     const map = json<{ sections: { id: string; total: number }[] }>(
-      http.get(`${BASE_URL}/v1/events/${eventId}/seatmap`),
+      http.get(`${BASE_URL}/v1/events/${eventId}/seatmap`, {
+        headers: runHeaders(),
+        tags: tagsFor("seatmap", ROUTES.seatmap),
+      }),
     );
     const sections = (map?.sections ?? []).map((s) => ({ id: s.id, rows: 0, seatsPerRow: 0 }));
     return { eventId, sections };
@@ -73,7 +123,7 @@ export function setupEvent(layout: EventLayout, onSaleInSeconds = 5): Setup {
       generalAdmission: [],
       waitingRoom: { admitPerSecond: Math.max(100, RATE * 2), maxActive: Math.max(1000, FANS), sessionSeconds: 900 },
     }),
-    { headers: headers(ADMIN_TOKEN), tags: { endpoint: "admin_put_event" }, timeout: "120s" },
+    { headers: headers(ADMIN_TOKEN), tags: tagsFor("admin_put_event", ROUTES.putEvent), timeout: "120s" },
   );
   if (res.status !== 201 && res.status !== 200) exec.test.abort(`event not created: ${res.status} ${res.body}`);
   return { eventId, sections: layout.sections };
@@ -82,7 +132,7 @@ export function setupEvent(layout: EventLayout, onSaleInSeconds = 5): Setup {
 export function join(eventId: string, fanId: string): { queueToken: string; position: number; status: string } | null {
   const res = http.post(`${BASE_URL}/v1/events/${eventId}/queue`, JSON.stringify({ fanId }), {
     headers: headers(),
-    tags: { endpoint: "join" },
+    tags: tagsFor("join", ROUTES.join),
   });
   check(res, { "join 201/200": (r) => r.status === 201 || r.status === 200 }) || unexpected.add(1);
   return json(res) ?? null;
@@ -98,10 +148,20 @@ export interface Status {
 export function status(eventId: string, queueToken: string): Status | null {
   const res = http.get(`${BASE_URL}/v1/events/${eventId}/queue/status`, {
     headers: headers(queueToken),
-    tags: { endpoint: "status" },
+    tags: tagsFor("status", ROUTES.status),
   });
   check(res, { "status 200": (r) => r.status === 200 }) || unexpected.add(1);
   return res.status === 200 ? (json<Status>(res) ?? null) : null;
+}
+
+/**
+ * How long to wait before the next poll, as the fan page does: never sooner than the gateway's
+ * `pollAfterSeconds` (up to 30 s for a fan far back), a little later at random so a crowd told the
+ * same interval does not arrive at once; 1 s when the poll failed.
+ */
+export function pollDelaySeconds(pollAfterSeconds: number | undefined, random: number = Math.random()): number {
+  const wait = Math.max(pollAfterSeconds ?? 1, 0.5);
+  return wait + random * Math.min(2, wait / 10);
 }
 
 /** Polls at the suggested interval until admitted; gives up (abandons) when `giveUp()` says so. */
@@ -123,14 +183,15 @@ export function waitForAdmission(
       abandoned.add(1);
       return null;
     }
-    sleep(Math.min(Math.max(s?.pollAfterSeconds ?? 1, 0.5), 10));
+    sleep(pollDelaySeconds(s?.pollAfterSeconds));
   }
   return null;
 }
 
 export function sectionSeats(eventId: string, sectionId: string): string[] {
   const res = http.get(`${BASE_URL}/v1/events/${eventId}/sections/${sectionId}/seats`, {
-    tags: { endpoint: "section_seats" },
+    headers: runHeaders(),
+    tags: tagsFor("section_seats", ROUTES.sectionSeats),
   });
   const body = json<{ seats: { id: string; status: string }[] }>(res);
   return (body?.seats ?? []).filter((s) => s.status === "available").map((s) => s.id);
@@ -139,7 +200,7 @@ export function sectionSeats(eventId: string, sectionId: string): string[] {
 export function hold(eventId: string, accessToken: string, seats: string[]): { holdId: string } | "conflict" | null {
   const res = http.post(`${BASE_URL}/v1/events/${eventId}/holds`, JSON.stringify({ seats }), {
     headers: headers(accessToken),
-    tags: { endpoint: "hold" },
+    tags: tagsFor("hold", ROUTES.hold),
     responseCallback: http.expectedStatuses(201, 409),
   });
   if (res.status === 201) {
@@ -157,7 +218,7 @@ export function hold(eventId: string, accessToken: string, seats: string[]): { h
 export function release(eventId: string, accessToken: string, holdId: string): void {
   const res = http.del(`${BASE_URL}/v1/events/${eventId}/holds/${holdId}`, null, {
     headers: headers(accessToken),
-    tags: { endpoint: "release" },
+    tags: tagsFor("release", ROUTES.release),
   });
   if (check(res, { "release 204": (r) => r.status === 204 })) released.add(1);
   else unexpected.add(1);
@@ -169,7 +230,7 @@ export function purchase(eventId: string, accessToken: string, holdId: string): 
     JSON.stringify({ paymentToken: "tok_ok" }),
     {
       headers: headers(accessToken, { "idempotency-key": `k6-${holdId}` }),
-      tags: { endpoint: "purchase" },
+      tags: tagsFor("purchase", ROUTES.purchase),
       responseCallback: http.expectedStatuses(201, 202, 409),
     },
   );
@@ -238,12 +299,60 @@ interface SummaryData {
   state?: { testRunDurationMs?: number };
 }
 
-/** A plain-text summary (k6-summary's textSummary without the remote import) plus a JSON file. */
+/** This run's settings, as the record of the run keeps them. */
+function settings(): RunRecord["settings"] {
+  const keys = ["FANS", "RATE", "DURATION", "EVENT_ID", "MAX_WAIT"] as const;
+  return {
+    ...Object.fromEntries(keys.filter((k) => __ENV[k] !== undefined).map((k) => [k.toLowerCase(), __ENV[k] ?? null])),
+    loadTestToken: LOAD_TEST_TOKEN !== "",
+  };
+}
+
+/** The run record (load/run-record.ts) of a k6 summary: totals and, per endpoint, the submetrics. */
+export function runRecord(name: string, data: SummaryData, endedAt: number = Date.now()): RunRecord {
+  const m = data.metrics;
+  const seconds = (data.state?.testRunDurationMs ?? 0) / 1000;
+  const endpoints: EndpointFigures[] = [];
+  for (const endpoint of ENDPOINTS) {
+    const requests = m[`http_reqs{endpoint:${endpoint}}`]?.values.count ?? 0;
+    if (requests === 0) continue;
+    const d = m[`http_req_duration{endpoint:${endpoint}}`]?.values ?? {};
+    endpoints.push({
+      endpoint,
+      requests,
+      // A Rate's "passes" are its true samples: here, the failed requests.
+      errors: m[`http_req_failed{endpoint:${endpoint}}`]?.values.passes ?? 0,
+      p50: d.med ?? 0,
+      p95: d["p(95)"] ?? 0,
+      p99: d["p(99)"] ?? 0,
+    });
+  }
+  return {
+    kind: RUN_RECORD_KIND,
+    version: 1,
+    tool: "k6",
+    scenario: name,
+    startedAt: new Date(endedAt - seconds * 1000).toISOString(),
+    target: BASE_URL,
+    settings: settings(),
+    seconds,
+    requests: m.http_reqs?.values.count ?? 0,
+    requestsPerSecond: m.http_reqs?.values.rate ?? 0,
+    errors: m.http_req_failed?.values.passes ?? 0,
+    sales: m.sales_confirmed?.values.count ?? 0,
+    endpoints,
+  };
+}
+
+/**
+ * A plain-text summary (k6-summary's textSummary without the remote import) plus a JSON file per
+ * run, `summary-<scenario>-<time>.json` (in SUMMARY_DIR when given): k6's summary data with the
+ * run's record under `run`.
+ */
 export function summary(name: string) {
   return (data: SummaryData): Record<string, string> => {
-    const lines = [
-      `scenario ${name} against ${BASE_URL} (${((data.state?.testRunDurationMs ?? 0) / 1000).toFixed(1)} s)`,
-    ];
+    const run = runRecord(name, data);
+    const lines = [`scenario ${name} against ${BASE_URL} (${run.seconds.toFixed(1)} s)`];
     for (const [metric, m] of Object.entries(data.metrics).sort(([a], [b]) => a.localeCompare(b))) {
       const v = m.values;
       const shown =
@@ -256,11 +365,15 @@ export function summary(name: string) {
               : `${v.value ?? 0}`;
       const th = m.thresholds
         ? Object.entries(m.thresholds)
+            .filter(([t]) => !REPORTING_THRESHOLDS.includes(t))
             .map(([t, r]) => `${r.ok ? "ok" : "FAILED"} ${t}`)
             .join(", ")
         : "";
       lines.push(`  ${metric.padEnd(32)} ${shown}${th ? `   [${th}]` : ""}`);
     }
-    return { stdout: `${lines.join("\n")}\n`, [`summary-${name}.json`]: JSON.stringify(data, null, 2) };
+    const dir = __ENV.SUMMARY_DIR ? `${__ENV.SUMMARY_DIR.replace(/\/$/, "")}/` : "";
+    const file = `${dir}${runFileName("summary", name, run.startedAt)}`;
+    lines.push(`  run record: ${file}`);
+    return { stdout: `${lines.join("\n")}\n`, [file]: JSON.stringify({ ...data, run }, null, 2) };
   };
 }

@@ -4,9 +4,9 @@
  *   k6 run -e BASE_URL=... -e ADMIN_TOKEN=... -e RATE=20 -e DURATION=3600 load/k6/soak.ts
  */
 import type { Options } from "k6/options";
-import { DURATION, fanJourney, RATE, type Setup, setupEvent, summary } from "./lib.ts";
+import { DURATION, fanJourney, RATE, type Setup, setupEvent, summary, withRunReport } from "./lib.ts";
 
-export const options: Options = {
+export const options: Options = withRunReport({
   scenarios: {
     soak: {
       executor: "constant-arrival-rate",
@@ -25,7 +25,7 @@ export const options: Options = {
     http_req_failed: ["rate<0.01"],
     unexpected_responses: ["count<1"],
   },
-};
+});
 
 export function setup(): Setup {
   // Enough seats for everyone who arrives (two each).

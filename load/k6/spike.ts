@@ -4,11 +4,11 @@
  *   k6 run -e BASE_URL=http://127.0.0.1:8080 -e ADMIN_TOKEN=... -e FANS=5000 -e RATE=1000 load/k6/spike.ts
  */
 import type { Options } from "k6/options";
-import { FANS, fanJourney, RATE, type Setup, setupEvent, summary } from "./lib.ts";
+import { FANS, fanJourney, RATE, type Setup, setupEvent, summary, withRunReport } from "./lib.ts";
 
 const rampSeconds = Math.max(1, Math.ceil(FANS / RATE));
 
-export const options: Options = {
+export const options: Options = withRunReport({
   scenarios: {
     spike: {
       executor: "ramping-arrival-rate",
@@ -31,7 +31,7 @@ export const options: Options = {
     unexpected_responses: ["count<1"],
     sales_confirmed: ["count>0"],
   },
-};
+});
 
 const rows = Math.max(1, Math.ceil((FANS * 1.6) / 50 / 2));
 

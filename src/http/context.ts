@@ -23,6 +23,11 @@ export interface GatewayLimits {
   ratePerFan: number;
   /** Operator requests per second per client IP. */
   ratePerOperatorIp: number;
+  /**
+   * The operator's load-test token (LOAD_TEST_TOKEN): a request carrying it in X-Load-Test-Token
+   * skips the per-IP limit, never the per-fan one. Unset: nobody is exempt.
+   */
+  loadTestToken?: string;
   /** Take the client IP from X-Forwarded-For. */
   trustProxy: boolean;
   /** Request bodies larger than this are refused with 413. */

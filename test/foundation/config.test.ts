@@ -56,6 +56,15 @@ describe("config", () => {
     expect(c).toMatchObject({ port: 9000, trustProxy: true, rateLimitPerIp: 0, redisUrl: undefined, role: "worker" });
   });
 
+  it("has no load-test token unless LOAD_TEST_TOKEN is set, and refuses a short one", () => {
+    expect(loadGatewayConfig({}, []).loadTestToken).toBeUndefined();
+    expect(loadGatewayConfig({ LOAD_TEST_TOKEN: "" }, []).loadTestToken).toBeUndefined();
+    expect(loadGatewayConfig({ LOAD_TEST_TOKEN: "load-generator-token-01" }, []).loadTestToken).toBe(
+      "load-generator-token-01",
+    );
+    expect(() => loadGatewayConfig({ LOAD_TEST_TOKEN: "short" }, [])).toThrow(/LOAD_TEST_TOKEN/);
+  });
+
   it("stops with a message naming each bad variable", () => {
     const bad = () => loadGatewayConfig({ PORT: "eighty", ADMIN_TOKEN: "short", REDIS_URL: "not a url" }, []);
     expect(bad).toThrow(ConfigError);

@@ -1,9 +1,12 @@
 /**
  * The Node load driver end to end, at its smallest: it starts a gateway child process against
- * the suite's Redis and DynamoDB, runs the spike scenario (50 fans, 40 seats), and audits.
+ * the suite's Redis and DynamoDB, runs the spike scenario (50 fans, 40 seats), and audits. The
+ * gateway's rate limits are on (defaults: 50/s per IP, 5/s per fan): the driver's load-test token
+ * lets 50 fans polling twice a second from one address past the per-IP one.
  */
 import { describe, expect, inject, it } from "vitest";
-import { renderResult, runScenario } from "../../load/driver/run.js";
+import { renderResult, runScenario, toRunRecord } from "../../load/driver/run.js";
+import { parseThreshold } from "../../load/driver/thresholds.js";
 import { claimRedisDatabase } from "../support/worker-process.js";
 
 describe("load driver", () => {
@@ -21,6 +24,9 @@ describe("load driver", () => {
       maxPollSeconds: 0.5,
       thinkMs: 50,
       connections: 32,
+      thresholds: ["sales_confirmed>0", "http_req_failed{endpoint:join}<0.01", "http_req_duration p(99)<60000"].map(
+        parseThreshold,
+      ),
       redisUrl: db.url,
       dynamoEndpoint: inject("dynamoEndpoint"),
     }).finally(() => db.release());
@@ -33,6 +39,23 @@ describe("load driver", () => {
     expect(result.tau).toBeGreaterThanOrEqual(-1);
     expect(result.tau).toBeLessThanOrEqual(1);
     expect(text).toContain("audit: PASS");
+    expect(result.loadTestToken).toBe(true);
+    // Limits on, and none hit: the per-IP one is lifted by the token, the per-fan one not reached.
+    expect(result.endpoints.filter((e) => e.statuses["429"]), text).toEqual([]);
+    expect(result.thresholds?.map((t) => t.ok), text).toEqual([true, true, true]);
+    expect(text).toContain("thresholds:");
+    // One row per route, whatever the hold ids.
+    const routes = Object.fromEntries(result.endpoints.map((e) => [e.endpoint, e.route]));
+    expect(routes).toMatchObject({
+      join: "POST /v1/events/{eventId}/queue",
+      status: "GET /v1/events/{eventId}/queue/status",
+      hold: "POST /v1/events/{eventId}/holds",
+      purchase: "POST /v1/events/{eventId}/holds/{holdId}/purchase",
+    });
+    const record = toRunRecord(result, { rate: 50 });
+    expect(record).toMatchObject({ kind: "onsale-load-run", tool: "driver", scenario: "spike", sales: result.sales });
+    expect(record.settings).toMatchObject({ fans: 50, rate: 50, loadTestToken: true });
+    expect(record.requests).toBe(result.endpoints.reduce((n, e) => n + e.requests, 0));
   }, 120_000);
 });
 
