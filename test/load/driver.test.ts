@@ -41,8 +41,14 @@ describe("load driver", () => {
     expect(text).toContain("audit: PASS");
     expect(result.loadTestToken).toBe(true);
     // Limits on, and none hit: the per-IP one is lifted by the token, the per-fan one not reached.
-    expect(result.endpoints.filter((e) => e.statuses["429"]), text).toEqual([]);
-    expect(result.thresholds?.map((t) => t.ok), text).toEqual([true, true, true]);
+    expect(
+      result.endpoints.filter((e) => e.statuses["429"]),
+      text,
+    ).toEqual([]);
+    expect(
+      result.thresholds?.map((t) => t.ok),
+      text,
+    ).toEqual([true, true, true]);
     expect(text).toContain("thresholds:");
     // One row per route, whatever the hold ids.
     const routes = Object.fromEntries(result.endpoints.map((e) => [e.endpoint, e.route]));
