@@ -183,6 +183,8 @@ const NO_EVENT_MEMORY_MS = 5_000;
 const ENSURE_EVERY_MS = 5_000;
 /** At most one "redis is down" line per operation this often. */
 const DOWN_LOG_EVERY_MS = 10_000;
+/** Signed access tokens kept for polls of the same session; the oldest go first past this many. */
+const ACCESS_TOKENS_KEPT = 20_000;
 
 /** A script's answer when a limit taken in the same call refused it (see status-10.lua). */
 function limitedFrom(reply: unknown): RateLimited | null {
@@ -372,6 +374,27 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     return { reply, outcome };
   }
 
+  // An admitted fan polls with the same session until it ends, and the access token is a pure
+  // function of the session (iat = admission, exp = session expiry, deterministic HS256): signed
+  // once per session here, not once per poll.
+  const accessTokens = new Map<string, string>();
+  async function accessTokenFor(input: Parameters<typeof tokens.signAccessToken>[0]): Promise<string> {
+    const key = [
+      input.eventId,
+      input.sessionId,
+      input.fanId,
+      input.epoch ?? "",
+      input.issuedAt.getTime(),
+      input.expiresAt.getTime(),
+    ].join("\n");
+    const kept = accessTokens.get(key);
+    if (kept !== undefined) return kept;
+    const token = await tokens.signAccessToken(input);
+    if (accessTokens.size >= ACCESS_TOKENS_KEPT) accessTokens.delete(accessTokens.keys().next().value as string);
+    accessTokens.set(key, token);
+    return token;
+  }
+
   async function placeFrom(f: Fields, eventId: string, fanId: string): Promise<FanPlace> {
     const status = f.oneOf("status", FAN_STATUSES);
     const now = f.num("now");
@@ -395,7 +418,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       case "admitted": {
         const sessionId = f.str("sessionId");
         const expiresAt = new Date(f.num("expiresAt"));
-        const accessToken = await tokens.signAccessToken({
+        const accessToken = await accessTokenFor({
           fanId,
           eventId,
           sessionId,
