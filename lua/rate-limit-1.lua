@@ -2,7 +2,9 @@
   Token bucket: allow a request when a token is left, refill continuously at a steady rate.
 
   KEYS[1]  the bucket (a hash: tokens, ts). One key per limited subject, e.g.
-           rl:{ip:203.0.113.7}:join  or  rl:{fan:evt1:alice}:status
+           rl:{ip:hold:203.0.113.7}  or  rl:{fan:hold:evt1:alice}
+           (the waiting room's own buckets live under the event's tag, see
+           src/waiting-room/keys.ts limitKey, and are taken by its scripts)
 
   ARGV[1]  rate: tokens added per second (> 0)
   ARGV[2]  burst: bucket capacity (>= 1)
@@ -14,34 +16,10 @@
 
   Time comes from redis.call('TIME') so every gateway instance shares one clock.
 ]]
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
+--- @include "token-bucket"
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(state[1])
-local ts = tonumber(state[2])
-if tokens == nil then
-  tokens = burst
-  ts = now
-end
-
-local elapsed = math.max(0, now - ts)
-tokens = math.min(burst, tokens + elapsed * rate / 1000)
-
-local allowed = 0
-local retry = 0
-if tokens >= cost then
-  tokens = tokens - cost
-  allowed = 1
-else
-  retry = math.ceil((cost - tokens) * 1000 / rate)
-end
-
-redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)
--- A full bucket carries no information: let it go once it would have refilled.
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
+local allowed, retry = take_token(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), now)
 return { allowed, retry }

@@ -1,12 +1,13 @@
 /**
  * Lua scripts live in lua/, one file each, named `<command>-<numberOfKeys>.lua` (bullmq's
  * convention; a `-n` suffix means the caller passes the key count). Shared code sits in an
- * `includes/` folder beside a script and is inlined where the script says `--- @include "<name>"`.
+ * `includes/` folder beside a script and is inlined where the script says `--- @include "<name>"`;
+ * a name not found there is taken from lua/includes/ (code every family shares, the token bucket).
  * Files are read when a module is built (never at import time) and registered with ioredis
  * `defineCommand`, which sends EVALSHA and falls back to EVAL on NOSCRIPT, so a restarted Redis
  * costs one extra round trip, never an error.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Cluster, Redis } from "ioredis";
@@ -28,7 +29,8 @@ const INCLUDE = /^--- @include "([A-Za-z0-9_-]+)"[ \t]*$/gm;
 function expandIncludes(source: string, dir: string, seen: readonly string[]): string {
   return source.replace(INCLUDE, (_line, name: string) => {
     if (seen.includes(name)) throw new Error(`circular Lua include: ${[...seen, name].join(" -> ")}`);
-    const body = readFileSync(join(dir, "includes", `${name}.lua`), "utf8");
+    const own = join(dir, "includes", `${name}.lua`);
+    const body = readFileSync(existsSync(own) ? own : join(luaDir, "includes", `${name}.lua`), "utf8");
     return expandIncludes(body, dir, [...seen, name]);
   });
 }

@@ -5,7 +5,7 @@ export { adviseFan } from "./advice.js";
 export type { Advice, AdviceInput } from "./advice.js";
 export { SCRIPT_OUTCOMES, OUTCOME_MESSAGES } from "./codes.js";
 export type { ScriptOutcome } from "./codes.js";
-export { EVENT_ID_PATTERN, FAN_ID_PATTERN, waitingRoomKeys } from "./keys.js";
+export { EVENT_ID_PATTERN, FAN_ID_PATTERN, limitKey, waitingRoomKeys } from "./keys.js";
 export type { WaitingRoomKeys } from "./keys.js";
 export { commitmentOf, generateSeed, lotteryKey, lotteryOrder, seedMatchesCommitment } from "./lottery.js";
 export { createTokenService, TOKEN_ISSUER } from "./tokens.js";

@@ -11,8 +11,8 @@ export const DEFAULT_LUA_DIR = fileURLToPath(new URL("../../lua/waiting-room/", 
 
 const FILES = {
   configure: "configure-9.lua",
-  join: "join-8.lua",
-  status: "status-8.lua",
+  join: "join-9.lua",
+  status: "status-10.lua",
   snapshot: "snapshot-8.lua",
   updateSettings: "update-settings-9.lua",
   openNow: "open-now-9.lua",

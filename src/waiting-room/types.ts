@@ -83,6 +83,26 @@ export type FanPlace =
       canRejoin: boolean;
     });
 
+/**
+ * A rate limit a line script takes in the same Redis call as the line, so a join or a poll is one
+ * round trip. The bucket is per event (its key carries the event's tag): `subject` (a client IP,
+ * a fan id) may make `perSecond` requests per second with bursts of `burst`.
+ */
+export interface LineLimit {
+  subject: string;
+  perSecond: number;
+  burst: number;
+}
+
+/** The poll's limits: per client IP, then per fan (the IP's bucket is taken first). */
+export interface StatusLimits {
+  ip?: LineLimit | undefined;
+  fan?: LineLimit | undefined;
+}
+
+/** A limit refused the call before it touched the line; retry after `retryAfterMs`. */
+export type RateLimited = { ok: false; reason: "rate_limited"; limit: "ip" | "fan"; retryAfterMs: number };
+
 export type Unavailable = { ok: false; reason: "unavailable"; message: string };
 export type NotFound = { ok: false; reason: "not_found" };
 export type Invalid = { ok: false; reason: "invalid"; issues: string[] };
@@ -112,6 +132,7 @@ export type JoinResult =
   | { ok: true; created: boolean; fanId: string; queueToken: string; place: FanPlace }
   | NotFound
   | { ok: false; reason: "closed" | "revoked" | "invalid_fan" }
+  | RateLimited
   | Unavailable;
 
 export type StatusResult =
@@ -129,6 +150,7 @@ export type StatusResult =
   | NotFound
   | { ok: false; reason: "not_joined" }
   | { ok: false; reason: "token"; token: TokenFailure }
+  | RateLimited
   | Unavailable;
 
 export type InfoResult = { ok: true; info: WaitingRoomInfo } | NotFound | Unavailable;

@@ -16,6 +16,7 @@ import {
   allKeys,
   isEventId,
   isFanId,
+  limitKey,
   lineKeys,
   lineKeysWithChanges,
   waitingRoomKeys,
@@ -33,10 +34,12 @@ import type {
   FanStatusName,
   InfoResult,
   JoinResult,
+  LineLimit,
   LotteryPageResult,
   NotFound,
   OpenNowResult,
   RemoveResult,
+  RateLimited,
   RestoreOutcome,
   RoomSettings,
   RoomState,
@@ -45,6 +48,7 @@ import type {
   SettingsHistoryResult,
   SettingsPatch,
   StatsResult,
+  StatusLimits,
   StatusResult,
   Unavailable,
   UpdateSettingsResult,
@@ -75,16 +79,24 @@ export interface WaitingRoom {
   configure(eventId: string, input: ConfigureInput): Promise<ConfigureResult>;
   /** Draw the pre-queue and open now (onSaleAt := now), if not open yet. */
   openNow(eventId: string): Promise<OpenNowResult>;
-  /** Take a place in line, or get the one the fan has. */
-  join(eventId: string, fanId: string): Promise<JoinResult>;
+  /**
+   * Take a place in line, or get the one the fan has. With `limits.ip`, the client IP's join
+   * bucket of this event is taken first, in the same Redis call (`rate_limited` when it is empty).
+   */
+  join(eventId: string, fanId: string, options?: { limits?: { ip?: LineLimit | undefined } }): Promise<JoinResult>;
   /** The place named by a queue token; the call counts as the poll that keeps the place. */
   status(eventId: string, queueToken: string): Promise<StatusResult>;
   /**
    * The same, by fan id (for callers that already authenticated the fan). With `rejoin`, a fan the
    * line does not know whose token came from another room epoch (Redis lost the line) is given a
-   * place in the new line, as a join would (`replaced` in the result).
+   * place in the new line, as a join would (`replaced` in the result). With `limits`, the poll's
+   * buckets (client IP, then fan) are taken first, in the same Redis call: one round trip a poll.
    */
-  statusOf(eventId: string, fanId: string, options?: { rejoin?: { epoch: string | undefined } }): Promise<StatusResult>;
+  statusOf(
+    eventId: string,
+    fanId: string,
+    options?: { rejoin?: { epoch: string | undefined }; limits?: StatusLimits },
+  ): Promise<StatusResult>;
   /** Public info (`GET /v1/events/{eventId}/waiting-room`). */
   info(eventId: string): Promise<InfoResult>;
   /** Operator stats and settings in force. */
@@ -171,6 +183,25 @@ const NO_EVENT_MEMORY_MS = 5_000;
 const ENSURE_EVERY_MS = 5_000;
 /** At most one "redis is down" line per operation this often. */
 const DOWN_LOG_EVERY_MS = 10_000;
+/** Signed access tokens kept for polls of the same session; the oldest go first past this many. */
+const ACCESS_TOKENS_KEPT = 20_000;
+
+/** A script's answer when a limit taken in the same call refused it (see status-10.lua). */
+function limitedFrom(reply: unknown): RateLimited | null {
+  if (!Array.isArray(reply) || reply[0] !== "limited") return null;
+  const limit = reply[1] === "fan" ? "fan" : "ip";
+  const retryAfterMs = Number(reply[3]);
+  if (!Number.isFinite(retryAfterMs)) throw new ReplyShapeError("limited reply without retryAfterMs");
+  return { ok: false, reason: "rate_limited", limit, retryAfterMs };
+}
+
+/** KEYS and ARGV of one limit: an untouched key and rate 0 when there is none. */
+function limitArgs(eventId: string, name: string, limit: LineLimit | undefined, subject = limit?.subject ?? "") {
+  return {
+    key: limitKey(eventId, name, subject),
+    args: limit && limit.perSecond > 0 ? [limit.perSecond, limit.burst] : [0, 0],
+  };
+}
 
 class ReplyShapeError extends Error {
   override name = "ReplyShapeError";
@@ -343,6 +374,27 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     return { reply, outcome };
   }
 
+  // An admitted fan polls with the same session until it ends, and the access token is a pure
+  // function of the session (iat = admission, exp = session expiry, deterministic HS256): signed
+  // once per session here, not once per poll.
+  const accessTokens = new Map<string, string>();
+  async function accessTokenFor(input: Parameters<typeof tokens.signAccessToken>[0]): Promise<string> {
+    const key = [
+      input.eventId,
+      input.sessionId,
+      input.fanId,
+      input.epoch ?? "",
+      input.issuedAt.getTime(),
+      input.expiresAt.getTime(),
+    ].join("\n");
+    const kept = accessTokens.get(key);
+    if (kept !== undefined) return kept;
+    const token = await tokens.signAccessToken(input);
+    if (accessTokens.size >= ACCESS_TOKENS_KEPT) accessTokens.delete(accessTokens.keys().next().value as string);
+    accessTokens.set(key, token);
+    return token;
+  }
+
   async function placeFrom(f: Fields, eventId: string, fanId: string): Promise<FanPlace> {
     const status = f.oneOf("status", FAN_STATUSES);
     const now = f.num("now");
@@ -366,7 +418,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       case "admitted": {
         const sessionId = f.str("sessionId");
         const expiresAt = new Date(f.num("expiresAt"));
-        const accessToken = await tokens.signAccessToken({
+        const accessToken = await accessTokenFor({
           fanId,
           eventId,
           sessionId,
@@ -392,9 +444,22 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     return isEventId(eventId) ? waitingRoomKeys(eventId) : null;
   }
 
-  async function statusOnce(k: WaitingRoomKeys, eventId: string, fanId: string): Promise<StatusResult> {
+  async function statusOnce(
+    k: WaitingRoomKeys,
+    eventId: string,
+    fanId: string,
+    limits: StatusLimits = {},
+  ): Promise<StatusResult> {
+    const ip = limitArgs(eventId, "ip:status", limits.ip);
+    const fan = limitArgs(eventId, "fan:status", limits.fan, fanId);
     return guarded("status", eventId, async () => {
-      const { reply, outcome } = await script("status", lineKeys(k), [fanId]);
+      const { reply, outcome } = await script(
+        "status",
+        [...lineKeys(k), ip.key, fan.key],
+        [fanId, ...ip.args, ...fan.args],
+      );
+      const limited = limitedFrom(reply);
+      if (limited) return limited;
       if (outcome === "not_found") return notFound;
       if (outcome === "not_joined") return { ok: false as const, reason: outcome };
       if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
@@ -405,12 +470,18 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   async function statusOf(
     eventId: string,
     fanId: string,
-    options: { rejoin?: { epoch: string | undefined } } = {},
+    options: { rejoin?: { epoch: string | undefined }; limits?: StatusLimits } = {},
   ): Promise<StatusResult> {
     const k = keysFor(eventId);
     if (!k) return notFound;
     if (!isFanId(fanId)) return { ok: false, reason: "not_joined" };
-    const found = await withRestore(eventId, () => statusOnce(k, eventId, fanId));
+    // The limits are taken once per request: the call again after a restore does not take them.
+    let limits = options.limits;
+    const found = await withRestore(eventId, () => {
+      const once = limits;
+      limits = undefined;
+      return statusOnce(k, eventId, fanId, once);
+    });
     if (found.ok || found.reason !== "not_joined" || !options.rejoin) return found;
     // Unknown fan. In the epoch that issued the token that cannot happen (a place is never
     // forgotten), so the answer stands; from another epoch, Redis lost the line: a new place.
@@ -423,9 +494,17 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     return { ok: true, fanId, place: joined.place, replaced: { queueToken: joined.queueToken } };
   }
 
-  async function joinOnce(k: WaitingRoomKeys, eventId: string, fanId: string): Promise<JoinResult> {
+  async function joinOnce(
+    k: WaitingRoomKeys,
+    eventId: string,
+    fanId: string,
+    ipLimit?: LineLimit,
+  ): Promise<JoinResult> {
+    const ip = limitArgs(eventId, "ip:join", ipLimit);
     return guarded("join", eventId, async () => {
-      const { reply, outcome } = await script("join", lineKeys(k), [fanId]);
+      const { reply, outcome } = await script("join", [...lineKeys(k), ip.key], [fanId, ...ip.args]);
+      const limited = limitedFrom(reply);
+      if (limited) return limited;
       if (outcome === "not_found") return notFound;
       if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
       if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
@@ -519,11 +598,17 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       });
     },
 
-    async join(eventId, fanId) {
+    async join(eventId, fanId, options = {}) {
       const k = keysFor(eventId);
       if (!k) return notFound;
       if (!isFanId(fanId)) return { ok: false, reason: "invalid_fan" };
-      return withRestore(eventId, () => joinOnce(k, eventId, fanId));
+      // As for a poll: the limit is taken once, not again after a restore.
+      let ipLimit = options.limits?.ip;
+      return withRestore(eventId, () => {
+        const once = ipLimit;
+        ipLimit = undefined;
+        return joinOnce(k, eventId, fanId, once);
+      });
     },
 
     async status(eventId, queueToken) {

@@ -57,7 +57,8 @@ export async function startGateway(options: {
   shieldLeaseMs?: number;
 }): Promise<Gateway> {
   const redisUrl = options.redisUrl ?? inject("redisUrl");
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  // As src/main.ts builds it: auto-pipelining on, so the tests run the command path production runs.
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, enableAutoPipelining: true });
   const subscriber = new Redis(redisUrl);
   const paymentRedis = options.paymentRedisUrl
     ? new Redis(options.paymentRedisUrl, { maxRetriesPerRequest: 1 })

@@ -114,6 +114,42 @@ describe("tokens from a real waiting room", () => {
   const gw = gateways(2);
   afterAll(() => gw.close());
 
+  it("a fan admitted into a second session gets that session's token on the gateway that signed the first", async () => {
+    const evt = eventId("tokens");
+    ok(
+      await gw.room.configure(evt, {
+        onSaleAt: Date.now() - 1_000,
+        admitPerSecond: 1_000,
+        maxActive: 10,
+        sessionSeconds: 600,
+      }),
+    );
+    const admittedPlace = async () =>
+      until(async () => {
+        const p = ok(await gw.room.statusOf(evt, "bea")).place;
+        return p.status === "admitted" ? p : undefined;
+      });
+    ok(await gw.room.join(evt, "bea"));
+    const first = await admittedPlace();
+    // polled again (signed once per session): the same token
+    const again = ok(await gw.room.statusOf(evt, "bea")).place;
+    expect(again.status === "admitted" && again.accessToken).toBe(first.accessToken);
+
+    ok(await gw.room.completeSession(evt, first.sessionId));
+    ok(await gw.room.join(evt, "bea"));
+    const second = await admittedPlace();
+    expect(second.sessionId).not.toBe(first.sessionId);
+    expect(second.accessToken).not.toBe(first.accessToken);
+    expect(await gw.room.verifyAccessToken(second.accessToken, evt)).toMatchObject({
+      ok: true,
+      claims: { fanId: "bea", sessionId: second.sessionId },
+    });
+    expect(await gw.room.verifyAccessToken(first.accessToken, evt)).toMatchObject({
+      ok: true,
+      claims: { sessionId: first.sessionId },
+    });
+  });
+
   it("an admitted fan's access token names fan, event, session and expiry, and works on every gateway", async () => {
     const evt = eventId("tokens");
     const other = eventId("tokens");

@@ -1,6 +1,8 @@
 /**
  * Per-IP and per-fan token buckets in Redis (lua/rate-limit-1.lua), shared by every gateway
- * instance. When Redis cannot answer, each gateway falls back to buckets of its own in memory:
+ * instance. The waiting room's join and poll take theirs inside their own script (one round trip;
+ * src/http/client-ip.ts lineLimits), and come here only for the refusal and the fallback. When
+ * Redis cannot answer, each gateway falls back to buckets of its own in memory:
  * a claim with a valid access token must still reach DynamoDB while Redis is down, but a flood or
  * an operator-token brute force must not go unlimited. With N gateways the fallback admits up to
  * N times the limit (each counts alone); it is a floor, not the shared limit.
@@ -21,6 +23,20 @@ export interface RateLimit {
 export interface RateLimiter {
   /** Throws ApiError rate_limited (429, Retry-After) when the subject is over its limit. */
   enforce(limitName: string, subject: string, limit: RateLimit): Promise<void>;
+  /** The same on a bucket whose key the caller built (the waiting room's, under an event's tag). */
+  enforceKey(limitName: string, key: string, limit: RateLimit): Promise<void>;
+  /**
+   * The in-memory fallback alone, for a bucket a waiting-room script would have taken when the
+   * script could not run (Redis away): throws like `enforce` when the subject is over its limit.
+   */
+  enforceLocally(limitName: string, key: string, limit: RateLimit): void;
+  /** The 429 for a limit a script found empty (counted in the metrics like any other). */
+  refusal(limitName: string, retryAfterMs: number): ApiError;
+}
+
+/** A limit's bucket size: the one given, else twice the rate (at least 1). */
+export function burstOf(limit: RateLimit): number {
+  return limit.burst ?? Math.max(1, Math.ceil(limit.perSecond * 2));
 }
 
 /** Buckets kept in memory while Redis is away; the oldest are dropped past this many. */
@@ -55,12 +71,20 @@ export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; 
   defineScripts(redis, ["rate-limit-1"]);
   trackRedis(redis);
   const local = createLocalBuckets();
-  return {
-    async enforce(limitName, subject, limit) {
+  const refusal = (limitName: string, retryAfterMs: number) => {
+    deps.metrics.rateLimited.inc({ limit: limitName });
+    return new ApiError("rate_limited", "too many requests; slow down", {
+      retryAfter: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+      details: { limit: limitName },
+    });
+  };
+  const limiter: RateLimiter = {
+    // The subject is hashed into the tag so one bucket is one slot on a cluster.
+    enforce: (limitName, subject, limit) => limiter.enforceKey(limitName, `rl:{${limitName}:${subject}}`, limit),
+
+    async enforceKey(limitName, key, limit) {
       if (limit.perSecond <= 0) return;
-      const burst = limit.burst ?? Math.max(1, Math.ceil(limit.perSecond * 2));
-      // The subject is hashed into the tag so one bucket is one slot on a cluster.
-      const key = `rl:{${limitName}:${subject}}`;
+      const burst = burstOf(limit);
       let result: [number, number];
       if (redisReady(redis)) {
         try {
@@ -77,11 +101,16 @@ export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; 
       }
       const [allowed, retryAfterMs] = result;
       if (allowed === 1) return;
-      deps.metrics.rateLimited.inc({ limit: limitName });
-      throw new ApiError("rate_limited", "too many requests; slow down", {
-        retryAfter: Math.max(1, Math.ceil(retryAfterMs / 1000)),
-        details: { limit: limitName },
-      });
+      throw refusal(limitName, retryAfterMs);
     },
+
+    enforceLocally(limitName, key, limit) {
+      if (limit.perSecond <= 0) return;
+      const [allowed, retryAfterMs] = local.take(key, limit.perSecond, burstOf(limit));
+      if (allowed !== 1) throw refusal(limitName, retryAfterMs);
+    },
+
+    refusal,
   };
+  return limiter;
 }

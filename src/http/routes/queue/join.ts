@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import { limitRequest } from "../../client-ip.js";
+import { enforceLineLimits, limitJoinAlone, lineLimits } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { EventIdParam, FanId } from "../../schemas.js";
@@ -20,10 +21,24 @@ const Joined = z
   })
   .openapi("Joined");
 
-// The per-IP limit comes before the body is read and validated, so a flood of joins from one
-// address costs a rate-limit check each, not a JSON parse.
+const jsonMediaType = /^application\/([\w.-]+\+)?json$/i;
+
+/** Whether the body will pass the route's validation (then the join script takes the limit). */
+async function wellFormedJoin(c: Context<AppEnv>): Promise<boolean> {
+  const mediaType = (c.req.header("content-type") ?? "").split(";")[0]?.trim() ?? "";
+  if (!jsonMediaType.test(mediaType)) return false;
+  const body: unknown = await c.req.json().catch(() => undefined);
+  return JoinBody.safeParse(body).success;
+}
+
+// A well-formed join takes the per-IP limit inside the join script (one Redis round trip for the
+// join). Any other body takes it here, before the validation answers 400, so a flood of malformed
+// joins from one address is answered 429 like any other flood: it costs a parse of the body (the
+// body is at most 16 KiB, and hono keeps the text for the validator) and a rate-limit check.
 const limitJoin = createMiddleware<AppEnv>(async (c, next) => {
-  await limitRequest(c, "join");
+  if (c.var.deps.limits.ratePerIp > 0 && !(await wellFormedJoin(c))) {
+    await limitJoinAlone(c, c.req.param("eventId") ?? "");
+  }
   await next();
 });
 
@@ -48,8 +63,10 @@ const route = createRoute({
 export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
   const { fanId } = c.req.valid("json");
-  const result = await c.var.deps.waitingRoom.join(eventId, fanId);
+  const limits = lineLimits(c);
+  const result = await c.var.deps.waitingRoom.join(eventId, fanId, { limits });
   if (!result.ok) {
+    enforceLineLimits(c, eventId, "join", limits, result);
     switch (result.reason) {
       case "not_found":
         throw new ApiError("not_found", `no event ${eventId}`);

@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import { limitRequest } from "../../client-ip.js";
+import { enforceLineLimits, lineLimits } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { requireQueueToken } from "../../middleware/fan-auth.js";
@@ -51,9 +51,14 @@ const route = createRoute({
 export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
   const claims = await requireQueueToken(c, eventId);
-  await limitRequest(c, "status", { eventId, fanId: claims.fanId });
-  const result = await c.var.deps.waitingRoom.statusOf(eventId, claims.fanId, { rejoin: { epoch: claims.epoch } });
+  // The per-IP and per-fan limits are taken by the status script itself: one Redis round trip.
+  const limits = lineLimits(c, claims.fanId);
+  const result = await c.var.deps.waitingRoom.statusOf(eventId, claims.fanId, {
+    rejoin: { epoch: claims.epoch },
+    limits,
+  });
   if (!result.ok) {
+    enforceLineLimits(c, eventId, "status", limits, result);
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
     if (result.reason === "not_joined") throw new ApiError("not_found", "this fan is not in line; join first");
     if (result.reason === "token") throw new ApiError("unauthenticated", "the queue token is not valid");

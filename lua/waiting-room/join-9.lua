@@ -2,23 +2,39 @@
   Join an event's line, or return the place the fan already holds (idempotent per fan).
 
   KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[9]     the client IP's bucket for joins of this event (see includes/token-bucket.lua;
+              under the event's tag, built by src/waiting-room/keys.ts limitKey; untouched when
+              its rate is 0)
   ARGV[1]     fanId
+  ARGV[2]     per-IP rate (tokens/s; 0: no per-IP limit)
+  ARGV[3]     per-IP burst
+
+  The limit is taken first, in this same call, so a join is one Redis round trip; a refused join
+  touches nothing of the line.
 
   Before the draw (Redis time < onSaleAt) a new fan enters the pre-queue and gets a provisional
   arrival number; afterwards the next place at the back. A fan whose place was abandoned, or
   whose session completed or expired, gets a new place at the back.
 
   Returns the fan view (flat key/value list, see fan_view) plus 'created' 1|0, or
+    { 'limited', 'ip', 'retryAfterMs', ms }  the per-IP limit refused the join
     -1  unknown event (the room was never configured)
     -3  the room is closed: no new places
     -4  the fan's session was revoked: no new place
 ]]
 --- @include "core"
+--- @include "token-bucket"
 
 local fanId = ARGV[1]
+local now = now_ms()
+local ipRate = tonumber(ARGV[2])
+if ipRate > 0 then
+  local allowed, retry = take_token(KEYS[9], ipRate, tonumber(ARGV[3]), 1, now)
+  if allowed == 0 then return { 'limited', 'ip', 'retryAfterMs', int(retry) } end
+end
+
 local r = load_room()
 if not r then return -1 end
-local now = now_ms()
 tick(r, now)
 
 local f = get_fan(fanId)

@@ -1,0 +1,53 @@
+--[[
+  A fan's place and what it means now; counts as the poll that keeps the place. The poll's rate
+  limits are taken here too, first, so a poll is one Redis round trip: a refused poll touches
+  nothing of the line (no heartbeat, no admission), as when the limits were calls of their own.
+
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[9]     the client IP's bucket for status polls of this event (see includes/token-bucket.lua)
+  KEYS[10]    the fan's bucket for status polls of this event
+              (both under the event's tag, built by src/waiting-room/keys.ts limitKey; untouched
+              when their rate is 0)
+  ARGV[1]     fanId
+  ARGV[2]     per-IP rate (tokens/s; 0: no per-IP limit)    ARGV[3]  per-IP burst
+  ARGV[4]     per-fan rate (tokens/s; 0: no per-fan limit)  ARGV[5]  per-fan burst
+
+  Returns the fan view (flat key/value list, see fan_view), or
+    { 'limited', 'ip' | 'fan', 'retryAfterMs', ms }  a limit refused the poll (the per-IP one is
+                                                     taken first; when it refuses, the fan's
+                                                     bucket is not touched)
+    -1  unknown event
+    -2  the fan never joined this event
+]]
+--- @include "core"
+--- @include "token-bucket"
+
+local fanId = ARGV[1]
+local now = now_ms()
+local limits = { { KEYS[9], 'ip', tonumber(ARGV[2]), tonumber(ARGV[3]) },
+  { KEYS[10], 'fan', tonumber(ARGV[4]), tonumber(ARGV[5]) } }
+for _, l in ipairs(limits) do
+  if l[3] > 0 then
+    local allowed, retry = take_token(l[1], l[3], l[4], 1, now)
+    if allowed == 0 then return { 'limited', l[2], 'retryAfterMs', int(retry) } end
+  end
+end
+
+local r = load_room()
+if not r then return -1 end
+tick(r, now)
+
+local f = get_fan(fanId)
+if not f then
+  save_room(r)
+  return -2
+end
+settle_fan(r, fanId, f, now)
+-- The heartbeat that keeps the place (abandonment, docs/waiting-room.md): kept on every poll.
+-- It is one ZADD inside this call, not a round trip of its own, and without it a fan who closed
+-- the tab could not be told from one still watching: the line would admit absent fans into
+-- sessions nobody uses, and fans behind them would wait for slots that stay empty.
+if f.s == 'p' or f.s == 'w' then redis.call('ZADD', K_SEEN, int(now), fanId) end
+
+save_room(r)
+return fan_view(r, fanId, f, now)
