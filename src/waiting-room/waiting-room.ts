@@ -113,8 +113,9 @@ export interface WaitingRoom {
    * event, that the room exists, and restores it in the background if not. Never waits, never throws.
    */
   ensureRoom(eventId: string): void;
-  verifyQueueToken(token: string, eventId: string): Promise<TokenCheck<QueueTokenClaims>>;
-  verifyAccessToken(token: string, eventId: string): Promise<TokenCheck<AccessTokenClaims>>;
+  /** Synchronous: the signature and claims, no Redis. */
+  verifyQueueToken(token: string, eventId: string): TokenCheck<QueueTokenClaims>;
+  verifyAccessToken(token: string, eventId: string): TokenCheck<AccessTokenClaims>;
   /** The drawn pre-queue in lottery order, a page at a time (for audit). */
   lotteryPage(eventId: string, page: { offset: number; limit: number }): Promise<LotteryPageResult>;
   /** Delete every key of the event's waiting room. */
@@ -343,7 +344,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     return { reply, outcome };
   }
 
-  async function placeFrom(f: Fields, eventId: string, fanId: string): Promise<FanPlace> {
+  function placeFrom(f: Fields, eventId: string, fanId: string): FanPlace {
     const status = f.oneOf("status", FAN_STATUSES);
     const now = f.num("now");
     const onSaleAt = f.num("onSaleAt");
@@ -366,7 +367,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       case "admitted": {
         const sessionId = f.str("sessionId");
         const expiresAt = new Date(f.num("expiresAt"));
-        const accessToken = await tokens.signAccessToken({
+        const accessToken = tokens.signAccessToken({
           fanId,
           eventId,
           sessionId,
@@ -398,7 +399,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       if (outcome === "not_found") return notFound;
       if (outcome === "not_joined") return { ok: false as const, reason: outcome };
       if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
-      return { ok: true as const, fanId, place: await placeFrom(new Fields(reply), eventId, fanId) };
+      return { ok: true as const, fanId, place: placeFrom(new Fields(reply), eventId, fanId) };
     });
   }
 
@@ -430,10 +431,8 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
       if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
       const f = new Fields(reply);
-      const [place, queueToken] = await Promise.all([
-        placeFrom(f, eventId, fanId),
-        tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") }),
-      ]);
+      const queueToken = tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") });
+      const place = placeFrom(f, eventId, fanId);
       return { ok: true as const, created: f.flag("created"), fanId, queueToken, place };
     });
   }
@@ -528,7 +527,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
 
     async status(eventId, queueToken) {
       if (!isEventId(eventId)) return notFound;
-      const check = await tokens.verifyQueueToken(queueToken, eventId);
+      const check = tokens.verifyQueueToken(queueToken, eventId);
       if (!check.ok) return { ok: false, reason: "token", token: check.reason };
       return statusOf(eventId, check.claims.fanId, { rejoin: { epoch: check.claims.epoch } });
     },
