@@ -9,6 +9,7 @@ import type { SeatMapCache } from "../seatmap/cache.js";
 import type { SeatChangeRelay } from "../seatmap/relay.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
 import type { RateLimiter } from "./middleware/rate-limit.js";
+import type { RequestLog } from "./request-log.js";
 import type { StreamSlots } from "./stream-slots.js";
 
 export interface HealthProbe {
@@ -89,7 +90,8 @@ export interface CachedReads {
 export type AppEnv = {
   Variables: {
     requestId: string;
-    log: Logger;
+    /** The request's logger (a child with the request id, made on first use). */
+    log: RequestLog;
     deps: AppDeps;
     reads: CachedReads;
   };

@@ -125,8 +125,9 @@ export interface WaitingRoom {
    * event, that the room exists, and restores it in the background if not. Never waits, never throws.
    */
   ensureRoom(eventId: string): void;
-  verifyQueueToken(token: string, eventId: string): Promise<TokenCheck<QueueTokenClaims>>;
-  verifyAccessToken(token: string, eventId: string): Promise<TokenCheck<AccessTokenClaims>>;
+  /** Synchronous: the signature and claims, no Redis. */
+  verifyQueueToken(token: string, eventId: string): TokenCheck<QueueTokenClaims>;
+  verifyAccessToken(token: string, eventId: string): TokenCheck<AccessTokenClaims>;
   /** The drawn pre-queue in lottery order, a page at a time (for audit). */
   lotteryPage(eventId: string, page: { offset: number; limit: number }): Promise<LotteryPageResult>;
   /** Delete every key of the event's waiting room. */
@@ -378,7 +379,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   // function of the session (iat = admission, exp = session expiry, deterministic HS256): signed
   // once per session here, not once per poll.
   const accessTokens = new Map<string, string>();
-  async function accessTokenFor(input: Parameters<typeof tokens.signAccessToken>[0]): Promise<string> {
+  function accessTokenFor(input: Parameters<typeof tokens.signAccessToken>[0]): string {
     const key = [
       input.eventId,
       input.sessionId,
@@ -389,13 +390,13 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     ].join("\n");
     const kept = accessTokens.get(key);
     if (kept !== undefined) return kept;
-    const token = await tokens.signAccessToken(input);
+    const token = tokens.signAccessToken(input);
     if (accessTokens.size >= ACCESS_TOKENS_KEPT) accessTokens.delete(accessTokens.keys().next().value as string);
     accessTokens.set(key, token);
     return token;
   }
 
-  async function placeFrom(f: Fields, eventId: string, fanId: string): Promise<FanPlace> {
+  function placeFrom(f: Fields, eventId: string, fanId: string): FanPlace {
     const status = f.oneOf("status", FAN_STATUSES);
     const now = f.num("now");
     const onSaleAt = f.num("onSaleAt");
@@ -418,7 +419,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       case "admitted": {
         const sessionId = f.str("sessionId");
         const expiresAt = new Date(f.num("expiresAt"));
-        const accessToken = await accessTokenFor({
+        const accessToken = accessTokenFor({
           fanId,
           eventId,
           sessionId,
@@ -463,7 +464,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       if (outcome === "not_found") return notFound;
       if (outcome === "not_joined") return { ok: false as const, reason: outcome };
       if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
-      return { ok: true as const, fanId, place: await placeFrom(new Fields(reply), eventId, fanId) };
+      return { ok: true as const, fanId, place: placeFrom(new Fields(reply), eventId, fanId) };
     });
   }
 
@@ -509,10 +510,8 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
       if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
       const f = new Fields(reply);
-      const [place, queueToken] = await Promise.all([
-        placeFrom(f, eventId, fanId),
-        tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") }),
-      ]);
+      const queueToken = tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") });
+      const place = placeFrom(f, eventId, fanId);
       return { ok: true as const, created: f.flag("created"), fanId, queueToken, place };
     });
   }
@@ -613,7 +612,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
 
     async status(eventId, queueToken) {
       if (!isEventId(eventId)) return notFound;
-      const check = await tokens.verifyQueueToken(queueToken, eventId);
+      const check = tokens.verifyQueueToken(queueToken, eventId);
       if (!check.ok) return { ok: false, reason: "token", token: check.reason };
       return statusOf(eventId, check.claims.fanId, { rejoin: { epoch: check.claims.epoch } });
     },

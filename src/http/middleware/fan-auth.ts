@@ -28,10 +28,11 @@ function refuse(reason: TokenFailure, kind: string): ApiError {
   }
 }
 
-export async function requireQueueToken(c: Context<AppEnv>, eventId: string): Promise<QueueTokenClaims> {
+/** Synchronous (the check is one HMAC, no I/O): a caller need not await it. */
+export function requireQueueToken(c: Context<AppEnv>, eventId: string): QueueTokenClaims {
   const token = bearerToken(c.req.header("authorization"));
   if (!token) throw new ApiError("unauthenticated", "a queue token is required (Authorization: Bearer <token>)");
-  const check = await c.var.deps.waitingRoom.verifyQueueToken(token, eventId);
+  const check = c.get("deps").waitingRoom.verifyQueueToken(token, eventId);
   if (!check.ok) throw refuse(check.reason, "queue");
   return check.claims;
 }
@@ -43,8 +44,8 @@ export async function requireAccessToken(
 ): Promise<AccessTokenClaims> {
   const token = bearerToken(c.req.header("authorization"));
   if (!token) throw new ApiError("unauthenticated", "an access token is required (Authorization: Bearer <token>)");
-  const { waitingRoom, logger } = c.var.deps;
-  const check = await waitingRoom.verifyAccessToken(token, eventId);
+  const { waitingRoom, logger } = c.get("deps");
+  const check = waitingRoom.verifyAccessToken(token, eventId);
   if (!check.ok) throw refuse(check.reason, "access");
   if (options.checkRevocation) {
     const { sessionId, epoch } = check.claims;
