@@ -50,7 +50,7 @@ const route = createRoute({
 
 export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const claims = await requireQueueToken(c, eventId);
+  const claims = requireQueueToken(c, eventId);
   // The per-IP and per-fan limits are taken by the status script itself: one Redis round trip.
   const limits = lineLimits(c, claims.fanId);
   const result = await c.var.deps.waitingRoom.statusOf(eventId, claims.fanId, {
