@@ -91,14 +91,15 @@ export function buildApp(deps: AppDeps) {
       "request",
     );
   });
-  app.use(
-    bodyLimit({
-      maxSize: deps.limits.maxBodyBytes,
-      onError: () => {
-        throw new ApiError("payload_too_large", `request bodies are limited to ${deps.limits.maxBodyBytes} bytes`);
-      },
-    }),
-  );
+  const limitBody = bodyLimit({
+    maxSize: deps.limits.maxBodyBytes,
+    onError: () => {
+      throw new ApiError("payload_too_large", `request bodies are limited to ${deps.limits.maxBodyBytes} bytes`);
+    },
+  });
+  // A GET or HEAD request has no body (bodyLimit would let it through), and asking for one makes
+  // @hono/node-server build a full web Request: the largest cost of a cached read.
+  app.use((c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limitBody(c, next)));
 
   // Plain Hono routes (not zod-openapi ones) are described here so the document lists them too.
   app.openAPIRegistry.registerPath({
