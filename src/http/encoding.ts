@@ -4,16 +4,15 @@
  *
  * q-values are honoured: a coding with q=0 is never sent, and a higher q wins; among equal q, br
  * (smallest) before gzip before identity. `*` stands for every coding the header does not name.
- * identity is acceptable unless refused (`identity;q=0`, or `*;q=0` without naming identity); a
- * client that refuses all three still gets identity, the one representation every client can
- * read, rather than an error.
+ * identity not given a weight (not named, no `*`) is the fallback: sent only when neither br nor
+ * gzip is acceptable. A client that refuses all three still gets identity, the one representation
+ * every client can read, rather than an error.
  *
  * Clients send a handful of distinct headers, so answers are remembered per header value (a
  * bounded map): per request this is one map lookup, not a parse.
  */
 export type ContentCoding = "br" | "gzip" | "identity";
 
-const PREFERENCE: readonly ContentCoding[] = ["br", "gzip", "identity"];
 const MAX_REMEMBERED = 256;
 const remembered = new Map<string, ContentCoding>();
 
@@ -45,20 +44,12 @@ function choose(header: string): ContentCoding {
     q.set(coding, Math.max(q.get(coding) ?? 0, weight));
   }
   const star = q.get("*");
-  const weightOf = (coding: ContentCoding): number => {
-    const named = q.get(coding);
-    if (named !== undefined) return named;
-    if (star !== undefined) return star;
-    return coding === "identity" ? 1 : 0;
-  };
-  let best: ContentCoding = "identity";
-  let bestWeight = 0;
-  for (const coding of PREFERENCE) {
-    const weight = weightOf(coding);
-    if (weight > bestWeight) {
-      best = coding;
-      bestWeight = weight;
-    }
-  }
-  return best;
+  const weightOf = (coding: "br" | "gzip"): number => q.get(coding) ?? star ?? 0;
+  const best: "br" | "gzip" = weightOf("gzip") > weightOf("br") ? "gzip" : "br";
+  const bestWeight = weightOf(best);
+  // identity weighs only when the header gives it a weight (named, or `*`); unnamed it is the
+  // fallback, below every coding the client accepts.
+  const identity = q.get("identity") ?? star;
+  if (identity !== undefined && identity > bestWeight) return "identity";
+  return bestWeight > 0 ? best : "identity";
 }
