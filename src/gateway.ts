@@ -15,6 +15,7 @@ import { createInventory, type Inventory } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
 import { createSeatMapCache, type SeatRow } from "./seatmap/cache.js";
+import { createSectionPages, type SectionPagesOptions } from "./seatmap/pages.js";
 import { createSeatChangeRelay } from "./seatmap/relay.js";
 import { createHmac } from "node:crypto";
 import type { PaymentProvider } from "./payments/provider.js";
@@ -68,6 +69,8 @@ export interface GatewayOptions extends GatewayClients {
    * and a charge attempt may be sent that long after it was dated (the reconciler waits it out).
    */
   dynamoRequestBudgetMs?: number;
+  /** The in-memory section pages' knobs (defaults in src/seatmap/pages.ts); tests change them. */
+  sectionPages?: Pick<SectionPagesOptions, "revalidateMs" | "maxPages" | "compress">;
 }
 
 /** The default webhook secret: derived, so the simulated provider and the gateway agree. */
@@ -191,6 +194,7 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
   });
   const seenKey = (id: string) => `webhook:{pay}:seen:${id}`;
   const limits = { ...defaultLimits, ...options.limits };
+  const relay = createSeatChangeRelay(subscriber, logger);
   return {
     logger,
     metrics,
@@ -199,7 +203,8 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     inventory,
     waitingRoom,
     seatMap,
-    relay: createSeatChangeRelay(subscriber, logger),
+    relay,
+    sectionPages: createSectionPages({ seatMap, relay, logger, ...options.sectionPages }),
     streams: createStreamSlots(limits),
     holds: createHoldService({
       inventory,

@@ -280,14 +280,20 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
             : (preferred?.slice(1) ?? sections.map((s) => s.id)).sort(() => Math.random() - 0.5);
         let available: string[] = [];
         for (const sectionId of order) {
-          const page = await client.call<{ seats: { id: string; status: string }[] }>(
+          // The compact form: [row, firstSeat, count] runs, one status character a seat.
+          const page = await client.call<{ layout: [number, number, number][]; status: string }>(
             "section seats",
             "GET",
-            `${ev}/sections/${sectionId}/seats`,
+            `${ev}/sections/${sectionId}/seats?format=compact`,
           );
-          available = (page.body?.seats ?? [])
-            .filter((x) => x.status === "available" && !lost.has(x.id))
-            .map((x) => x.id);
+          available = [];
+          let at = 0;
+          for (const [row, first, count] of page.body?.layout ?? []) {
+            for (let k = 0; k < count; k++, at++) {
+              const id = `${sectionId}-${row}-${first + k}`;
+              if (page.body?.status[at] === "a" && !lost.has(id)) available.push(id);
+            }
+          }
           if (available.length > 0) break;
         }
         if (available.length === 0) return; // sold out (as far as the cached map knows)

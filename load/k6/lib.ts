@@ -189,12 +189,19 @@ export function waitForAdmission(
 }
 
 export function sectionSeats(eventId: string, sectionId: string): string[] {
-  const res = http.get(`${BASE_URL}/v1/events/${eventId}/sections/${sectionId}/seats`, {
+  // The compact form: the layout as [row, firstSeat, count] runs, one status character a seat.
+  const res = http.get(`${BASE_URL}/v1/events/${eventId}/sections/${sectionId}/seats?format=compact`, {
     headers: runHeaders(),
     tags: tagsFor("section_seats", ROUTES.sectionSeats),
   });
-  const body = json<{ seats: { id: string; status: string }[] }>(res);
-  return (body?.seats ?? []).filter((s) => s.status === "available").map((s) => s.id);
+  const body = json<{ sectionId: string; layout: [number, number, number][]; status: string }>(res);
+  const available: string[] = [];
+  let i = 0;
+  for (const [row, first, count] of body?.layout ?? []) {
+    for (let k = 0; k < count; k++, i++)
+      if (body?.status[i] === "a") available.push(`${sectionId}-${row}-${first + k}`);
+  }
+  return available;
 }
 
 export function hold(eventId: string, accessToken: string, seats: string[]): { holdId: string } | "conflict" | null {

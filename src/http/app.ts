@@ -70,7 +70,6 @@ export function buildApp(deps: AppDeps) {
       const [eventId = "", areaId = ""] = key.split("/");
       return deps.inventory.getGeneralAdmission(eventId, areaId);
     }),
-    sectionBodies: new Map(),
     seenEvents: new Set(),
   };
 

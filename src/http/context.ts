@@ -6,6 +6,7 @@ import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
+import type { SectionPages } from "../seatmap/pages.js";
 import type { SeatChangeRelay } from "../seatmap/relay.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
 import type { RateLimiter } from "./middleware/rate-limit.js";
@@ -53,6 +54,8 @@ export interface AppDeps {
   waitingRoom: WaitingRoom;
   seatMap: SeatMapCache;
   relay: SeatChangeRelay;
+  /** Section seat maps kept in this process's memory, serialized and compressed once per version. */
+  sectionPages: SectionPages;
   /** This process's caps on open seat-map streams. */
   streams: StreamSlots;
   holds: HoldService;
@@ -81,8 +84,6 @@ export interface CachedReads {
   event(eventId: string): Promise<EventDefinition | null>;
   /** Keyed `<eventId>/<areaId>`. */
   generalAdmission(key: string): Promise<GeneralAdmissionCounts | null>;
-  /** Serialized section bodies by `<eventId>/<sectionId>`, each valid for one cache version. */
-  sectionBodies: Map<string, { version: string; body: string }>;
   /** Events this process has served, for the per-event gauges of /metrics. */
   seenEvents: Set<string>;
 }

@@ -106,6 +106,14 @@ export interface SeatMapCache {
   sectionFromStore(eventId: string, sectionId: string): Promise<CachedSection | null>;
   /** Available seats per section from the store, bypassing Redis (when it is down). */
   availabilityFromStore(eventId: string, sectionIds: readonly string[]): Promise<Record<string, number>>;
+  /** True when the cache may be asked now (Redis connected); false means every call fails at once. */
+  ready(): boolean;
+  /**
+   * Calls `listener` each time this process has written sections of the cache (an apply, a fill, a
+   * rebuild), once the write has answered or failed, so a copy kept in memory (src/seatmap/pages.ts)
+   * drops what it holds before the writer's next read. Returns the unsubscriber.
+   */
+  onWrite(listener: (eventId: string, sectionIds: readonly string[]) => void): () => void;
 }
 
 export function createSeatMapCache(deps: {
@@ -116,6 +124,16 @@ export function createSeatMapCache(deps: {
 }): SeatMapCache {
   const { redis, source, metrics } = deps;
   trackRedis(redis);
+  const writeListeners = new Set<(eventId: string, sectionIds: readonly string[]) => void>();
+  const wrote = (eventId: string, sectionIds: readonly string[]) => {
+    for (const listener of writeListeners) {
+      try {
+        listener(eventId, sectionIds);
+      } catch (err) {
+        deps.logger.warn({ err: (err as Error).message }, "a seat-map write listener failed");
+      }
+    }
+  };
   defineScripts(redis, ["seatmap-fill-begin-2", "seatmap-load-7", "seatmap-apply-8", "shield-n", "lease-release-n"]);
 
   const script = async <T>(name: string, keys: string[], args: (string | number)[], variable = false) => {
@@ -137,6 +155,14 @@ export function createSeatMapCache(deps: {
    * consistent, so it holds every write that answered before the fill opened.
    */
   async function fill(eventId: string, sectionId: string, force: boolean): Promise<FillOutcome> {
+    try {
+      return await fillSection(eventId, sectionId, force);
+    } finally {
+      wrote(eventId, [sectionId]);
+    }
+  }
+
+  async function fillSection(eventId: string, sectionId: string, force: boolean): Promise<FillOutcome> {
     const k = seatMapKeys.section(eventId, sectionId);
     const start = await script<string>("seatmapFillBegin", [k.journal, k.fill], [FILL_WINDOW_MS]);
     const rows = await source.loadSection(eventId, sectionId, { consistent: true });
@@ -243,7 +269,8 @@ export function createSeatMapCache(deps: {
               k.fill,
             ],
             [sectionId, FILL_WINDOW_MS, ...rows.flatMap((r) => [r.id, r.status, String(r.holdExpiresAt ?? 0)])],
-          );
+            // A write whose answer was lost may still have happened: listeners hear of failures too.
+          ).finally(() => wrote(eventId, [sectionId]));
         }),
       );
     },
@@ -299,6 +326,13 @@ export function createSeatMapCache(deps: {
     },
 
     sectionFromStore: (eventId, sectionId) => storeSections(`${eventId}/${sectionId}`),
+
+    ready: () => redisReady(redis),
+
+    onWrite(listener) {
+      writeListeners.add(listener);
+      return () => writeListeners.delete(listener);
+    },
 
     async availabilityFromStore(eventId, sectionIds) {
       const counts = await Promise.all(sectionIds.map((sectionId) => storeCounts(`${eventId}/${sectionId}`)));

@@ -22,13 +22,23 @@ export type SeatListener = (changes: SeatChange[]) => void;
 export interface WatchOptions {
   /** Called when the relay is connected again after losing Redis: changes may have been missed. */
   onResume?: () => void;
+  /**
+   * A watcher inside this process (the in-memory section pages), not a client: it shares the
+   * event's one subscription but is not counted by `watchers()`, which counts clients' streams.
+   */
+  internal?: boolean;
 }
 
 export interface SeatChangeRelay {
   /** Starts delivering the event's changes to `listener`; returns the function that stops it. */
   watch(eventId: string, listener: SeatListener, options?: WatchOptions): Promise<() => void>;
-  /** Number of local watchers, for metrics and tests. */
+  /** Number of local watchers (clients' streams, not `internal` ones), for metrics and tests. */
   watchers(): number;
+  /**
+   * True while the subscriber connection is up, so a change published now reaches the watchers.
+   * While it is not, a change can pass unseen: whoever trusts the relay to hear of changes must not.
+   */
+  connected(): boolean;
   close(): Promise<void>;
 }
 
@@ -95,7 +105,12 @@ export function createSeatChangeRelay(subscriber: Redis, logger: Logger): SeatCh
         }
       };
     },
-    watchers: () => [...listeners.values()].reduce((n, s) => n + s.size, 0),
+    watchers: () => {
+      let n = 0;
+      for (const watching of listeners.values()) for (const options of watching.values()) if (!options.internal) n++;
+      return n;
+    },
+    connected: () => subscriber.status === "ready",
     async close() {
       stopResuming();
       listeners.clear();

@@ -8,7 +8,7 @@ import pino from "pino";
 import { inject } from "vitest";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
-import { buildGatewayDeps, derivedWebhookSecret } from "../../src/gateway.js";
+import { buildGatewayDeps, derivedWebhookSecret, type GatewayOptions } from "../../src/gateway.js";
 import { buildApp } from "../../src/http/app.js";
 import { listenApp } from "../../src/http/serve.js";
 import type { AppDeps, GatewayLimits } from "../../src/http/context.js";
@@ -55,6 +55,8 @@ export async function startGateway(options: {
   paymentRedisUrl?: string;
   /** The hot-seat shield's lease; default the DynamoDB request timeout (one attempt). */
   shieldLeaseMs?: number;
+  /** The in-memory section pages' knobs (src/seatmap/pages.ts). */
+  sectionPages?: GatewayOptions["sectionPages"];
 }): Promise<Gateway> {
   const redisUrl = options.redisUrl ?? inject("redisUrl");
   // As src/main.ts builds it: auto-pipelining on, so the tests run the command path production runs.
@@ -85,6 +87,7 @@ export async function startGateway(options: {
     metrics: createMetrics(),
     adminToken: ADMIN_TOKEN,
     shieldLeaseMs: options.shieldLeaseMs ?? requestTimeoutMs,
+    ...(options.sectionPages ? { sectionPages: options.sectionPages } : {}),
     gatewaySecret: SECRET,
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     paymentTimeoutMs,

@@ -69,6 +69,14 @@ export interface SectionSeats {
   seats: { id: string; status: SeatStatus }[];
 }
 
+/** `?format=compact`: runs `[row, firstSeat, count]` in seat order, one status character a seat. */
+export interface CompactSectionSeats {
+  sectionId: string;
+  version: string;
+  layout: [row: number, firstSeat: number, count: number][];
+  status: string;
+}
+
 export interface Hold {
   holdId: string;
   seats: string[];

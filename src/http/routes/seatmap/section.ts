@@ -1,5 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { SectionFormat } from "../../../seatmap/formats.js";
 import type { AppEnv } from "../../context.js";
+import { negotiateEncoding } from "../../encoding.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { SectionParams } from "../../schemas.js";
 
@@ -11,18 +13,56 @@ const Seats = z
   })
   .openapi("SectionSeats");
 
+const CompactSeats = z
+  .object({
+    sectionId: z.string(),
+    version: z.string(),
+    layout: z.array(z.tuple([z.number().int(), z.number().int(), z.number().int()])).openapi({
+      description:
+        "The seats in order, as runs `[row, firstSeat, count]` of consecutive seat numbers in one row: " +
+        "seat ids `<sectionId>-<row>-<firstSeat + k>` for k in 0..count-1",
+      example: [
+        [1, 1, 50],
+        [2, 1, 50],
+      ],
+    }),
+    status: z.string().openapi({
+      description: "One character per seat, in the layout's order: `a` available, `h` held, `s` sold",
+      example: "aahsa",
+    }),
+  })
+  .openapi("SectionSeatsCompact");
+
+const Query = z.object({
+  format: z
+    .enum(["json", "compact"])
+    .optional()
+    .openapi({
+      param: { name: "format", in: "query" },
+      description: "`json` (default): every seat spelled out. `compact`: the layout and one character per seat.",
+    }),
+});
+
 const route = createRoute({
   method: "get",
   path: "/v1/events/{eventId}/sections/{sectionId}/seats",
   tags: ["seat map"],
-  summary: "Every seat of a section with its status (from cache; ETag / If-None-Match)",
+  summary: "Every seat of a section with its status (from cache; ETag / If-None-Match; gzip / br)",
   description:
-    "Served from the Redis cache; while Redis is down, from DynamoDB (the version then starts with `db.`). " +
-    "A version is never reused, even after the cache was lost, so an ETag never matches other content.",
-  request: { params: SectionParams },
+    "Served from the gateway's memory of the Redis cache (kept current by the seat-change pub/sub, at most " +
+    "a fraction of a second stale); while Redis is down, from DynamoDB (the version then starts with `db.`). " +
+    "A version is never reused, even after the cache was lost, so an ETag never matches other content. " +
+    'The ETag is the version (`"<version>"`; `"<version>.c"` for `format=compact`), weak (`W/`) on a ' +
+    "compressed body. Content-Encoding `br`, else `gzip`, else none, as Accept-Encoding allows " +
+    "(q-values honoured); `Vary: Accept-Encoding`.",
+  request: { params: SectionParams, query: Query },
   responses: {
-    200: { description: "the seats", content: { "application/json": { schema: Seats } } },
+    200: {
+      description: "the seats",
+      content: { "application/json": { schema: z.union([Seats, CompactSeats]) } },
+    },
     304: { description: "unchanged since the ETag sent" },
+    400: { description: "an unknown `format`", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown event or section", content: { "application/json": { schema: ErrorBody } } },
     503: {
       description: "neither the cache nor DynamoDB could answer",
@@ -31,48 +71,76 @@ const route = createRoute({
   },
 });
 
+/** True when If-None-Match names `etag` (weak comparison, RFC 9110 §13.1.2: `W/` is ignored). */
+function matches(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  for (const tag of ifNoneMatch.split(",")) {
+    const t = tag.trim();
+    if ((t.startsWith("W/") ? t.slice(2) : t) === etag) return true;
+  }
+  return false;
+}
+
 export const sectionSeatsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId, sectionId } = c.req.valid("param");
-  const event = await c.var.reads.event(eventId);
+  const format: SectionFormat = c.req.valid("query").format ?? "json";
+  // c.get, not c.var: c.var copies every variable into a new object on each access.
+  const event = await c.get("reads").event(eventId);
   if (!event) throw new ApiError("not_found", `no event ${eventId}`);
   if (!event.sections.some((s) => s.id === sectionId)) {
     throw new ApiError("not_found", `event ${eventId} has no section ${sectionId}`);
   }
 
-  const { seatMap, waitingRoom } = c.var.deps;
+  const { sectionPages, waitingRoom } = c.get("deps");
   // Fans on the seat map may be the only ones asking: bring back a room Redis lost.
   waitingRoom.ensureRoom(eventId);
-  const key = `${eventId}/${sectionId}`;
-  const bodies = c.var.reads.sectionBodies;
-  const ifNoneMatch = c.req.header("if-none-match");
-  const notModified = (version: string) =>
-    ifNoneMatch?.split(",").some((t) => t.trim().replace(/^W\//, "") === `"${version}"`) ?? false;
-  const send = (version: string, body: string) => {
-    c.header("ETag", `"${version}"`);
-    c.header("Cache-Control", "no-cache");
-    if (notModified(version)) return c.body(null, 304);
-    c.header("Content-Type", "application/json");
-    return c.body(body, 200);
-  };
 
-  try {
-    // Hot path: one small read of the version; the body is serialized once per version.
-    const version = await seatMap.version(eventId, sectionId);
-    const memo = bodies.get(key);
-    if (version && memo?.version === version) return send(version, memo.body);
-    const section = await seatMap.getSection(eventId, sectionId);
-    if (!section) throw new ApiError("not_found", `event ${eventId} has no section ${sectionId}`);
-    const body = JSON.stringify(section);
-    if (bodies.size >= 1_000) bodies.clear();
-    bodies.set(key, { version: section.version, body });
-    return send(section.version, body);
-  } catch (err) {
-    if (err instanceof ApiError) throw err;
-    // Redis is down: read the authoritative store directly (slower, still correct). One load per
-    // section at a time in this process, kept a couple of seconds, so a rush is no stampede.
-    c.var.log.debug({ err: (err as Error).message }, "seat-map cache unavailable; reading DynamoDB");
-    const section = await seatMap.sectionFromStore(eventId, sectionId);
-    if (!section) throw new ApiError("not_found", `event ${eventId} has no section ${sectionId}`);
-    return send(section.version, JSON.stringify(section));
+  // Hot path: the page in memory, no await when it is trusted (src/seatmap/pages.ts).
+  const found = sectionPages.get(eventId, sectionId);
+  const page = found instanceof Promise ? await found : found;
+  if (!page) throw new ApiError("not_found", `event ${eventId} has no section ${sectionId}`);
+
+  const encoding = negotiateEncoding(c.req.header("accept-encoding"));
+  const tag = page.etag(format);
+  // A plain Response with a plain header object: @hono/node-server writes it without building web
+  // Headers (c.header() would validate each header through undici, which costs more than the rest
+  // of this route). Headers set by middleware before the handler are not merged into a returned
+  // Response, so the one there is, X-Request-Id, is carried here.
+  const requestId = c.get("requestId");
+  if (matches(c.req.header("if-none-match"), tag)) {
+    return new Response(null, {
+      status: 304,
+      headers: {
+        ETag: encoding === "identity" ? tag : `W/${tag}`,
+        "Cache-Control": "no-cache",
+        Vary: "Accept-Encoding",
+        "X-Request-Id": requestId,
+      },
+    });
   }
+  const pending = page.body(format, encoding);
+  const body = pending instanceof Promise ? await pending : pending;
+  return new Response(body as Uint8Array<ArrayBuffer>, {
+    status: 200,
+    headers:
+      encoding === "identity"
+        ? {
+            ETag: tag,
+            "Cache-Control": "no-cache",
+            Vary: "Accept-Encoding",
+            "Content-Type": "application/json",
+            "Content-Length": String(body.byteLength),
+            "X-Request-Id": requestId,
+          }
+        : {
+            // Weak: the bytes differ from the identity body's, the content does not (RFC 9110 §8.8.1).
+            ETag: `W/${tag}`,
+            "Cache-Control": "no-cache",
+            Vary: "Accept-Encoding",
+            "Content-Type": "application/json",
+            "Content-Encoding": encoding,
+            "Content-Length": String(body.byteLength),
+            "X-Request-Id": requestId,
+          },
+  });
 });
