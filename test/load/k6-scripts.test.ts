@@ -46,7 +46,10 @@ describe("k6 scripts", () => {
     k6.fake.answer = (method: string, url: string) => {
       if (url.endsWith("/queue")) return { status: 201, body: { queueToken: "qt", position: 1, status: "waiting" } };
       if (url.endsWith("/queue/status")) return { status: 200, body: { status: "admitted", accessToken: "at" } };
-      if (url.endsWith("/seats")) return { status: 200, body: { seats: [{ id: "A-1-1", status: "available" }] } };
+      if (/\/seats(\?|$)/.test(url)) {
+        // The compact form the scripts read: one run of one seat, available.
+        return { status: 200, body: { sectionId: "A", version: "1", layout: [[1, 1, 1]], status: "a" } };
+      }
       if (method === "POST" && url.endsWith("/holds")) return { status: 201, body: { holdId: `h_${++hold}xyz` } };
       if (url.endsWith("/purchase")) return { status: 201, body: { status: "confirmed" } };
       return { status: 204 };
