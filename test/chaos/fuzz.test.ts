@@ -16,6 +16,7 @@
  * any body. After the run: the gateway counted no 5xx (/metrics), it is still up, and its RSS
  * grew less than 64 MiB from after the warm-up.
  */
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import fc from "fast-check";
 import { readFileSync } from "node:fs";
 import { signWebhook } from "../../src/payments/webhook.js";
@@ -749,13 +750,30 @@ function describeRequest(req: RawRequest): string {
   return `${head}\n  body (${req.body?.length ?? 0} bytes, Content-Length ${String(req.contentLength)}): ${body}`;
 }
 
+/** The body decoded per its Content-Encoding, or why it cannot be. */
+function decodeBody(body: Buffer, encoding: string | undefined): Buffer | string {
+  const coding = (encoding ?? "identity").trim().toLowerCase();
+  try {
+    if (coding === "identity" || coding === "") return body;
+    if (coding === "br") return brotliDecompressSync(body);
+    if (coding === "gzip" || coding === "x-gzip") return gunzipSync(body);
+    return `a body in Content-Encoding ${coding}, which the request did not offer`;
+  } catch (err) {
+    return `a body that is not valid ${coding}: ${(err as Error).message}`;
+  }
+}
+
 /** Why this answer breaks the property, or null. */
 function violation(outcome: RawOutcome, req: RawRequest, incomplete: boolean): string | null {
   if (outcome.kind === "no_response") {
     return incomplete ? null : `no answer (${outcome.reason} after ${Math.round(outcome.ms)} ms)`;
   }
-  const { status, headers, body } = outcome.response;
-  const text = body.toString("utf8");
+  const { status, headers } = outcome.response;
+  // The fuzzer sends Accept-Encoding, and the seat map honours it: read the body as a client
+  // would, decoded per Content-Encoding. A body that does not decode is a violation too.
+  const decoded = decodeBody(outcome.response.body, headers["content-encoding"]);
+  if (typeof decoded === "string") return `${status}: ${decoded}`;
+  const text = decoded.toString("utf8");
   const leak = leaksInternals(text);
   if (leak) return `${status}: the body leaks ${JSON.stringify(leak)}`;
   if (status >= 500) return `${status} ${text.slice(0, 500)}`;
