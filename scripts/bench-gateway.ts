@@ -5,6 +5,7 @@
  *
  *   npm run bench:gateway                 # spawns its own redis-server and local DynamoDB
  *   BENCH_SECONDS=10 BENCH_CONNECTIONS=64 npm run bench:gateway
+ *   BENCH_GATEWAY_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npm run bench:gateway  # a profile
  *
  * Prints a table, then one JSON line.
  */
@@ -24,7 +25,10 @@ export async function startServer(
   mode: "hello" | "gateway",
   extra: Record<string, string>,
 ): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "scripts/bench-server.ts"], {
+  // BENCH_GATEWAY_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") goes to the gateway's
+  // node only, for a profile of exactly what the table measures.
+  const flags = mode === "gateway" ? (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean) : [];
+  const child = spawn(process.execPath, [...flags, "--import", "tsx", "scripts/bench-server.ts"], {
     env: {
       ...process.env,
       MODE: mode,

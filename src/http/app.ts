@@ -7,10 +7,9 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { MiddlewareHandler } from "hono";
-import { requestId } from "hono/request-id";
 import { InventoryUnavailableError } from "../inventory/index.js";
 import type { AppDeps, AppEnv, CachedReads } from "./context.js";
-import { lazyRequestLog } from "./request-log.js";
+import { requestContext } from "./request-context.js";
 import { ApiError, errorBody } from "./errors.js";
 import { putEventRoute } from "./routes/admin/put-event.js";
 import { statsRoute } from "./routes/admin/stats.js";
@@ -73,26 +72,8 @@ export function buildApp(deps: AppDeps) {
     seenEvents: new Set(),
   };
 
-  // Echoes a client's X-Request-Id when it is sane (word characters, at most 128), else makes one.
-  app.use(requestId({ limitLength: 128 }));
-  const { httpDuration } = deps.metrics;
-  app.use(async (c, next) => {
-    c.set("deps", deps);
-    c.set("reads", reads);
-    const log = lazyRequestLog(deps.logger, c.get("requestId"));
-    c.set("log", log);
-    const started = performance.now();
-    await next();
-    const seconds = (performance.now() - started) / 1000;
-    const method = c.req.method;
-    const route = c.req.routePath;
-    const status = c.res.status;
-    httpDuration.observe({ method, route, status: String(status) }, seconds);
-    // One line per request at debug level (LOG_LEVEL=debug): at on-sale rates info would drown the log.
-    if (deps.logger.isLevelEnabled("debug")) {
-      log.debug({ method, route, status, ms: Math.round(seconds * 1000) }, "request");
-    }
-  });
+  // The request's id, context and duration (src/http/request-context.ts), then the body limit.
+  app.use(requestContext(deps, reads));
   app.use(requestBodyLimit(deps.limits.maxBodyBytes));
 
   // Plain Hono routes (not zod-openapi ones) are described here so the document lists them too.

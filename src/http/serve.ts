@@ -14,7 +14,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { getRequestListener } from "@hono/node-server";
+import { getRequestListener, type Http2Bindings, type HttpBindings } from "@hono/node-server";
 import { ApiError, type ErrorCode, errorBody } from "./errors.js";
 
 export const LISTEN_BACKLOG = 4_096;
@@ -140,7 +140,8 @@ function adapterError(err: unknown): Response {
 }
 
 export async function listenApp(options: {
-  fetch: (request: Request) => Response | Promise<Response>;
+  /** The app's fetch; `env` carries Node's `{incoming, outgoing}` (src/http/request-context.ts uses it). */
+  fetch: (request: Request, env: HttpBindings | Http2Bindings) => Response | Promise<Response>;
   port: number;
   host: string;
   /** Default KEEP_ALIVE_TIMEOUT_MS. */

@@ -713,9 +713,10 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     restoreRoom,
 
     ensureRoom(eventId) {
+      // Called on every seat-map read: the throttle first, the keys only when a look is due.
+      if (!options.restore || !redisReady(redis) || !ensureDue(eventId)) return;
       const k = keysFor(eventId);
-      if (!k || !options.restore || !redisReady(redis)) return;
-      if (!ensureDue(eventId)) return;
+      if (!k) return;
       void (async () => {
         if ((await redis.exists(k.room)) === 0) await restoreRoom(eventId);
       })().catch(() => undefined);
