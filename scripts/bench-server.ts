@@ -3,6 +3,8 @@
  * a core: `hello` is a bare Hono hello-world (the ceiling); `gateway` is the full gateway with
  * rate limits and seat-map stream caps off. Prints one JSON line with `listening` when ready.
  */
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { Redis } from "ioredis";
@@ -12,6 +14,7 @@ import { createDynamoClient } from "../src/dynamodb/client.js";
 import { ensureTable } from "../src/dynamodb/table.js";
 import { buildGatewayDeps } from "../src/gateway.js";
 import { buildApp } from "../src/http/app.js";
+import { listenApp } from "../src/http/serve.js";
 import { createMetrics } from "../src/metrics.js";
 
 const env = z
@@ -25,10 +28,13 @@ const env = z
   })
   .parse(process.env);
 
-let fetchHandler: (req: Request) => Response | Promise<Response>;
+let server: Server;
 if (env.MODE === "hello") {
+  // The ceiling: a bare Hono hello-world on @hono/node-server's own serve().
   const app = new Hono().get("/hello", (c) => c.json({ hello: "world" }));
-  fetchHandler = app.fetch;
+  server = await new Promise<Server>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s as Server));
+  });
 } else {
   const redis = new Redis(env.REDIS_URL!, { enableAutoPipelining: true });
   const subscriber = new Redis(env.REDIS_URL!);
@@ -53,10 +59,9 @@ if (env.MODE === "hello") {
       maxStreamsPerIp: Number.MAX_SAFE_INTEGER,
     },
   });
-  fetchHandler = buildApp(deps).fetch;
+  // Served as src/main.ts serves it: listenApp, with the app's fast path.
+  const app = buildApp(deps);
+  server = (await listenApp({ fetch: app.fetch, fastPath: app.fastPath, port: 0, host: "127.0.0.1" })).server;
 }
-
-const server = serve({ fetch: fetchHandler, port: 0, hostname: "127.0.0.1" }, (info) => {
-  process.stdout.write(`${JSON.stringify({ listening: info.port })}\n`);
-});
+process.stdout.write(`${JSON.stringify({ listening: (server.address() as AddressInfo).port })}\n`);
 process.on("SIGTERM", () => server.close(() => process.exit(0)));

@@ -154,8 +154,10 @@ async function main(): Promise<void> {
 
   let server: import("node:http").Server | undefined;
   if (runGateway) {
+    const app = buildApp(deps);
     const listening = await listenApp({
-      fetch: buildApp(deps).fetch,
+      fetch: app.fetch,
+      fastPath: app.fastPath,
       port: config.port,
       host: config.host,
       keepAliveTimeoutMs: config.httpKeepAliveTimeoutMs,

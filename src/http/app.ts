@@ -29,6 +29,11 @@ import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
 import { pagesRoutes } from "./routes/pages.js";
 import { serviceRoutes } from "./routes/service.js";
 import { ttlCache } from "../ttl-cache.js";
+import type { EventDefinition } from "../inventory/index.js";
+import { sectionFastPath } from "./fast-path.js";
+
+/** The app, and what it answers before Hono when served on Node (pass both to listenApp). */
+export type GatewayApp = ReturnType<typeof buildApp>;
 
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({
@@ -178,7 +183,25 @@ export function buildApp(deps: AppDeps) {
     return c.json(errorBody(err, id), err.status);
   });
 
-  return app;
+  // Sections of events this process has read, as sets (the fast path asks on every request).
+  const sectionSets = new WeakMap<EventDefinition, Set<string>>();
+  const fastPath = sectionFastPath({
+    deps,
+    knownSection(eventId, sectionId) {
+      const cached = reads.event.peek(eventId);
+      if (!cached) return undefined;
+      const event = cached.value;
+      if (!event) return false;
+      let ids = sectionSets.get(event);
+      if (!ids) {
+        ids = new Set(event.sections.map((s) => s.id));
+        sectionSets.set(event, ids);
+      }
+      return ids.has(sectionId);
+    },
+  });
+
+  return Object.assign(app, { fastPath });
 }
 
 /**

@@ -4,6 +4,7 @@ import type { HoldService } from "../claims/hold-service.js";
 import type { EventDefinition, GeneralAdmissionCounts, Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
+import type { TtlCache } from "../ttl-cache.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
 import type { SectionPages } from "../seatmap/pages.js";
@@ -81,7 +82,7 @@ export interface AppDeps {
 
 /** Reads that may be a few seconds stale, cached in this process (built once by buildApp). */
 export interface CachedReads {
-  event(eventId: string): Promise<EventDefinition | null>;
+  event: TtlCache<EventDefinition | null>;
   /** Keyed `<eventId>/<areaId>`. */
   generalAdmission(key: string): Promise<GeneralAdmissionCounts | null>;
   /** Events this process has served, for the per-event gauges of /metrics. */
