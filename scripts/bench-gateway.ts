@@ -16,7 +16,7 @@ import { pathToFileURL } from "node:url";
 import { z } from "zod";
 import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
 import { spawnRedis } from "../src/local/redis.js";
-import { type LoadResult, runLoad } from "./lib/http-load.js";
+import { type LoadOptions, type LoadResult, processCpuMicros, runLoad } from "./lib/http-load.js";
 
 export const ADMIN = "bench-operator-token-000";
 
@@ -124,7 +124,12 @@ export async function admitAll(
   return { queueTokens, accessTokens };
 }
 
-export type GatewayBenchRow = LoadResult & { ceilingRatio?: number; extra?: Record<string, number> };
+export type GatewayBenchRow = LoadResult & {
+  ceilingRatio?: number;
+  extra?: Record<string, number>;
+  /** The Redis server's CPU over the run per request (when the bench spawned it): it shares these cores. */
+  redisCpuMicrosPerRequest?: number;
+};
 
 export interface GatewayBenchOptions {
   redisUrl: string;
@@ -132,6 +137,8 @@ export interface GatewayBenchOptions {
   seconds: number;
   connections: number;
   fans: number;
+  /** The Redis server's pid, when it runs on this machine: its CPU per request is reported too. */
+  redisPid?: number;
 }
 
 /** Bytes of a response body on the wire (no decompression), with the given request headers. */
@@ -165,9 +172,19 @@ export function wireBytes(
 export async function benchGateway(options: GatewayBenchOptions): Promise<GatewayBenchRow[]> {
   const { redisUrl, dynamoEndpoint } = options;
   const load = { connections: options.connections, seconds: options.seconds };
+  const measured = async (run: LoadOptions): Promise<GatewayBenchRow> => {
+    const pid = options.redisPid;
+    const before = pid ? processCpuMicros(pid) : undefined;
+    const result: GatewayBenchRow = await runLoad(run);
+    const after = pid ? processCpuMicros(pid) : undefined;
+    if (before !== undefined && after !== undefined && result.requests > 0) {
+      result.redisCpuMicrosPerRequest = (after - before) / result.requests;
+    }
+    return result;
+  };
   const results: GatewayBenchRow[] = [];
   const hello = await startServer("hello", {});
-  const ceiling = await runLoad({
+  const ceiling = await measured({
     ...load,
     name: "hello world (ceiling)",
     baseUrl: hello.url,
@@ -210,7 +227,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       sizes[`bytes${seats}Br`] = (await wireBytes(url, { "accept-encoding": "br" })).bytes;
     }
     results.push({
-      ...(await runLoad({
+      ...(await measured({
         ...load,
         name: "section seat map (1,000 seats, gzip/br accepted)",
         baseUrl: gw.url,
@@ -220,7 +237,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       extra: sizes,
     });
     results.push(
-      await runLoad({
+      await measured({
         ...load,
         name: "queue status poll",
         baseUrl: gw.url,
@@ -233,7 +250,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     );
     let joined = 0;
     results.push(
-      await runLoad({
+      await measured({
         ...load,
         name: "join (a new fan each)",
         baseUrl: gw.url,
@@ -256,7 +273,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       if (held.status !== 201) throw new Error(`TAKEN-1-${n} not held: ${held.status}`);
     }
     results.push(
-      await runLoad({
+      await measured({
         ...load,
         name: "hold refused by the shield (seat held)",
         baseUrl: gw.url,
@@ -270,7 +287,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       }),
     );
     const before = await holdWrites(gw.url);
-    const holds = await runLoad({
+    const holds = await measured({
       ...load,
       name: "contended holds (20 hot seats)",
       baseUrl: gw.url,
@@ -321,6 +338,7 @@ async function main(): Promise<void> {
       redisUrl: env.REDIS_URL ?? redis!.url,
       dynamoEndpoint: env.DYNAMODB_ENDPOINT ?? dynamo!.endpoint,
       fans: env.BENCH_FANS,
+      ...(redis?.child.pid ? { redisPid: redis.child.pid } : {}),
       ...load,
     });
     const rows = results.map((r) => ({
@@ -330,6 +348,7 @@ async function main(): Promise<void> {
       "p99 ms": r.p99Ms.toFixed(2),
       "x ceiling": (r.ceilingRatio ?? 1).toFixed(3),
       "CPU µs/req": r.cpuMicrosPerRequest === undefined ? "" : r.cpuMicrosPerRequest.toFixed(0),
+      "Redis µs/req": r.redisCpuMicrosPerRequest === undefined ? "" : r.redisCpuMicrosPerRequest.toFixed(0),
       "bytes/resp": r.bytesPerRequest === undefined ? "" : Math.round(r.bytesPerRequest),
       statuses: JSON.stringify(r.statuses),
     }));

@@ -98,6 +98,7 @@ try {
     seconds: env.BENCH_SECONDS,
     connections: env.BENCH_CONNECTIONS,
     fans: env.BENCH_FANS,
+    ...(redisSpawned?.child.pid ? { redisPid: redisSpawned.child.pid } : {}),
   });
   const ceiling = http[0]!;
   for (const r of http) {
@@ -108,6 +109,8 @@ try {
       ...(r === ceiling ? {} : { ceiling: "hello world", ratio: r.ceilingRatio ?? 0 }),
       note: `p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms${
         r.cpuMicrosPerRequest === undefined ? "" : `, ${r.cpuMicrosPerRequest.toFixed(0)} CPU µs/req`
+      }${
+        r.redisCpuMicrosPerRequest === undefined ? "" : ` (+${r.redisCpuMicrosPerRequest.toFixed(0)} in redis-server)`
       }${
         r.extra?.granted !== undefined
           ? `; ${r.extra.granted} granted, ${(r.extra.writesPerGrantedSeat ?? 0).toFixed(2)} DynamoDB writes per granted seat`
