@@ -6,7 +6,8 @@
  */
 import { Api } from "./api.js";
 import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, isEventId } from "./config.js";
-import { byId, clearFlash, flash, formatClock, formatEta, formatMoney, h, plural, randomHex, setText } from "./dom.js";
+import { byId, clearFlash, flash, h, setText } from "./dom.js";
+import { formatClock, formatEta, formatMoney, plural, randomHex } from "./format.js";
 import { SeatMap } from "./seatmap.js";
 import {
   clearSession,
