@@ -2,7 +2,8 @@
  * The fan's page as a state machine, with no DOM. The page is in one stage at a time:
  *
  *   start ──join──▶ wait ──admitted──▶ map ──held──▶ checkout ──paid──▶ done ──restart──▶ start
- *                    ▲ ◀──session ended── map, checkout      checkout ──back, released──▶ map
+ *   wait ◀──session ended── map, checkout;  checkout ──back, released, expired──▶ map;
+ *   start ◀──join refused for good── wait
  *
  * (`NEXT` lists every move; `boot` is the moment before a reload resumes from storage). Inside
  * `checkout` the payment has its own phases (`CheckoutPhase`). The model polls the line, joins and
@@ -27,7 +28,10 @@ export const NEXT: Record<Stage, readonly Stage[]> = {
   done: ["start"],
 };
 
-/** form: ready to pay; paying: an attempt is out; pending: the bank has not answered yet. */
+/**
+ * form: ready to pay; paying: an attempt is out; releasing: the hold is being given back;
+ * pending: the bank has not answered yet (the purchase settles on its own); expired: the hold ran out.
+ */
 export type CheckoutPhase = "form" | "paying" | "releasing" | "pending" | "expired";
 
 export interface FanView {

@@ -95,29 +95,29 @@ export class SeatMap {
       seat: (id) => this.grid.paint(id),
       selection: () => this.renderSelection(),
       message: say,
-      lost: (ids, suggestions) => {
-        const title =
-          ids.length === 1
-            ? `Sorry, another fan just got seat ${ids[0]}.`
-            : `Sorry, other fans just got seats ${listSeats(ids)}.`;
-        const text =
-          suggestions.length === 0
-            ? "There are no free seats left near it in this section; try another section."
-            : `The nearest free ${suggestions.length === 1 ? "seat is" : "seats are"} ${listSeats(suggestions)}.`;
-        const pick = () => {
-          this.model.pickSuggested(suggestions);
-          byId("map-hold").focus();
-        };
-        say(
-          message(
-            "warning",
-            title,
-            text,
-            suggestions.length === 0 ? [] : [{ label: `Pick ${listSeats(suggestions)} instead`, run: pick }],
-          ),
-        );
-      },
+      lost: (ids, suggestions) => say(this.lostMessage(ids, suggestions)),
     };
+  }
+
+  /** Says which seats another fan got and offers the nearest free ones instead. */
+  private lostMessage(ids: string[], suggestions: string[]): Message {
+    const title =
+      ids.length === 1
+        ? `Sorry, another fan just got seat ${ids[0]}.`
+        : `Sorry, other fans just got seats ${listSeats(ids)}.`;
+    if (suggestions.length === 0) {
+      return message("warning", title, "There are no free seats left near it in this section; try another section.");
+    }
+    const pick = () => {
+      this.model.pickSuggested(suggestions);
+      byId("map-hold").focus();
+    };
+    return message(
+      "warning",
+      title,
+      `The nearest free ${suggestions.length === 1 ? "seat is" : "seats are"} ${listSeats(suggestions)}.`,
+      [{ label: `Pick ${listSeats(suggestions)} instead`, run: pick }],
+    );
   }
 
   private renderSelection() {
