@@ -43,14 +43,14 @@ describe("the console's figures", () => {
       sales: 2,
       conflicts: 0.5,
     });
-    // 5 s after the first sample it is still in the window (5 s and a poll's slack): the base.
-    expect(w.add({ at: 5_000, admitted: 50, sold: 0, conflicts: 6 })).toEqual({
+    // 5.4 s after the first sample it is still in the window (5 s and a poll's slack): the base.
+    expect(w.add({ at: 5_400, admitted: 54, sold: 0, conflicts: 5.4 })).toEqual({
       admissions: 10,
       sales: 0,
-      conflicts: 1.2,
+      conflicts: 1,
     });
     // Later, the samples older than the window are gone: the oldest one left is the base.
-    expect(w.add({ at: 9_000, admitted: 90, sold: 8, conflicts: 14 })).toEqual({
+    expect(w.add({ at: 9_400, admitted: 94, sold: 8, conflicts: 13.4 })).toEqual({
       admissions: 10,
       sales: 2,
       conflicts: 2,

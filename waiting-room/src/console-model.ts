@@ -4,6 +4,7 @@
  * doing, and the settings changes (checked and described before the operator confirms them).
  * console.ts draws what it is told and asks the operator to confirm.
  */
+import { Observed } from "./observed.js";
 import type { Api } from "./api.js";
 import { type Message, message } from "./format.js";
 import type { Stats, WaitingRoomInfo, WaitingRoomSettings } from "./types.js";
@@ -139,7 +140,7 @@ export interface ConsoleView {
   clearMessage(): void;
 }
 
-export class ConsoleModel {
+export class ConsoleModel extends Observed<ConsoleView> {
   eventId: string;
   token: string | null;
   connected = false;
@@ -148,23 +149,14 @@ export class ConsoleModel {
   private failures = 0;
   private pollTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly rates = new RateWindow();
-  private observer: ConsoleView | null = null;
 
   constructor(
     private readonly api: Pick<Api, "call">,
     initial: { eventId: string; token: string | null },
   ) {
+    super();
     this.eventId = initial.eventId;
     this.token = initial.token;
-  }
-
-  observe(view: ConsoleView): void {
-    this.observer = view;
-  }
-
-  private get view(): ConsoleView {
-    if (!this.observer) throw new Error("the console model has no view");
-    return this.observer;
   }
 
   async connect(eventId: string): Promise<void> {

@@ -10,6 +10,7 @@
  * re-joins, pays and follows a pending purchase; the view (fan-view.ts) draws the stage it is told
  * and reads what it needs from here.
  */
+import { Observed } from "./observed.js";
 import type { Api, ApiErrorBody, ApiResult } from "./api.js";
 import type { FanSession, StoredPurchase } from "./fan-session.js";
 import { formatClock, type Message, message, randomHex } from "./format.js";
@@ -81,7 +82,7 @@ const SESSION_ENDED = "Your shopping session has ended.";
 /** At most this many re-joins in a row when the line refuses the queue token. */
 const MAX_REJOINS = 3;
 
-export class FanModel {
+export class FanModel extends Observed<FanView> {
   stage: Stage = "boot";
   phase: CheckoutPhase = "form";
   session: FanSession = { fanId: "" };
@@ -93,17 +94,9 @@ export class FanModel {
   private rejoins = 0;
   private purchaseTimer: ReturnType<typeof setTimeout> | undefined;
   private warnedHoldEnding = false;
-  private observer: FanView | null = null;
 
-  constructor(private readonly deps: FanDeps) {}
-
-  observe(view: FanView): void {
-    this.observer = view;
-  }
-
-  private get view(): FanView {
-    if (!this.observer) throw new Error("the fan model has no view");
-    return this.observer;
+  constructor(private readonly deps: FanDeps) {
+    super();
   }
 
   private go(next: Stage, focus = true) {

@@ -9,6 +9,7 @@
  * available was held, one that became sold was held, which is how seats move. The summary is
  * re-read every half minute and whenever the stream reconnects, so any drift is short-lived.
  */
+import { Observed } from "./observed.js";
 import type { Api, ApiErrorBody } from "./api.js";
 import { type Message, message, plural } from "./format.js";
 import {
@@ -66,7 +67,7 @@ export type HoldRequest = { seats: string[] } | { generalAdmission: { id: string
 
 const SESSION_ENDED = "Your shopping session has ended.";
 
-export class SeatMapModel {
+export class SeatMapModel extends Observed<SeatMapObserver> {
   summary: SeatMapSummary | null = null;
   openSectionId: string | null = null;
   /** The open section laid out in rows (the grid, the keyboard and the nearest free seat use it). */
@@ -85,17 +86,9 @@ export class SeatMapModel {
   private stream: { close(): void } | null = null;
   private wasReady = false;
   private resyncTimer: ReturnType<typeof setInterval> | undefined;
-  private observer: SeatMapObserver | null = null;
 
-  constructor(private readonly deps: SeatMapDeps) {}
-
-  observe(observer: SeatMapObserver): void {
-    this.observer = observer;
-  }
-
-  private get view(): SeatMapObserver {
-    if (!this.observer) throw new Error("the seat map model has no view");
-    return this.observer;
+  constructor(private readonly deps: SeatMapDeps) {
+    super();
   }
 
   get maxSeats(): number {
