@@ -18,7 +18,8 @@
   ARGV[5]  the decline reason (ARGV[4] = decline), else ''
   ARGV[6]  the idempotency key itself, kept on the charge for audits
 
-  Returns  { code, value, amount, created }
+  Returns  { code, value, amount, created }, codes from the payment family's one table
+           (src/payments/codes.ts; unique across this script and payment-refund-2):
             1  charged        value = charge id
             2  declined       value = reason
            -1  provider error: nothing recorded or charged; the same key may be retried

@@ -9,9 +9,10 @@ import type { Cluster, Redis } from "ioredis";
 import { z } from "zod";
 import type { Logger } from "../logger.js";
 import { redisReady, trackRedis } from "../redis/availability.js";
+import { registerScripts } from "../redis/scripts.js";
 import { onceEvery } from "../throttle.js";
 import { adviseFan } from "./advice.js";
-import { OUTCOME_MESSAGES, scriptOutcome } from "./codes.js";
+import { OUTCOME_MESSAGES, scriptOutcome, sessionAnswer } from "./codes.js";
 import {
   allKeys,
   isEventId,
@@ -23,7 +24,7 @@ import {
   type WaitingRoomKeys,
 } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
-import { registerScripts, type ScriptName } from "./scripts.js";
+import { type ScriptName, waitingRoomScripts } from "./scripts.js";
 import { createTokenService, type AccessTokenClaims, type QueueTokenClaims, type TokenCheck } from "./tokens.js";
 import type {
   ConfigureInput,
@@ -63,8 +64,6 @@ export interface WaitingRoomOptions {
   /** The gateway secret (at least 32 bytes) that signs queue and access tokens. */
   secret: string | Uint8Array;
   logger?: Logger;
-  /** Where the .lua files are; default lua/waiting-room/ of this repository. */
-  luaDir?: string;
   queueTokenTtlSeconds?: number;
   /**
    * Where a room that Redis lost is configured again from: the event's stored settings (the
@@ -285,7 +284,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   const { redis } = options;
   trackRedis(redis);
   const log = options.logger?.child({ module: "waiting-room" });
-  const run = registerScripts(redis, options.luaDir);
+  const run = registerScripts(redis, waitingRoomScripts);
   const tokens = createTokenService({
     secret: options.secret,
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
@@ -699,14 +698,14 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       if (!k) return { ok: true, active: false, decided: true };
       return guarded("isSessionActive", eventId, async () => {
         const mode = epoch === undefined ? "strict" : "epoch";
-        const { reply } = await script("sessionActive", [k.room, k.active], [sessionId, epoch ?? "", mode]);
-        if (reply === 3) {
+        const answer = sessionAnswer(await run("sessionActive", [k.room, k.active], [sessionId, epoch ?? "", mode]));
+        if (answer === "no_room") {
           // No room: Redis lost it. Bring it back for the fans still in line; this claim goes on.
           void restoreRoom(eventId).catch(() => undefined);
           return { ok: true as const, active: false, decided: false };
         }
-        if (reply === 2) return { ok: true as const, active: false, decided: false };
-        return { ok: true as const, active: reply === 1, decided: true };
+        if (answer === "other_epoch") return { ok: true as const, active: false, decided: false };
+        return { ok: true as const, active: answer === "active", decided: true };
       });
     },
 
