@@ -16,15 +16,16 @@
                          idempotencyKey = the key the charge was made under
            -4  no such charge; nothing refunded
 
-  Time comes from redis.call('TIME') so every instance shares one clock.
+  Time comes from Redis (includes/now-ms.lua) so every instance shares one clock.
 ]]
+--- @include "now-ms"
+
 local charge = redis.call('HMGET', KEYS[1], 'amount', 'key', 'refundId')
 if not charge[1] then return { -4 } end
 local amount = tonumber(charge[1])
 if charge[3] then return { 3, charge[3], amount, 0, charge[2] } end
 
-local t = redis.call('TIME')
-local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local at = now_ms()
 redis.call('HSET', KEYS[1], 'refundId', ARGV[1], 'refundedAt', at, 'refundKey', ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'refunded', charge[1])
 redis.call('HINCRBY', KEYS[2], 'refunds', 1)

@@ -44,6 +44,27 @@ describe("script files", () => {
     expect(readScript("waiting-room/update-settings-9").command).toBe("waitingRoomUpdateSettings");
     expect(readScript("shield-n").numberOfKeys).toBeUndefined();
   });
+  it("read Redis time only through the one shared include, inlined once per script", () => {
+    const clock = "local function now_ms()\n  local t = redis.call('TIME')";
+    let timed = 0;
+    for (const file of files) {
+      const { lua } = readScript(file);
+      const reads = lua.match(/= redis\.call\('TIME'\)/g) ?? [];
+      expect(reads.length, file).toBeLessThanOrEqual(1);
+      if (reads.length === 1) {
+        expect(lua, file).toContain(clock);
+        timed++;
+      }
+    }
+    expect(timed).toBeGreaterThanOrEqual(8);
+  });
+
+  it("inline each include once, whoever names it", () => {
+    const { lua } = readScript(waitingRoomScripts.files.status);
+    for (const fn of ["now_ms", "load_room", "get_fan", "admit", "tick", "fan_view", "take_token"]) {
+      expect(lua.match(new RegExp(`^local function ${fn}\\(`, "gm")), fn).toHaveLength(1);
+    }
+  });
 });
 
 describe("registerScripts", () => {
