@@ -53,9 +53,19 @@ export const notFound: NotFound = { ok: false, reason: "not_found" };
 
 export const issuesOf = (error: z.ZodError) => error.issues.map((i) => `${i.path.join(".") || "input"}: ${i.message}`);
 
+/** Events whose keys are remembered: every poll asks, and building nine strings each time showed. */
+const KEYS_REMEMBERED = 1_000;
+const rememberedKeys = new Map<string, Readonly<WaitingRoomKeys>>();
+
 /** The event's keys, or null for an id that is not an event id (answered `not_found`). */
-export function keysFor(eventId: string): WaitingRoomKeys | null {
-  return isEventId(eventId) ? waitingRoomKeys(eventId) : null;
+export function keysFor(eventId: string): Readonly<WaitingRoomKeys> | null {
+  const known = rememberedKeys.get(eventId);
+  if (known) return known;
+  if (!isEventId(eventId)) return null;
+  if (rememberedKeys.size >= KEYS_REMEMBERED) rememberedKeys.clear();
+  const keys = Object.freeze(waitingRoomKeys(eventId));
+  rememberedKeys.set(eventId, keys);
+  return keys;
 }
 
 export function createRoomContext(redis: Redis | Cluster, log: Logger | undefined, tokens: TokenService): RoomContext {
