@@ -18,6 +18,7 @@
  * is an `idempotency_mismatch` error and charges nothing. Keys are `pay:{<namespace>}:...`, one
  * hash tag for all of them, every one passed in KEYS.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { createHash, randomBytes } from "node:crypto";
 import type { Logger } from "../logger.js";
 import { neverSent, redisReady, trackRedis } from "../redis/availability.js";
@@ -114,12 +115,8 @@ function newId(prefix: string): string {
   return `${prefix}_${randomBytes(12).toString("base64url")}`;
 }
 
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    // Unreferenced: a pending slow answer must not hold a shutting-down process open.
-    setTimeout(resolve, ms).unref();
-  });
-}
+// Unreferenced: a pending slow answer must not hold a shutting-down process open.
+const delay = (ms: number): Promise<void> => sleep(ms, undefined, { ref: false });
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
