@@ -14,6 +14,7 @@ import { ensureTable } from "../src/dynamodb/table.js";
 import { createInventory, type Hold } from "../src/inventory/index.js";
 import { SEAT_HOLD_CONDITION, SEAT_HOLD_UPDATE } from "../src/inventory/holds.js";
 import { spawnLocalDynamoDB, type SpawnedDynamoDB } from "../src/local/dynamodb.js";
+import { timed } from "./lib/in-flight.js";
 
 const OPS = Number(process.env.BENCH_OPS ?? 3_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
@@ -27,17 +28,6 @@ interface Row {
   /** perSecond / the raw rate it compares with. */
   ratio?: number;
   note?: string;
-}
-
-async function timed(n: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, n) }, async () => {
-      while (next < n) await fn(next++);
-    }),
-  );
-  return performance.now() - started;
 }
 
 const rate = (ops: number, ms: number) => Math.round((ops / ms) * 1000);
