@@ -109,8 +109,11 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
 
 const luaString = (s: string) => `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`;
 
-/** wrk, one thread (the server has the other core), the requests cycled from a Lua table. */
-async function runWrk(options: LoadOptions): Promise<LoadResult> {
+/**
+ * The Lua script wrk runs: the requests as a table it cycles through (or `wrkRequest`'s body), a
+ * count per status, and at the end the figures as one JSON object written to `out`.
+ */
+function wrkScript(options: LoadOptions, out: string): string {
   const distinct = options.wrkRequest ? 0 : (options.distinct ?? 2_000);
   const host = new URL(options.baseUrl).host;
   const lines: string[] = [];
@@ -125,12 +128,7 @@ async function runWrk(options: LoadOptions): Promise<LoadResult> {
       `wrk.format(${luaString(r.method ?? "GET")},${luaString(r.path)},{${h}},${r.body ? luaString(r.body) : "nil"})`,
     );
   }
-  const dir = mkdtempSync(join(tmpdir(), "bench-wrk-"));
-  const script = join(dir, "run.lua");
-  const out = join(dir, "out.json");
-  writeFileSync(
-    script,
-    `local reqs = {\n${lines.join(",\n")}\n}
+  return `local reqs = {\n${lines.join(",\n")}\n}
 local n = #reqs
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
@@ -156,8 +154,15 @@ function done(summary, latency, requests)
     table.concat(parts, ",")))
   f:close()
 end
-`,
-  );
+`;
+}
+
+/** wrk, one thread (the server has the other core), the requests cycled from a Lua table. */
+async function runWrk(options: LoadOptions): Promise<LoadResult> {
+  const dir = mkdtempSync(join(tmpdir(), "bench-wrk-"));
+  const script = join(dir, "run.lua");
+  const out = join(dir, "out.json");
+  writeFileSync(script, wrkScript(options, out));
   try {
     await new Promise<void>((resolve, reject) => {
       const child = spawn(
