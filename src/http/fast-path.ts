@@ -50,7 +50,13 @@ export function sectionFastPath({ deps, knownSection }: FastPathDeps): NodeFastP
     const format: SectionFormat = match[3] === "compact" ? "compact" : "json";
     if (knownSection(eventId, sectionId) !== true) return false;
     const page = sectionPages.get(eventId, sectionId);
-    if (!page || page instanceof Promise) return false;
+    if (page instanceof Promise) {
+      // A page being read: the app answers (its read shares this one). This promise is dropped,
+      // so a failure of it must not surface as an unhandled rejection: the app's read reports it.
+      page.catch(() => undefined);
+      return false;
+    }
+    if (!page) return false;
     const given = incoming.headers["x-request-id"];
     const requestId = typeof given === "string" && SANE_REQUEST_ID.test(given) ? given : randomUUID();
     const answer = sectionAnswer(page, format, {
@@ -58,7 +64,11 @@ export function sectionFastPath({ deps, knownSection }: FastPathDeps): NodeFastP
       ifNoneMatch: joined(incoming.headers["if-none-match"]),
       requestId,
     });
-    if (answer instanceof Promise) return false;
+    if (answer instanceof Promise) {
+      // A body being compressed for the first time: the same, the app awaits the same body.
+      answer.catch(() => undefined);
+      return false;
+    }
     // As the route: fans on the seat map may be the only ones asking for a room Redis lost.
     waitingRoom.ensureRoom(eventId);
     outgoing.writeHead(answer.status, answer.headers);

@@ -8,7 +8,12 @@
  */
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import pino from "pino";
+import { sectionFastPath } from "../../src/http/fast-path.js";
 import { listenApp } from "../../src/http/serve.js";
+import { createMetrics } from "../../src/metrics.js";
+import type { SectionPages } from "../../src/seatmap/pages.js";
 import {
   type AdmittedFan,
   admitFans,
@@ -237,5 +242,41 @@ describe("the section fast path", () => {
     expect(granted.map((id) => statuses[id])).toEqual(granted.map(() => "held"));
     // Versions only move forward for each reader (a version seen again after a newer one would repeat).
     for (const seen of versionsSeen) expect(new Set(seen).size).toBe(seen.length);
+  });
+});
+
+describe("the section fast path, on its own", () => {
+  it("declines a page that is still being read and leaves no rejection behind when that read fails", async () => {
+    const failed: unknown[] = [];
+    const onUnhandled = (reason: unknown) => failed.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const pages: SectionPages = {
+        get: () => Promise.reject(new Error("neither the cache nor DynamoDB answered")),
+        stats: () => ({ pages: 0, events: 0 }),
+        close: () => undefined,
+      };
+      const fast = sectionFastPath({
+        deps: {
+          sectionPages: pages,
+          waitingRoom: { ensureRoom: () => undefined } as never,
+          metrics: createMetrics(),
+          logger: pino({ level: "silent" }),
+        },
+        knownSection: () => true,
+      });
+      const incoming = { method: "GET", url: "/v1/events/e1/sections/A/seats", headers: {} } as IncomingMessage;
+      const outgoing = {
+        writeHead: () => {
+          throw new Error("the fast path wrote an answer");
+        },
+      } as unknown as ServerResponse;
+      expect(fast(incoming, outgoing)).toBe(false);
+      // Long enough for an unhandled rejection to be reported.
+      await new Promise((r) => setTimeout(r, 50));
+      expect(failed).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
   });
 });
