@@ -163,7 +163,7 @@ export function buildApp(deps: AppDeps) {
     else if (clientWentAway(thrown, c.req.raw)) {
       // The client closed the connection while its body was being read: nobody reads this answer,
       // and it is no server error.
-      c.var.log?.debug({ err: (thrown as Error).message }, "client closed the connection mid-request");
+      c.get("log")?.debug({ err: (thrown as Error).message }, "client closed the connection mid-request");
       err = new ApiError("invalid_request", "the connection closed before the request body arrived");
     } else if (thrown instanceof InventoryUnavailableError) {
       err = new ApiError("unavailable", "seat inventory unavailable; retry", { retryAfter: 1 });
@@ -175,11 +175,11 @@ export function buildApp(deps: AppDeps) {
       );
     } else {
       // Never a stack trace to the client; the log keeps it.
-      (c.var.log ?? deps.logger).error({ err: thrown }, "unhandled error");
+      (c.get("log") ?? deps.logger).error({ err: thrown }, "unhandled error");
       err = new ApiError("internal_error", "internal error");
     }
     if (err.retryAfter !== undefined) c.header("Retry-After", String(err.retryAfter));
-    if (err.status >= 500) c.var.log?.warn({ code: err.code, details: err.details }, err.message);
+    if (err.status >= 500) c.get("log")?.warn({ code: err.code, details: err.details }, err.message);
     return c.json(errorBody(err, id), err.status);
   });
 

@@ -149,6 +149,15 @@ describe("the body limit, over a socket", () => {
   });
 });
 
+describe("routing", () => {
+  it("every route fits Hono's RegExpRouter (one refused path sends the whole app to the slower TrieRouter)", async () => {
+    expect((await gw.app.request("/docs/assets/init.js")).status).toBe(200);
+    const router = gw.app.router as unknown as { name: string; activeRouter: { name: string } };
+    expect(router.name).toContain("SmartRouter");
+    expect(router.activeRouter.name).toBe("RegExpRouter");
+  });
+});
+
 describe("the request id, set on Node's response", () => {
   const id = (res: RawResponse) => res.headers["x-request-id"];
   it("every kind of answer carries exactly one X-Request-Id, the client's when sane, and the body's", async () => {

@@ -48,7 +48,7 @@ const route = createRoute({
 
 export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const { inventory, waitingRoom, purchaseCounts } = c.var.deps;
+  const { inventory, waitingRoom, purchaseCounts } = c.get("deps");
   const [counts, room, purchases] = await Promise.all([
     inventory.eventCounts(eventId),
     waitingRoom.stats(eventId),
