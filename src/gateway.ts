@@ -7,6 +7,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DescribeTableCommand } from "@aws-sdk/client-dynamodb";
 import type { Redis } from "ioredis";
 import { createHoldService } from "./claims/hold-service.js";
+import { createSeatMapWrites } from "./claims/seat-map-writes.js";
 import { instrumentDynamo } from "./dynamodb/instrument.js";
 import type { AppDeps, GatewayLimits } from "./http/context.js";
 import { createStreamSlots } from "./http/stream-slots.js";
@@ -165,6 +166,7 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     ...(options.dynamoRequestBudgetMs ? { requestBudgetMs: options.dynamoRequestBudgetMs } : {}),
   });
   const seatMap = createSeatMapCache({ redis, source: sectionSource(inventory), metrics, logger });
+  const seatMapWrites = createSeatMapWrites({ seatMap, logger });
   const waitingRoom = createWaitingRoom({
     redis,
     secret: options.gatewaySecret,
@@ -184,7 +186,7 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     inventory,
     payments: withTimeout(payments, paymentTimeoutMs),
     waitingRoom,
-    seatMap,
+    seatMapWrites,
     metrics,
     logger,
     paymentTimeoutMs,
@@ -203,12 +205,14 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
     inventory,
     waitingRoom,
     seatMap,
+    seatMapWrites,
     relay,
     sectionPages: createSectionPages({ seatMap, relay, logger, ...options.sectionPages }),
     streams: createStreamSlots(limits),
     holds: createHoldService({
       inventory,
       seatMap,
+      seatMapWrites,
       metrics,
       logger,
       ...(options.shieldLeaseMs ? { leaseMs: options.shieldLeaseMs } : {}),

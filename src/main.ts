@@ -129,6 +129,7 @@ async function main(): Promise<void> {
         redisUrl: services.redisUrl,
         inventory: deps.inventory,
         seatMap: deps.seatMap,
+        seatMapWrites: deps.seatMapWrites,
         purchases: deps.purchases,
         paymentTimeoutMs: config.paymentTimeoutMs,
         logger: log,

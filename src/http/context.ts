@@ -1,6 +1,7 @@
 /** What every request handler can reach through `c.var`, and the app's type. */
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { HoldService } from "../claims/hold-service.js";
+import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import type { EventDefinition, GeneralAdmissionCounts, Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
@@ -53,6 +54,8 @@ export interface AppDeps {
   inventory: Inventory;
   waitingRoom: WaitingRoom;
   seatMap: SeatMapCache;
+  /** The seat-map write-through every claim, confirmation and sweep tells. */
+  seatMapWrites: SeatMapWrites;
   relay: SeatChangeRelay;
   /** Section seat maps kept in this process's memory, serialized and compressed once per version. */
   sectionPages: SectionPages;

@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { iso, toEvent } from "./items.js";
 import { ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
+import { TRANSACTION_MAX_ITEMS } from "./limits.js";
 import { parseEventInput } from "./schema.js";
 import {
   backoff,
@@ -33,8 +34,6 @@ import type {
 const BUILD_LEASE_MS = 15 * 60_000;
 const BATCH_SIZE = 25;
 const BATCH_ATTEMPTS = 12;
-/** Conditional layout writes of a replacement go in transactions of this many items (DynamoDB's limit). */
-const TRANSACTION_SIZE = 100;
 /** How long a gateway keeps an on-sale event's layout (createEventCache). */
 export const EVENT_CACHE_MS = 60_000;
 /** The default request budget: DYNAMODB_TIMEOUT_MS x DYNAMODB_MAX_ATTEMPTS at their defaults. */
@@ -86,37 +85,70 @@ export async function saveRoomSettings(
 
 export interface SaleEvent {
   event: EventDefinition;
+  /** Layout complete and onSaleAt passed, by the inventory's clock at the time of asking. */
   onSale: boolean;
   sections: Map<string, SectionInput>;
   areas: Map<string, GeneralAdmissionInput>;
 }
 
 /**
- * The event as the hold path needs it. Once an event is on sale and its layout complete it can
- * never be replaced again, so its layout is immutable and safe to cache: holds then cost no read
- * of the (single, hot) event item.
+ * How long this process keeps an event that is not on sale yet. The operator may still replace it
+ * (a PUT in this process forgets it at once), so another gateway may serve the old version for
+ * this long: only ever a refusal (a replacement is refused within the replacement guard of the
+ * stored on-sale, so an old version read here is never one on sale).
  */
-export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS) {
-  const cache = new Map<string, { sale: SaleEvent; until: number }>();
-  return async function loadForSale(eventId: string): Promise<SaleEvent | null> {
-    const now = ctx.clock();
-    const hit = cache.get(eventId);
-    if (hit && hit.until > Date.now()) return hit.sale;
+export const MUTABLE_EVENT_CACHE_MS = 2_000;
+
+export interface EventCache {
+  /** The event as the hold path needs it, or null for an unknown event. */
+  forSale(eventId: string): Promise<SaleEvent | null>;
+  /** Drops the cached version (a replacement or creation in this process). */
+  forget(eventId: string): void;
+}
+
+/**
+ * The one cache of events in this process: the hold path prices seats with it and the HTTP reads
+ * (seat map, stream) serve it. Once an event is on sale and its layout complete it can never be
+ * replaced again, so its layout is immutable and kept `ttlMs` (EVENT_CACHE_MS, on which the
+ * replacement guard is built): holds then cost no read of the (single, hot) event item. Any other
+ * version is kept MUTABLE_EVENT_CACHE_MS at most. Concurrent misses share one read.
+ */
+export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
+  type Layout = Omit<SaleEvent, "onSale">;
+  const cache = new Map<string, { layout: Promise<Layout | null>; until: number }>();
+  const load = async (eventId: string): Promise<Layout | null> => {
+    if (!ID_PATTERN.test(eventId)) return null;
     const item = await getEventItem(ctx, eventId);
     if (!item) return null;
     const event = toEvent(item);
-    const onSale = event.layoutComplete && Date.parse(event.onSaleAt) <= now;
-    const sale: SaleEvent = {
+    return {
       event,
-      onSale,
       sections: new Map(event.sections.map((s) => [s.id, s])),
       areas: new Map(event.generalAdmission.map((g) => [g.id, g])),
     };
-    if (onSale) {
-      if (cache.size > 1_000) cache.clear();
-      cache.set(eventId, { sale, until: Date.now() + ttlMs });
+  };
+  const onSale = (event: EventDefinition) => event.layoutComplete && Date.parse(event.onSaleAt) <= ctx.clock();
+  const miss = async (eventId: string): Promise<Layout | null> => {
+    if (cache.size > 1_000) cache.clear();
+    const entry = { layout: load(eventId), until: Date.now() + Math.min(ttlMs, MUTABLE_EVENT_CACHE_MS) };
+    cache.set(eventId, entry);
+    try {
+      const layout = await entry.layout;
+      if (layout && onSale(layout.event)) entry.until = Date.now() + ttlMs;
+      return layout;
+    } catch (err) {
+      // A failed read is not kept.
+      if (cache.get(eventId) === entry) cache.delete(eventId);
+      throw err;
     }
-    return sale;
+  };
+  return {
+    async forSale(eventId) {
+      const hit = cache.get(eventId);
+      const layout = hit && hit.until > Date.now() ? await hit.layout : await miss(eventId);
+      return layout ? { ...layout, onSale: onSale(layout.event) } : null;
+    },
+    forget: (eventId) => void cache.delete(eventId),
   };
 }
 
@@ -440,7 +472,8 @@ async function writeCarefully(
   onDone: (done: LayoutWrite[], taken: LayoutWrite[]) => void,
 ): Promise<void> {
   const chunks: LayoutWrite[][] = [];
-  for (let i = 0; i < writes.length; i += TRANSACTION_SIZE) chunks.push(writes.slice(i, i + TRANSACTION_SIZE));
+  for (let i = 0; i < writes.length; i += TRANSACTION_MAX_ITEMS)
+    chunks.push(writes.slice(i, i + TRANSACTION_MAX_ITEMS));
   await mapLimit(chunks, concurrency, async (chunk) => {
     let pending = chunk;
     const taken: LayoutWrite[] = [];

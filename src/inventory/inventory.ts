@@ -34,7 +34,7 @@ import {
   markOutboxPublished,
 } from "./outbox.js";
 import { countAvailable, eventCounts, getGeneralAdmission, listSectionSeats, type SeatPageOptions } from "./reads.js";
-import { createCtx } from "./store.js";
+import { createCtx, guard } from "./store.js";
 import { sweepExpired } from "./sweep.js";
 import type {
   ChargeStartResult,
@@ -64,7 +64,7 @@ export interface InventoryOptions {
   tableName: string;
   /** Epoch ms; defaults to Date.now. Every expiry decision uses it. */
   clock?: Clock;
-  /** How long an on-sale event's layout is cached in this process (default 60 s). */
+  /** How long an on-sale event's layout is cached in this process (default 60 s; 0: never). */
   eventCacheMs?: number;
   /**
    * The longest one DynamoDB request may take, every attempt counted (default 5 s x 3). With the
@@ -76,22 +76,29 @@ export interface InventoryOptions {
 export interface Inventory {
   /** Creates an event and writes all its seats, or replaces one that is not on sale yet. */
   createEvent(eventId: string, input: EventInput, options?: CreateEventOptions): Promise<CreateEventResult>;
+  /** A consistent read of the event item (the waiting room's restore, the seat-map loader, audits). */
   getEvent(eventId: string): Promise<EventDefinition | null>;
+  /**
+   * The event from this process's one event cache (events.ts): kept 60 s once on sale (it can no
+   * longer change), 2 s before (a replacement elsewhere shows within that; here, at once).
+   */
+  cachedEvent(eventId: string): Promise<EventDefinition | null>;
   /** Keeps the operator's waiting-room settings on the event (restored with them after a Redis loss). */
   saveRoomSettings(eventId: string, settings: Omit<OperatorRoomSettings, "updatedAt">): Promise<boolean>;
 
   /**
    * All or nothing, one transaction (the seats, the hold record, the fan's ledger). Refused with
    * `seat_limit_exceeded` when the fan's held and bought seats at this event plus these would pass
-   * maxSeatsPerFan, however many holds the fan has in flight.
+   * maxSeatsPerFan, however many holds the fan has in flight (limits.ts), and with
+   * `invalid_request` when a seat is named twice. `holdSeconds`: default the event's.
    */
-  hold(eventId: string, fanId: string, seatIds: string[], holdSeconds: number): Promise<HoldResult>;
+  hold(eventId: string, fanId: string, seatIds: string[], holdSeconds?: number): Promise<HoldResult>;
   holdGeneralAdmission(
     eventId: string,
     fanId: string,
     areaId: string,
     quantity: number,
-    holdSeconds: number,
+    holdSeconds?: number,
   ): Promise<HoldResult>;
   /** Idempotent. Seats go back only while this hold still holds them. */
   release(eventId: string, holdId: string, fanId: string): Promise<ReleaseResult>;
@@ -158,13 +165,22 @@ export interface Inventory {
 
 export function createInventory(options: InventoryOptions): Inventory {
   const ctx = createCtx(options.client, options.tableName, options.clock ?? Date.now);
-  const loadForSale = createEventCache(ctx, options.eventCacheMs);
+  const events = createEventCache(ctx, options.eventCacheMs);
+  const loadForSale = events.forSale;
   // Every gateway caches an on-sale event this long (the default unless a test says otherwise).
   const replaceGuardMs =
     Math.max(options.eventCacheMs ?? 0, EVENT_CACHE_MS) + (options.requestBudgetMs ?? DEFAULT_REQUEST_BUDGET_MS);
   return {
-    createEvent: (eventId, input, opts) => createEvent(ctx, eventId, input, opts, replaceGuardMs),
+    createEvent: async (eventId, input, opts) => {
+      try {
+        return await createEvent(ctx, eventId, input, opts, replaceGuardMs);
+      } finally {
+        // A version read while the layout was written (or before) must not outlive the write here.
+        events.forget(eventId);
+      }
+    },
     getEvent: (eventId) => getEvent(ctx, eventId),
+    cachedEvent: (eventId) => guard("cachedEvent", async () => (await events.forSale(eventId))?.event ?? null),
     saveRoomSettings: (eventId, settings) => saveRoomSettings(ctx, eventId, settings),
     hold: (eventId, fanId, seatIds, holdSeconds) => hold(ctx, loadForSale, eventId, fanId, seatIds, holdSeconds),
     holdGeneralAdmission: (eventId, fanId, areaId, quantity, holdSeconds) =>

@@ -42,7 +42,7 @@ import { type Inventory, InventoryUnavailableError, type Purchase, REFUND_DUE } 
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { PaymentProvider } from "../payments/provider.js";
-import type { SeatMapCache } from "../seatmap/cache.js";
+import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
 
 export type PurchaseOutcome =
@@ -82,7 +82,7 @@ export interface PurchaseSagaDeps {
   /** Already wrapped with withTimeout(PAYMENT_TIMEOUT_MS). */
   payments: PaymentProvider;
   waitingRoom: Pick<WaitingRoom, "completeSession">;
-  seatMap: Pick<SeatMapCache, "apply">;
+  seatMapWrites: Pick<SeatMapWrites, "sold">;
   metrics: Metrics;
   logger: Logger;
   reconciler?: ReconcileScheduler;
@@ -204,12 +204,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     if (confirmed.ok) {
       if (!confirmed.alreadyConfirmed) {
         metrics.purchases.inc({ outcome: "confirmed" });
-        deps.seatMap
-          .apply(
-            eventId,
-            confirmed.purchase.seats.map((id) => ({ id, status: "sold" as const })),
-          )
-          .catch((err: unknown) => logger.warn({ err: (err as Error).message, purchaseId }, "seat-map update failed"));
+        void deps.seatMapWrites.sold(eventId, confirmed.purchase.seats);
       }
       await completeSession(eventId, sessionId);
       return { kind: "confirmed", purchase: confirmed.purchase };

@@ -117,6 +117,7 @@ export async function startGateway(options: {
         redisUrl,
         inventory: deps.inventory,
         seatMap: deps.seatMap,
+        seatMapWrites: deps.seatMapWrites,
         purchases: deps.purchases,
         paymentTimeoutMs,
         logger,

@@ -60,7 +60,14 @@ describe("hold: seats", () => {
         { id: "B", tier: "Balcony", price: 7_000, rows: 2, seatsPerRow: 5 },
       ],
     });
-    const hold = held(await fx.inventory.hold(eventId, "fan-1", ["A-1-1", "A-1-2", "B-2-5", "A-1-1"], 480));
+    // A seat named twice is refused, not merged (API.md: the fan asked for something else).
+    expect(await fx.inventory.hold(eventId, "fan-1", ["A-1-1", "A-1-2", "B-2-5", "A-1-1"], 480)).toEqual({
+      ok: false,
+      reason: "invalid_request",
+      message: "a seat is named twice",
+    });
+    expect((await seatsOf(eventId)).get("A-1-1")?.status).toBe("available");
+    const hold = held(await fx.inventory.hold(eventId, "fan-1", ["A-1-1", "A-1-2", "B-2-5"], 480));
     expect(hold.seats).toEqual(["A-1-1", "A-1-2", "B-2-5"]);
     expect(hold.amount).toBe(15_000 * 2 + 7_000);
 

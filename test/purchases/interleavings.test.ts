@@ -61,7 +61,7 @@ function sagaOver(payments: PaymentProvider, inv: Inventory = inventory): Purcha
     inventory: inv,
     payments: withTimeout(payments, PAYMENT_TIMEOUT_MS),
     waitingRoom: { completeSession: async () => ({ ok: true, ended: true }) as never },
-    seatMap: { apply: async () => {} },
+    seatMapWrites: { sold: async () => {} },
     metrics: createMetrics(),
     logger: silent,
     paymentTimeoutMs: PAYMENT_TIMEOUT_MS,

@@ -278,7 +278,7 @@ async function runOne(script: Script, batches: Op[][]): Promise<void> {
     inventory: sagaStore,
     payments: provider,
     waitingRoom: { completeSession: async () => ({ ok: true }) as never },
-    seatMap: { apply: async () => {} },
+    seatMapWrites: { sold: async () => {} },
     metrics: createMetrics(),
     logger: silent,
     paymentTimeoutMs: PAYMENT_TIMEOUT_MS,

@@ -25,6 +25,7 @@ import { createInventory, type Hold, SWEEP_SHARDS, type SweepResult } from "../.
 import { createMetrics } from "../../src/metrics.js";
 import { createSeatMapCache } from "../../src/seatmap/cache.js";
 import { sweepJob } from "../../src/workers/workers.js";
+import { createSeatMapWrites } from "../../src/claims/seat-map-writes.js";
 
 const SWEEPERS = 3;
 const ROWS = 10;
@@ -66,7 +67,7 @@ function sweeper() {
     metrics: createMetrics(),
     logger: pino({ level: "silent" }),
   });
-  return { inventory, seatMap };
+  return { inventory, seatMap, seatMapWrites: createSeatMapWrites({ seatMap, logger: pino({ level: "silent" }) }) };
 }
 
 function held(result: { ok: true; hold: Hold } | { ok: false; reason: string }): Hold {
@@ -93,12 +94,21 @@ describe("three sweepers at once", () => {
     });
     const live = new Set([0, 7, 19, 29]); // a few holds that outlive the sweep
     const seatHolds = await mapLimit(seatGroups, 12, async (seats, i) =>
-      held(await holds.holdSeats(eventId, `fan${i}`, seats, live.has(i) ? 600 : 1)),
+      held(await holds.holdSeats({ eventId, fanId: `fan${i}`, seatIds: seats, holdSeconds: live.has(i) ? 600 : 1 })),
     );
     const gaHolds = await mapLimit(
       Array.from({ length: 48 }, (_, i) => i),
       12,
-      async (i) => held(await holds.holdGeneralAdmission(eventId, `ga${i}`, "GA", 1 + (i % 4), i % 12 === 0 ? 600 : 1)),
+      async (i) =>
+        held(
+          await holds.holdGeneralAdmission({
+            eventId,
+            fanId: `ga${i}`,
+            areaId: "GA",
+            quantity: 1 + (i % 4),
+            holdSeconds: i % 12 === 0 ? 600 : 1,
+          }),
+        ),
     );
     const expiredSeats = seatHolds.filter((_, i) => !live.has(i)).flatMap((h) => h.seats);
     const liveSeats = seatHolds.filter((_, i) => live.has(i)).flatMap((h) => h.seats);
