@@ -35,7 +35,7 @@ export async function ensureDemoEvent(deps: {
   waitingRoom: WaitingRoom;
   logger: Logger;
 }): Promise<boolean> {
-  const existing = await deps.inventory.getEvent(DEMO_EVENT_ID);
+  const existing = await deps.inventory.events.get({ eventId: DEMO_EVENT_ID });
   if (existing?.layoutComplete) {
     // Redis may be new (nothing persisted there); the room is configured again from the event.
     await deps.waitingRoom.configure(DEMO_EVENT_ID, { ...existing.waitingRoom, onSaleAt: existing.onSaleAt });
@@ -44,7 +44,9 @@ export async function ensureDemoEvent(deps: {
   const input = demoEvent(new Date(Date.now() + 30_000));
   const log = deps.logger.child({ eventId: DEMO_EVENT_ID });
   let last = 0;
-  const result = await deps.inventory.createEvent(DEMO_EVENT_ID, input, {
+  const result = await deps.inventory.events.create({
+    eventId: DEMO_EVENT_ID,
+    input,
     onProgress: (p) => {
       if (Date.now() - last < 1_000 && p.written < p.total) return;
       last = Date.now();

@@ -99,12 +99,14 @@ export function sectionSource(inventory: Inventory) {
       sectionId: string,
       options: { consistent?: boolean } = {},
     ): Promise<SeatRow[] | null> {
-      const event = await inventory.getEvent(eventId);
+      const event = await inventory.events.get({ eventId });
       if (!event?.sections.some((s) => s.id === sectionId)) return null;
       const rows: SeatRow[] = [];
       let cursor: string | undefined;
       do {
-        const page = await inventory.listSectionSeats(eventId, sectionId, {
+        const page = await inventory.seats.listSection({
+          eventId,
+          sectionId,
           ...options,
           ...(cursor === undefined ? {} : { cursor }),
         });
@@ -120,7 +122,7 @@ export function sectionSource(inventory: Inventory) {
       } while (cursor);
       return rows;
     },
-    countAvailable: (eventId: string, sectionId: string) => inventory.countAvailable(eventId, sectionId),
+    countAvailable: (eventId: string, sectionId: string) => inventory.seats.countAvailable({ eventId, sectionId }),
   };
 }
 
@@ -131,7 +133,7 @@ export function sectionSource(inventory: Inventory) {
  */
 export function roomSource(inventory: Inventory) {
   return async (eventId: string) => {
-    const event = await inventory.getEvent(eventId);
+    const event = await inventory.events.get({ eventId });
     if (!event?.layoutComplete) return null;
     // The operator's latest settings when there are any (PATCH keeps them on the event), else the PUT's.
     const operator = event.roomSettings;
@@ -250,6 +252,6 @@ export function buildGatewayDeps(options: GatewayOptions): AppDeps {
       },
       dynamodb: { check: async () => void (await dynamo.send(new DescribeTableCommand({ TableName: tableName }))) },
     },
-    purchaseCounts: (eventId) => inventory.countPurchases(eventId),
+    purchaseCounts: (eventId) => inventory.purchases.count({ eventId }),
   };
 }

@@ -139,7 +139,7 @@ async function main(): Promise<void> {
 
   if (config.demoEvent && runGateway) {
     const created = await ensureDemoEvent(deps);
-    const demo = await deps.inventory.getEvent(DEMO_EVENT_ID);
+    const demo = await deps.inventory.events.get({ eventId: DEMO_EVENT_ID });
     if (demo) {
       await deps
         .scheduleEvent?.(

@@ -88,7 +88,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       }
       try {
         // One seat or many, a hold is one transaction: the seats, the hold record and the fan's ledger.
-        const result = await counted("hold", () => inventory.hold(eventId, fanId, seatIds, holdSeconds));
+        const result = await counted("hold", () => inventory.holds.holdSeats({ eventId, fanId, seatIds, holdSeconds }));
         if (result.ok) {
           void seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
         } else if (result.reason === "seat_unavailable") {
@@ -102,10 +102,10 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
     },
 
     holdGeneralAdmission: ({ eventId, fanId, areaId, quantity, holdSeconds }) =>
-      counted("hold", () => inventory.holdGeneralAdmission(eventId, fanId, areaId, quantity, holdSeconds)),
+      counted("hold", () => inventory.holds.holdGeneralAdmission({ eventId, fanId, areaId, quantity, holdSeconds })),
 
     async release({ eventId, holdId, fanId }) {
-      const result = await counted("release", () => inventory.release(eventId, holdId, fanId));
+      const result = await counted("release", () => inventory.holds.release({ eventId, holdId, fanId }));
       if (result.ok) void seatMapWrites.released(eventId, result.releasedSeats);
       return result;
     },

@@ -56,7 +56,7 @@ export function buildApp(deps: AppDeps) {
   };
   const reads: CachedReads = {
     event: ttlCache(2_000, async (eventId) => {
-      const event = await deps.inventory.getEvent(eventId);
+      const event = await deps.inventory.events.get({ eventId });
       if (event) {
         schedule(
           eventId,
@@ -68,7 +68,7 @@ export function buildApp(deps: AppDeps) {
     }),
     generalAdmission: ttlCache(1_000, (key) => {
       const [eventId = "", areaId = ""] = key.split("/");
-      return deps.inventory.getGeneralAdmission(eventId, areaId);
+      return deps.inventory.seats.generalAdmission({ eventId, areaId });
     }),
     seenEvents: new Set(),
   };

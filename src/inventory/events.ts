@@ -24,6 +24,7 @@ import type {
   CreateEventOptions,
   CreateEventResult,
   EventDefinition,
+  EventRef,
   EventInput,
   GeneralAdmissionInput,
   OperatorRoomSettings,
@@ -532,4 +533,38 @@ async function batchWrite(
     }
     onDone(chunk);
   });
+}
+
+/** The event aggregate: the event item and its layout (seats and areas are written with it). */
+export interface EventStore {
+  /** Creates an event and writes all its seats, or replaces one that is not on sale yet. */
+  create(args: EventRef & { input: EventInput } & CreateEventOptions): Promise<CreateEventResult>;
+  /** A consistent read of the event item (the waiting room's restore, the seat-map loader, audits). */
+  get(args: EventRef): Promise<EventDefinition | null>;
+  /**
+   * The event from this process's one event cache (createEventCache): kept 60 s once on sale (it
+   * can no longer change), 2 s before (a replacement elsewhere shows within that; here, at once).
+   */
+  cached(args: EventRef): Promise<EventDefinition | null>;
+  /**
+   * Keeps the operator's waiting-room settings on the event (restored with them after a Redis
+   * loss). False when there is no such event.
+   */
+  saveRoomSettings(args: EventRef & { settings: Omit<OperatorRoomSettings, "updatedAt"> }): Promise<boolean>;
+}
+
+export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: number): EventStore {
+  return {
+    async create({ eventId, input, ...options }) {
+      try {
+        return await createEvent(ctx, eventId, input, options, replaceGuardMs);
+      } finally {
+        // A version read while the layout was written (or before) must not outlive the write here.
+        cache.forget(eventId);
+      }
+    },
+    get: ({ eventId }) => getEvent(ctx, eventId),
+    cached: ({ eventId }) => guard("cachedEvent", async () => (await cache.forSale(eventId))?.event ?? null),
+    saveRoomSettings: ({ eventId, settings }) => saveRoomSettings(ctx, eventId, settings),
+  };
 }

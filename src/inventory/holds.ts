@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { GetCommand, UpdateCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
-import type { SaleEvent } from "./events.js";
+import type { EventCache, SaleEvent } from "./events.js";
 import { seatExists } from "./events.js";
 import { countFan, FAN_ATTEMPTS, type FanEntry, fanHoldAction, readFan, removeFanEntry } from "./fans.js";
 import { iso, toHold } from "./items.js";
@@ -32,8 +32,8 @@ import {
   type TransactItem,
 } from "./store.js";
 import { overLimit } from "./limits.js";
-import { reclaimExpiredAdmissions } from "./sweep.js";
-import type { Hold, HoldResult, ReleaseResult } from "./types.js";
+import { reclaimExpiredAdmissions, sweepExpired } from "./sweep.js";
+import type { EventRef, Hold, HoldResult, ReleaseResult, SweepResult } from "./types.js";
 
 const SINGLE_WRITE_ATTEMPTS = 6;
 
@@ -448,4 +448,35 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
     if (stored.status === "released") await removeFanEntry(ctx, eventId, fanId, holdId);
     return { ok: true, hold: toHold(stored, now), releasedSeats: [] };
   });
+}
+
+/** The hold aggregate: holds of seats and of general-admission places, and their expiry. */
+export interface HoldStore {
+  /**
+   * All or nothing, one transaction (the seats, the hold record, the fan's ledger). Refused with
+   * `seat_limit_exceeded` when the fan's held and bought seats at this event plus these would pass
+   * maxSeatsPerFan, however many holds the fan has in flight (limits.ts), and with
+   * `invalid_request` when a seat is named twice. `holdSeconds`: default the event's.
+   */
+  holdSeats(args: EventRef & { fanId: string; seatIds: string[]; holdSeconds?: number }): Promise<HoldResult>;
+  holdGeneralAdmission(
+    args: EventRef & { fanId: string; areaId: string; quantity: number; holdSeconds?: number },
+  ): Promise<HoldResult>;
+  /** Idempotent. Seats go back only while this hold still holds them. */
+  release(args: EventRef & { holdId: string; fanId: string }): Promise<ReleaseResult>;
+  get(args: EventRef & { holdId: string }): Promise<Hold | null>;
+  /** Resets expired holds of one shard (0..SWEEP_SHARDS-1); `now` defaults to the clock. */
+  sweepExpired(args: EventRef & { shard: number; now?: number }): Promise<SweepResult>;
+}
+
+export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
+  return {
+    holdSeats: ({ eventId, fanId, seatIds, holdSeconds }) =>
+      hold(ctx, events.forSale, eventId, fanId, seatIds, holdSeconds),
+    holdGeneralAdmission: ({ eventId, fanId, areaId, quantity, holdSeconds }) =>
+      holdGeneralAdmission(ctx, events.forSale, eventId, fanId, areaId, quantity, holdSeconds),
+    release: ({ eventId, holdId, fanId }) => release(ctx, eventId, holdId, fanId),
+    get: ({ eventId, holdId }) => getHold(ctx, eventId, holdId),
+    sweepExpired: ({ eventId, shard, now }) => sweepExpired(ctx, eventId, shard, now ?? ctx.clock()),
+  };
 }

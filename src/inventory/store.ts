@@ -1,7 +1,9 @@
 /**
- * The inventory's only contact with the SDK: the document client, the error classification that
- * turns SDK exceptions into values, and the retry policy for transactions that collide.
- * Nothing from here is exported past src/inventory/index.ts.
+ * What every inventory module shares of the SDK: the document client, the error classification
+ * that turns SDK exceptions into values, and the retry policy for transactions that collide. The
+ * aggregate modules (events, holds, fans, purchases, outbox, reads, sweep) build their own
+ * commands with @aws-sdk/lib-dynamodb and send them through `ctx.doc`; the SDK stops at the
+ * inventory's edge: nothing SDK-shaped is exported past src/inventory/index.ts.
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import {

@@ -42,7 +42,7 @@ export interface Workers {
 }
 
 export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrites">, job: SweepJob) {
-  const result = await deps.inventory.sweepExpired(job.eventId, job.shard);
+  const result = await deps.inventory.holds.sweepExpired({ eventId: job.eventId, shard: job.shard });
   await deps.seatMapWrites.released(job.eventId, result.releasedSeats);
   return result;
 }
@@ -84,7 +84,11 @@ export async function reconcileJob(
   for (const filter of [{ status: "pending" as const }, { refundDue: true }]) {
     let cursor: string | undefined;
     do {
-      const page = await deps.inventory.listPurchases(job.eventId, { ...filter, ...(cursor ? { cursor } : {}) });
+      const page = await deps.inventory.purchases.list({
+        eventId: job.eventId,
+        ...filter,
+        ...(cursor ? { cursor } : {}),
+      });
       for (const p of page.purchases) {
         const outcome = await deps.purchases.resolve(job.eventId, p.purchaseId, { minAgeMs }).catch(() => null);
         const kind = outcome?.kind ?? "error";

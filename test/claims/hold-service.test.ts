@@ -74,7 +74,7 @@ async function newEvent(): Promise<string> {
   // the inventory has expired is expired for the shield too, and a live one is live for both.
   fx.clock.set(Date.now() - 60_000);
   const eventId = uniqueEventId("rel");
-  expect((await inventory.createEvent(eventId, eventInput(fx.clock, { holdSeconds: 2 }))).ok).toBe(true);
+  expect((await inventory.events.create({ eventId, input: eventInput(fx.clock, { holdSeconds: 2 }) })).ok).toBe(true);
   // Warm the cache so updates are applied to a loaded section.
   expect(await cachedStatus(eventId, "A-1-1")).toBe("available");
   return eventId;

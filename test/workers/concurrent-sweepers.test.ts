@@ -144,7 +144,7 @@ describe("three sweepers at once", () => {
     expect(all.reduce((n, r) => n + r.generalAdmissionQuantityReturned, 0)).toBe(
       expiredGa.reduce((n, h) => n + quantity(h), 0),
     );
-    expect(await inventory.getGeneralAdmission(eventId, "GA")).toMatchObject({
+    expect(await inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toMatchObject({
       capacity,
       held: liveGa,
       available: capacity - liveGa,
@@ -152,16 +152,19 @@ describe("three sweepers at once", () => {
     });
 
     // Live holds untouched; stored statuses and the available index true again.
-    const seats = new Map((await inventory.listSectionSeats(eventId, "A"))!.seats.map((s) => [s.id, s]));
+    const seats = new Map(
+      (await inventory.seats.listSection({ eventId, sectionId: "A" }))!.seats.map((s) => [s.id, s]),
+    );
     for (const id of liveSeats) expect(seats.get(id)?.status, id).toBe("held");
-    const counts = (await inventory.eventCounts(eventId))!;
+    const counts = (await inventory.seats.eventCounts({ eventId }))!;
     expect(counts.seats).toMatchObject({
       total: TOTAL_SEATS,
       held: liveSeats.length,
       expiredHolds: 0,
       available: TOTAL_SEATS - liveSeats.length,
     });
-    for (const h of gaHolds.filter(isLive)) expect((await inventory.getHold(eventId, h.holdId))?.status).toBe("held");
+    for (const h of gaHolds.filter(isLive))
+      expect((await inventory.holds.get({ eventId, holdId: h.holdId }))?.status).toBe("held");
 
     // A second round of all three finds nothing left to do.
     const again = (

@@ -46,7 +46,9 @@ export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
   const log = c.var.log.child({ eventId });
 
   let lastLogged = 0;
-  const result = await inventory.createEvent(eventId, input, {
+  const result = await inventory.events.create({
+    eventId,
+    input,
     onProgress: (p) => {
       const now = Date.now();
       if (now - lastLogged < 1_000 && p.written + p.deleted < p.total) return;

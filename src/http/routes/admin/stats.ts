@@ -50,7 +50,7 @@ export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => 
   const { eventId } = c.req.valid("param");
   const { inventory, waitingRoom, purchaseCounts } = c.var.deps;
   const [counts, room, purchases] = await Promise.all([
-    inventory.eventCounts(eventId),
+    inventory.seats.eventCounts({ eventId }),
     waitingRoom.stats(eventId),
     purchaseCounts(eventId),
   ]);

@@ -136,6 +136,6 @@ async function refuseEndedSession(c: Context<AppEnv>, claims: AccessTokenClaims,
   const { eventId, fanId, sessionId, epoch } = claims;
   const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "");
   if (!active.ok || !active.decided || active.active) return;
-  if (await inventory.getPurchase(eventId, purchaseIdOf(eventId, fanId, key))) return;
+  if (await inventory.purchases.get({ eventId, purchaseId: purchaseIdOf(eventId, fanId, key) })) return;
   throw new ApiError("unauthenticated", "this session has ended; it can start no new purchase");
 }
