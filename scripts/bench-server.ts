@@ -5,14 +5,12 @@
  */
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
-import { Redis } from "ioredis";
 import pino from "pino";
 import { z } from "zod";
-import { createDynamoClient } from "../src/dynamodb/client.js";
 import { ensureTable } from "../src/dynamodb/table.js";
-import { buildGatewayDeps } from "../src/gateway.js";
 import { buildApp } from "../src/http/app.js";
 import { createMetrics } from "../src/metrics.js";
+import { buildServices } from "../src/services.js";
 
 const env = z
   .object({
@@ -30,15 +28,10 @@ if (env.MODE === "hello") {
   const app = new Hono().get("/hello", (c) => c.json({ hello: "world" }));
   fetchHandler = app.fetch;
 } else {
-  const redis = new Redis(env.REDIS_URL!, { enableAutoPipelining: true });
-  const subscriber = new Redis(env.REDIS_URL!);
-  const dynamo = createDynamoClient({ endpoint: env.DYNAMODB_ENDPOINT, region: "us-east-1" });
-  await ensureTable(dynamo, env.DYNAMODB_TABLE);
-  const deps = buildGatewayDeps({
-    redis,
-    subscriber,
-    dynamo,
-    tableName: env.DYNAMODB_TABLE,
+  const services = buildServices({
+    redisUrl: env.REDIS_URL!,
+    redisOptions: { enableAutoPipelining: true },
+    dynamodb: { endpoint: env.DYNAMODB_ENDPOINT, region: "us-east-1", table: env.DYNAMODB_TABLE },
     logger: pino({ level: "warn" }),
     metrics: createMetrics(),
     adminToken: env.ADMIN_TOKEN,
@@ -53,7 +46,8 @@ if (env.MODE === "hello") {
       maxStreamsPerIp: Number.MAX_SAFE_INTEGER,
     },
   });
-  fetchHandler = buildApp(deps).fetch;
+  await ensureTable(services.clients.dynamo, env.DYNAMODB_TABLE);
+  fetchHandler = buildApp(services).fetch;
 }
 
 const server = serve({ fetch: fetchHandler, port: 0, hostname: "127.0.0.1" }, (info) => {

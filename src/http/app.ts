@@ -45,30 +45,16 @@ export function buildApp(deps: AppDeps) {
     },
   });
 
-  const scheduledAt = new Map<string, number>();
-  const schedule = (eventId: string, sectionIds: string[]) => {
-    if (!deps.scheduleEvent || (scheduledAt.get(eventId) ?? 0) > Date.now()) return;
-    scheduledAt.set(eventId, Date.now() + 60_000);
-    deps.scheduleEvent(eventId, sectionIds).catch((err: unknown) => {
-      scheduledAt.delete(eventId);
-      deps.logger.warn({ err: (err as Error).message, eventId }, "could not schedule the event's background jobs");
-    });
-  };
   const reads: CachedReads = {
-    event: ttlCache(2_000, async (eventId) => {
-      const event = await deps.inventory.events.get({ eventId });
-      if (event) {
-        schedule(
-          eventId,
-          event.sections.map((s) => s.id),
-        );
-        if (reads.seenEvents.size < 1_000) reads.seenEvents.add(eventId);
-      }
+    // The process's one event cache (src/inventory/events.ts): the claim path reads it too.
+    event: async (eventId) => {
+      const event = await deps.events.cached(eventId);
+      if (event && reads.seenEvents.size < 1_000) reads.seenEvents.add(eventId);
       return event;
-    }),
+    },
     generalAdmission: ttlCache(1_000, (key) => {
       const [eventId = "", areaId = ""] = key.split("/");
-      return deps.inventory.seats.generalAdmission({ eventId, areaId });
+      return deps.events.generalAdmission(eventId, areaId);
     }),
     seenEvents: new Set(),
   };

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { GSI1 } from "../dynamodb/table.js";
 import { iso, toEvent } from "./items.js";
 import { ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
 import { TRANSACTION_MAX_ITEMS } from "./limits.js";
@@ -17,6 +18,7 @@ import {
   type Item,
   mapLimit,
   optNum,
+  queryPages,
   transact,
   type TransactItem,
 } from "./store.js";
@@ -307,6 +309,8 @@ export async function createEvent(
       buildLeaseUntil: now + BUILD_LEASE_MS,
       staleSections,
       staleAreas,
+      GSI1PK: keys.eventsPartition,
+      GSI1SK: keys.eventSortKey(iso(Date.parse(def.onSaleAt)), eventId),
     };
 
     try {
@@ -551,6 +555,12 @@ export interface EventStore {
    * loss). False when there is no such event.
    */
   saveRoomSettings(args: EventRef & { settings: Omit<OperatorRoomSettings, "updatedAt"> }): Promise<boolean>;
+  /**
+   * Events with a complete layout, latest on-sale first, at most `limit` (GSI1, eventually
+   * consistent): for startup work, never for a request. Events stored before the index existed
+   * are not listed.
+   */
+  list(args: { limit: number }): Promise<EventDefinition[]>;
 }
 
 export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: number): EventStore {
@@ -566,5 +576,25 @@ export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: nu
     get: ({ eventId }) => getEvent(ctx, eventId),
     cached: ({ eventId }) => guard("cachedEvent", async () => (await cache.forSale(eventId))?.event ?? null),
     saveRoomSettings: ({ eventId, settings }) => saveRoomSettings(ctx, eventId, settings),
+    list: ({ limit }) => listEvents(ctx, limit),
   };
+}
+
+async function listEvents(ctx: Ctx, limit: number): Promise<EventDefinition[]> {
+  return guard("listEvents", async () => {
+    const events: EventDefinition[] = [];
+    for await (const page of queryPages(ctx, {
+      IndexName: GSI1,
+      KeyConditionExpression: "GSI1PK = :pk",
+      ExpressionAttributeValues: { ":pk": keys.eventsPartition },
+      ScanIndexForward: false,
+    })) {
+      for (const item of page.Items ?? []) {
+        const event = toEvent(item);
+        if (event.layoutComplete) events.push(event);
+        if (events.length >= limit) return events;
+      }
+    }
+    return events;
+  });
 }

@@ -17,6 +17,7 @@ import {
   type Ctx,
   guard,
   type Item,
+  queryPages,
   transact,
   type TransactItem,
 } from "./store.js";
@@ -532,21 +533,14 @@ export async function countPurchases(ctx: Ctx, eventId: string): Promise<Record<
   return guard("countPurchases", async () => {
     await Promise.all(
       statuses.map(async (status) => {
-        let start: Record<string, unknown> | undefined;
-        do {
-          const out = await ctx.doc.send(
-            new QueryCommand({
-              TableName: ctx.tableName,
-              IndexName: GSI1,
-              KeyConditionExpression: "GSI1PK = :pk AND begins_with(GSI1SK, :status)",
-              ExpressionAttributeValues: { ":pk": keys.purchasesPartition(eventId), ":status": `${status}#` },
-              Select: "COUNT",
-              ...(start ? { ExclusiveStartKey: start } : {}),
-            }),
-          );
-          counts[status] += out.Count ?? 0;
-          start = out.LastEvaluatedKey;
-        } while (start);
+        for await (const page of queryPages(ctx, {
+          IndexName: GSI1,
+          KeyConditionExpression: "GSI1PK = :pk AND begins_with(GSI1SK, :status)",
+          ExpressionAttributeValues: { ":pk": keys.purchasesPartition(eventId), ":status": `${status}#` },
+          Select: "COUNT",
+        })) {
+          counts[status] += page.Count ?? 0;
+        }
       }),
     );
     return counts;

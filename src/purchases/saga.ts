@@ -148,6 +148,10 @@ export function requestFingerprint(holdId: string, paymentToken: string): string
 
 export interface PurchaseSaga {
   purchase(request: PurchaseRequest): Promise<PurchaseOutcome>;
+  /** The purchase as stored (consistent), or null. */
+  find(eventId: string, purchaseId: string): Promise<Purchase | null>;
+  /** Purchases of an event by status, from the authoritative store. */
+  counts(eventId: string): Promise<Record<Purchase["status"], number>>;
   /**
    * Drives a pending purchase to its end from the provider's own answer (lookup), for the
    * reconciler and the webhook. `minAgeMs`: leave it alone if younger (a charge may be in flight).
@@ -345,6 +349,9 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   }
 
   return {
+    find: (eventId, purchaseId) => inventory.purchases.get({ eventId, purchaseId }),
+    counts: (eventId) => inventory.purchases.count({ eventId }),
+
     async purchase(request) {
       const { eventId, fanId, holdId } = request;
       const purchaseId = purchaseIdOf(eventId, fanId, request.idempotencyKey);

@@ -56,16 +56,13 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
   c.var.log.info({ eventId, settings: s }, "waiting-room settings changed");
   // Kept on the event too, so a room that Redis loses comes back with them (RELIABILITY.md). The
   // change is in force already; if DynamoDB cannot take it now, only that safety net is missing.
-  await c.var.deps.inventory.events
-    .saveRoomSettings({
-      eventId,
-      settings: {
-        admitPerSecond: s.admitPerSecond,
-        maxActive: s.maxActive,
-        sessionSeconds: s.sessionSeconds,
-        abandonSeconds: s.abandonSeconds,
-        paused: s.paused,
-      },
+  await c.var.deps.events
+    .saveRoomSettings(eventId, {
+      admitPerSecond: s.admitPerSecond,
+      maxActive: s.maxActive,
+      sessionSeconds: s.sessionSeconds,
+      abandonSeconds: s.abandonSeconds,
+      paused: s.paused,
     })
     .catch((err: unknown) =>
       c.var.log.warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),

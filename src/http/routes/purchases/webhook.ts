@@ -33,7 +33,12 @@ export const webhookRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =
     throw new ApiError("unauthenticated", `webhook signature refused: ${reading.reason}`);
   }
   const event = reading.event;
-  if (!(await webhooks.firstDelivery(event.id))) return c.json({ received: true as const, duplicate: true }, 200);
+  const delivery = await webhooks.firstDelivery(event.id);
+  if (delivery === "unknown") {
+    // Without the dedup record a delivery cannot be told from a repeat: the provider retries.
+    throw new ApiError("unavailable", "webhook deduplication unavailable; deliver again later", { retryAfter: 5 });
+  }
+  if (delivery === "duplicate") return c.json({ received: true as const, duplicate: true }, 200);
 
   try {
     const purchaseId = event.data.idempotencyKey;
