@@ -86,9 +86,9 @@ try {
     const sections = Math.ceil(SEATS / 2_000);
     let reports = 0;
     const started = performance.now();
-    const created = await inventory.createEvent(
-      "bench_big",
-      {
+    const created = await inventory.events.create({
+      eventId: "bench_big",
+      input: {
         name: "Bench",
         onSaleAt: new Date(Date.now() + 3_600_000).toISOString(),
         holdSeconds: 480,
@@ -103,8 +103,8 @@ try {
         generalAdmission: [],
         waitingRoom,
       },
-      { onProgress: () => reports++ },
-    );
+      onProgress: () => reports++,
+    });
     const ms = performance.now() - started;
     if (!created.ok) throw new Error(`createEvent failed: ${JSON.stringify(created)}`);
     rows.push({
@@ -120,14 +120,17 @@ try {
   const perRow = 50;
   const selfRace = Math.min(OPS, 1_000);
   const benchRows = Math.ceil((2 * OPS + 4 * Math.floor(OPS / 2) + selfRace + 1) / perRow);
-  const created = await inventory.createEvent("bench", {
-    name: "Bench",
-    onSaleAt,
-    holdSeconds: 3_600,
-    maxSeatsPerFan: 8,
-    sections: [{ id: "B", tier: "T", price: 100, rows: benchRows, seatsPerRow: perRow }],
-    generalAdmission: [],
-    waitingRoom,
+  const created = await inventory.events.create({
+    eventId: "bench",
+    input: {
+      name: "Bench",
+      onSaleAt,
+      holdSeconds: 3_600,
+      maxSeatsPerFan: 8,
+      sections: [{ id: "B", tier: "T", price: 100, rows: benchRows, seatsPerRow: perRow }],
+      generalAdmission: [],
+      waitingRoom,
+    },
   });
   if (!created.ok) throw new Error(`createEvent failed: ${JSON.stringify(created)}`);
   let cursor = 0;
@@ -217,7 +220,12 @@ try {
   const singleSeats = nextSeats(OPS);
   const singleHolds: Hold[] = [];
   const holdMs = await timed(OPS, CONCURRENCY, async (i) => {
-    const r = await inventory.hold("bench", `fan-${i}`, [singleSeats[i]!], 3_600);
+    const r = await inventory.holds.holdSeats({
+      eventId: "bench",
+      fanId: `fan-${i}`,
+      seatIds: [singleSeats[i]!],
+      holdSeconds: 3_600,
+    });
     if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
     singleHolds[i] = r.hold;
   });
@@ -231,7 +239,12 @@ try {
   // The same fans again: their ledger exists, so it is a conditional Update on its version.
   const againSeats = nextSeats(OPS);
   const againMs = await timed(OPS, CONCURRENCY, async (i) => {
-    const r = await inventory.hold("bench", `fan-${i}`, [againSeats[i]!], 3_600);
+    const r = await inventory.holds.holdSeats({
+      eventId: "bench",
+      fanId: `fan-${i}`,
+      seatIds: [againSeats[i]!],
+      holdSeconds: 3_600,
+    });
     if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
   });
   addRow("hold, 1 seat, distinct seats, the fan's second hold (fan item Update)", OPS, againMs, rawDistinct);
@@ -240,7 +253,12 @@ try {
   const multiSeats = Array.from({ length: multi }, () => nextSeats(4));
   const multiHolds: Hold[] = [];
   const multiMs = await timed(multi, CONCURRENCY, async (i) => {
-    const r = await inventory.hold("bench", `mfan-${i}`, multiSeats[i]!, 3_600);
+    const r = await inventory.holds.holdSeats({
+      eventId: "bench",
+      fanId: `mfan-${i}`,
+      seatIds: multiSeats[i]!,
+      holdSeconds: 3_600,
+    });
     if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
     multiHolds[i] = r.hold;
   });
@@ -249,13 +267,23 @@ try {
   // --- confirms on distinct seats: pending purchases first (timed on their own), then confirm ---
   const pendingMs = await timed(OPS, CONCURRENCY, async (i) => {
     const h = singleHolds[i]!;
-    const r = await inventory.createPendingPurchase("bench", h.holdId, h.fanId, `pur_${i}`);
+    const r = await inventory.purchases.createPending({
+      eventId: "bench",
+      holdId: h.holdId,
+      fanId: h.fanId,
+      purchaseId: `pur_${i}`,
+    });
     if (!r.ok) throw new Error(`pending failed: ${JSON.stringify(r)}`);
   });
   addRow("createPendingPurchase (reads + conditional Put)", OPS, pendingMs, rawDistinct);
   const confirmMs = await timed(OPS, CONCURRENCY, async (i) => {
     const h = singleHolds[i]!;
-    const r = await inventory.confirm("bench", h.holdId, h.fanId, `pur_${i}`);
+    const r = await inventory.purchases.confirm({
+      eventId: "bench",
+      holdId: h.holdId,
+      fanId: h.fanId,
+      purchaseId: `pur_${i}`,
+    });
     if (!r.ok || r.alreadyConfirmed) throw new Error(`confirm failed: ${JSON.stringify(r)}`);
   });
   addRow("confirm, 1 seat, distinct seats (2 reads + TransactWriteItems, 5 actions)", OPS, confirmMs, rawDistinct);
@@ -264,7 +292,12 @@ try {
   const [hotSeat] = nextSeats(1);
   let hotWins = 0;
   const hotMs = await timed(OPS, CONCURRENCY, async (i) => {
-    const r = await inventory.hold("bench", `hot-${i}`, [hotSeat!], 3_600);
+    const r = await inventory.holds.holdSeats({
+      eventId: "bench",
+      fanId: `hot-${i}`,
+      seatIds: [hotSeat!],
+      holdSeconds: 3_600,
+    });
     if (r.ok) hotWins++;
     else if (r.reason !== "seat_unavailable") throw new Error(`hot hold: ${JSON.stringify(r)}`);
   });
@@ -277,7 +310,12 @@ try {
   let raceWins = 0;
   let raceRefused = 0;
   const raceMs = await timed(selfRace, CONCURRENCY, async (i) => {
-    const r = await inventory.hold("bench", "racer", [raceSeats[i]!], 3_600);
+    const r = await inventory.holds.holdSeats({
+      eventId: "bench",
+      fanId: "racer",
+      seatIds: [raceSeats[i]!],
+      holdSeconds: 3_600,
+    });
     if (r.ok) raceWins++;
     else if (r.reason === "seat_limit_exceeded") raceRefused++;
     else throw new Error(`self race: ${JSON.stringify(r)}`);
@@ -293,11 +331,21 @@ try {
   // Hot confirm: the same purchase confirmed by many at once (retries, double clicks, two
   // gateways): they all pass the pre-reads together and meet at the transaction.
   const hot = multiHolds[0]!;
-  await inventory.createPendingPurchase("bench", hot.holdId, hot.fanId, "pur_hot");
+  await inventory.purchases.createPending({
+    eventId: "bench",
+    holdId: hot.holdId,
+    fanId: hot.fanId,
+    purchaseId: "pur_hot",
+  });
   let committed = 0;
   const hotConfirms = Math.min(OPS, 1_000);
   const hotConfirmMs = await timed(hotConfirms, hotConfirms, async () => {
-    const r = await inventory.confirm("bench", hot.holdId, hot.fanId, "pur_hot");
+    const r = await inventory.purchases.confirm({
+      eventId: "bench",
+      holdId: hot.holdId,
+      fanId: hot.fanId,
+      purchaseId: "pur_hot",
+    });
     if (!r.ok) throw new Error(`hot confirm: ${JSON.stringify(r)}`);
     if (!r.alreadyConfirmed) committed++;
   });

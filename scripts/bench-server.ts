@@ -7,15 +7,13 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
-import { Redis } from "ioredis";
 import pino from "pino";
 import { z } from "zod";
-import { createDynamoClient } from "../src/dynamodb/client.js";
 import { ensureTable } from "../src/dynamodb/table.js";
-import { buildGatewayDeps } from "../src/gateway.js";
 import { buildApp } from "../src/http/app.js";
 import { listenApp } from "../src/http/serve.js";
 import { createMetrics } from "../src/metrics.js";
+import { buildServices } from "../src/services.js";
 
 const env = z
   .object({
@@ -36,15 +34,10 @@ if (env.MODE === "hello") {
     const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s as Server));
   });
 } else {
-  const redis = new Redis(env.REDIS_URL!, { enableAutoPipelining: true });
-  const subscriber = new Redis(env.REDIS_URL!);
-  const dynamo = createDynamoClient({ endpoint: env.DYNAMODB_ENDPOINT, region: "us-east-1" });
-  await ensureTable(dynamo, env.DYNAMODB_TABLE);
-  const deps = buildGatewayDeps({
-    redis,
-    subscriber,
-    dynamo,
-    tableName: env.DYNAMODB_TABLE,
+  const services = buildServices({
+    redisUrl: env.REDIS_URL!,
+    redisOptions: { enableAutoPipelining: true },
+    dynamodb: { endpoint: env.DYNAMODB_ENDPOINT, region: "us-east-1", table: env.DYNAMODB_TABLE },
     logger: pino({ level: "warn" }),
     metrics: createMetrics(),
     adminToken: env.ADMIN_TOKEN,
@@ -59,8 +52,9 @@ if (env.MODE === "hello") {
       maxStreamsPerIp: Number.MAX_SAFE_INTEGER,
     },
   });
+  await ensureTable(services.clients.dynamo, env.DYNAMODB_TABLE);
   // Served as src/main.ts serves it: listenApp, with the app's fast path.
-  const app = buildApp(deps);
+  const app = buildApp(services);
   server = (await listenApp({ fetch: app.fetch, fastPath: app.fastPath, port: 0, host: "127.0.0.1" })).server;
 }
 process.stdout.write(`${JSON.stringify({ listening: (server.address() as AddressInfo).port })}\n`);

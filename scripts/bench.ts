@@ -224,7 +224,7 @@ try {
     const sellSeconds = ((lastSaleAt || performance.now()) - sellStarted) / 1000;
     const after = await (await fetch(`${gw.url}/metrics`)).text();
     const sum = (text: string, re: RegExp) => [...text.matchAll(re)].reduce((n, m) => n + Number(m[1]), 0);
-    const holdWritesRe = /^gateway_dynamodb_requests_total\{operation="hold:[^"]+"[^}]*\} (\d+)/gm;
+    const holdWritesRe = /^gateway_dynamodb_requests_total\{operation="hold"[^}]*\} (\d+)/gm;
     const holdWrites = sum(after, holdWritesRe) - sum(before, holdWritesRe);
     const claimsPerSecond = sold / sellSeconds;
     rows.push({

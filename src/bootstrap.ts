@@ -16,7 +16,8 @@ import { redisAnswers, spawnRedis } from "./local/redis.js";
 
 type Stop = () => Promise<void>;
 
-export interface Services {
+/** What the gateway stands on (not its services: those are src/services.ts). */
+export interface Infrastructure {
   redisUrl: string;
   dynamoEndpoint: string | undefined;
   adminToken: string;
@@ -99,7 +100,7 @@ interface StoredSecrets {
   gatewaySecret: string;
 }
 
-type ResolvedSecrets = StoredSecrets & Pick<Services, "adminTokenSource" | "secretsFile">;
+type ResolvedSecrets = StoredSecrets & Pick<Infrastructure, "adminTokenSource" | "secretsFile">;
 
 function resolveSecrets(config: GatewayConfig, log: Logger): ResolvedSecrets {
   if (config.adminToken && config.gatewaySecret) {
@@ -131,7 +132,7 @@ function resolveSecrets(config: GatewayConfig, log: Logger): ResolvedSecrets {
   return { ...secrets, adminTokenSource, secretsFile: file };
 }
 
-export async function startServices(config: GatewayConfig, log: Logger): Promise<Services> {
+export async function startInfrastructure(config: GatewayConfig, log: Logger): Promise<Infrastructure> {
   const stops: Stop[] = [];
   const stop: Stop = async () => {
     for (const s of stops.reverse()) await s().catch(() => {});

@@ -3,9 +3,9 @@
  * seven sections over three tiers, plus a standing area, going on sale shortly after start so the
  * lottery pre-queue can be seen too.
  */
-import type { EventInput, Inventory } from "./inventory/index.js";
+import type { EventService } from "./events/event-service.js";
+import type { EventInput } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
-import type { WaitingRoom } from "./waiting-room/index.js";
 
 export const DEMO_EVENT_ID = "demo";
 
@@ -30,30 +30,15 @@ export function demoEvent(onSaleAt: Date): EventInput {
 }
 
 /** Creates the demo event unless it exists; returns whether it was created. */
-export async function ensureDemoEvent(deps: {
-  inventory: Inventory;
-  waitingRoom: WaitingRoom;
-  logger: Logger;
-}): Promise<boolean> {
-  const existing = await deps.inventory.getEvent(DEMO_EVENT_ID);
-  if (existing?.layoutComplete) {
-    // Redis may be new (nothing persisted there); the room is configured again from the event.
-    await deps.waitingRoom.configure(DEMO_EVENT_ID, { ...existing.waitingRoom, onSaleAt: existing.onSaleAt });
-    return false;
-  }
-  const input = demoEvent(new Date(Date.now() + 30_000));
+export async function ensureDemoEvent(deps: { events: EventService; logger: Logger }): Promise<boolean> {
   const log = deps.logger.child({ eventId: DEMO_EVENT_ID });
-  let last = 0;
-  const result = await deps.inventory.createEvent(DEMO_EVENT_ID, input, {
-    onProgress: (p) => {
-      if (Date.now() - last < 1_000 && p.written < p.total) return;
-      last = Date.now();
-      log.info({ written: p.written, total: p.total }, "writing demo seats");
-    },
-  });
+  // Redis may be new (nothing persisted there): the room and the jobs are set up again from the event.
+  if (await deps.events.restore(DEMO_EVENT_ID, log)) return false;
+  const result = await deps.events.put(DEMO_EVENT_ID, demoEvent(new Date(Date.now() + 30_000)), log);
   if (!result.ok) throw new Error(`demo event not created: ${result.reason}`);
-  const room = await deps.waitingRoom.configure(DEMO_EVENT_ID, { ...input.waitingRoom, onSaleAt: input.onSaleAt });
   // A Redis that outlived an earlier data directory may still hold an open demo line: keep it.
-  if (!room.ok && room.reason !== "already_open") throw new Error(`demo waiting room not configured: ${room.reason}`);
+  if (!result.room.ok && result.room.reason !== "already_open") {
+    throw new Error(`demo waiting room not configured: ${result.room.reason}`);
+  }
   return true;
 }

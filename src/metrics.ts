@@ -54,7 +54,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     }),
     dynamoRequests: new Counter({
       name: "gateway_dynamodb_requests_total",
-      help: "Claim-path DynamoDB writes by operation (hold:TransactWriteItems, release) and outcome",
+      help: "Claim-path DynamoDB writes by operation (hold, release) and outcome",
       labelNames: ["operation", "outcome"] as const,
       registers: [registry],
     }),

@@ -37,10 +37,7 @@ export {
   evaluateAudit,
 } from "./checks.js";
 
-export type AuditInventory = Pick<
-  Inventory,
-  "getEvent" | "listSectionSeats" | "listPurchases" | "getPurchase" | "getGeneralAdmission"
->;
+export type AuditInventory = Pick<Inventory, "events" | "seats" | "purchases">;
 
 /** What the audit needs of a payment provider: every charge it made (the simulated one has it). */
 export interface AuditPayments {
@@ -185,7 +182,9 @@ class Reader {
     await eachLimit(sections, this.concurrency, async ({ id: sectionId }) => {
       let cursor: string | undefined;
       do {
-        const page = await this.deps.inventory.listSectionSeats(this.eventId, sectionId, {
+        const page = await this.deps.inventory.seats.listSection({
+          eventId: this.eventId,
+          sectionId,
           consistent: true,
           limit: SEAT_PAGE,
           ...(cursor !== undefined ? { cursor } : {}),
@@ -203,7 +202,8 @@ class Reader {
     const out = new Map<string, Purchase>();
     let cursor: string | undefined;
     do {
-      const page = await this.deps.inventory.listPurchases(this.eventId, {
+      const page = await this.deps.inventory.purchases.list({
+        eventId: this.eventId,
         limit: PURCHASE_PAGE,
         ...(cursor !== undefined ? { cursor } : {}),
       });
@@ -217,7 +217,7 @@ class Reader {
   /** Consistent GetItem of each id: the truth where the index may lag. */
   async purchasesById(ids: Iterable<string>, into: Map<string, Purchase>): Promise<void> {
     await eachLimit([...ids], this.concurrency * 4, async (id) => {
-      const p = await this.deps.inventory.getPurchase(this.eventId, id);
+      const p = await this.deps.inventory.purchases.get({ eventId: this.eventId, purchaseId: id });
       if (p) into.set(id, p);
       else into.delete(id);
     });
@@ -226,7 +226,7 @@ class Reader {
   async areas(event: EventDefinition): Promise<Map<string, GeneralAdmissionCounts | null>> {
     const out = new Map<string, GeneralAdmissionCounts | null>();
     for (const g of event.generalAdmission) {
-      out.set(g.id, await this.deps.inventory.getGeneralAdmission(this.eventId, g.id));
+      out.set(g.id, await this.deps.inventory.seats.generalAdmission({ eventId: this.eventId, areaId: g.id }));
     }
     this.progress({ phase: "general_admission", done: out.size, total: event.generalAdmission.length });
     return out;
@@ -289,7 +289,7 @@ export async function auditEvent(deps: AuditDeps, eventId: string, options: Audi
   const base = { eventId, allowPending, paymentsChecked: deps.payments !== undefined };
 
   progress({ phase: "event", done: 0 });
-  const event = await deps.inventory.getEvent(eventId);
+  const event = await deps.inventory.events.get({ eventId });
   if (!event) {
     return {
       ...base,

@@ -29,7 +29,6 @@ import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
 import { pagesRoutes } from "./routes/pages.js";
 import { serviceRoutes } from "./routes/service.js";
 import { ttlCache } from "../ttl-cache.js";
-import type { EventDefinition } from "../inventory/index.js";
 import { sectionFastPath } from "./fast-path.js";
 
 /** The app, and what it answers before Hono when served on Node (pass both to listenApp). */
@@ -49,30 +48,16 @@ export function buildApp(deps: AppDeps) {
     },
   });
 
-  const scheduledAt = new Map<string, number>();
-  const schedule = (eventId: string, sectionIds: string[]) => {
-    if (!deps.scheduleEvent || (scheduledAt.get(eventId) ?? 0) > Date.now()) return;
-    scheduledAt.set(eventId, Date.now() + 60_000);
-    deps.scheduleEvent(eventId, sectionIds).catch((err: unknown) => {
-      scheduledAt.delete(eventId);
-      deps.logger.warn({ err: (err as Error).message, eventId }, "could not schedule the event's background jobs");
-    });
-  };
   const reads: CachedReads = {
-    event: ttlCache(2_000, async (eventId) => {
-      const event = await deps.inventory.getEvent(eventId);
-      if (event) {
-        schedule(
-          eventId,
-          event.sections.map((s) => s.id),
-        );
-        if (reads.seenEvents.size < 1_000) reads.seenEvents.add(eventId);
-      }
+    // The process's one event cache (src/inventory/events.ts): the claim path reads it too.
+    event: async (eventId) => {
+      const event = await deps.events.cached(eventId);
+      if (event && reads.seenEvents.size < 1_000) reads.seenEvents.add(eventId);
       return event;
-    }),
+    },
     generalAdmission: ttlCache(1_000, (key) => {
       const [eventId = "", areaId = ""] = key.split("/");
-      return deps.inventory.getGeneralAdmission(eventId, areaId);
+      return deps.events.generalAdmission(eventId, areaId);
     }),
     seenEvents: new Set(),
   };
@@ -183,22 +168,10 @@ export function buildApp(deps: AppDeps) {
     return c.json(errorBody(err, id), err.status);
   });
 
-  // Sections of events this process has read, as sets (the fast path asks on every request).
-  const sectionSets = new WeakMap<EventDefinition, Set<string>>();
+  // The section seat map answered before Hono when it can be (src/http/fast-path.ts).
   const fastPath = sectionFastPath({
     deps,
-    knownSection(eventId, sectionId) {
-      const cached = reads.event.peek(eventId);
-      if (!cached) return undefined;
-      const event = cached.value;
-      if (!event) return false;
-      let ids = sectionSets.get(event);
-      if (!ids) {
-        ids = new Set(event.sections.map((s) => s.id));
-        sectionSets.set(event, ids);
-      }
-      return ids.has(sectionId);
-    },
+    knownSection: (eventId, sectionId) => deps.events.hasSection(eventId, sectionId),
   });
 
   return Object.assign(app, { fastPath });

@@ -1,11 +1,12 @@
 /** What every request handler can reach through `c.var`, and the app's type. */
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { HoldService } from "../claims/hold-service.js";
-import type { EventDefinition, GeneralAdmissionCounts, Inventory } from "../inventory/index.js";
+import type { EventService } from "../events/event-service.js";
+import type { EventDefinition, GeneralAdmissionCounts } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
-import type { TtlCache } from "../ttl-cache.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
+import type { WebhookDeduplication } from "../purchases/webhook-dedup.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
 import type { SectionPages } from "../seatmap/pages.js";
 import type { SeatChangeRelay } from "../seatmap/relay.js";
@@ -45,13 +46,16 @@ export interface GatewayLimits {
   streamWriteTimeoutMs: number;
 }
 
+/**
+ * The services every handler reaches through `c.get("deps")`, built once by src/services.ts. Only
+ * services: no store client, no forwarder to one (the inventory is the services' to use).
+ */
 export interface AppDeps {
   logger: Logger;
   metrics: Metrics;
   health: { redis: HealthProbe; dynamodb: HealthProbe };
   limits: GatewayLimits;
   adminToken: string;
-  inventory: Inventory;
   waitingRoom: WaitingRoom;
   seatMap: SeatMapCache;
   relay: SeatChangeRelay;
@@ -59,30 +63,20 @@ export interface AppDeps {
   sectionPages: SectionPages;
   /** This process's caps on open seat-map streams. */
   streams: StreamSlots;
+  /** Setting up an event, and what is known of one (its cached definition, its counts). */
+  events: EventService;
   holds: HoldService;
   rateLimiter: RateLimiter;
   purchases: PurchaseSaga;
-  webhooks: {
+  webhooks: WebhookDeduplication & {
     /** Secrets the provider signs with (several during a rotation). */
     secret: string | readonly string[];
-    /** True the first time an event id is seen (and remembered), false for a duplicate. */
-    firstDelivery(eventId: string): Promise<boolean>;
-    /** Forgets an event id whose processing failed, so a redelivery is processed. */
-    forget(eventId: string): Promise<void>;
   };
-  /**
-   * Arms an event's background work (sweeps, cache refresh). Idempotent; called when an event is
-   * stored and, at most once a minute, when this process reads it, so schedules come back after a
-   * Redis restart. Absent when no queues are wired (some tests).
-   */
-  scheduleEvent?: (eventId: string, sectionIds: string[]) => Promise<void>;
-  /** Purchases of an event by status, from the authoritative store. */
-  purchaseCounts(eventId: string): Promise<{ confirmed: number; pending: number; failed: number; refunded: number }>;
 }
 
-/** Reads that may be a few seconds stale, cached in this process (built once by buildApp). */
+/** Reads that may be a few seconds stale (built once by buildApp). */
 export interface CachedReads {
-  event: TtlCache<EventDefinition | null>;
+  event(eventId: string): Promise<EventDefinition | null>;
   /** Keyed `<eventId>/<areaId>`. */
   generalAdmission(key: string): Promise<GeneralAdmissionCounts | null>;
   /** Events this process has served, for the per-event gauges of /metrics. */

@@ -4,8 +4,10 @@
  */
 import { randomUUID } from "node:crypto";
 import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { GSI1 } from "../dynamodb/table.js";
 import { iso, toEvent } from "./items.js";
 import { ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
+import { TRANSACTION_MAX_ITEMS } from "./limits.js";
 import { parseEventInput } from "./schema.js";
 import {
   backoff,
@@ -16,6 +18,7 @@ import {
   type Item,
   mapLimit,
   optNum,
+  queryPages,
   transact,
   type TransactItem,
 } from "./store.js";
@@ -23,6 +26,7 @@ import type {
   CreateEventOptions,
   CreateEventResult,
   EventDefinition,
+  EventRef,
   EventInput,
   GeneralAdmissionInput,
   OperatorRoomSettings,
@@ -33,8 +37,6 @@ import type {
 const BUILD_LEASE_MS = 15 * 60_000;
 const BATCH_SIZE = 25;
 const BATCH_ATTEMPTS = 12;
-/** Conditional layout writes of a replacement go in transactions of this many items (DynamoDB's limit). */
-const TRANSACTION_SIZE = 100;
 /** How long a gateway keeps an on-sale event's layout (createEventCache). */
 export const EVENT_CACHE_MS = 60_000;
 /** The default request budget: DYNAMODB_TIMEOUT_MS x DYNAMODB_MAX_ATTEMPTS at their defaults. */
@@ -86,37 +88,85 @@ export async function saveRoomSettings(
 
 export interface SaleEvent {
   event: EventDefinition;
+  /** Layout complete and onSaleAt passed, by the inventory's clock at the time of asking. */
   onSale: boolean;
   sections: Map<string, SectionInput>;
   areas: Map<string, GeneralAdmissionInput>;
 }
 
 /**
- * The event as the hold path needs it. Once an event is on sale and its layout complete it can
- * never be replaced again, so its layout is immutable and safe to cache: holds then cost no read
- * of the (single, hot) event item.
+ * How long this process keeps an event that is not on sale yet. The operator may still replace it
+ * (a PUT in this process forgets it at once), so another gateway may serve the old version for
+ * this long: only ever a refusal (a replacement is refused within the replacement guard of the
+ * stored on-sale, so an old version read here is never one on sale).
  */
-export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS) {
-  const cache = new Map<string, { sale: SaleEvent; until: number }>();
-  return async function loadForSale(eventId: string): Promise<SaleEvent | null> {
-    const now = ctx.clock();
-    const hit = cache.get(eventId);
-    if (hit && hit.until > Date.now()) return hit.sale;
+export const MUTABLE_EVENT_CACHE_MS = 2_000;
+
+export interface EventCache {
+  /** The event as the hold path needs it, or null for an unknown event. */
+  forSale(eventId: string): Promise<SaleEvent | null>;
+  /** Drops the cached version (a replacement or creation in this process). */
+  forget(eventId: string): void;
+  /**
+   * Whether the cached event has the section, without waiting and without reading: undefined when
+   * this process cannot tell now (not cached, stale, still being read). The seat map's fast path
+   * (src/http/fast-path.ts) asks this on every request.
+   */
+  hasSection(eventId: string, sectionId: string): boolean | undefined;
+}
+
+/**
+ * The one cache of events in this process: the hold path prices seats with it and the HTTP reads
+ * (seat map, stream) serve it. Once an event is on sale and its layout complete it can never be
+ * replaced again, so its layout is immutable and kept `ttlMs` (EVENT_CACHE_MS, on which the
+ * replacement guard is built): holds then cost no read of the (single, hot) event item. Any other
+ * version is kept MUTABLE_EVENT_CACHE_MS at most. Concurrent misses share one read.
+ */
+export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
+  type Layout = Omit<SaleEvent, "onSale">;
+  const cache = new Map<string, { layout: Promise<Layout | null>; until: number; loaded?: Layout | null }>();
+  const load = async (eventId: string): Promise<Layout | null> => {
+    if (!ID_PATTERN.test(eventId)) return null;
     const item = await getEventItem(ctx, eventId);
     if (!item) return null;
     const event = toEvent(item);
-    const onSale = event.layoutComplete && Date.parse(event.onSaleAt) <= now;
-    const sale: SaleEvent = {
+    return {
       event,
-      onSale,
       sections: new Map(event.sections.map((s) => [s.id, s])),
       areas: new Map(event.generalAdmission.map((g) => [g.id, g])),
     };
-    if (onSale) {
-      if (cache.size > 1_000) cache.clear();
-      cache.set(eventId, { sale, until: Date.now() + ttlMs });
+  };
+  const onSale = (event: EventDefinition) => event.layoutComplete && Date.parse(event.onSaleAt) <= ctx.clock();
+  const miss = async (eventId: string): Promise<Layout | null> => {
+    if (cache.size > 1_000) cache.clear();
+    const entry: { layout: Promise<Layout | null>; until: number; loaded?: Layout | null } = {
+      layout: load(eventId),
+      until: Date.now() + Math.min(ttlMs, MUTABLE_EVENT_CACHE_MS),
+    };
+    cache.set(eventId, entry);
+    try {
+      const layout = await entry.layout;
+      if (layout && onSale(layout.event)) entry.until = Date.now() + ttlMs;
+      entry.loaded = layout;
+      return layout;
+    } catch (err) {
+      // A failed read is not kept.
+      if (cache.get(eventId) === entry) cache.delete(eventId);
+      throw err;
     }
-    return sale;
+  };
+  return {
+    async forSale(eventId) {
+      const hit = cache.get(eventId);
+      const layout = hit && hit.until > Date.now() ? await hit.layout : await miss(eventId);
+      return layout ? { ...layout, onSale: onSale(layout.event) } : null;
+    },
+    forget: (eventId) => void cache.delete(eventId),
+    hasSection(eventId, sectionId) {
+      const hit = cache.get(eventId);
+      if (!hit || hit.until <= Date.now() || hit.loaded === undefined) return undefined;
+      return hit.loaded?.sections.has(sectionId) ?? false;
+    },
   };
 }
 
@@ -274,6 +324,8 @@ export async function createEvent(
       buildLeaseUntil: now + BUILD_LEASE_MS,
       staleSections,
       staleAreas,
+      GSI1PK: keys.eventsPartition,
+      GSI1SK: keys.eventSortKey(iso(Date.parse(def.onSaleAt)), eventId),
     };
 
     try {
@@ -440,7 +492,8 @@ async function writeCarefully(
   onDone: (done: LayoutWrite[], taken: LayoutWrite[]) => void,
 ): Promise<void> {
   const chunks: LayoutWrite[][] = [];
-  for (let i = 0; i < writes.length; i += TRANSACTION_SIZE) chunks.push(writes.slice(i, i + TRANSACTION_SIZE));
+  for (let i = 0; i < writes.length; i += TRANSACTION_MAX_ITEMS)
+    chunks.push(writes.slice(i, i + TRANSACTION_MAX_ITEMS));
   await mapLimit(chunks, concurrency, async (chunk) => {
     let pending = chunk;
     const taken: LayoutWrite[] = [];
@@ -498,5 +551,68 @@ async function batchWrite(
       }
     }
     onDone(chunk);
+  });
+}
+
+/** The event aggregate: the event item and its layout (seats and areas are written with it). */
+export interface EventStore {
+  /** Creates an event and writes all its seats, or replaces one that is not on sale yet. */
+  create(args: EventRef & { input: EventInput } & CreateEventOptions): Promise<CreateEventResult>;
+  /** A consistent read of the event item (the waiting room's restore, the seat-map loader, audits). */
+  get(args: EventRef): Promise<EventDefinition | null>;
+  /**
+   * The event from this process's one event cache (createEventCache): kept 60 s once on sale (it
+   * can no longer change), 2 s before (a replacement elsewhere shows within that; here, at once).
+   */
+  cached(args: EventRef): Promise<EventDefinition | null>;
+  /** From the same cache, synchronously: whether the event has the section; undefined when it cannot tell now. */
+  hasSection(args: EventRef & { sectionId: string }): boolean | undefined;
+  /**
+   * Keeps the operator's waiting-room settings on the event (restored with them after a Redis
+   * loss). False when there is no such event.
+   */
+  saveRoomSettings(args: EventRef & { settings: Omit<OperatorRoomSettings, "updatedAt"> }): Promise<boolean>;
+  /**
+   * Events with a complete layout, latest on-sale first, at most `limit` (GSI1, eventually
+   * consistent): for startup work, never for a request. Events stored before the index existed
+   * are not listed.
+   */
+  list(args: { limit: number }): Promise<EventDefinition[]>;
+}
+
+export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: number): EventStore {
+  return {
+    async create({ eventId, input, ...options }) {
+      try {
+        return await createEvent(ctx, eventId, input, options, replaceGuardMs);
+      } finally {
+        // A version read while the layout was written (or before) must not outlive the write here.
+        cache.forget(eventId);
+      }
+    },
+    get: ({ eventId }) => getEvent(ctx, eventId),
+    cached: ({ eventId }) => guard("cachedEvent", async () => (await cache.forSale(eventId))?.event ?? null),
+    hasSection: ({ eventId, sectionId }) => cache.hasSection(eventId, sectionId),
+    saveRoomSettings: ({ eventId, settings }) => saveRoomSettings(ctx, eventId, settings),
+    list: ({ limit }) => listEvents(ctx, limit),
+  };
+}
+
+async function listEvents(ctx: Ctx, limit: number): Promise<EventDefinition[]> {
+  return guard("listEvents", async () => {
+    const events: EventDefinition[] = [];
+    for await (const page of queryPages(ctx, {
+      IndexName: GSI1,
+      KeyConditionExpression: "GSI1PK = :pk",
+      ExpressionAttributeValues: { ":pk": keys.eventsPartition },
+      ScanIndexForward: false,
+    })) {
+      for (const item of page.Items ?? []) {
+        const event = toEvent(item);
+        if (event.layoutComplete) events.push(event);
+        if (events.length >= limit) return events;
+      }
+    }
+    return events;
   });
 }

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { GetCommand, UpdateCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
-import type { SaleEvent } from "./events.js";
+import type { EventCache, SaleEvent } from "./events.js";
 import { seatExists } from "./events.js";
 import { countFan, FAN_ATTEMPTS, type FanEntry, fanHoldAction, readFan, removeFanEntry } from "./fans.js";
 import { iso, toHold } from "./items.js";
@@ -31,14 +31,10 @@ import {
   transact,
   type TransactItem,
 } from "./store.js";
-import { reclaimExpiredAdmissions } from "./sweep.js";
-import type { Hold, HoldResult, ReleaseResult } from "./types.js";
+import { overLimit } from "./limits.js";
+import { reclaimExpiredAdmissions, sweepExpired } from "./sweep.js";
+import type { EventRef, Hold, HoldResult, ReleaseResult, SweepResult } from "./types.js";
 
-/**
- * A confirmation is one transaction of at most 100 actions: every seat, the hold, the purchase,
- * the outbox record and the fan's ledger. (A hold is every seat, the record and the ledger.)
- */
-export const MAX_SEATS_PER_HOLD = 100 - 4;
 const SINGLE_WRITE_ATTEMPTS = 6;
 
 export type LoadForSale = (eventId: string) => Promise<SaleEvent | null>;
@@ -157,21 +153,26 @@ export async function hold(
   eventId: string,
   fanId: string,
   seatIds: string[],
-  holdSeconds: number,
+  holdSeconds?: number,
 ): Promise<HoldResult> {
   if (!validFan(fanId)) return { ok: false, reason: "invalid_request", message: "fanId must be 1..128 characters" };
-  if (!validHoldSeconds(holdSeconds))
+  if (holdSeconds !== undefined && !validHoldSeconds(holdSeconds))
     return { ok: false, reason: "invalid_request", message: "holdSeconds must be 1..86400" };
-  const requested = [...new Set(seatIds)];
+  const requested = seatIds;
   if (requested.length === 0) return { ok: false, reason: "invalid_request", message: "no seats asked for" };
+  // Refused, never merged: the fan asked for something other than what a merge would hold (API.md).
+  if (new Set(requested).size !== requested.length) {
+    return { ok: false, reason: "invalid_request", message: "a seat is named twice" };
+  }
   if (!ID_PATTERN.test(eventId)) return { ok: false, reason: "not_found", what: "event" };
 
   return guard("hold", async () => {
     const sale = await loadForSale(eventId);
     if (!sale) return { ok: false, reason: "not_found", what: "event" };
     if (!sale.onSale) return { ok: false, reason: "not_on_sale" };
-    const limit = Math.min(sale.event.maxSeatsPerFan, MAX_SEATS_PER_HOLD);
-    if (requested.length > limit) return { ok: false, reason: "seat_limit_exceeded", limit };
+    const tooMany = overLimit(sale.event.maxSeatsPerFan, "seats", requested.length);
+    if (tooMany) return tooMany;
+    const seconds = holdSeconds ?? sale.event.holdSeconds;
 
     const refs: SeatRef[] = [];
     const unknown: string[] = [];
@@ -188,8 +189,8 @@ export async function hold(
     if (unknown.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: unknown };
 
     const max = sale.event.maxSeatsPerFan;
-    return holdForFan(ctx, eventId, fanId, max, refs.length, async (now, ledgerAction) => {
-      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + holdSeconds * 1000 };
+    return holdForFan(ctx, eventId, fanId, max, "seats", refs.length, async (now, ledgerAction) => {
+      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + seconds * 1000 };
       const record = holdRecord(t, amount, requested);
       const items: TransactItem[] = refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, requested[i]!) }));
       const recordIndex = items.length;
@@ -232,6 +233,7 @@ async function holdForFan(
   eventId: string,
   fanId: string,
   max: number,
+  kind: "seats" | "general_admission",
   seats: number,
   attempt: (now: number, ledgerAction: LedgerAction) => Promise<Attempt>,
 ): Promise<HoldResult> {
@@ -239,7 +241,8 @@ async function holdForFan(
   for (let conflicts = 0; ; ) {
     const now = ctx.clock();
     const { counted, expired } = countFan(ledger, now);
-    if (counted + seats > max) return { ok: false, reason: "seat_limit_exceeded", limit: max };
+    const tooMany = overLimit(max, kind, seats, counted);
+    if (tooMany) return tooMany;
     const seen = ledger;
     const out = await attempt(now, (holdId, entry) => fanHoldAction(ctx, eventId, fanId, seen, expired, holdId, entry));
     if (out === "again") continue;
@@ -258,10 +261,10 @@ export async function holdGeneralAdmission(
   fanId: string,
   areaId: string,
   quantity: number,
-  holdSeconds: number,
+  holdSeconds?: number,
 ): Promise<HoldResult> {
   if (!validFan(fanId)) return { ok: false, reason: "invalid_request", message: "fanId must be 1..128 characters" };
-  if (!validHoldSeconds(holdSeconds))
+  if (holdSeconds !== undefined && !validHoldSeconds(holdSeconds))
     return { ok: false, reason: "invalid_request", message: "holdSeconds must be 1..86400" };
   if (!Number.isInteger(quantity) || quantity < 1) {
     return { ok: false, reason: "invalid_request", message: "quantity must be a positive integer" };
@@ -274,13 +277,14 @@ export async function holdGeneralAdmission(
     if (!sale.onSale) return { ok: false, reason: "not_on_sale" };
     const area = sale.areas.get(areaId);
     if (!area) return { ok: false, reason: "not_found", what: "area" };
-    if (quantity > sale.event.maxSeatsPerFan) {
-      return { ok: false, reason: "seat_limit_exceeded", limit: sale.event.maxSeatsPerFan };
-    }
+    const max = sale.event.maxSeatsPerFan;
+    const tooMany = overLimit(max, "general_admission", quantity);
+    if (tooMany) return tooMany;
+    const seconds = holdSeconds ?? sale.event.holdSeconds;
 
     let reclaims = 0;
-    return holdForFan(ctx, eventId, fanId, sale.event.maxSeatsPerFan, quantity, async (now, ledgerAction) => {
-      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + holdSeconds * 1000 };
+    return holdForFan(ctx, eventId, fanId, max, "general_admission", quantity, async (now, ledgerAction) => {
+      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + seconds * 1000 };
       const record = holdRecord(t, area.price * quantity, [], { areaId, quantity });
       const out = await transact(ctx, [
         {
@@ -444,4 +448,35 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
     if (stored.status === "released") await removeFanEntry(ctx, eventId, fanId, holdId);
     return { ok: true, hold: toHold(stored, now), releasedSeats: [] };
   });
+}
+
+/** The hold aggregate: holds of seats and of general-admission places, and their expiry. */
+export interface HoldStore {
+  /**
+   * All or nothing, one transaction (the seats, the hold record, the fan's ledger). Refused with
+   * `seat_limit_exceeded` when the fan's held and bought seats at this event plus these would pass
+   * maxSeatsPerFan, however many holds the fan has in flight (limits.ts), and with
+   * `invalid_request` when a seat is named twice. `holdSeconds`: default the event's.
+   */
+  holdSeats(args: EventRef & { fanId: string; seatIds: string[]; holdSeconds?: number }): Promise<HoldResult>;
+  holdGeneralAdmission(
+    args: EventRef & { fanId: string; areaId: string; quantity: number; holdSeconds?: number },
+  ): Promise<HoldResult>;
+  /** Idempotent. Seats go back only while this hold still holds them. */
+  release(args: EventRef & { holdId: string; fanId: string }): Promise<ReleaseResult>;
+  get(args: EventRef & { holdId: string }): Promise<Hold | null>;
+  /** Resets expired holds of one shard (0..SWEEP_SHARDS-1); `now` defaults to the clock. */
+  sweepExpired(args: EventRef & { shard: number; now?: number }): Promise<SweepResult>;
+}
+
+export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
+  return {
+    holdSeats: ({ eventId, fanId, seatIds, holdSeconds }) =>
+      hold(ctx, events.forSale, eventId, fanId, seatIds, holdSeconds),
+    holdGeneralAdmission: ({ eventId, fanId, areaId, quantity, holdSeconds }) =>
+      holdGeneralAdmission(ctx, events.forSale, eventId, fanId, areaId, quantity, holdSeconds),
+    release: ({ eventId, holdId, fanId }) => release(ctx, eventId, holdId, fanId),
+    get: ({ eventId, holdId }) => getHold(ctx, eventId, holdId),
+    sweepExpired: ({ eventId, shard, now }) => sweepExpired(ctx, eventId, shard, now ?? ctx.clock()),
+  };
 }

@@ -1,6 +1,15 @@
 /** The inventory module's public surface. Nothing SDK-shaped passes through here. */
-export { createInventory, type Inventory, type InventoryOptions } from "./inventory.js";
-export { MAX_SEATS_PER_HOLD } from "./holds.js";
+export {
+  createInventory,
+  type EventStore,
+  type HoldStore,
+  type Inventory,
+  type InventoryOptions,
+  type OutboxStore,
+  type PurchaseStore,
+  type SeatReads,
+} from "./inventory.js";
+export { MAX_SEATS_PER_FAN, MAX_SEATS_PER_HOLD, TRANSACTION_MAX_ITEMS } from "./limits.js";
 export { parseSeatId, REFUND_DUE, seatIdOf, SWEEP_SHARDS, type SeatRef } from "./keys.js";
 export type { SeatPageOptions } from "./reads.js";
 export { eventInputSchema, MAX_SEATS_PER_EVENT, parseEventInput } from "./schema.js";

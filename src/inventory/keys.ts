@@ -62,6 +62,13 @@ export const REFUND_DUE = "refund_due";
 
 export const keys = {
   event: (eventId: string): ItemKey => ({ PK: `EVT#${eventId}`, SK: "EVENT" }),
+  /**
+   * GSI1 partition of every event item, sorted by `<onSaleAt ISO>#<eventId>`: the one key not
+   * under an event's prefix, read only at startup (which events' background jobs to arm), never
+   * on a request path, and written once per PUT.
+   */
+  eventsPartition: "EVENTS",
+  eventSortKey: (onSaleAtIso: string, eventId: string): string => `${onSaleAtIso}#${eventId}`,
 
   sectionPartition: (eventId: string, sectionId: string): string => `EVT#${eventId}#SEC#${sectionId}`,
   seat: (eventId: string, ref: SeatRef): ItemKey => ({

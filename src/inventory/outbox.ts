@@ -18,7 +18,7 @@ import { GSI1 } from "../dynamodb/table.js";
 import { iso, toOutbox } from "./items.js";
 import { expiryBound, expirySortKey, ID_PATTERN, keys, PURCHASE_ID_PATTERN } from "./keys.js";
 import { conditionalUpdate, type Ctx, guard, type Item, type TransactItem } from "./store.js";
-import type { OutboxRecord } from "./types.js";
+import type { EventRef, OutboxRecord } from "./types.js";
 
 /** The Put of an unsent record, one action of confirm's transaction. */
 export function outboxPutAction(
@@ -183,4 +183,31 @@ export async function acknowledgeOutbox(ctx: Ctx, eventId: string, purchaseId: s
       },
     }),
   );
+}
+
+type OutboxRef = EventRef & { purchaseId: string };
+
+/** The BookingConfirmed outbox: unsent -> published -> acknowledged (see the top of this file). */
+export interface OutboxStore {
+  listUnsent(args: EventRef & { limit?: number }): Promise<OutboxRecord[]>;
+  /** Published, not acknowledged, due for a check at the clock's now (most overdue first). */
+  listDue(args: EventRef & { limit?: number }): Promise<OutboxRecord[]>;
+  get(args: OutboxRef): Promise<OutboxRecord | null>;
+  markPublished(args: OutboxRef & { checkAfterMs: number }): Promise<boolean>;
+  deferCheck(args: OutboxRef & { checkAfterMs: number; republished: boolean }): Promise<boolean>;
+  /** True exactly once per record. */
+  acknowledge(args: OutboxRef): Promise<boolean>;
+}
+
+export function createOutboxStore(ctx: Ctx): OutboxStore {
+  return {
+    listUnsent: ({ eventId, limit }) => listUnsentOutbox(ctx, eventId, limit),
+    listDue: ({ eventId, limit }) => listDueUnacknowledgedOutbox(ctx, eventId, limit),
+    get: ({ eventId, purchaseId }) => getOutboxRecord(ctx, eventId, purchaseId),
+    markPublished: ({ eventId, purchaseId, checkAfterMs }) =>
+      markOutboxPublished(ctx, eventId, purchaseId, checkAfterMs),
+    deferCheck: ({ eventId, purchaseId, checkAfterMs, republished }) =>
+      deferOutboxCheck(ctx, eventId, purchaseId, checkAfterMs, republished),
+    acknowledge: ({ eventId, purchaseId }) => acknowledgeOutbox(ctx, eventId, purchaseId),
+  };
 }

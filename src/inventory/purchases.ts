@@ -11,17 +11,20 @@ import { iso, toPurchase } from "./items.js";
 import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN, REFUND_DUE } from "./keys.js";
 import { outboxPutAction } from "./outbox.js";
 import {
+  type CancellationReason,
   conditionalUpdate,
   conditionFailure,
   type Ctx,
   guard,
   type Item,
+  queryPages,
   transact,
   type TransactItem,
 } from "./store.js";
 import type {
   ChargeStartResult,
   ConfirmResult,
+  EventRef,
   HoldUnusableReason,
   PendingPurchaseResult,
   Purchase,
@@ -142,7 +145,8 @@ export async function createPendingPurchase(
  * Confirms a pending purchase in ONE TransactWriteItems: every seat held -> sold (still held by
  * this hold and fan, hold unexpired), the hold held -> confirmed, the purchase pending ->
  * confirmed, a BookingConfirmed outbox record, unsent, and the fan's ledger (the hold's entry
- * moves to `bought`). Any failed condition cancels all of it.
+ * moves to `bought`). Any failed condition cancels all of it. In three steps: read what is to be
+ * confirmed (a repeat ends there), build the transaction, and read why from a cancellation.
  */
 export async function confirm(
   ctx: Ctx,
@@ -157,140 +161,181 @@ export async function confirm(
   if (!HOLD_ID_PATTERN.test(holdId)) return { ok: false, reason: "not_found", what: "hold" };
 
   return guard("confirm", async () => {
-    const purchaseItem = await getPurchaseItem(ctx, eventId, purchaseId);
-    if (!purchaseItem) return { ok: false, reason: "not_found", what: "purchase" };
-    if (!sameOrder(purchaseItem, holdId, fanId)) return { ok: false, reason: "purchase_conflict" };
-    const purchase = toPurchase(purchaseItem);
-    if (purchase.status === "confirmed") return { ok: true, purchase, alreadyConfirmed: true };
-    if (purchase.status !== "pending") return { ok: false, reason: "purchase_not_pending", status: purchase.status };
-
-    const now = ctx.clock();
-    const hold = await getHoldItem(ctx, eventId, holdId);
-    if (!hold) return { ok: false, reason: "not_found", what: "hold" };
-    if (hold.status === "confirmed" && hold.purchaseId === purchaseId) {
-      // A concurrent repeat committed between our two reads; the purchase changed in that same
-      // transaction, so reading it again gives the first result.
-      const stored = await getPurchaseItem(ctx, eventId, purchaseId);
-      if (stored?.status === "confirmed") return { ok: true, purchase: toPurchase(stored), alreadyConfirmed: true };
-    }
-    const why = unusable(hold, fanId, now);
-    if (why) return { ok: false, reason: why };
-
-    const seats = purchase.seats;
-    const refs = seats.map((s) => parseSeatId(s));
-    if (refs.some((r) => r === null)) throw new Error(`purchase ${purchaseId} has a malformed seat id`);
-    const confirmedAt = iso(now);
-    const confirmed: Purchase = { ...purchase, status: "confirmed", confirmedAt };
-    const payload = {
-      purchaseId,
-      holdId,
-      fanId,
-      seats,
-      ...(purchase.generalAdmission ? purchase.generalAdmission : {}),
-      amount: purchase.amount,
-      confirmedAt,
-    };
-
-    const items: TransactItem[] = refs.map((ref) => ({
-      Update: {
-        TableName: ctx.tableName,
-        Key: keys.seat(eventId, ref!),
-        UpdateExpression: "SET #status = :sold, purchaseId = :pid, soldAt = :at REMOVE holdExpiresAt, GSI2PK, GSI2SK",
-        // A late confirmation can never capture a seat: it must still be this hold's, unexpired.
-        ConditionExpression: "#status = :held AND holdId = :hold AND holderId = :fan AND holdExpiresAt > :now",
-        ExpressionAttributeNames: { "#status": "status" },
-        ExpressionAttributeValues: {
-          ":sold": "sold",
-          ":held": "held",
-          ":pid": purchaseId,
-          ":hold": holdId,
-          ":fan": fanId,
-          ":now": now,
-          ":at": confirmedAt,
-        },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      },
-    }));
-    const holdIndex = items.length;
-    items.push({
-      Update: {
-        TableName: ctx.tableName,
-        Key: keys.hold(eventId, holdId),
-        UpdateExpression: "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at REMOVE GSI2PK, GSI2SK",
-        ConditionExpression: "#status = :held AND fanId = :fan AND expiresAt > :now",
-        ExpressionAttributeNames: { "#status": "status" },
-        ExpressionAttributeValues: {
-          ":confirmed": "confirmed",
-          ":held": "held",
-          ":pid": purchaseId,
-          ":fan": fanId,
-          ":now": now,
-          ":at": confirmedAt,
-        },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      },
-    });
-    const purchaseIndex = items.length;
-    items.push({
-      Update: {
-        TableName: ctx.tableName,
-        Key: keys.purchase(eventId, purchaseId),
-        UpdateExpression: "SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk",
-        ConditionExpression: "#status = :pending AND holdId = :hold AND fanId = :fan",
-        ExpressionAttributeNames: { "#status": "status" },
-        ExpressionAttributeValues: {
-          ":confirmed": "confirmed",
-          ":pending": "pending",
-          ":hold": holdId,
-          ":fan": fanId,
-          ":at": confirmedAt,
-          ":sk": keys.purchaseSortKey("confirmed", purchaseId),
-        },
-        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-      },
-    });
-    items.push(outboxPutAction(ctx, eventId, purchaseId, confirmedAt, payload));
-    if (purchase.generalAdmission) {
-      items.push({
-        Update: {
-          TableName: ctx.tableName,
-          Key: keys.generalAdmission(eventId, purchase.generalAdmission.areaId),
-          UpdateExpression: "SET held = held - :q, sold = sold + :q",
-          ConditionExpression: "attribute_exists(PK)",
-          ExpressionAttributeValues: { ":q": purchase.generalAdmission.quantity },
-        },
-      });
-    }
-
-    // The fan's ledger: the hold's entry becomes bought seats (the fan's total stays the same).
-    const fanIndex = items.length;
-    items.push(
-      fanConfirmAction(ctx, eventId, fanId, holdId, seats.length + (purchase.generalAdmission?.quantity ?? 0)),
-    );
-
-    const out = await transact(ctx, items, 10);
-    if (out.ok) return { ok: true, purchase: confirmed, alreadyConfirmed: false };
+    const order: Order = { eventId, holdId, fanId, purchaseId };
+    const ready = await readConfirmable(ctx, order);
+    if (!("now" in ready)) return ready;
+    const { now } = ready;
+    const confirmation = confirmTransaction(ctx, order, ready.purchase, now);
+    const out = await transact(ctx, confirmation.items, 10);
+    if (out.ok) return { ok: true, purchase: confirmation.confirmed, alreadyConfirmed: false };
     if (out.contention) return { ok: false, reason: "contention" };
-
-    // Read why from the cancellation reasons and their ALL_OLD images; no extra read.
-    const purchaseNow = out.reasons[purchaseIndex]?.item;
-    if (purchaseNow && purchaseNow.status !== "pending") {
-      const status = purchaseNow.status as PurchaseStatus;
-      // The same confirmation ran concurrently (a retry) and won.
-      if (status === "confirmed") return { ok: true, purchase: toPurchase(purchaseNow), alreadyConfirmed: true };
-      return { ok: false, reason: "purchase_not_pending", status };
-    }
-    const holdNow = out.reasons[holdIndex]?.item;
-    const holdWhy = holdNow ? unusable(holdNow, fanId, now) : null;
-    const lost = seats.filter((_, i) => out.reasons[i]?.code === "ConditionalCheckFailed");
-    if (holdWhy) return { ok: false, reason: holdWhy, ...(lost.length ? { seats: lost } : {}) };
-    if (lost.length) return { ok: false, reason: "hold_expired", seats: lost };
-    // Hold and seats still fine, but the ledger has no entry for the hold: a hold on a gateway
-    // whose clock is ahead removed it as expired (or the hold predates the ledger). Buying it now
-    // could put the fan past maxSeatsPerFan, so it is expired for this purpose too.
-    if (out.reasons[fanIndex]?.code === "ConditionalCheckFailed") return { ok: false, reason: "hold_expired" };
-    throw new Error(`confirm cancelled for no stated reason: ${out.reasons.map((r) => r.code).join(",")}`);
+    return whyNotConfirmed(out.reasons, confirmation, ready.purchase.seats, fanId, now);
   });
+}
+
+interface Order {
+  eventId: string;
+  holdId: string;
+  fanId: string;
+  purchaseId: string;
+}
+
+/**
+ * Step 1: the purchase, pending, of this hold and fan, and a hold that can still be bought. A
+ * confirmed purchase (a repeat) is the answer itself.
+ */
+async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { purchase: Purchase; now: number }> {
+  const purchaseItem = await getPurchaseItem(ctx, o.eventId, o.purchaseId);
+  if (!purchaseItem) return { ok: false, reason: "not_found", what: "purchase" };
+  if (!sameOrder(purchaseItem, o.holdId, o.fanId)) return { ok: false, reason: "purchase_conflict" };
+  const purchase = toPurchase(purchaseItem);
+  if (purchase.status === "confirmed") return { ok: true, purchase, alreadyConfirmed: true };
+  if (purchase.status !== "pending") return { ok: false, reason: "purchase_not_pending", status: purchase.status };
+
+  const now = ctx.clock();
+  const hold = await getHoldItem(ctx, o.eventId, o.holdId);
+  if (!hold) return { ok: false, reason: "not_found", what: "hold" };
+  if (hold.status === "confirmed" && hold.purchaseId === o.purchaseId) {
+    // A concurrent repeat committed between our two reads; the purchase changed in that same
+    // transaction, so reading it again gives the first result.
+    const stored = await getPurchaseItem(ctx, o.eventId, o.purchaseId);
+    if (stored?.status === "confirmed") return { ok: true, purchase: toPurchase(stored), alreadyConfirmed: true };
+  }
+  const why = unusable(hold, o.fanId, now);
+  if (why) return { ok: false, reason: why };
+  // The hold was judged at `now`: the transaction is conditioned on that same instant.
+  return { purchase, now };
+}
+
+interface Confirmation {
+  items: TransactItem[];
+  /** Where the hold's, the purchase's and the ledger's actions are in `items` (the seats come first). */
+  holdIndex: number;
+  purchaseIndex: number;
+  fanIndex: number;
+  confirmed: Purchase;
+}
+
+/** Step 2: the one transaction, every action conditioned on what step 1 read still being so. */
+function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number): Confirmation {
+  const { eventId, holdId, fanId, purchaseId } = o;
+  const seats = purchase.seats;
+  const refs = seats.map((s) => parseSeatId(s));
+  if (refs.some((r) => r === null)) throw new Error(`purchase ${purchaseId} has a malformed seat id`);
+  const confirmedAt = iso(now);
+  const confirmed: Purchase = { ...purchase, status: "confirmed", confirmedAt };
+  const payload = {
+    purchaseId,
+    holdId,
+    fanId,
+    seats,
+    ...(purchase.generalAdmission ? purchase.generalAdmission : {}),
+    amount: purchase.amount,
+    confirmedAt,
+  };
+
+  const items: TransactItem[] = refs.map((ref) => ({
+    Update: {
+      TableName: ctx.tableName,
+      Key: keys.seat(eventId, ref!),
+      UpdateExpression: "SET #status = :sold, purchaseId = :pid, soldAt = :at REMOVE holdExpiresAt, GSI2PK, GSI2SK",
+      // A late confirmation can never capture a seat: it must still be this hold's, unexpired.
+      ConditionExpression: "#status = :held AND holdId = :hold AND holderId = :fan AND holdExpiresAt > :now",
+      ExpressionAttributeNames: { "#status": "status" },
+      ExpressionAttributeValues: {
+        ":sold": "sold",
+        ":held": "held",
+        ":pid": purchaseId,
+        ":hold": holdId,
+        ":fan": fanId,
+        ":now": now,
+        ":at": confirmedAt,
+      },
+      ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+    },
+  }));
+  const holdIndex = items.length;
+  items.push({
+    Update: {
+      TableName: ctx.tableName,
+      Key: keys.hold(eventId, holdId),
+      UpdateExpression: "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at REMOVE GSI2PK, GSI2SK",
+      ConditionExpression: "#status = :held AND fanId = :fan AND expiresAt > :now",
+      ExpressionAttributeNames: { "#status": "status" },
+      ExpressionAttributeValues: {
+        ":confirmed": "confirmed",
+        ":held": "held",
+        ":pid": purchaseId,
+        ":fan": fanId,
+        ":now": now,
+        ":at": confirmedAt,
+      },
+      ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+    },
+  });
+  const purchaseIndex = items.length;
+  items.push({
+    Update: {
+      TableName: ctx.tableName,
+      Key: keys.purchase(eventId, purchaseId),
+      UpdateExpression: "SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk",
+      ConditionExpression: "#status = :pending AND holdId = :hold AND fanId = :fan",
+      ExpressionAttributeNames: { "#status": "status" },
+      ExpressionAttributeValues: {
+        ":confirmed": "confirmed",
+        ":pending": "pending",
+        ":hold": holdId,
+        ":fan": fanId,
+        ":at": confirmedAt,
+        ":sk": keys.purchaseSortKey("confirmed", purchaseId),
+      },
+      ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+    },
+  });
+  items.push(outboxPutAction(ctx, eventId, purchaseId, confirmedAt, payload));
+  if (purchase.generalAdmission) {
+    items.push({
+      Update: {
+        TableName: ctx.tableName,
+        Key: keys.generalAdmission(eventId, purchase.generalAdmission.areaId),
+        UpdateExpression: "SET held = held - :q, sold = sold + :q",
+        ConditionExpression: "attribute_exists(PK)",
+        ExpressionAttributeValues: { ":q": purchase.generalAdmission.quantity },
+      },
+    });
+  }
+
+  // The fan's ledger: the hold's entry becomes bought seats (the fan's total stays the same).
+  const fanIndex = items.length;
+  items.push(fanConfirmAction(ctx, eventId, fanId, holdId, seats.length + (purchase.generalAdmission?.quantity ?? 0)));
+  return { items, holdIndex, purchaseIndex, fanIndex, confirmed };
+}
+
+/** Step 3: why the transaction was cancelled, from its reasons and their ALL_OLD images; no extra read. */
+function whyNotConfirmed(
+  reasons: CancellationReason[],
+  at: Confirmation,
+  seats: string[],
+  fanId: string,
+  now: number,
+): ConfirmResult {
+  const purchaseNow = reasons[at.purchaseIndex]?.item;
+  if (purchaseNow && purchaseNow.status !== "pending") {
+    const status = purchaseNow.status as PurchaseStatus;
+    // The same confirmation ran concurrently (a retry) and won.
+    if (status === "confirmed") return { ok: true, purchase: toPurchase(purchaseNow), alreadyConfirmed: true };
+    return { ok: false, reason: "purchase_not_pending", status };
+  }
+  const holdNow = reasons[at.holdIndex]?.item;
+  const holdWhy = holdNow ? unusable(holdNow, fanId, now) : null;
+  const lost = seats.filter((_, i) => reasons[i]?.code === "ConditionalCheckFailed");
+  if (holdWhy) return { ok: false, reason: holdWhy, ...(lost.length ? { seats: lost } : {}) };
+  if (lost.length) return { ok: false, reason: "hold_expired", seats: lost };
+  // Hold and seats still fine, but the ledger has no entry for the hold: a hold on a gateway
+  // whose clock is ahead removed it as expired (or the hold predates the ledger). Buying it now
+  // could put the fan past maxSeatsPerFan, so it is expired for this purpose too.
+  if (reasons[at.fanIndex]?.code === "ConditionalCheckFailed") return { ok: false, reason: "hold_expired" };
+  throw new Error(`confirm cancelled for no stated reason: ${reasons.map((r) => r.code).join(",")}`);
 }
 
 async function transition(
@@ -488,23 +533,64 @@ export async function countPurchases(ctx: Ctx, eventId: string): Promise<Record<
   return guard("countPurchases", async () => {
     await Promise.all(
       statuses.map(async (status) => {
-        let start: Record<string, unknown> | undefined;
-        do {
-          const out = await ctx.doc.send(
-            new QueryCommand({
-              TableName: ctx.tableName,
-              IndexName: GSI1,
-              KeyConditionExpression: "GSI1PK = :pk AND begins_with(GSI1SK, :status)",
-              ExpressionAttributeValues: { ":pk": keys.purchasesPartition(eventId), ":status": `${status}#` },
-              Select: "COUNT",
-              ...(start ? { ExclusiveStartKey: start } : {}),
-            }),
-          );
-          counts[status] += out.Count ?? 0;
-          start = out.LastEvaluatedKey;
-        } while (start);
+        for await (const page of queryPages(ctx, {
+          IndexName: GSI1,
+          KeyConditionExpression: "GSI1PK = :pk AND begins_with(GSI1SK, :status)",
+          ExpressionAttributeValues: { ":pk": keys.purchasesPartition(eventId), ":status": `${status}#` },
+          Select: "COUNT",
+        })) {
+          counts[status] += page.Count ?? 0;
+        }
       }),
     );
     return counts;
   });
+}
+
+type PurchaseRef = EventRef & { purchaseId: string };
+
+/** The purchase aggregate: the saga's steps in the store, and the purchases of an event. */
+export interface PurchaseStore {
+  /**
+   * Before charging: the `pending` purchase, found again by a retry with the same purchase id.
+   * `fingerprint` (of the request) makes a retry with another body a `purchase_conflict`.
+   */
+  createPending(
+    args: PurchaseRef & { holdId: string; fanId: string; fingerprint?: string },
+  ): Promise<PendingPurchaseResult>;
+  /** After the charge: one transaction; a repeat returns the first result. */
+  confirm(args: PurchaseRef & { holdId: string; fanId: string }): Promise<ConfirmResult>;
+  /** Right before a charge: still pending (conditional); records the attempt and when it started. */
+  startCharge(args: PurchaseRef): Promise<ChargeStartResult>;
+  /** pending -> failed; `ifAttempts`: only if exactly that many charge attempts have started. */
+  markFailed(args: PurchaseRef & { reason?: string; ifAttempts?: number }): Promise<PurchaseTransitionResult>;
+  /** pending | failed -> failed (refund_due): a charge to give back was found. */
+  markRefundDue(args: PurchaseRef & { chargeId: string }): Promise<PurchaseTransitionResult>;
+  markRefunded(args: PurchaseRef & { reason?: string; chargeId?: string }): Promise<PurchaseTransitionResult>;
+  get(args: PurchaseRef): Promise<Purchase | null>;
+  /** False when another charge is recorded already. */
+  recordCharge(args: PurchaseRef & { chargeId: string }): Promise<boolean>;
+  count(args: EventRef): Promise<Record<PurchaseStatus, number>>;
+  list(
+    /** `refundDue`: only failed purchases whose refund is under way (reason refund_due). */
+    args: EventRef & { status?: PurchaseStatus; refundDue?: boolean; cursor?: string; limit?: number },
+  ): Promise<{ purchases: Purchase[]; nextCursor?: string }>;
+}
+
+export function createPurchaseStore(ctx: Ctx): PurchaseStore {
+  return {
+    createPending: ({ eventId, holdId, fanId, purchaseId, fingerprint }) =>
+      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint),
+    confirm: ({ eventId, holdId, fanId, purchaseId }) => confirm(ctx, eventId, holdId, fanId, purchaseId),
+    startCharge: ({ eventId, purchaseId }) => startCharge(ctx, eventId, purchaseId),
+    markFailed: ({ eventId, purchaseId, reason, ifAttempts }) =>
+      markPurchaseFailed(ctx, eventId, purchaseId, reason, ifAttempts === undefined ? {} : { ifAttempts }),
+    markRefundDue: ({ eventId, purchaseId, chargeId }) => markRefundDue(ctx, eventId, purchaseId, chargeId),
+    markRefunded: ({ eventId, purchaseId, reason, chargeId }) =>
+      markPurchaseRefunded(ctx, eventId, purchaseId, reason, chargeId),
+    get: ({ eventId, purchaseId }) => getPurchase(ctx, eventId, purchaseId),
+    recordCharge: ({ eventId, purchaseId, chargeId }) => recordCharge(ctx, eventId, purchaseId, chargeId),
+    count: ({ eventId }) => countPurchases(ctx, eventId),
+    list: ({ eventId, ...options }) => listPurchases(ctx, eventId, options),
+  };
 }

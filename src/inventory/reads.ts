@@ -7,8 +7,8 @@ import { GSI1 } from "../dynamodb/table.js";
 import { getEventItem } from "./events.js";
 import { toEvent, toSeatView } from "./items.js";
 import { ID_PATTERN, keys } from "./keys.js";
-import { type Ctx, guard, num, optNum } from "./store.js";
-import type { EventCounts, GeneralAdmissionCounts, SeatPage, SectionCounts } from "./types.js";
+import { type Ctx, guard, num, optNum, queryPages } from "./store.js";
+import type { EventCounts, EventRef, GeneralAdmissionCounts, SeatPage, SectionCounts } from "./types.js";
 
 const SEAT_SK = /^SEAT#\d{5}#\d{5}$/;
 
@@ -65,21 +65,14 @@ export async function countAvailable(ctx: Ctx, eventId: string, sectionId: strin
   if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(sectionId)) return 0;
   return guard("countAvailable", async () => {
     let count = 0;
-    let start: Record<string, unknown> | undefined;
-    do {
-      const out = await ctx.doc.send(
-        new QueryCommand({
-          TableName: ctx.tableName,
-          IndexName: GSI1,
-          KeyConditionExpression: "GSI1PK = :pk",
-          ExpressionAttributeValues: { ":pk": keys.availableSeatsPartition(eventId, sectionId) },
-          Select: "COUNT",
-          ...(start ? { ExclusiveStartKey: start } : {}),
-        }),
-      );
-      count += out.Count ?? 0;
-      start = out.LastEvaluatedKey;
-    } while (start);
+    for await (const page of queryPages(ctx, {
+      IndexName: GSI1,
+      KeyConditionExpression: "GSI1PK = :pk",
+      ExpressionAttributeValues: { ":pk": keys.availableSeatsPartition(eventId, sectionId) },
+      Select: "COUNT",
+    })) {
+      count += page.Count ?? 0;
+    }
     return count;
   });
 }
@@ -173,4 +166,22 @@ export async function eventCounts(ctx: Ctx, eventId: string): Promise<EventCount
   const generalAdmission: Record<string, GeneralAdmissionCounts> = {};
   for (const a of areas) if (a) generalAdmission[a.areaId] = a;
   return { eventId, seats, sections, generalAdmission };
+}
+
+/** What the seat map, the stats and the audit read: seats and areas with their effective status. */
+export interface SeatReads {
+  /** null for an unknown event or section, or a malformed cursor. */
+  listSection(args: EventRef & { sectionId: string } & SeatPageOptions): Promise<SeatPage | null>;
+  countAvailable(args: EventRef & { sectionId: string }): Promise<number>;
+  eventCounts(args: EventRef): Promise<EventCounts | null>;
+  generalAdmission(args: EventRef & { areaId: string }): Promise<GeneralAdmissionCounts | null>;
+}
+
+export function createSeatReads(ctx: Ctx): SeatReads {
+  return {
+    listSection: ({ eventId, sectionId, ...options }) => listSectionSeats(ctx, eventId, sectionId, options),
+    countAvailable: ({ eventId, sectionId }) => countAvailable(ctx, eventId, sectionId),
+    eventCounts: ({ eventId }) => eventCounts(ctx, eventId),
+    generalAdmission: ({ eventId, areaId }) => getGeneralAdmission(ctx, eventId, areaId),
+  };
 }

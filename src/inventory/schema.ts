@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { ID_PATTERN, MAX_ROW_OR_NUMBER } from "./keys.js";
+import { MAX_SEATS_PER_FAN } from "./limits.js";
 import type { EventInput } from "./types.js";
 
 /** A BatchWriteItem-built layout larger than this is almost certainly a typo in `rows`. */
@@ -42,7 +43,7 @@ export const eventInputSchema = z
     name: z.string().min(1).max(200),
     onSaleAt: z.iso.datetime({ offset: false }),
     holdSeconds: z.number().int().min(1).max(86_400),
-    maxSeatsPerFan: z.number().int().min(1).max(100),
+    maxSeatsPerFan: z.number().int().min(1).max(MAX_SEATS_PER_FAN),
     sections: z.array(sectionSchema).max(1_000).default([]),
     generalAdmission: z.array(generalAdmissionSchema).max(100).default([]),
     waitingRoom: waitingRoomSchema,

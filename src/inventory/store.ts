@@ -1,11 +1,16 @@
 /**
- * The inventory's only contact with the SDK: the document client, the error classification that
- * turns SDK exceptions into values, and the retry policy for transactions that collide.
- * Nothing from here is exported past src/inventory/index.ts.
+ * What every inventory module shares of the SDK: the document client, the error classification
+ * that turns SDK exceptions into values, and the retry policy for transactions that collide. The
+ * aggregate modules (events, holds, fans, purchases, outbox, reads, sweep) build their own
+ * commands with @aws-sdk/lib-dynamodb and send them through `ctx.doc`; the SDK stops at the
+ * inventory's edge: nothing SDK-shaped is exported past src/inventory/index.ts.
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import {
   DynamoDBDocumentClient,
+  QueryCommand,
+  type QueryCommandInput,
+  type QueryCommandOutput,
   TransactWriteCommand,
   type TransactWriteCommandInput,
   UpdateCommand,
@@ -186,6 +191,21 @@ export function optNum(item: Item, name: string): number | undefined {
 export function strList(item: Item, name: string): string[] {
   const v = item[name];
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
+}
+
+/** Every page of a Query on the table (or an index), in order, LastEvaluatedKey followed. */
+export async function* queryPages(
+  ctx: Ctx,
+  input: Omit<QueryCommandInput, "TableName" | "ExclusiveStartKey">,
+): AsyncGenerator<QueryCommandOutput> {
+  let start: Record<string, unknown> | undefined;
+  do {
+    const out = await ctx.doc.send(
+      new QueryCommand({ ...input, TableName: ctx.tableName, ...(start ? { ExclusiveStartKey: start } : {}) }),
+    );
+    yield out;
+    start = out.LastEvaluatedKey;
+  } while (start);
 }
 
 /** Runs `fn` over `items` with at most `limit` in flight. */

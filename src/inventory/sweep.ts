@@ -9,33 +9,35 @@
  * Many sweepers at once are safe: every reset is a conditional write that re-checks "still held,
  * by the same hold, and expired" on the item itself; the GSI2 entries are only candidates.
  */
-import { QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI2 } from "../dynamodb/table.js";
 import { getEventItem } from "./events.js";
 import { iso } from "./items.js";
 import { expiryBound, ID_PATTERN, keys, shardOf, SWEEP_SHARDS } from "./keys.js";
-import { conditionFailure, type Ctx, guard, type Item, isTransactionConflict, mapLimit, transact } from "./store.js";
+import {
+  conditionFailure,
+  type Ctx,
+  guard,
+  type Item,
+  isTransactionConflict,
+  mapLimit,
+  queryPages,
+  transact,
+} from "./store.js";
 import type { SweepResult } from "./types.js";
 
 const PAGE = 100;
 const CONCURRENCY = 16;
 
 async function* expiredEntries(ctx: Ctx, partition: string, now: number): AsyncGenerator<Item[]> {
-  let start: Record<string, unknown> | undefined;
-  do {
-    const out = await ctx.doc.send(
-      new QueryCommand({
-        TableName: ctx.tableName,
-        IndexName: GSI2,
-        KeyConditionExpression: "GSI2PK = :pk AND GSI2SK < :bound",
-        ExpressionAttributeValues: { ":pk": partition, ":bound": expiryBound(now) },
-        Limit: PAGE,
-        ...(start ? { ExclusiveStartKey: start } : {}),
-      }),
-    );
-    yield out.Items ?? [];
-    start = out.LastEvaluatedKey;
-  } while (start);
+  for await (const page of queryPages(ctx, {
+    IndexName: GSI2,
+    KeyConditionExpression: "GSI2PK = :pk AND GSI2SK < :bound",
+    ExpressionAttributeValues: { ":pk": partition, ":bound": expiryBound(now) },
+    Limit: PAGE,
+  })) {
+    yield page.Items ?? [];
+  }
 }
 
 async function resetExpiredSeat(ctx: Ctx, seat: Item, now: number): Promise<boolean> {

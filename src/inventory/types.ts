@@ -6,6 +6,11 @@
 
 export type SeatStatus = "available" | "held" | "sold";
 
+/** Every inventory call names its event first: all of an event's items share its key prefix. */
+export interface EventRef {
+  eventId: string;
+}
+
 export interface SectionInput {
   id: string;
   tier: string;

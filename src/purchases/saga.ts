@@ -42,7 +42,7 @@ import { type Inventory, InventoryUnavailableError, type Purchase, REFUND_DUE } 
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { PaymentProvider } from "../payments/provider.js";
-import type { SeatMapCache } from "../seatmap/cache.js";
+import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
 
 export type PurchaseOutcome =
@@ -82,7 +82,7 @@ export interface PurchaseSagaDeps {
   /** Already wrapped with withTimeout(PAYMENT_TIMEOUT_MS). */
   payments: PaymentProvider;
   waitingRoom: Pick<WaitingRoom, "completeSession">;
-  seatMap: Pick<SeatMapCache, "apply">;
+  seatMapWrites: Pick<SeatMapWrites, "sold">;
   metrics: Metrics;
   logger: Logger;
   reconciler?: ReconcileScheduler;
@@ -148,6 +148,10 @@ export function requestFingerprint(holdId: string, paymentToken: string): string
 
 export interface PurchaseSaga {
   purchase(request: PurchaseRequest): Promise<PurchaseOutcome>;
+  /** The purchase as stored (consistent), or null. */
+  find(eventId: string, purchaseId: string): Promise<Purchase | null>;
+  /** Purchases of an event by status, from the authoritative store. */
+  counts(eventId: string): Promise<Record<Purchase["status"], number>>;
   /**
    * Drives a pending purchase to its end from the provider's own answer (lookup), for the
    * reconciler and the webhook. `minAgeMs`: leave it alone if younger (a charge may be in flight).
@@ -186,7 +190,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   const pending = (purchase: Purchase): PurchaseOutcome => ({ kind: "pending", purchase });
 
   const current = async (eventId: string, purchaseId: string, fallback: Purchase) =>
-    (await inventory.getPurchase(eventId, purchaseId)) ?? fallback;
+    (await inventory.purchases.get({ eventId, purchaseId })) ?? fallback;
 
   /** Since the purchase's latest charge attempt started (its creation, if none has). */
   const ageOf = (purchase: Purchase) => clock() - Date.parse(purchase.chargeStartedAt ?? purchase.createdAt);
@@ -199,17 +203,12 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   /** Step 4 once the money is known to be taken: confirm, or compensate with a refund. */
   async function settleCharged(purchase: Purchase, chargeId: string, sessionId?: string): Promise<PurchaseOutcome> {
     const { eventId, purchaseId, holdId, fanId } = purchase;
-    await inventory.recordCharge(eventId, purchaseId, chargeId);
-    const confirmed = await inventory.confirm(eventId, holdId, fanId, purchaseId);
+    await inventory.purchases.recordCharge({ eventId, purchaseId, chargeId });
+    const confirmed = await inventory.purchases.confirm({ eventId, holdId, fanId, purchaseId });
     if (confirmed.ok) {
       if (!confirmed.alreadyConfirmed) {
         metrics.purchases.inc({ outcome: "confirmed" });
-        deps.seatMap
-          .apply(
-            eventId,
-            confirmed.purchase.seats.map((id) => ({ id, status: "sold" as const })),
-          )
-          .catch((err: unknown) => logger.warn({ err: (err as Error).message, purchaseId }, "seat-map update failed"));
+        void deps.seatMapWrites.sold(eventId, confirmed.purchase.seats);
       }
       await completeSession(eventId, sessionId);
       return { kind: "confirmed", purchase: confirmed.purchase };
@@ -238,7 +237,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     sessionId?: string,
   ): Promise<PurchaseOutcome> {
     const { eventId, purchaseId } = purchase;
-    const fenced = await inventory.markRefundDue(eventId, purchaseId, chargeId);
+    const fenced = await inventory.purchases.markRefundDue({ eventId, purchaseId, chargeId });
     if (fenced.ok) return refundCharged(fenced.purchase, chargeId, reason);
     const now = await current(eventId, purchaseId, purchase);
     if (now.status === "confirmed") {
@@ -259,7 +258,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       logger.warn({ purchaseId, chargeId, err: refund.message }, "refund failed; the reconciler will retry");
       return pending(purchase);
     }
-    const marked = await inventory.markPurchaseRefunded(eventId, purchaseId, reason, chargeId);
+    const marked = await inventory.purchases.markRefunded({ eventId, purchaseId, reason, chargeId });
     metrics.purchases.inc({ outcome: "refunded" });
     logger.info({ purchaseId, chargeId, reason }, "charged, but the purchase could not be confirmed: refunded");
     return { kind: "refunded", purchase: marked.ok ? marked.purchase : purchase };
@@ -267,12 +266,12 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
 
   /** pending -> failed; `ifAttempts` fences a "never charged" verdict against a newer attempt. */
   async function fail(purchase: Purchase, reason: string, ifAttempts?: number): Promise<PurchaseOutcome> {
-    const marked = await inventory.markPurchaseFailed(
-      purchase.eventId,
-      purchase.purchaseId,
+    const marked = await inventory.purchases.markFailed({
+      eventId: purchase.eventId,
+      purchaseId: purchase.purchaseId,
       reason,
-      ifAttempts === undefined ? {} : { ifAttempts },
-    );
+      ...(ifAttempts === undefined ? {} : { ifAttempts }),
+    });
     const now = marked.ok ? marked.purchase : await current(purchase.eventId, purchase.purchaseId, purchase);
     if (marked.ok) metrics.purchases.inc({ outcome: reason === "declined" ? "declined" : "provider_error" });
     return ended(now) ?? pending(now);
@@ -280,7 +279,12 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
 
   /** The provider's record of the key says it was charged and refunded: the purchase says so too. */
   async function alreadyRefunded(purchase: Purchase, chargeId: string, reason: string): Promise<PurchaseOutcome> {
-    const marked = await inventory.markPurchaseRefunded(purchase.eventId, purchase.purchaseId, reason, chargeId);
+    const marked = await inventory.purchases.markRefunded({
+      eventId: purchase.eventId,
+      purchaseId: purchase.purchaseId,
+      reason,
+      chargeId,
+    });
     if (marked.ok) return { kind: "refunded", purchase: marked.purchase };
     const now = await current(purchase.eventId, purchase.purchaseId, purchase);
     return ended(now) ?? pending(now);
@@ -345,11 +349,14 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   }
 
   return {
+    find: (eventId, purchaseId) => inventory.purchases.get({ eventId, purchaseId }),
+    counts: (eventId) => inventory.purchases.count({ eventId }),
+
     async purchase(request) {
       const { eventId, fanId, holdId } = request;
       const purchaseId = purchaseIdOf(eventId, fanId, request.idempotencyKey);
       const fingerprint = requestFingerprint(holdId, request.paymentToken);
-      const created = await inventory.createPendingPurchase(eventId, holdId, fanId, purchaseId, fingerprint);
+      const created = await inventory.purchases.createPending({ eventId, holdId, fanId, purchaseId, fingerprint });
       if (!created.ok) {
         switch (created.reason) {
           case "purchase_conflict":
@@ -380,7 +387,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
 
       // Right before the charge, conditionally: still pending (a purchase failed meanwhile is
       // never charged), and this attempt dated and counted for the reconciler.
-      const started = await inventory.startCharge(eventId, purchaseId);
+      const started = await inventory.purchases.startCharge({ eventId, purchaseId });
       if (!started.ok) {
         if (started.reason === "not_found") return { kind: "hold_not_found" };
         return ended(started.purchase) ?? pending(started.purchase);
@@ -410,7 +417,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     },
 
     async resolve(eventId, purchaseId, options = {}) {
-      const purchase = await inventory.getPurchase(eventId, purchaseId);
+      const purchase = await inventory.purchases.get({ eventId, purchaseId });
       if (!purchase) return null;
       if (purchase.status === "confirmed" || purchase.status === "refunded") return ended(purchase);
       if (refundDue(purchase)) {

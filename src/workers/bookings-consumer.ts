@@ -20,7 +20,7 @@ import { QUEUE_PREFIX, queueNames } from "./queues.js";
 export interface BookingsConsumerOptions {
   /** A connection of its own with `maxRetriesPerRequest: null` (a BullMQ Worker blocks on it). */
   connection: Redis;
-  inventory: Pick<Inventory, "getOutboxRecord" | "acknowledgeOutbox">;
+  inventory: Pick<Inventory, "outbox">;
   /** The integrator's work. A rejection fails the attempt; BullMQ retries it with backoff. */
   handle(booking: BookingConfirmedJob, job: Job<BookingConfirmedJob>): Promise<void>;
   logger: Logger;
@@ -45,14 +45,14 @@ export function processBooking(
     const log = options.logger.child({ job: "booking", eventId, purchaseId });
     // Read first: a store that cannot answer fails the attempt before the handler runs, so an
     // outage of DynamoDB does not turn into duplicate deliveries.
-    const record = await options.inventory.getOutboxRecord(eventId, purchaseId);
+    const record = await options.inventory.outbox.get({ eventId, purchaseId });
     if (record?.state === "acknowledged") {
       log.debug("booking already acknowledged: skipped");
       return { delivered: false, acknowledged: false };
     }
     await options.handle(job.data, job);
     try {
-      return { delivered: true, acknowledged: await options.inventory.acknowledgeOutbox(eventId, purchaseId) };
+      return { delivered: true, acknowledged: await options.inventory.outbox.acknowledge({ eventId, purchaseId }) };
     } catch (err) {
       // Failing the job now would run the handler again. Completed, it is acknowledged by the
       // publisher's next check of the record, which finds the job completed.

@@ -43,16 +43,6 @@ export interface BookingConfirmedJob {
   payload: OutboxRecord["payload"];
 }
 
-export type OutboxStore = Pick<
-  Inventory,
-  | "listUnsentOutbox"
-  | "listDueUnacknowledgedOutbox"
-  | "getOutboxRecord"
-  | "markOutboxPublished"
-  | "deferOutboxCheck"
-  | "acknowledgeOutbox"
->;
-
 /** The first check of a published record comes this long after it was published. */
 export const OUTBOX_CHECK_AFTER_MS = 30_000;
 /**
@@ -63,7 +53,7 @@ export const OUTBOX_CHECK_AFTER_MS = 30_000;
 export const OUTBOX_MAX_CHECK_AFTER_MS = 10 * 60_000;
 
 export interface PublishOutboxDeps {
-  inventory: OutboxStore;
+  inventory: Pick<Inventory, "outbox">;
   bookings: Queue<BookingConfirmedJob>;
   logger: Logger;
   /** Records read per page (default 100). */
@@ -149,7 +139,11 @@ function checkDelay(deps: Pick<PublishOutboxDeps, "checkAfterMs" | "maxCheckAfte
 /** Adds the record's job, then marks the record published. Exported for tests of a crash in between. */
 export async function publishRecord(deps: Omit<PublishOutboxDeps, "logger">, record: OutboxRecord): Promise<boolean> {
   await addBookingJob(deps.bookings, record);
-  return deps.inventory.markOutboxPublished(record.eventId, record.purchaseId, checkDelay(deps, 0));
+  return deps.inventory.outbox.markPublished({
+    eventId: record.eventId,
+    purchaseId: record.purchaseId,
+    checkAfterMs: checkDelay(deps, 0),
+  });
 }
 
 export type CheckOutcome = "acknowledged" | "republished" | "waiting" | "failed" | "settled";
@@ -165,27 +159,32 @@ export async function checkPublishedRecord(
   const { eventId, purchaseId } = record;
   const state = await deps.bookings.getJobState(bookingJobId(purchaseId));
   if (state === "completed") {
-    return (await deps.inventory.acknowledgeOutbox(eventId, purchaseId)) ? "acknowledged" : "settled";
+    return (await deps.inventory.outbox.acknowledge({ eventId, purchaseId })) ? "acknowledged" : "settled";
   }
   if (state === "unknown") {
     // Gone from Redis: lost with its data (or kept past the retention). The index is eventually
     // consistent and may still list a record acknowledged a moment ago; a consistent read keeps
     // that booking from being delivered again.
-    const current = await deps.inventory.getOutboxRecord(eventId, purchaseId);
+    const current = await deps.inventory.outbox.get({ eventId, purchaseId });
     if (current?.state !== "published") return "settled";
     await addBookingJob(deps.bookings, current);
     // The new job starts the checks over, so a second loss is noticed as soon as the first.
-    const deferred = await deps.inventory.deferOutboxCheck(eventId, purchaseId, checkDelay(deps, 0), true);
+    const deferred = await deps.inventory.outbox.deferCheck({
+      eventId,
+      purchaseId,
+      checkAfterMs: checkDelay(deps, 0),
+      republished: true,
+    });
     return deferred ? "republished" : "settled";
   }
   // Waiting, active, delayed, or failed for good (the integrator's handler gave up): its consumer's
   // business. Checked again later, less often each time.
-  const deferred = await deps.inventory.deferOutboxCheck(
+  const deferred = await deps.inventory.outbox.deferCheck({
     eventId,
     purchaseId,
-    checkDelay(deps, record.checks + 1),
-    false,
-  );
+    checkAfterMs: checkDelay(deps, record.checks + 1),
+    republished: false,
+  });
   if (!deferred) return "settled";
   return state === "failed" ? "failed" : "waiting";
 }
@@ -211,7 +210,7 @@ export async function publishOutbox(deps: PublishOutboxDeps, job: OutboxJob): Pr
   };
 
   for (let page = 0; page < maxPages; page++) {
-    const records = await deps.inventory.listUnsentOutbox(job.eventId, pageSize);
+    const records = await deps.inventory.outbox.listUnsent({ eventId: job.eventId, limit: pageSize });
     let marked = 0;
     for (const record of records) {
       const first = await publishRecord(deps, record);
@@ -229,7 +228,7 @@ export async function publishOutbox(deps: PublishOutboxDeps, job: OutboxJob): Pr
   // case, where the consumer acknowledged each booking long before its first check.
   let failed = 0;
   for (let page = 0; page < maxCheckPages; page++) {
-    const due = await deps.inventory.listDueUnacknowledgedOutbox(job.eventId, pageSize);
+    const due = await deps.inventory.outbox.listDue({ eventId: job.eventId, limit: pageSize });
     let moved = 0;
     for (const record of due) {
       const outcome = await checkPublishedRecord(deps, record);

@@ -1,10 +1,9 @@
 /**
  * BullMQ job schedulers (sweeps, seat-map refresh, the reconcile backstop, the outbox) live in
  * Redis: when Redis comes back empty they are gone, and with them every sweep and every pending
- * purchase's safety net. The gateway arms an event's schedules when it stores or reads the event;
- * this wrapper also remembers which events it armed and arms them all again as soon as the Redis
- * connection is back (upserts are idempotent, so a reconnect that lost nothing costs a few
- * commands), instead of waiting for the next read of each event.
+ * purchase's safety net. Events are armed by ./event-jobs.ts (when stored, and at startup); this
+ * wrapper remembers which events it armed and arms them all again as soon as the Redis connection
+ * is back (upserts are idempotent, so a reconnect that lost nothing costs a few commands).
  */
 import type { Logger } from "../logger.js";
 import { onRedisReconnect } from "../redis/availability.js";

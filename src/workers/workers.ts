@@ -6,6 +6,7 @@
  */
 import { type Job, Worker } from "bullmq";
 import { Redis } from "ioredis";
+import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import type { Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
@@ -23,7 +24,10 @@ import {
 export interface WorkerDeps {
   redisUrl: string;
   inventory: Inventory;
-  seatMap: SeatMapCache;
+  /** Sections are rebuilt from the store on the refresh job. */
+  seatMap: Pick<SeatMapCache, "rebuild">;
+  /** What a sweep released is told to the seat map. */
+  seatMapWrites: Pick<SeatMapWrites, "released">;
   purchases: PurchaseSaga;
   /** A pending purchase younger than this may still have a charge in flight: left alone. */
   paymentTimeoutMs: number;
@@ -37,14 +41,9 @@ export interface Workers {
   close(): Promise<void>;
 }
 
-export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMap">, job: SweepJob) {
-  const result = await deps.inventory.sweepExpired(job.eventId, job.shard);
-  if (result.releasedSeats.length > 0) {
-    await deps.seatMap.apply(
-      job.eventId,
-      result.releasedSeats.map((id) => ({ id, status: "available" as const })),
-    );
-  }
+export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrites">, job: SweepJob) {
+  const result = await deps.inventory.holds.sweepExpired({ eventId: job.eventId, shard: job.shard });
+  await deps.seatMapWrites.released(job.eventId, result.releasedSeats);
   return result;
 }
 
@@ -85,7 +84,11 @@ export async function reconcileJob(
   for (const filter of [{ status: "pending" as const }, { refundDue: true }]) {
     let cursor: string | undefined;
     do {
-      const page = await deps.inventory.listPurchases(job.eventId, { ...filter, ...(cursor ? { cursor } : {}) });
+      const page = await deps.inventory.purchases.list({
+        eventId: job.eventId,
+        ...filter,
+        ...(cursor ? { cursor } : {}),
+      });
       for (const p of page.purchases) {
         const outcome = await deps.purchases.resolve(job.eventId, p.purchaseId, { minAgeMs }).catch(() => null);
         const kind = outcome?.kind ?? "error";

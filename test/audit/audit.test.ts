@@ -56,16 +56,16 @@ async function setup(ledger: Redis = redis): Promise<Omit<Sale, "ids" | "chargeO
   const clock = manualClock();
   const inventory = createInventory({ client, tableName, clock: clock.now });
   const eventId = uniqueEventId("aud");
-  const created = await inventory.createEvent(
+  const created = await inventory.events.create({
     eventId,
-    eventInput(clock, {
+    input: eventInput(clock, {
       sections: [
         { id: "A", tier: "Floor", price: 15_000, rows: 4, seatsPerRow: 5 },
         { id: "B", tier: "Upper", price: 5_000, rows: 2, seatsPerRow: 5 },
       ],
       generalAdmission: [{ id: "GA", tier: "Standing", price: 6_000, capacity: 10 }],
     }),
-  );
+  });
   expect(created.ok).toBe(true);
   const namespace = `aud${randomUUID().slice(0, 12)}`;
   return {
@@ -88,17 +88,29 @@ async function buy(
   token = "tok_ok",
 ): Promise<{ purchaseId: string; chargeId?: string }> {
   const purchaseId = `${s.eventId}-${name}`;
-  const pending = await s.inventory.createPendingPurchase(s.eventId, hold.holdId, hold.fanId, purchaseId);
+  const pending = await s.inventory.purchases.createPending({
+    eventId: s.eventId,
+    holdId: hold.holdId,
+    fanId: hold.fanId,
+    purchaseId,
+  });
   expect(pending.ok).toBe(true);
   const charge = await s.payments.charge(purchaseId, hold.amount, token);
   if (charge.kind !== "charged") return { purchaseId };
-  expect(await s.inventory.recordCharge(s.eventId, purchaseId, charge.chargeId)).toBe(true);
+  expect(await s.inventory.purchases.recordCharge({ eventId: s.eventId, purchaseId, chargeId: charge.chargeId })).toBe(
+    true,
+  );
   return { purchaseId, chargeId: charge.chargeId };
 }
 
 async function confirmed(s: Omit<Sale, "ids" | "chargeOf">, hold: Hold, name: string): Promise<string> {
   const { purchaseId } = await buy(s, hold, name);
-  const out = await s.inventory.confirm(s.eventId, hold.holdId, hold.fanId, purchaseId);
+  const out = await s.inventory.purchases.confirm({
+    eventId: s.eventId,
+    holdId: hold.holdId,
+    fanId: hold.fanId,
+    purchaseId,
+  });
   expect(out.ok).toBe(true);
   return purchaseId;
 }
@@ -114,10 +126,19 @@ async function cleanSale(ledger: Redis = redis): Promise<Sale> {
   const { eventId, inventory } = s;
 
   // Charged, but the hold expired before the confirmation: the saga refunds.
-  const late = held(await inventory.hold(eventId, "fan-late", ["B-1-1"], 60));
+  const late = held(
+    await inventory.holds.holdSeats({ eventId, fanId: "fan-late", seatIds: ["B-1-1"], holdSeconds: 60 }),
+  );
   const refunded = await buy(s, late, "late");
   s.clock.advance(61_000);
-  expect(await inventory.confirm(eventId, late.holdId, "fan-late", refunded.purchaseId)).toMatchObject({
+  expect(
+    await inventory.purchases.confirm({
+      eventId,
+      holdId: late.holdId,
+      fanId: "fan-late",
+      purchaseId: refunded.purchaseId,
+    }),
+  ).toMatchObject({
     ok: false,
     reason: "hold_expired",
   });
@@ -125,21 +146,58 @@ async function cleanSale(ledger: Redis = redis): Promise<Sale> {
     kind: "refunded",
   });
   expect(
-    await inventory.markPurchaseRefunded(eventId, refunded.purchaseId, "hold_expired", refunded.chargeId),
+    await inventory.purchases.markRefunded({
+      eventId,
+      purchaseId: refunded.purchaseId,
+      reason: "hold_expired",
+      chargeId: refunded.chargeId,
+    }),
   ).toMatchObject({ ok: true });
 
-  const seats2 = await confirmed(s, held(await inventory.hold(eventId, "fan-1", ["A-1-1", "A-1-2"], 480)), "two");
-  const seats1 = await confirmed(s, held(await inventory.hold(eventId, "fan-2", ["A-2-1"], 480)), "one");
-  const ga = await confirmed(s, held(await inventory.holdGeneralAdmission(eventId, "fan-3", "GA", 3, 480)), "ga");
+  const seats2 = await confirmed(
+    s,
+    held(await inventory.holds.holdSeats({ eventId, fanId: "fan-1", seatIds: ["A-1-1", "A-1-2"], holdSeconds: 480 })),
+    "two",
+  );
+  const seats1 = await confirmed(
+    s,
+    held(await inventory.holds.holdSeats({ eventId, fanId: "fan-2", seatIds: ["A-2-1"], holdSeconds: 480 })),
+    "one",
+  );
+  const ga = await confirmed(
+    s,
+    held(
+      await inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan-3",
+        areaId: "GA",
+        quantity: 3,
+        holdSeconds: 480,
+      }),
+    ),
+    "ga",
+  );
 
-  const declinedHold = held(await inventory.hold(eventId, "fan-4", ["A-3-1"], 480));
+  const declinedHold = held(
+    await inventory.holds.holdSeats({ eventId, fanId: "fan-4", seatIds: ["A-3-1"], holdSeconds: 480 }),
+  );
   const declined = await buy(s, declinedHold, "declined", "tok_decline");
   expect(declined.chargeId).toBeUndefined();
-  expect(await inventory.markPurchaseFailed(eventId, declined.purchaseId, "card_declined")).toMatchObject({ ok: true });
+  expect(
+    await inventory.purchases.markFailed({ eventId, purchaseId: declined.purchaseId, reason: "card_declined" }),
+  ).toMatchObject({ ok: true });
 
   // Fans still deciding.
-  held(await inventory.hold(eventId, "fan-5", ["A-4-1"], 480));
-  held(await inventory.holdGeneralAdmission(eventId, "fan-6", "GA", 2, 480));
+  held(await inventory.holds.holdSeats({ eventId, fanId: "fan-5", seatIds: ["A-4-1"], holdSeconds: 480 }));
+  held(
+    await inventory.holds.holdGeneralAdmission({
+      eventId,
+      fanId: "fan-6",
+      areaId: "GA",
+      quantity: 2,
+      holdSeconds: 480,
+    }),
+  );
 
   for (const c of await s.payments.listCharges()) chargeOf.set(c.idempotencyKey, c.chargeId);
   return {
@@ -239,7 +297,9 @@ describe("audit of a clean sale", () => {
 
   it("fails on a purchase left pending, unless the sale is still running", async () => {
     const s = await cleanSale();
-    const hold = held(await s.inventory.hold(s.eventId, "fan-9", ["A-3-5"], 480));
+    const hold = held(
+      await s.inventory.holds.holdSeats({ eventId: s.eventId, fanId: "fan-9", seatIds: ["A-3-5"], holdSeconds: 480 }),
+    );
     const { purchaseId, chargeId } = await buy(s, hold, "inflight");
 
     const strict = await audit(s);
@@ -258,13 +318,16 @@ describe("audit of a clean sale", () => {
     // The first listing is stale, as GSI1 can be for a moment: it still shows a confirmed purchase pending.
     const stale: Inventory = {
       ...s.inventory,
-      listPurchases: async (eventId, options) => {
-        const page = await s.inventory.listPurchases(eventId, options);
-        if (calls++ > 0) return page;
-        return {
-          ...page,
-          purchases: page.purchases.map((p) => (p.purchaseId === s.ids.seats1 ? { ...p, status: "pending" } : p)),
-        };
+      purchases: {
+        ...s.inventory.purchases,
+        list: async (args) => {
+          const page = await s.inventory.purchases.list(args);
+          if (calls++ > 0) return page;
+          return {
+            ...page,
+            purchases: page.purchases.map((p) => (p.purchaseId === s.ids.seats1 ? { ...p, status: "pending" } : p)),
+          };
+        },
       },
     };
     const report = await auditEvent({ inventory: stale, payments: s.payments }, s.eventId, { recheckDelayMs: 0 });
@@ -445,7 +508,9 @@ const corruptions: Corruption[] = [
     name: "a refunded purchase whose charge was not refunded",
     check: "refunds_match_purchases",
     corrupt: async (s) => {
-      const hold = held(await s.inventory.hold(s.eventId, "fan-7", ["B-2-1"], 480));
+      const hold = held(
+        await s.inventory.holds.holdSeats({ eventId: s.eventId, fanId: "fan-7", seatIds: ["B-2-1"], holdSeconds: 480 }),
+      );
       const { purchaseId } = await buy(s, hold, "unrefunded");
       await updateItem(
         s,
@@ -470,12 +535,23 @@ const corruptions: Corruption[] = [
     name: "a confirmed purchase that was never charged",
     check: "confirmed_purchases_charged",
     corrupt: async (s) => {
-      const hold = held(await s.inventory.hold(s.eventId, "fan-8", ["B-2-2"], 480));
+      const hold = held(
+        await s.inventory.holds.holdSeats({ eventId: s.eventId, fanId: "fan-8", seatIds: ["B-2-2"], holdSeconds: 480 }),
+      );
       const purchaseId = `${s.eventId}-free`;
-      expect(await s.inventory.createPendingPurchase(s.eventId, hold.holdId, "fan-8", purchaseId)).toMatchObject({
+      expect(
+        await s.inventory.purchases.createPending({
+          eventId: s.eventId,
+          holdId: hold.holdId,
+          fanId: "fan-8",
+          purchaseId,
+        }),
+      ).toMatchObject({
         ok: true,
       });
-      expect(await s.inventory.confirm(s.eventId, hold.holdId, "fan-8", purchaseId)).toMatchObject({ ok: true });
+      expect(
+        await s.inventory.purchases.confirm({ eventId: s.eventId, holdId: hold.holdId, fanId: "fan-8", purchaseId }),
+      ).toMatchObject({ ok: true });
       return purchaseId;
     },
   },

@@ -121,13 +121,13 @@ describe("chaos: the DynamoDB endpoint killed mid-sale", () => {
     });
     expect(late.status, JSON.stringify(late.body)).toBe(201);
     const lateHold = late.body as { holdId: string };
-    expect((await c.inventory.getHold(eventId, lateHold.holdId))?.fanId).toBe("latecomer");
+    expect((await c.inventory.holds.get({ eventId, holdId: lateHold.holdId }))?.fanId).toBe("latecomer");
 
     // Every granted hold exists, for that fan and those seats.
     const granted = new Map<string, HoldAttempt>();
     for (const h of ledger.holds) if (h.status === 201) granted.set(h.holdId!, h);
     for (const h of granted.values()) {
-      const stored = await c.inventory.getHold(eventId, h.holdId!);
+      const stored = await c.inventory.holds.get({ eventId, holdId: h.holdId! });
       expect(stored, `hold ${h.holdId}`).not.toBeNull();
       expect(stored!.fanId).toBe(h.fanId);
       expect([...stored!.seats].sort()).toEqual([...h.seats].sort());
@@ -161,7 +161,7 @@ describe("chaos: the DynamoDB endpoint killed mid-sale", () => {
     // What fans were told about their purchases is what DynamoDB says.
     for (const p of ledger.purchases) {
       if (p.end !== "confirmed" && p.end !== "declined") continue;
-      const stored = await c.inventory.getPurchase(eventId, p.purchaseId);
+      const stored = await c.inventory.purchases.get({ eventId, purchaseId: p.purchaseId });
       expect(stored?.status, `${p.purchaseId} (${p.end})`).toBe(p.end === "confirmed" ? "confirmed" : "failed");
     }
 

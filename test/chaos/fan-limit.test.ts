@@ -135,7 +135,9 @@ async function holdingsOf(eventId: string, fanId: string, now = Date.now()) {
   const seats = new Map<string, string>();
   let cursor: string | undefined;
   do {
-    const page = await gw.deps.inventory.listSectionSeats(eventId, "A", {
+    const page = await gw.deps.inventory.seats.listSection({
+      eventId,
+      sectionId: "A",
       consistent: true,
       ...(cursor !== undefined ? { cursor } : {}),
     });
@@ -165,7 +167,8 @@ async function holdingsOf(eventId: string, fanId: string, now = Date.now()) {
   let bought = 0;
   let purchases: string | undefined;
   do {
-    const page = await gw.deps.inventory.listPurchases(eventId, {
+    const page = await gw.deps.inventory.purchases.list({
+      eventId,
       status: "confirmed",
       ...(purchases !== undefined ? { cursor: purchases } : {}),
     });
@@ -308,7 +311,7 @@ describe("chaos: one fan racing its own holds past maxSeatsPerFan", () => {
     }
 
     // --- Settle what is still pending, as the reconciler would, then audit ---
-    const pending = await gw.deps.inventory.listPurchases(eventId, { status: "pending" });
+    const pending = await gw.deps.inventory.purchases.list({ eventId, status: "pending" });
     for (const p of pending.purchases) await gw.deps.purchases.resolve(eventId, p.purchaseId);
     const report = await auditEvent(
       { inventory: gw.deps.inventory, payments: createSimulatedProvider({ redis }) },

@@ -95,7 +95,7 @@ describe("chaos: a gateway killed between the charge and the confirmation", () =
     const stalled = [...stalledIds];
     const eventOf = (purchaseId: string) => (purchaseId.startsWith(`${kept}-`) ? kept : lapsed);
     const statusAtKill = await Promise.all(
-      stalled.map(async (id) => (await c.inventory.getPurchase(eventOf(id), id))?.status),
+      stalled.map(async (id) => (await c.inventory.purchases.get({ eventId: eventOf(id), purchaseId: id }))?.status),
     );
     const pendingAtKill = statusAtKill.filter((s) => s === "pending").length;
 
@@ -112,7 +112,7 @@ describe("chaos: a gateway killed between the charge and the confirmation", () =
     while (settled.size < stalled.length) {
       for (const id of stalled) {
         if (settled.has(id)) continue;
-        const p = await c.inventory.getPurchase(eventOf(id), id);
+        const p = await c.inventory.purchases.get({ eventId: eventOf(id), purchaseId: id });
         // `failed` with REFUND_DUE is a refund under way, not an end.
         if (p && p.status !== "pending" && p.failureReason !== REFUND_DUE) settled.set(id, p.status);
       }

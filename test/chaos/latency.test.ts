@@ -209,7 +209,7 @@ describe("chaos: DynamoDB behind a slow network", () => {
       await sleep(ABOVE_MS - TIMEOUT_MS + 1_000);
       const landedLate = proxy.counts().answeredAfterClientLeft - lateBefore;
       // No purchase was started: the 503 changed nothing.
-      const purchases = await c.inventory.listPurchases(eventId);
+      const purchases = await c.inventory.purchases.list({ eventId });
       expect(purchases.purchases).toEqual([]);
       // Each seat is free, held by a granted hold, or held (never sold) under the hold id of a
       // timed-out request, for the fan who asked for it.
@@ -332,7 +332,9 @@ describe("chaos: DynamoDB behind a slow network", () => {
       const settleMs = await c.waitUntilSettled(eventId);
       const charges = await c.charges();
       for (const p of ledger.purchases) {
-        expect((await c.inventory.getPurchase(eventId, p.purchaseId))?.status, p.purchaseId).toBe("confirmed");
+        expect((await c.inventory.purchases.get({ eventId, purchaseId: p.purchaseId }))?.status, p.purchaseId).toBe(
+          "confirmed",
+        );
         expect(charges.find((ch) => ch.idempotencyKey === p.purchaseId)?.refunded, p.purchaseId).toBe(false);
       }
       figures.push(
@@ -420,7 +422,7 @@ describe("chaos: DynamoDB behind a slow network", () => {
       expect(lateConfirms).toBeGreaterThan(0);
       // They land: cancelled by their own condition (the purchase is no longer pending).
       await sleep(1_000);
-      const between = await c.inventory.getPurchase(eventId, purchaseId);
+      const between = await c.inventory.purchases.get({ eventId, purchaseId });
       expect(between?.status).toBe("failed");
       expect(between?.failureReason).toBe(REFUND_DUE);
       const [seat] = await c.storedSeats(eventId, ["A"]);
@@ -432,10 +434,10 @@ describe("chaos: DynamoDB behind a slow network", () => {
     await c.waitUntilSettled(eventId);
     // The reconciler finishes the refund: refunded, and the seat was never sold.
     const deadline = Date.now() + 60_000;
-    let purchase = await c.inventory.getPurchase(eventId, purchaseId);
+    let purchase = await c.inventory.purchases.get({ eventId, purchaseId });
     while (purchase?.status !== "refunded" && Date.now() < deadline) {
       await sleep(250);
-      purchase = await c.inventory.getPurchase(eventId, purchaseId);
+      purchase = await c.inventory.purchases.get({ eventId, purchaseId });
     }
     expect(purchase?.status).toBe("refunded");
     expect((await c.storedSeats(eventId, ["A"])).filter((s) => s.status === "sold")).toEqual([]);

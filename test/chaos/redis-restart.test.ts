@@ -116,7 +116,7 @@ describe("chaos: Redis killed mid-sale and restarted empty", () => {
     expect(sectionBefore.status).toBe(200);
     const etagBefore = sectionBefore.headers.get("etag")!;
     const chargesBefore = (await c.charges()).length;
-    const confirmedBefore = (await c.inventory.listPurchases(eventId, { status: "confirmed" })).purchases.length;
+    const confirmedBefore = (await c.inventory.purchases.list({ eventId, status: "confirmed" })).purchases.length;
     const killStart = Date.now();
     await c.killRedis();
     const killDone = Date.now();
@@ -228,9 +228,10 @@ describe("chaos: Redis killed mid-sale and restarted empty", () => {
     // The workers run again: everything confirmed is published, and nothing is left pending.
     const settleMs = await c.waitUntilSettled(eventId, RECOVERY_MS);
     const publishDeadline = Date.now() + RECOVERY_MS;
-    while ((await c.inventory.listUnsentOutbox(eventId)).length > 0 && Date.now() < publishDeadline) await sleep(500);
-    expect(await c.inventory.listUnsentOutbox(eventId), "outbox records left unsent").toEqual([]);
-    const confirmedAfter = (await c.inventory.listPurchases(eventId, { status: "confirmed" })).purchases.filter(
+    while ((await c.inventory.outbox.listUnsent({ eventId })).length > 0 && Date.now() < publishDeadline)
+      await sleep(500);
+    expect(await c.inventory.outbox.listUnsent({ eventId }), "outbox records left unsent").toEqual([]);
+    const confirmedAfter = (await c.inventory.purchases.list({ eventId, status: "confirmed" })).purchases.filter(
       (p) => Date.parse(p.confirmedAt ?? "") > restartDone,
     );
     const eventsKey = `${QUEUE_PREFIX}:${queueNames.bookings}:events`;

@@ -140,7 +140,7 @@ describe("chaos: the worker killed mid-job, repeatedly", () => {
     log("every expired hold reset");
 
     // Every confirmed purchase published once (and only those), every outbox record sent.
-    const purchases = await c.inventory.listPurchases(eventId, { limit: 1_000 });
+    const purchases = await c.inventory.purchases.list({ eventId, limit: 1_000 });
     const confirmed = purchases.purchases.filter((p) => p.status === "confirmed").map((p) => p.purchaseId);
     const eventsKey = `${QUEUE_PREFIX}:${queueNames.bookings}:events`;
     const readBookings = async () => {
@@ -163,7 +163,7 @@ describe("chaos: the worker killed mid-job, repeatedly", () => {
     }
     for (const id of confirmed) expect(bookings.added.get(bookingJobId(id)), `BookingConfirmed of ${id}`).toBe(1);
     expect([...bookings.added.keys()].sort()).toEqual(confirmed.map(bookingJobId).sort());
-    expect(await c.inventory.listUnsentOutbox(eventId)).toEqual([]);
+    expect(await c.inventory.outbox.listUnsent({ eventId })).toEqual([]);
     log("every booking published once");
 
     // Full form: every job the kills interrupted is taken back (30-90 s) and ends.

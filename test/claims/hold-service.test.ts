@@ -8,6 +8,7 @@ import { Redis } from "ioredis";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createHoldService, type HoldService } from "../../src/claims/hold-service.js";
+import { createSeatMapWrites } from "../../src/claims/seat-map-writes.js";
 import { sectionSource } from "../../src/gateway.js";
 import type { HoldResult, Inventory } from "../../src/inventory/index.js";
 import { createMetrics } from "../../src/metrics.js";
@@ -39,7 +40,14 @@ beforeAll(async () => {
       return p;
     },
   };
-  service = createHoldService({ inventory, seatMap: recording, metrics, logger, leaseMs: 10_000 });
+  service = createHoldService({
+    inventory,
+    seatMap: recording,
+    seatMapWrites: createSeatMapWrites({ seatMap: recording, logger }),
+    metrics,
+    logger,
+    leaseMs: 10_000,
+  });
 });
 afterAll(() => {
   redis.disconnect();
@@ -66,7 +74,7 @@ async function newEvent(): Promise<string> {
   // the inventory has expired is expired for the shield too, and a live one is live for both.
   fx.clock.set(Date.now() - 60_000);
   const eventId = uniqueEventId("rel");
-  expect((await inventory.createEvent(eventId, eventInput(fx.clock, { holdSeconds: 2 }))).ok).toBe(true);
+  expect((await inventory.events.create({ eventId, input: eventInput(fx.clock, { holdSeconds: 2 }) })).ok).toBe(true);
   // Warm the cache so updates are applied to a loaded section.
   expect(await cachedStatus(eventId, "A-1-1")).toBe("available");
   return eventId;
@@ -77,15 +85,17 @@ const changesFor = (seatId: string) => applied.flat().filter((c) => c.id === sea
 describe("release tells the seat map only what it released", () => {
   it("releasing an expired hold whose seat another fan now holds leaves that seat held in the map and the shield", async () => {
     const eventId = await newEvent();
-    const a = held(await service.holdSeats(eventId, "fan-a", ["A-1-1", "A-1-2"], 2));
+    const a = held(await service.holdSeats({ eventId, fanId: "fan-a", seatIds: ["A-1-1", "A-1-2"], holdSeconds: 2 }));
     fx.clock.advance(3_000); // A's hold has expired
-    held(await service.holdSeats(eventId, "fan-b", ["A-1-1"], 480));
+    held(await service.holdSeats({ eventId, fanId: "fan-b", seatIds: ["A-1-1"], holdSeconds: 480 }));
     await settled();
     expect(await cachedStatus(eventId, "A-1-1")).toBe("held");
     applied.length = 0;
 
     // Fan A gives its hold back, several times at once (a double click, a retry).
-    const releases = await Promise.all(Array.from({ length: 8 }, () => service.release(eventId, a.holdId, "fan-a")));
+    const releases = await Promise.all(
+      Array.from({ length: 8 }, () => service.release({ eventId, holdId: a.holdId, fanId: "fan-a" })),
+    );
     expect(releases.every((r) => r.ok)).toBe(true);
     expect(releases.flatMap((r) => (r.ok ? r.releasedSeats : [])).sort()).toEqual(["A-1-2"]);
     await settled();
@@ -95,23 +105,30 @@ describe("release tells the seat map only what it released", () => {
     expect(await cachedStatus(eventId, "A-1-1")).toBe("held");
     expect(await cachedStatus(eventId, "A-1-2")).toBe("available");
     // The shield still filters a third fan out of B's seat, with no DynamoDB request.
-    const third = await service.holdSeats(eventId, "fan-c", ["A-1-1"], 480);
+    const third = await service.holdSeats({ eventId, fanId: "fan-c", seatIds: ["A-1-1"], holdSeconds: 480 });
     expect(third).toMatchObject({ ok: false, reason: "seat_unavailable", stage: "shield" });
   });
 
   it("a repeated release publishes nothing, even after the seat was taken again", async () => {
     const eventId = await newEvent();
-    const a = held(await service.holdSeats(eventId, "fan-a", ["A-2-1"], 480));
-    expect(await service.release(eventId, a.holdId, "fan-a")).toMatchObject({ ok: true, releasedSeats: ["A-2-1"] });
-    held(await service.holdSeats(eventId, "fan-b", ["A-2-1"], 480));
+    const a = held(await service.holdSeats({ eventId, fanId: "fan-a", seatIds: ["A-2-1"], holdSeconds: 480 }));
+    expect(await service.release({ eventId, holdId: a.holdId, fanId: "fan-a" })).toMatchObject({
+      ok: true,
+      releasedSeats: ["A-2-1"],
+    });
+    held(await service.holdSeats({ eventId, fanId: "fan-b", seatIds: ["A-2-1"], holdSeconds: 480 }));
     await settled();
     applied.length = 0;
 
-    const repeats = await Promise.all(Array.from({ length: 5 }, () => service.release(eventId, a.holdId, "fan-a")));
+    const repeats = await Promise.all(
+      Array.from({ length: 5 }, () => service.release({ eventId, holdId: a.holdId, fanId: "fan-a" })),
+    );
     expect(repeats.every((r) => r.ok && r.releasedSeats.length === 0)).toBe(true);
     await settled();
     expect(applied).toEqual([]);
     expect(await cachedStatus(eventId, "A-2-1")).toBe("held");
-    expect(await service.holdSeats(eventId, "fan-c", ["A-2-1"], 480)).toMatchObject({ stage: "shield" });
+    expect(await service.holdSeats({ eventId, fanId: "fan-c", seatIds: ["A-2-1"], holdSeconds: 480 })).toMatchObject({
+      stage: "shield",
+    });
   });
 });

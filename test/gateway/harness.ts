@@ -3,27 +3,26 @@
  * own) and drives the fan journey through HTTP. Tests that need real sockets serve it on a port.
  */
 import { randomUUID } from "node:crypto";
-import { Redis } from "ioredis";
 import pino from "pino";
 import { inject } from "vitest";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
-import { buildGatewayDeps, derivedWebhookSecret, type GatewayOptions } from "../../src/gateway.js";
+import { derivedWebhookSecret } from "../../src/gateway.js";
 import { buildApp } from "../../src/http/app.js";
+import type { GatewayLimits } from "../../src/http/context.js";
 import { listenApp } from "../../src/http/serve.js";
-import type { AppDeps, GatewayLimits } from "../../src/http/context.js";
 import type { EventInput } from "../../src/inventory/index.js";
 import { createMetrics } from "../../src/metrics.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER, type WebhookEvent } from "../../src/payments/webhook.js";
-import { createQueues, reconcileScheduler, scheduleEvent } from "../../src/workers/queues.js";
-import { startWorkers } from "../../src/workers/workers.js";
+import { buildServices, type Services, type ServicesConfig } from "../../src/services.js";
 
 export const ADMIN_TOKEN = "test-operator-token-0123456789";
 export const SECRET = "test-gateway-secret-0123456789-abcdefghijklmnop";
 
 export interface Gateway {
   app: ReturnType<typeof buildApp>;
-  deps: AppDeps;
+  /** Every service, the inventory included (tests read the store through it). */
+  deps: Services;
   request(path: string, init?: RequestInit & { json?: unknown; token?: string }): Promise<Response>;
   close(): Promise<void>;
 }
@@ -56,48 +55,25 @@ export async function startGateway(options: {
   /** The hot-seat shield's lease; default the DynamoDB request timeout (one attempt). */
   shieldLeaseMs?: number;
   /** The in-memory section pages' knobs (src/seatmap/pages.ts). */
-  sectionPages?: GatewayOptions["sectionPages"];
+  sectionPages?: ServicesConfig["sectionPages"];
 }): Promise<Gateway> {
-  const redisUrl = options.redisUrl ?? inject("redisUrl");
-  // As src/main.ts builds it: auto-pipelining on, so the tests run the command path production runs.
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, enableAutoPipelining: true });
-  const subscriber = new Redis(redisUrl);
-  const paymentRedis = options.paymentRedisUrl
-    ? new Redis(options.paymentRedisUrl, { maxRetriesPerRequest: 1 })
-    : undefined;
-  // A ledger the test stops and starts: its reconnect attempts are expected, not unhandled.
-  paymentRedis?.on("error", () => {});
   const requestTimeoutMs = 10_000;
-  const dynamo = createDynamoClient({
-    endpoint: options.dynamoEndpoint ?? inject("dynamoEndpoint"),
-    region: "us-east-1",
-    maxAttempts: 1,
-    requestTimeoutMs,
-  });
-  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
-  const queues = options.workers ? createQueues(redis) : undefined;
   let app: ReturnType<typeof buildApp> | undefined;
-  const paymentTimeoutMs = options.paymentTimeoutMs ?? 3_000;
-  const deps = buildGatewayDeps({
-    redis,
-    subscriber,
-    dynamo,
-    tableName: options.tableName,
-    logger,
-    metrics: createMetrics(),
-    adminToken: ADMIN_TOKEN,
+  const services = buildServices({
+    ...testServicesConfig({
+      tableName: options.tableName,
+      redisUrl: options.redisUrl ?? inject("redisUrl"),
+      ...(options.dynamoEndpoint ? { dynamoEndpoint: options.dynamoEndpoint } : {}),
+      ...(options.paymentTimeoutMs ? { paymentTimeoutMs: options.paymentTimeoutMs } : {}),
+    }),
+    // As src/main.ts builds it: auto-pipelining on, so the tests run the command path production
+    // runs (with the offline queue ioredis defaults to).
+    redisOptions: { maxRetriesPerRequest: 1, enableAutoPipelining: true },
+    ...(options.paymentRedisUrl ? { paymentRedisUrl: options.paymentRedisUrl } : {}),
     shieldLeaseMs: options.shieldLeaseMs ?? requestTimeoutMs,
     ...(options.sectionPages ? { sectionPages: options.sectionPages } : {}),
-    gatewaySecret: SECRET,
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
-    paymentTimeoutMs,
-    ...(paymentRedis ? { paymentRedis } : {}),
-    ...(queues
-      ? {
-          reconciler: reconcileScheduler(queues),
-          scheduleEvent: (e: string, s: string[]) => scheduleEvent(queues, e, s),
-        }
-      : {}),
+    queues: options.workers ?? false,
     ...(options.deliverWebhooks
       ? {
           onPaymentEvent: async (event: WebhookEvent) => {
@@ -111,38 +87,51 @@ export async function startGateway(options: {
         }
       : {}),
   });
-  app = buildApp(deps);
-  const workers = options.workers
-    ? startWorkers({
-        redisUrl,
-        inventory: deps.inventory,
-        seatMap: deps.seatMap,
-        purchases: deps.purchases,
-        paymentTimeoutMs,
-        logger,
-      })
-    : undefined;
-  const built = app;
+  app = buildApp(services);
+  if (options.workers) services.startWorkers();
+  return gatewayOf(app, services);
+}
+
+/** What every test gateway shares: a table, the harness's secrets, a silent logger, one attempt per DynamoDB call. */
+export function testServicesConfig(options: {
+  tableName: string;
+  redisUrl: string;
+  dynamoEndpoint?: string;
+  paymentTimeoutMs?: number;
+}): ServicesConfig {
   return {
-    app: built,
-    deps,
+    redisUrl: options.redisUrl,
+    dynamodb: {
+      endpoint: options.dynamoEndpoint ?? inject("dynamoEndpoint"),
+      region: "us-east-1",
+      table: options.tableName,
+      timeoutMs: 10_000,
+      maxAttempts: 1,
+    },
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
+    metrics: createMetrics(),
+    adminToken: ADMIN_TOKEN,
+    gatewaySecret: SECRET,
+    limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0 },
+    paymentTimeoutMs: options.paymentTimeoutMs ?? 3_000,
+  };
+}
+
+/** The app and its services as a test drives them: requests in-process, `close()` stops it all. */
+export function gatewayOf(app: ReturnType<typeof buildApp>, services: Services): Gateway {
+  return {
+    app,
+    deps: services,
     request: (path, init = {}) => {
       const { json, token, headers, ...rest } = init;
       const h = new Headers(headers);
       if (json !== undefined) h.set("content-type", "application/json");
       if (token) h.set("authorization", `Bearer ${token}`);
       return Promise.resolve(
-        built.request(path, { ...rest, headers: h, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) }),
+        app.request(path, { ...rest, headers: h, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) }),
       );
     },
-    close: async () => {
-      await workers?.close();
-      await queues?.close();
-      await deps.relay.close();
-      redis.disconnect();
-      paymentRedis?.disconnect();
-      dynamo.destroy();
-    },
+    close: () => services.close(),
   };
 }
 

@@ -203,7 +203,7 @@ describe("the fan journey up to a hold (HTTP, real Redis and DynamoDB)", () => {
       details: { onSaleAt: new Date(soon).toISOString() },
     });
     expect(Date.parse(body.error.details.replaceableUntil)).toBe(Date.parse(soon) - 75_000);
-    const stored = await gw.deps.inventory.getEvent(eventId);
+    const stored = await gw.deps.inventory.events.get({ eventId });
     expect(stored).toMatchObject({ version: 1, layoutComplete: true });
     expect(stored?.name).not.toBe("Replaced");
   });

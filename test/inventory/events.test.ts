@@ -34,7 +34,7 @@ describe("createEvent / getEvent", () => {
   it("creates an event with its seats and areas, and reads it back", async () => {
     const eventId = uniqueEventId("create");
     const input = eventInput(fx.clock);
-    const created = await fx.inventory.createEvent(eventId, input);
+    const created = await fx.inventory.events.create({ eventId, input });
     expect(created.ok).toBe(true);
     if (!created.ok) return;
     expect(created.created).toBe(true);
@@ -47,20 +47,20 @@ describe("createEvent / getEvent", () => {
       name: input.name,
     });
 
-    const read = await fx.inventory.getEvent(eventId);
+    const read = await fx.inventory.events.get({ eventId });
     expect(read).toEqual(created.event);
-    expect(await fx.inventory.getEvent(uniqueEventId("missing"))).toBeNull();
+    expect(await fx.inventory.events.get({ eventId: uniqueEventId("missing") })).toBeNull();
 
-    const page = await fx.inventory.listSectionSeats(eventId, "A", { consistent: true });
+    const page = await fx.inventory.seats.listSection({ eventId, sectionId: "A", consistent: true });
     expect(page?.seats.map((s) => s.id)).toEqual(
       [1, 2, 3, 4].flatMap((row) => [1, 2, 3, 4, 5].map((n) => `A-${row}-${n}`)),
     );
     expect(page?.seats.every((s) => s.status === "available" && s.price === 15_000 && s.tier === "Floor")).toBe(true);
     await eventually(
-      () => fx.inventory.countAvailable(eventId, "A"),
+      () => fx.inventory.seats.countAvailable({ eventId, sectionId: "A" }),
       (n) => expect(n).toBe(20),
     );
-    expect(await fx.inventory.getGeneralAdmission(eventId, "GA")).toEqual({
+    expect(await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toEqual({
       areaId: "GA",
       capacity: 10,
       available: 10,
@@ -71,12 +71,14 @@ describe("createEvent / getEvent", () => {
 
   it("pages through a section with an opaque cursor", async () => {
     const eventId = uniqueEventId("pages");
-    await fx.inventory.createEvent(eventId, eventInput(fx.clock));
+    await fx.inventory.events.create({ eventId, input: eventInput(fx.clock) });
     const ids: string[] = [];
     let cursor: string | undefined;
     let pages = 0;
     do {
-      const page = await fx.inventory.listSectionSeats(eventId, "A", {
+      const page = await fx.inventory.seats.listSection({
+        eventId,
+        sectionId: "A",
         limit: 6,
         consistent: true,
         ...(cursor ? { cursor } : {}),
@@ -89,16 +91,19 @@ describe("createEvent / getEvent", () => {
     expect(ids).toHaveLength(20);
     expect(new Set(ids).size).toBe(20);
     expect(pages).toBeGreaterThanOrEqual(4);
-    expect(await fx.inventory.listSectionSeats(eventId, "A", { cursor: "bm90LWEta2V5" })).toBeNull();
+    expect(await fx.inventory.seats.listSection({ eventId, sectionId: "A", cursor: "bm90LWEta2V5" })).toBeNull();
   });
 
   it("refuses invalid input", async () => {
-    const bad = await fx.inventory.createEvent(uniqueEventId("bad"), {
-      ...eventInput(fx.clock),
-      sections: [{ id: "A", tier: "Floor", price: -1, rows: 0, seatsPerRow: 5 }],
+    const bad = await fx.inventory.events.create({
+      eventId: uniqueEventId("bad"),
+      input: {
+        ...eventInput(fx.clock),
+        sections: [{ id: "A", tier: "Floor", price: -1, rows: 0, seatsPerRow: 5 }],
+      },
     });
     expect(bad).toMatchObject({ ok: false, reason: "invalid_request" });
-    expect(await fx.inventory.createEvent("bad#id", eventInput(fx.clock))).toMatchObject({
+    expect(await fx.inventory.events.create({ eventId: "bad#id", input: eventInput(fx.clock) })).toMatchObject({
       ok: false,
       reason: "invalid_request",
     });
@@ -107,9 +112,9 @@ describe("createEvent / getEvent", () => {
   it("replaces an event not yet on sale, deleting seats and areas the new layout lacks", async () => {
     const eventId = uniqueEventId("replace");
     const future = new Date(fx.clock.now() + 3_600_000).toISOString();
-    const first = await fx.inventory.createEvent(
+    const first = await fx.inventory.events.create({
       eventId,
-      eventInput(fx.clock, {
+      input: eventInput(fx.clock, {
         onSaleAt: future,
         sections: [
           { id: "A", tier: "Floor", price: 100, rows: 3, seatsPerRow: 4 },
@@ -117,13 +122,13 @@ describe("createEvent / getEvent", () => {
         ],
         generalAdmission: [{ id: "GA", tier: "Standing", price: 10, capacity: 5 }],
       }),
-    );
+    });
     expect(first.ok).toBe(true);
 
     const progress: CreateEventProgress[] = [];
-    const second = await fx.inventory.createEvent(
+    const second = await fx.inventory.events.create({
       eventId,
-      eventInput(fx.clock, {
+      input: eventInput(fx.clock, {
         onSaleAt: future,
         // A shrinks in one dimension and grows in the other; B disappears; C is new.
         sections: [
@@ -132,8 +137,8 @@ describe("createEvent / getEvent", () => {
         ],
         generalAdmission: [{ id: "GA2", tier: "Standing", price: 10, capacity: 7 }],
       }),
-      { onProgress: (p) => progress.push(p) },
-    );
+      onProgress: (p) => progress.push(p),
+    });
     expect(second).toMatchObject({ ok: true, created: false, seatsWritten: 15 });
     if (!second.ok) return;
     expect(second.event.version).toBe(2);
@@ -146,58 +151,69 @@ describe("createEvent / getEvent", () => {
     expect(a.every((sk) => /^SEAT#0000[12]#0000[1-6]$/.test(sk))).toBe(true);
     expect(await rawSectionKeys(eventId, "B")).toEqual([]);
     expect(await rawSectionKeys(eventId, "C")).toHaveLength(3);
-    const seats = await fx.inventory.listSectionSeats(eventId, "A", { consistent: true });
+    const seats = await fx.inventory.seats.listSection({ eventId, sectionId: "A", consistent: true });
     expect(seats?.seats.every((s) => s.price === 120)).toBe(true);
-    expect(await fx.inventory.getGeneralAdmission(eventId, "GA")).toBeNull();
-    expect(await fx.inventory.getGeneralAdmission(eventId, "GA2")).toMatchObject({ capacity: 7, available: 7 });
+    expect(await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toBeNull();
+    expect(await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA2" })).toMatchObject({
+      capacity: 7,
+      available: 7,
+    });
   });
 
   it("refuses to replace an event that is on sale, and leaves it untouched", async () => {
     const eventId = uniqueEventId("onsale");
     const onSaleAt = new Date(fx.clock.now() + 1_000).toISOString();
-    const first = await fx.inventory.createEvent(eventId, eventInput(fx.clock, { onSaleAt }));
+    const first = await fx.inventory.events.create({ eventId, input: eventInput(fx.clock, { onSaleAt }) });
     expect(first.ok).toBe(true);
     fx.clock.advance(1_000);
-    const again = await fx.inventory.createEvent(eventId, eventInput(fx.clock, { name: "Other", onSaleAt }));
+    const again = await fx.inventory.events.create({
+      eventId,
+      input: eventInput(fx.clock, { name: "Other", onSaleAt }),
+    });
     expect(again).toMatchObject({ ok: false, reason: "on_sale" });
-    expect((await fx.inventory.getEvent(eventId))?.name).toBe("Finals Night");
+    expect((await fx.inventory.events.get({ eventId }))?.name).toBe("Finals Night");
   });
 
   it("lets one of two concurrent replacements win; the other is told it conflicted", async () => {
     const eventId = uniqueEventId("race");
     const onSaleAt = new Date(fx.clock.now() + 3_600_000).toISOString();
-    await fx.inventory.createEvent(eventId, eventInput(fx.clock, { onSaleAt }));
+    await fx.inventory.events.create({ eventId, input: eventInput(fx.clock, { onSaleAt }) });
     const results = await Promise.all(
       [1, 2, 3].map((i) =>
-        fx.newInstance().createEvent(eventId, eventInput(fx.clock, { onSaleAt, name: `take ${i}` })),
+        fx.newInstance().events.create({ eventId, input: eventInput(fx.clock, { onSaleAt, name: `take ${i}` }) }),
       ),
     );
     const winners = results.filter((r) => r.ok);
     expect(winners).toHaveLength(1);
     expect(results.filter((r) => !r.ok).every((r) => !r.ok && r.reason === "conflict")).toBe(true);
-    const stored = await fx.inventory.getEvent(eventId);
+    const stored = await fx.inventory.events.get({ eventId });
     expect(stored?.version).toBe(2);
     expect(stored?.layoutComplete).toBe(true);
   });
 
   it("refuses holds while not on sale", async () => {
     const eventId = uniqueEventId("presale");
-    await fx.inventory.createEvent(
+    await fx.inventory.events.create({
       eventId,
-      eventInput(fx.clock, { onSaleAt: new Date(fx.clock.now() + 60_000).toISOString() }),
-    );
-    expect(await fx.inventory.hold(eventId, "fan", ["A-1-1"], 60)).toEqual({ ok: false, reason: "not_on_sale" });
+      input: eventInput(fx.clock, { onSaleAt: new Date(fx.clock.now() + 60_000).toISOString() }),
+    });
+    expect(await fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-1-1"], holdSeconds: 60 })).toEqual({
+      ok: false,
+      reason: "not_on_sale",
+    });
     fx.clock.advance(60_000);
-    expect((await fx.inventory.hold(eventId, "fan", ["A-1-1"], 60)).ok).toBe(true);
+    expect(
+      (await fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-1-1"], holdSeconds: 60 })).ok,
+    ).toBe(true);
   });
 
   it("writes 10,000 seats with BatchWriteItem, reporting progress (100,000 run in the benchmark)", async () => {
     const eventId = uniqueEventId("big");
     const progress: CreateEventProgress[] = [];
     const started = performance.now();
-    const result = await fx.inventory.createEvent(
+    const result = await fx.inventory.events.create({
       eventId,
-      eventInput(fx.clock, {
+      input: eventInput(fx.clock, {
         sections: Array.from({ length: 5 }, (_, i) => ({
           id: `S${i}`,
           tier: "Tier",
@@ -206,8 +222,8 @@ describe("createEvent / getEvent", () => {
           seatsPerRow: 50,
         })),
       }),
-      { onProgress: (p) => progress.push(p) },
-    );
+      onProgress: (p) => progress.push(p),
+    });
     const ms = performance.now() - started;
     expect(result).toMatchObject({ ok: true, seatsWritten: 10_000 });
     expect(progress.length).toBeGreaterThanOrEqual(400);
@@ -217,7 +233,7 @@ describe("createEvent / getEvent", () => {
     }
     console.info(`createEvent: 10,000 seats in ${Math.round(ms)} ms`);
     await eventually(
-      () => fx.inventory.eventCounts(eventId),
+      () => fx.inventory.seats.eventCounts({ eventId }),
       (counts) =>
         expect(counts?.seats).toEqual({ total: 10_000, available: 10_000, held: 0, expiredHolds: 0, sold: 0 }),
     );

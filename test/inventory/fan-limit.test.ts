@@ -24,16 +24,16 @@ const SECTION = { id: "A", tier: "Floor", price: 1_000, rows: 5, seatsPerRow: 10
 
 async function newEvent(overrides = {}): Promise<string> {
   const eventId = uniqueEventId("fan");
-  const created = await fx.inventory.createEvent(
+  const created = await fx.inventory.events.create({
     eventId,
-    eventInput(fx.clock, {
+    input: eventInput(fx.clock, {
       maxSeatsPerFan: MAX,
       holdSeconds: 60,
       sections: [SECTION],
       generalAdmission: [{ id: "GA", tier: "Standing", price: 500, capacity: 50 }],
       ...overrides,
     }),
-  );
+  });
   expect(created.ok).toBe(true);
   return eventId;
 }
@@ -42,7 +42,7 @@ const seatIds = (n: number, row = 1) =>
   Array.from({ length: n }, (_, i) => `A-${row + Math.floor(i / 10)}-${(i % 10) + 1}`);
 
 async function seatsOf(eventId: string): Promise<Map<string, SeatView>> {
-  const page = await fx.inventory.listSectionSeats(eventId, "A", { consistent: true });
+  const page = await fx.inventory.seats.listSection({ eventId, sectionId: "A", consistent: true });
   return new Map((page?.seats ?? []).map((s) => [s.id, s]));
 }
 
@@ -70,7 +70,11 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
     const eventId = await newEvent();
     const gateways = fx.gateways(4);
     const wanted = seatIds(20);
-    const results = await Promise.all(wanted.map((s, i) => gateways[i % 4]!.hold(eventId, "racer", [s], 60)));
+    const results = await Promise.all(
+      wanted.map((s, i) =>
+        gateways[i % 4]!.holds.holdSeats({ eventId, fanId: "racer", seatIds: [s], holdSeconds: 60 }),
+      ),
+    );
 
     const granted = results.filter((r) => r.ok).map(held);
     expect(granted).toHaveLength(MAX);
@@ -85,7 +89,7 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
     expect(await counted(eventId, "racer")).toBe(MAX);
     // The seats refused to the racer are free for anyone else at once.
     const other = wanted.find((s) => !grantedSeats.has(s))!;
-    held(await fx.inventory.hold(eventId, "someone-else", [other], 60));
+    held(await fx.inventory.holds.holdSeats({ eventId, fanId: "someone-else", seatIds: [other], holdSeconds: 60 }));
   });
 
   it("mixed parallel seat and general-admission holds of 1 or 2 count together", async () => {
@@ -95,9 +99,27 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
     const calls: Promise<HoldResult>[] = [];
     for (let i = 0; i < 30; i++) {
       const gw = gateways[i % 4]!;
-      if (i % 3 === 0) calls.push(gw.holdGeneralAdmission(eventId, "mixer", "GA", 1 + (i % 2), 60));
-      else if (i % 3 === 1) calls.push(gw.hold(eventId, "mixer", [wanted[i]!], 60));
-      else calls.push(gw.hold(eventId, "mixer", [wanted[i]!, wanted[(i + 15) % 30]!], 60));
+      if (i % 3 === 0)
+        calls.push(
+          gw.holds.holdGeneralAdmission({
+            eventId,
+            fanId: "mixer",
+            areaId: "GA",
+            quantity: 1 + (i % 2),
+            holdSeconds: 60,
+          }),
+        );
+      else if (i % 3 === 1)
+        calls.push(gw.holds.holdSeats({ eventId, fanId: "mixer", seatIds: [wanted[i]!], holdSeconds: 60 }));
+      else
+        calls.push(
+          gw.holds.holdSeats({
+            eventId,
+            fanId: "mixer",
+            seatIds: [wanted[i]!, wanted[(i + 15) % 30]!],
+            holdSeconds: 60,
+          }),
+        );
     }
     const results = await Promise.all(calls);
     const granted = results.filter((r) => r.ok).map(held);
@@ -111,7 +133,7 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
       }
     }
     const gaHeld = granted.reduce((n, h) => n + (h.generalAdmission?.quantity ?? 0), 0);
-    expect(await fx.inventory.getGeneralAdmission(eventId, "GA")).toMatchObject({
+    expect(await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toMatchObject({
       available: 50 - gaHeld,
       held: gaHeld,
     });
@@ -127,7 +149,11 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
     // version, none on a seat; every one of them must end held.
     const eventId = await newEvent({ maxSeatsPerFan: 10 });
     const gateways = fx.gateways(4);
-    const results = await Promise.all(seatIds(10).map((s, i) => gateways[i % 4]!.hold(eventId, "ten", [s], 60)));
+    const results = await Promise.all(
+      seatIds(10).map((s, i) =>
+        gateways[i % 4]!.holds.holdSeats({ eventId, fanId: "ten", seatIds: [s], holdSeconds: 60 }),
+      ),
+    );
     expect(results.filter((r) => !r.ok)).toEqual([]);
     expect(await counted(eventId, "ten")).toBe(10);
   });
@@ -136,40 +162,64 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
     const eventId = await newEvent();
     const gateways = fx.gateways(4);
     const results = await Promise.all(
-      seatIds(40).map((s, i) => gateways[i % 4]!.hold(eventId, i % 2 ? "left" : "right", [s], 60)),
+      seatIds(40).map((s, i) =>
+        gateways[i % 4]!.holds.holdSeats({ eventId, fanId: i % 2 ? "left" : "right", seatIds: [s], holdSeconds: 60 }),
+      ),
     );
     const byFan = new Map<string, number>();
     for (const r of results) if (r.ok) byFan.set(r.hold.fanId, (byFan.get(r.hold.fanId) ?? 0) + 1);
     expect(Object.fromEntries(byFan)).toEqual({ left: MAX, right: MAX });
-    held(await fx.inventory.hold(eventId, "third", seatIds(MAX, 5), 60));
+    held(await fx.inventory.holds.holdSeats({ eventId, fanId: "third", seatIds: seatIds(MAX, 5), holdSeconds: 60 }));
   });
 
   it("after a release the fan may hold again, exactly as much as it gave back", async () => {
     const eventId = await newEvent();
-    const a = held(await fx.inventory.hold(eventId, "fan", ["A-1-1", "A-1-2"], 60));
-    held(await fx.inventory.holdGeneralAdmission(eventId, "fan", "GA", 2, 60));
-    expect(await fx.inventory.hold(eventId, "fan", ["A-1-3"], 60)).toEqual({
+    const a = held(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-1-1", "A-1-2"], holdSeconds: 60 }),
+    );
+    held(
+      await fx.inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan",
+        areaId: "GA",
+        quantity: 2,
+        holdSeconds: 60,
+      }),
+    );
+    expect(await fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-1-3"], holdSeconds: 60 })).toEqual({
       ok: false,
       reason: "seat_limit_exceeded",
       limit: MAX,
     });
-    expect(await fx.inventory.release(eventId, a.holdId, "fan")).toMatchObject({ ok: true });
+    expect(await fx.inventory.holds.release({ eventId, holdId: a.holdId, fanId: "fan" })).toMatchObject({ ok: true });
     expect(await counted(eventId, "fan")).toBe(2);
     // Two seats' worth back. In parallel: 3 seats can never fit, and only one of the two 2-seat holds.
     const results = await Promise.all([
-      fx.inventory.hold(eventId, "fan", ["A-2-1", "A-2-2", "A-2-3"], 60),
-      fx.inventory.hold(eventId, "fan", ["A-3-1", "A-3-2"], 60),
-      fx.inventory.hold(eventId, "fan", ["A-4-1", "A-4-2"], 60),
+      fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-2-1", "A-2-2", "A-2-3"], holdSeconds: 60 }),
+      fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-3-1", "A-3-2"], holdSeconds: 60 }),
+      fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-4-1", "A-4-2"], holdSeconds: 60 }),
     ]);
     expect(results[0]).toEqual({ ok: false, reason: "seat_limit_exceeded", limit: MAX });
     expect(results.filter((r) => r.ok)).toHaveLength(1);
     expect(await counted(eventId, "fan")).toBe(MAX);
 
     // A general-admission release gives its places back too, and a repeat changes nothing.
-    const ga = held(await fx.newInstance().holdGeneralAdmission(eventId, "fan2", "GA", 4, 60));
-    await Promise.all([1, 2, 3].map(() => fx.inventory.release(eventId, ga.holdId, "fan2")));
+    const ga = held(
+      await fx
+        .newInstance()
+        .holds.holdGeneralAdmission({ eventId, fanId: "fan2", areaId: "GA", quantity: 4, holdSeconds: 60 }),
+    );
+    await Promise.all([1, 2, 3].map(() => fx.inventory.holds.release({ eventId, holdId: ga.holdId, fanId: "fan2" })));
     expect(await counted(eventId, "fan2")).toBe(0);
-    held(await fx.inventory.holdGeneralAdmission(eventId, "fan2", "GA", 4, 60));
+    held(
+      await fx.inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan2",
+        areaId: "GA",
+        quantity: 4,
+        holdSeconds: 60,
+      }),
+    );
   });
 
   it("expired holds stop counting at their expiry, with no sweeper, and the next hold prunes them", async () => {
@@ -177,15 +227,23 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
     const inv = fx.newInstance(clock);
     const eventId = uniqueEventId("fanexp");
     expect(
-      (await inv.createEvent(eventId, eventInput(clock, { maxSeatsPerFan: MAX, holdSeconds: 60, sections: [SECTION] })))
-        .ok,
+      (
+        await inv.events.create({
+          eventId,
+          input: eventInput(clock, { maxSeatsPerFan: MAX, holdSeconds: 60, sections: [SECTION] }),
+        })
+      ).ok,
     ).toBe(true);
-    held(await inv.hold(eventId, "fan", ["A-1-1", "A-1-2", "A-1-3"], 60));
-    held(await inv.holdGeneralAdmission(eventId, "fan", "GA", 1, 60));
+    held(await inv.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-1-1", "A-1-2", "A-1-3"], holdSeconds: 60 }));
+    held(await inv.holds.holdGeneralAdmission({ eventId, fanId: "fan", areaId: "GA", quantity: 1, holdSeconds: 60 }));
     clock.advance(59_999);
-    expect(await inv.hold(eventId, "fan", ["A-2-1"], 60)).toMatchObject({ reason: "seat_limit_exceeded" });
+    expect(await inv.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-2-1"], holdSeconds: 60 })).toMatchObject({
+      reason: "seat_limit_exceeded",
+    });
     clock.advance(1);
-    const results = await Promise.all(seatIds(8, 3).map((s) => inv.hold(eventId, "fan", [s], 60)));
+    const results = await Promise.all(
+      seatIds(8, 3).map((s) => inv.holds.holdSeats({ eventId, fanId: "fan", seatIds: [s], holdSeconds: 60 })),
+    );
     expect(results.filter((r) => r.ok)).toHaveLength(MAX);
     const ledger = toFanLedger(await ledgerItem(eventId, "fan"));
     expect(ledger.holds.size).toBe(MAX);
@@ -195,39 +253,78 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
   it("after buying 4 the fan cannot hold more, ever; the purchases move seats from held to bought", async () => {
     const eventId = await newEvent();
     const holds = [
-      held(await fx.inventory.hold(eventId, "buyer", ["A-1-1", "A-1-2"], 60)),
-      held(await fx.inventory.holdGeneralAdmission(eventId, "buyer", "GA", 1, 60)),
-      held(await fx.inventory.hold(eventId, "buyer", ["A-1-3"], 60)),
+      held(
+        await fx.inventory.holds.holdSeats({ eventId, fanId: "buyer", seatIds: ["A-1-1", "A-1-2"], holdSeconds: 60 }),
+      ),
+      held(
+        await fx.inventory.holds.holdGeneralAdmission({
+          eventId,
+          fanId: "buyer",
+          areaId: "GA",
+          quantity: 1,
+          holdSeconds: 60,
+        }),
+      ),
+      held(await fx.inventory.holds.holdSeats({ eventId, fanId: "buyer", seatIds: ["A-1-3"], holdSeconds: 60 })),
     ];
     await Promise.all(
       holds.map(async (h, i) => {
-        expect((await fx.inventory.createPendingPurchase(eventId, h.holdId, "buyer", `p${i}`)).ok).toBe(true);
-        expect(await fx.inventory.confirm(eventId, h.holdId, "buyer", `p${i}`)).toMatchObject({ ok: true });
+        expect(
+          (
+            await fx.inventory.purchases.createPending({
+              eventId,
+              holdId: h.holdId,
+              fanId: "buyer",
+              purchaseId: `p${i}`,
+            })
+          ).ok,
+        ).toBe(true);
+        expect(
+          await fx.inventory.purchases.confirm({ eventId, holdId: h.holdId, fanId: "buyer", purchaseId: `p${i}` }),
+        ).toMatchObject({ ok: true });
       }),
     );
     const ledger = toFanLedger(await ledgerItem(eventId, "buyer"));
     expect(ledger.bought).toBe(MAX);
     expect(ledger.holds.size).toBe(0);
     const attempts = await Promise.all([
-      ...seatIds(10, 3).map((s) => fx.inventory.hold(eventId, "buyer", [s], 60)),
-      fx.inventory.holdGeneralAdmission(eventId, "buyer", "GA", 1, 60),
+      ...seatIds(10, 3).map((s) =>
+        fx.inventory.holds.holdSeats({ eventId, fanId: "buyer", seatIds: [s], holdSeconds: 60 }),
+      ),
+      fx.inventory.holds.holdGeneralAdmission({ eventId, fanId: "buyer", areaId: "GA", quantity: 1, holdSeconds: 60 }),
     ]);
     for (const r of attempts) expect(r).toEqual({ ok: false, reason: "seat_limit_exceeded", limit: MAX });
     fx.clock.advance(3_600_000);
-    expect(await fx.inventory.hold(eventId, "buyer", ["A-5-5"], 60)).toMatchObject({ reason: "seat_limit_exceeded" });
+    expect(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "buyer", seatIds: ["A-5-5"], holdSeconds: 60 }),
+    ).toMatchObject({ reason: "seat_limit_exceeded" });
   });
 
   it("a confirm whose ledger entry a gateway with a fast clock pruned as expired is refused, not oversold", async () => {
     const eventId = await newEvent();
     const slow = fx.inventory;
     const fast = fx.newInstance(manualClock(fx.clock.now() + 61_000));
-    const h = held(await slow.hold(eventId, "skew", ["A-1-1", "A-1-2", "A-1-3"], 60));
-    expect((await slow.createPendingPurchase(eventId, h.holdId, "skew", "p_skew")).ok).toBe(true);
+    const h = held(
+      await slow.holds.holdSeats({ eventId, fanId: "skew", seatIds: ["A-1-1", "A-1-2", "A-1-3"], holdSeconds: 60 }),
+    );
+    expect(
+      (await slow.purchases.createPending({ eventId, holdId: h.holdId, fanId: "skew", purchaseId: "p_skew" })).ok,
+    ).toBe(true);
     // By its clock the first hold has expired: it counts 0 and prunes the entry.
-    held(await fast.hold(eventId, "skew", ["A-2-1", "A-2-2", "A-2-3", "A-2-4"], 60));
+    held(
+      await fast.holds.holdSeats({
+        eventId,
+        fanId: "skew",
+        seatIds: ["A-2-1", "A-2-2", "A-2-3", "A-2-4"],
+        holdSeconds: 60,
+      }),
+    );
     // By the slow clock the hold is still live, seats and record agree, but the ledger does not.
-    expect(await slow.confirm(eventId, h.holdId, "skew", "p_skew")).toEqual({ ok: false, reason: "hold_expired" });
-    expect((await slow.getPurchase(eventId, "p_skew"))?.status).toBe("pending");
+    expect(await slow.purchases.confirm({ eventId, holdId: h.holdId, fanId: "skew", purchaseId: "p_skew" })).toEqual({
+      ok: false,
+      reason: "hold_expired",
+    });
+    expect((await slow.purchases.get({ eventId, purchaseId: "p_skew" }))?.status).toBe("pending");
     expect((await seatsOf(eventId)).get("A-1-1")?.status).toBe("held");
     expect(toFanLedger(await ledgerItem(eventId, "skew")).bought).toBe(0);
   });
@@ -238,23 +335,53 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
       sections: [{ id: "A", tier: "Floor", price: 10, rows: 10, seatsPerRow: 10 }],
     });
     const all = seatIds(100);
-    expect(await fx.inventory.hold(eventId, "bulk", all.slice(0, MAX_SEATS_PER_HOLD + 1), 60)).toEqual({
+    expect(
+      await fx.inventory.holds.holdSeats({
+        eventId,
+        fanId: "bulk",
+        seatIds: all.slice(0, MAX_SEATS_PER_HOLD + 1),
+        holdSeconds: 60,
+      }),
+    ).toEqual({
       ok: false,
       reason: "seat_limit_exceeded",
       limit: MAX_SEATS_PER_HOLD,
     });
-    const h = held(await fx.inventory.hold(eventId, "bulk", all.slice(0, MAX_SEATS_PER_HOLD), 60));
-    expect((await fx.inventory.createPendingPurchase(eventId, h.holdId, "bulk", "p_bulk")).ok).toBe(true);
-    expect(await fx.inventory.confirm(eventId, h.holdId, "bulk", "p_bulk")).toMatchObject({ ok: true });
+    const h = held(
+      await fx.inventory.holds.holdSeats({
+        eventId,
+        fanId: "bulk",
+        seatIds: all.slice(0, MAX_SEATS_PER_HOLD),
+        holdSeconds: 60,
+      }),
+    );
+    expect(
+      (await fx.inventory.purchases.createPending({ eventId, holdId: h.holdId, fanId: "bulk", purchaseId: "p_bulk" }))
+        .ok,
+    ).toBe(true);
+    expect(
+      await fx.inventory.purchases.confirm({ eventId, holdId: h.holdId, fanId: "bulk", purchaseId: "p_bulk" }),
+    ).toMatchObject({ ok: true });
     // 96 bought; 4 more fit, 5 do not.
-    expect(await fx.inventory.hold(eventId, "bulk", all.slice(MAX_SEATS_PER_HOLD), 60)).toMatchObject({ ok: true });
+    expect(
+      await fx.inventory.holds.holdSeats({
+        eventId,
+        fanId: "bulk",
+        seatIds: all.slice(MAX_SEATS_PER_HOLD),
+        holdSeconds: 60,
+      }),
+    ).toMatchObject({ ok: true });
     expect(await counted(eventId, "bulk")).toBe(100);
   });
 
   it("keys the ledger by a hash of the fan id: any fan id, never in a key in clear", async () => {
     const eventId = await newEvent();
     const odd = [`x#FAN#${fanKeyHash("y")}`, "y", "ünï cödé 🎟", "#", "a".repeat(128)];
-    const results = await Promise.all(odd.map((fan, i) => fx.inventory.hold(eventId, fan, seatIds(MAX, i + 1), 60)));
+    const results = await Promise.all(
+      odd.map((fan, i) =>
+        fx.inventory.holds.holdSeats({ eventId, fanId: fan, seatIds: seatIds(MAX, i + 1), holdSeconds: 60 }),
+      ),
+    );
     for (const r of results) expect(r.ok).toBe(true);
     const out = await doc.send(
       new QueryCommand({
@@ -284,7 +411,12 @@ describe("the ledger under several gateways and fans at once", () => {
       Array.from({ length: 160 }, (_, i) => {
         const fan = fans[i % fans.length]!;
         const seats = i % 4 === 0 ? [all[i % 50]!, all[(i * 7) % 50]!] : [all[(i * 13) % 50]!];
-        return gateways[i % 4]!.hold(eventId, fan, [...new Set(seats)], 60).then((r) => ({ fan, r }));
+        return gateways[i % 4]!.holds.holdSeats({
+          eventId,
+          fanId: fan,
+          seatIds: [...new Set(seats)],
+          holdSeconds: 60,
+        }).then((r) => ({ fan, r }));
       }),
     );
     const perFan = new Map<string, number>();

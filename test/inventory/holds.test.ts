@@ -13,13 +13,13 @@ afterAll(() => fx.close());
 
 async function newEvent(overrides = {}): Promise<string> {
   const eventId = uniqueEventId("hold");
-  const created = await fx.inventory.createEvent(eventId, eventInput(fx.clock, overrides));
+  const created = await fx.inventory.events.create({ eventId, input: eventInput(fx.clock, overrides) });
   expect(created.ok).toBe(true);
   return eventId;
 }
 
 async function seatsOf(eventId: string, sectionId = "A"): Promise<Map<string, SeatView>> {
-  const page = await fx.inventory.listSectionSeats(eventId, sectionId, { consistent: true });
+  const page = await fx.inventory.seats.listSection({ eventId, sectionId, consistent: true });
   return new Map((page?.seats ?? []).map((s) => [s.id, s]));
 }
 
@@ -32,7 +32,9 @@ describe("hold: seats", () => {
   it("holds one seat in one transaction with its hold record and the fan's ledger", async () => {
     const eventId = await newEvent();
     const now = fx.clock.now();
-    const hold = held(await fx.inventory.hold(eventId, "fan-1", ["A-1-1"], 480));
+    const hold = held(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan-1", seatIds: ["A-1-1"], holdSeconds: 480 }),
+    );
     expect(hold).toMatchObject({
       eventId,
       fanId: "fan-1",
@@ -43,12 +45,12 @@ describe("hold: seats", () => {
       expiresAt: new Date(now + 480_000).toISOString(),
     });
     expect(hold.holdId).toMatch(/^[0-9a-f]{32}$/);
-    expect(await fx.inventory.getHold(eventId, hold.holdId)).toEqual(hold);
+    expect(await fx.inventory.holds.get({ eventId, holdId: hold.holdId })).toEqual(hold);
     const seat = (await seatsOf(eventId)).get("A-1-1");
     expect(seat).toMatchObject({ status: "held", holdId: hold.holdId, holderId: "fan-1" });
     // The sparse available index lost it.
     await eventually(
-      () => fx.inventory.countAvailable(eventId, "A"),
+      () => fx.inventory.seats.countAvailable({ eventId, sectionId: "A" }),
       (n) => expect(n).toBe(19),
     );
   });
@@ -60,12 +62,38 @@ describe("hold: seats", () => {
         { id: "B", tier: "Balcony", price: 7_000, rows: 2, seatsPerRow: 5 },
       ],
     });
-    const hold = held(await fx.inventory.hold(eventId, "fan-1", ["A-1-1", "A-1-2", "B-2-5", "A-1-1"], 480));
+    // A seat named twice is refused, not merged (API.md: the fan asked for something else).
+    expect(
+      await fx.inventory.holds.holdSeats({
+        eventId,
+        fanId: "fan-1",
+        seatIds: ["A-1-1", "A-1-2", "B-2-5", "A-1-1"],
+        holdSeconds: 480,
+      }),
+    ).toEqual({
+      ok: false,
+      reason: "invalid_request",
+      message: "a seat is named twice",
+    });
+    expect((await seatsOf(eventId)).get("A-1-1")?.status).toBe("available");
+    const hold = held(
+      await fx.inventory.holds.holdSeats({
+        eventId,
+        fanId: "fan-1",
+        seatIds: ["A-1-1", "A-1-2", "B-2-5"],
+        holdSeconds: 480,
+      }),
+    );
     expect(hold.seats).toEqual(["A-1-1", "A-1-2", "B-2-5"]);
     expect(hold.amount).toBe(15_000 * 2 + 7_000);
 
     // Overlaps on A-1-2 only: nothing of it is held, and the loss names exactly that seat.
-    const lost = await fx.inventory.hold(eventId, "fan-2", ["A-1-3", "A-1-2", "A-1-4"], 480);
+    const lost = await fx.inventory.holds.holdSeats({
+      eventId,
+      fanId: "fan-2",
+      seatIds: ["A-1-3", "A-1-2", "A-1-4"],
+      holdSeconds: 480,
+    });
     expect(lost).toEqual({ ok: false, reason: "seat_unavailable", seats: ["A-1-2"] });
     const seats = await seatsOf(eventId);
     expect(seats.get("A-1-3")?.status).toBe("available");
@@ -75,13 +103,27 @@ describe("hold: seats", () => {
 
   it("answers not_found for unknown seats and events, and never creates a seat", async () => {
     const eventId = await newEvent();
-    expect(await fx.inventory.hold(eventId, "fan", ["A-9-1", "A-1-1", "nope"], 60)).toEqual({
+    expect(
+      await fx.inventory.holds.holdSeats({
+        eventId,
+        fanId: "fan",
+        seatIds: ["A-9-1", "A-1-1", "nope"],
+        holdSeconds: 60,
+      }),
+    ).toEqual({
       ok: false,
       reason: "not_found",
       what: "seat",
       seats: ["A-9-1", "nope"],
     });
-    expect(await fx.inventory.hold(uniqueEventId("none"), "fan", ["A-1-1"], 60)).toEqual({
+    expect(
+      await fx.inventory.holds.holdSeats({
+        eventId: uniqueEventId("none"),
+        fanId: "fan",
+        seatIds: ["A-1-1"],
+        holdSeconds: 60,
+      }),
+    ).toEqual({
       ok: false,
       reason: "not_found",
       what: "event",
@@ -89,11 +131,15 @@ describe("hold: seats", () => {
     // A seat of the layout whose item is missing: attribute_exists keeps the write from creating it.
     const key = { PK: `EVT#${eventId}#SEC#A`, SK: "SEAT#00004#00005" };
     await doc.send(new DeleteCommand({ TableName: fx.tableName, Key: key }));
-    expect(await fx.inventory.hold(eventId, "fan", ["A-4-5"], 60)).toMatchObject({
+    expect(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-4-5"], holdSeconds: 60 }),
+    ).toMatchObject({
       reason: "not_found",
       seats: ["A-4-5"],
     });
-    expect(await fx.inventory.hold(eventId, "fan", ["A-4-4", "A-4-5"], 60)).toMatchObject({
+    expect(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan", seatIds: ["A-4-4", "A-4-5"], holdSeconds: 60 }),
+    ).toMatchObject({
       reason: "not_found",
       seats: ["A-4-5"],
     });
@@ -104,7 +150,14 @@ describe("hold: seats", () => {
 
   it("refuses more seats than maxSeatsPerFan", async () => {
     const eventId = await newEvent({ maxSeatsPerFan: 2 });
-    expect(await fx.inventory.hold(eventId, "fan", ["A-1-1", "A-1-2", "A-1-3"], 60)).toEqual({
+    expect(
+      await fx.inventory.holds.holdSeats({
+        eventId,
+        fanId: "fan",
+        seatIds: ["A-1-1", "A-1-2", "A-1-3"],
+        holdSeconds: 60,
+      }),
+    ).toEqual({
       ok: false,
       reason: "seat_limit_exceeded",
       limit: 2,
@@ -113,16 +166,22 @@ describe("hold: seats", () => {
 
   it("treats an expired hold as available at write time, with no sweeper", async () => {
     const eventId = await newEvent();
-    const first = held(await fx.inventory.hold(eventId, "fan-1", ["A-2-1", "A-2-2"], 60));
+    const first = held(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan-1", seatIds: ["A-2-1", "A-2-2"], holdSeconds: 60 }),
+    );
     fx.clock.advance(59_999);
-    expect(await fx.inventory.hold(eventId, "fan-2", ["A-2-2"], 60)).toMatchObject({ ok: false, seats: ["A-2-2"] });
+    expect(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan-2", seatIds: ["A-2-2"], holdSeconds: 60 }),
+    ).toMatchObject({ ok: false, seats: ["A-2-2"] });
     fx.clock.advance(1);
-    const second = held(await fx.inventory.hold(eventId, "fan-2", ["A-2-2", "A-2-3"], 60));
+    const second = held(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan-2", seatIds: ["A-2-2", "A-2-3"], holdSeconds: 60 }),
+    );
     const seats = await seatsOf(eventId);
     expect(seats.get("A-2-2")).toMatchObject({ status: "held", holdId: second.holdId, holderId: "fan-2" });
     // The expired hold's other seat reads available even though nobody reset it.
     expect(seats.get("A-2-1")?.status).toBe("available");
-    expect((await fx.inventory.getHold(eventId, first.holdId))?.status).toBe("expired");
+    expect((await fx.inventory.holds.get({ eventId, holdId: first.holdId }))?.status).toBe("expired");
   });
 
   it("1,000 fans racing for one seat with real concurrency: exactly one holds it", async () => {
@@ -130,7 +189,9 @@ describe("hold: seats", () => {
     // Four "gateways" on the same table, as in production.
     const gateways: Inventory[] = fx.gateways(4);
     const results = await Promise.all(
-      Array.from({ length: 1_000 }, (_, i) => gateways[i % 4]!.hold(eventId, `fan-${i}`, ["A-3-3"], 480)),
+      Array.from({ length: 1_000 }, (_, i) =>
+        gateways[i % 4]!.holds.holdSeats({ eventId, fanId: `fan-${i}`, seatIds: ["A-3-3"], holdSeconds: 480 }),
+      ),
     );
     const winners = results.filter((r) => r.ok);
     expect(winners).toHaveLength(1);
@@ -160,7 +221,11 @@ describe("hold: seats", () => {
       return { fan: `fan-${i}`, seats: [...want] };
     });
     const gateways = fx.gateways(4);
-    const results = await Promise.all(requests.map((r, i) => gateways[i % 4]!.hold(eventId, r.fan, r.seats, 480)));
+    const results = await Promise.all(
+      requests.map((r, i) =>
+        gateways[i % 4]!.holds.holdSeats({ eventId, fanId: r.fan, seatIds: r.seats, holdSeconds: 480 }),
+      ),
+    );
 
     const seats = await seatsOf(eventId);
     const owner = new Map<string, string>();
@@ -192,31 +257,47 @@ describe("hold: seats", () => {
 describe("release", () => {
   it("gives seats back, is idempotent, and refuses another fan", async () => {
     const eventId = await newEvent();
-    const hold = held(await fx.inventory.hold(eventId, "fan-1", ["A-1-1", "A-1-2"], 480));
-    expect(await fx.inventory.release(eventId, hold.holdId, "fan-2")).toEqual({ ok: false, reason: "hold_not_owned" });
+    const hold = held(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan-1", seatIds: ["A-1-1", "A-1-2"], holdSeconds: 480 }),
+    );
+    expect(await fx.inventory.holds.release({ eventId, holdId: hold.holdId, fanId: "fan-2" })).toEqual({
+      ok: false,
+      reason: "hold_not_owned",
+    });
     expect((await seatsOf(eventId)).get("A-1-1")?.status).toBe("held");
 
-    const results = await Promise.all([1, 2, 3].map(() => fx.inventory.release(eventId, hold.holdId, "fan-1")));
+    const results = await Promise.all(
+      [1, 2, 3].map(() => fx.inventory.holds.release({ eventId, holdId: hold.holdId, fanId: "fan-1" })),
+    );
     for (const r of results) expect(r).toMatchObject({ ok: true, hold: { status: "released" } });
     // Each seat is reported released by exactly one of the concurrent calls.
     expect(results.flatMap((r) => (r.ok ? r.releasedSeats : [])).sort()).toEqual(["A-1-1", "A-1-2"]);
-    expect(await fx.inventory.release(eventId, hold.holdId, "fan-1")).toMatchObject({ ok: true });
+    expect(await fx.inventory.holds.release({ eventId, holdId: hold.holdId, fanId: "fan-1" })).toMatchObject({
+      ok: true,
+    });
     const seats = await seatsOf(eventId);
     expect(seats.get("A-1-1")?.status).toBe("available");
     expect(seats.get("A-1-2")?.status).toBe("available");
     await eventually(
-      () => fx.inventory.countAvailable(eventId, "A"),
+      () => fx.inventory.seats.countAvailable({ eventId, sectionId: "A" }),
       (n) => expect(n).toBe(20),
     );
-    expect(await fx.inventory.release(eventId, "0".repeat(32), "fan-1")).toEqual({ ok: false, reason: "not_found" });
+    expect(await fx.inventory.holds.release({ eventId, holdId: "0".repeat(32), fanId: "fan-1" })).toEqual({
+      ok: false,
+      reason: "not_found",
+    });
   });
 
   it("leaves a seat to its new holder when releasing an expired hold", async () => {
     const eventId = await newEvent();
-    const old = held(await fx.inventory.hold(eventId, "fan-1", ["A-1-1", "A-1-2"], 60));
+    const old = held(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan-1", seatIds: ["A-1-1", "A-1-2"], holdSeconds: 60 }),
+    );
     fx.clock.advance(61_000);
-    const taken = held(await fx.inventory.hold(eventId, "fan-2", ["A-1-2"], 60));
-    expect(await fx.inventory.release(eventId, old.holdId, "fan-1")).toMatchObject({
+    const taken = held(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "fan-2", seatIds: ["A-1-2"], holdSeconds: 60 }),
+    );
+    expect(await fx.inventory.holds.release({ eventId, holdId: old.holdId, fanId: "fan-1" })).toMatchObject({
       ok: true,
       releasedSeats: ["A-1-1"],
     });
@@ -229,28 +310,60 @@ describe("release", () => {
 describe("hold: general admission", () => {
   it("decrements the area with the hold record in one transaction; release returns it exactly once", async () => {
     const eventId = await newEvent();
-    const hold = held(await fx.inventory.holdGeneralAdmission(eventId, "fan-1", "GA", 4, 480));
+    const hold = held(
+      await fx.inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan-1",
+        areaId: "GA",
+        quantity: 4,
+        holdSeconds: 480,
+      }),
+    );
     expect(hold).toMatchObject({
       kind: "general_admission",
       generalAdmission: { areaId: "GA", quantity: 4 },
       amount: 24_000,
     });
-    expect(await fx.inventory.getGeneralAdmission(eventId, "GA")).toMatchObject({ available: 6, held: 4, sold: 0 });
-    expect(await fx.inventory.holdGeneralAdmission(eventId, "fan-2", "GA", 7, 480)).toEqual({
+    expect(await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toMatchObject({
+      available: 6,
+      held: 4,
+      sold: 0,
+    });
+    expect(
+      await fx.inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan-2",
+        areaId: "GA",
+        quantity: 7,
+        holdSeconds: 480,
+      }),
+    ).toEqual({
       ok: false,
       reason: "insufficient_quantity",
       available: 6,
     });
-    expect(await fx.inventory.holdGeneralAdmission(eventId, "fan-2", "XX", 1, 480)).toMatchObject({
+    expect(
+      await fx.inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan-2",
+        areaId: "XX",
+        quantity: 1,
+        holdSeconds: 480,
+      }),
+    ).toMatchObject({
       reason: "not_found",
       what: "area",
     });
 
     const releases = await Promise.all(
-      Array.from({ length: 5 }, () => fx.inventory.release(eventId, hold.holdId, "fan-1")),
+      Array.from({ length: 5 }, () => fx.inventory.holds.release({ eventId, holdId: hold.holdId, fanId: "fan-1" })),
     );
     expect(releases.every((r) => r.ok)).toBe(true);
-    expect(await fx.inventory.getGeneralAdmission(eventId, "GA")).toMatchObject({ available: 10, held: 0, sold: 0 });
+    expect(await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toMatchObject({
+      available: 10,
+      held: 0,
+      sold: 0,
+    });
   });
 
   it("many fans at once never take the area below zero", async () => {
@@ -258,11 +371,17 @@ describe("hold: general admission", () => {
     const gateways = fx.gateways(3);
     const results = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>
-        gateways[i % 3]!.holdGeneralAdmission(eventId, `fan-${i}`, "GA", 1 + (i % 3), 480),
+        gateways[i % 3]!.holds.holdGeneralAdmission({
+          eventId,
+          fanId: `fan-${i}`,
+          areaId: "GA",
+          quantity: 1 + (i % 3),
+          holdSeconds: 480,
+        }),
       ),
     );
     const granted = results.reduce((n, r) => n + (r.ok ? r.hold.generalAdmission!.quantity : 0), 0);
-    const area = await fx.inventory.getGeneralAdmission(eventId, "GA");
+    const area = await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" });
     expect(area!.available).toBeGreaterThanOrEqual(0);
     expect(area!.available).toBeLessThan(3);
     expect(area!.held).toBe(granted);
@@ -272,10 +391,37 @@ describe("hold: general admission", () => {
 
   it("gives expired places to the next fan even before the sweeper runs", async () => {
     const eventId = await newEvent();
-    held(await fx.inventory.holdGeneralAdmission(eventId, "fan-1", "GA", 8, 60));
-    expect(await fx.inventory.holdGeneralAdmission(eventId, "fan-2", "GA", 5, 60)).toMatchObject({ ok: false });
+    held(
+      await fx.inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan-1",
+        areaId: "GA",
+        quantity: 8,
+        holdSeconds: 60,
+      }),
+    );
+    expect(
+      await fx.inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan-2",
+        areaId: "GA",
+        quantity: 5,
+        holdSeconds: 60,
+      }),
+    ).toMatchObject({ ok: false });
     fx.clock.advance(60_000);
-    held(await fx.inventory.holdGeneralAdmission(eventId, "fan-2", "GA", 5, 60));
-    expect(await fx.inventory.getGeneralAdmission(eventId, "GA")).toMatchObject({ available: 5, held: 5 });
+    held(
+      await fx.inventory.holds.holdGeneralAdmission({
+        eventId,
+        fanId: "fan-2",
+        areaId: "GA",
+        quantity: 5,
+        holdSeconds: 60,
+      }),
+    );
+    expect(await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toMatchObject({
+      available: 5,
+      held: 5,
+    });
   });
 });

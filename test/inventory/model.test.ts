@@ -203,12 +203,18 @@ function sameOutcome(predicted: Outcome, actual: Outcome, exact: boolean): boole
 async function run(inv: Inventory, eventId: string, op: Resolved): Promise<Outcome> {
   switch (op.kind) {
     case "hold": {
-      const r = await inv.hold(eventId, op.fan, op.seats, HOLD_SECONDS);
+      const r = await inv.holds.holdSeats({ eventId, fanId: op.fan, seatIds: op.seats, holdSeconds: HOLD_SECONDS });
       if (r.ok) return { ok: true, holdId: r.hold.holdId };
       return { ok: false, reason: r.reason, ...(r.reason === "seat_unavailable" ? { lost: r.seats } : {}) };
     }
     case "holdGA": {
-      const r = await inv.holdGeneralAdmission(eventId, op.fan, "GA", op.quantity, HOLD_SECONDS);
+      const r = await inv.holds.holdGeneralAdmission({
+        eventId,
+        fanId: op.fan,
+        areaId: "GA",
+        quantity: op.quantity,
+        holdSeconds: HOLD_SECONDS,
+      });
       if (r.ok) return { ok: true, holdId: r.hold.holdId };
       return {
         ok: false,
@@ -217,22 +223,27 @@ async function run(inv: Inventory, eventId: string, op: Resolved): Promise<Outco
       };
     }
     case "release": {
-      const r = await inv.release(eventId, op.holdId, op.fan);
+      const r = await inv.holds.release({ eventId, holdId: op.holdId, fanId: op.fan });
       return r.ok ? { ok: true } : { ok: false, reason: r.reason };
     }
     case "confirm": {
-      const pending = await inv.createPendingPurchase(eventId, op.holdId, op.fan, op.purchaseId);
+      const pending = await inv.purchases.createPending({
+        eventId,
+        holdId: op.holdId,
+        fanId: op.fan,
+        purchaseId: op.purchaseId,
+      });
       if (!pending.ok) return { ok: false, reason: pending.reason };
-      const r = await inv.confirm(eventId, op.holdId, op.fan, op.purchaseId);
+      const r = await inv.purchases.confirm({ eventId, holdId: op.holdId, fanId: op.fan, purchaseId: op.purchaseId });
       if (!r.ok) return { ok: false, reason: r.reason };
       return { ok: !r.alreadyConfirmed };
     }
     case "repeatConfirm": {
-      const r = await inv.confirm(eventId, op.holdId, op.fan, op.purchaseId);
+      const r = await inv.purchases.confirm({ eventId, holdId: op.holdId, fanId: op.fan, purchaseId: op.purchaseId });
       return { ok: r.ok && r.alreadyConfirmed && r.purchase.status === "confirmed" };
     }
     case "sweep": {
-      await Promise.all(Array.from({ length: SWEEP_SHARDS }, (_, s) => inv.sweepExpired(eventId, s)));
+      await Promise.all(Array.from({ length: SWEEP_SHARDS }, (_, s) => inv.holds.sweepExpired({ eventId, shard: s })));
       return { ok: true };
     }
   }
@@ -263,10 +274,10 @@ async function observe(
   now: number,
 ): Promise<Observed> {
   const [page, ga, holds, bought, fanItems] = await Promise.all([
-    inv.listSectionSeats(eventId, "A", { consistent: true }),
-    inv.getGeneralAdmission(eventId, "GA"),
-    Promise.all(holdIds.map((id) => inv.getHold(eventId, id))),
-    Promise.all(purchaseIds.map((id) => inv.getPurchase(eventId, id))),
+    inv.seats.listSection({ eventId, sectionId: "A", consistent: true }),
+    inv.seats.generalAdmission({ eventId, areaId: "GA" }),
+    Promise.all(holdIds.map((id) => inv.holds.get({ eventId, holdId: id }))),
+    Promise.all(purchaseIds.map((id) => inv.purchases.get({ eventId, purchaseId: id }))),
     Promise.all(
       FANS.map((fan) =>
         doc.send(new GetCommand({ TableName: fx.tableName, Key: keys.fan(eventId, fan), ConsistentRead: true })),
@@ -438,15 +449,15 @@ describe("inventory against a model", () => {
         const clock = manualClock();
         const gateways = [fx.newInstance(clock), fx.newInstance(clock)];
         const eventId = uniqueEventId("model");
-        const created = await gateways[0]!.createEvent(
+        const created = await gateways[0]!.events.create({
           eventId,
-          eventInput(clock, {
+          input: eventInput(clock, {
             holdSeconds: HOLD_SECONDS,
             maxSeatsPerFan: MAX_PER_FAN,
             sections: [{ id: "A", tier: "Floor", price: 100, rows: 1, seatsPerRow: SEATS.length }],
             generalAdmission: [{ id: "GA", tier: "Standing", price: 10, capacity: CAPACITY }],
           }),
-        );
+        });
         expect(created.ok).toBe(true);
 
         let model: Model = {

@@ -84,13 +84,13 @@ async function sellAtOnce(selling: Inventory, eventId: string, seats: string[]):
   const results = await Promise.all(
     seats.map(async (seat, i): Promise<Sale | null> => {
       const fanId = `fan-${eventId}-${seat}`;
-      const held: HoldResult = await selling.hold(eventId, fanId, [seat], 480);
+      const held: HoldResult = await selling.holds.holdSeats({ eventId, fanId, seatIds: [seat], holdSeconds: 480 });
       if (!held.ok) return null;
       if (i % 2 === 1) return { seat, holdId: held.hold.holdId };
       const purchaseId = `pur_${seat.replaceAll("-", "_")}_${i}`;
-      const pending = await selling.createPendingPurchase(eventId, held.hold.holdId, fanId, purchaseId);
+      const pending = await selling.purchases.createPending({ eventId, holdId: held.hold.holdId, fanId, purchaseId });
       if (!pending.ok) throw new Error(`pending purchase refused: ${JSON.stringify(pending)}`);
-      const confirmed = await selling.confirm(eventId, held.hold.holdId, fanId, purchaseId);
+      const confirmed = await selling.purchases.confirm({ eventId, holdId: held.hold.holdId, fanId, purchaseId });
       if (!confirmed.ok) throw new Error(`confirm refused: ${JSON.stringify(confirmed)}`);
       return { seat, holdId: held.hold.holdId, purchaseId };
     }),
@@ -126,19 +126,24 @@ describe("replacing an event near its on-sale", () => {
     const eventId = uniqueEventId("window");
     const onSaleAtMs = fx.clock.now() + GUARD_MS + 5_000;
     const onSaleAt = new Date(onSaleAtMs).toISOString();
-    expect((await fx.inventory.createEvent(eventId, eventInput(fx.clock, { onSaleAt, ...layout(100) }))).ok).toBe(true);
+    expect(
+      (await fx.inventory.events.create({ eventId, input: eventInput(fx.clock, { onSaleAt, ...layout(100) }) })).ok,
+    ).toBe(true);
 
     // Outside the window: still replaceable.
-    const early = await fx.inventory.createEvent(eventId, eventInput(fx.clock, { onSaleAt, ...layout(110) }));
+    const early = await fx.inventory.events.create({
+      eventId,
+      input: eventInput(fx.clock, { onSaleAt, ...layout(110) }),
+    });
     expect(early).toMatchObject({ ok: true, created: false });
 
     fx.clock.advance(10_000); // now inside: on-sale in GUARD_MS - 5 s
-    const late = await fx.inventory.createEvent(
+    const late = await fx.inventory.events.create({
       eventId,
-      eventInput(fx.clock, { onSaleAt, name: "Too late", ...layout(120) }),
-    );
+      input: eventInput(fx.clock, { onSaleAt, name: "Too late", ...layout(120) }),
+    });
     expect(late).toMatchObject({ ok: false, reason: "replacement_closed", replaceableUntil: onSaleAtMs - GUARD_MS });
-    const stored = await fx.inventory.getEvent(eventId);
+    const stored = await fx.inventory.events.get({ eventId });
     expect(stored).toMatchObject({ name: "Finals Night", version: 2, layoutComplete: true });
   });
 
@@ -146,13 +151,15 @@ describe("replacing an event near its on-sale", () => {
     const eventId = uniqueEventId("slowread");
     const onSaleAtMs = fx.clock.now() + 10 * MINUTE;
     const onSaleAt = new Date(onSaleAtMs).toISOString();
-    expect((await fx.inventory.createEvent(eventId, eventInput(fx.clock, { onSaleAt, ...layout(100) }))).ok).toBe(true);
+    expect(
+      (await fx.inventory.events.create({ eventId, input: eventInput(fx.clock, { onSaleAt, ...layout(100) }) })).ok,
+    ).toBe(true);
 
     proxy.stall(isEventRequest("GetItem", eventId));
-    const replacing = operator.createEvent(
+    const replacing = operator.events.create({
       eventId,
-      eventInput(fx.clock, { onSaleAt, name: "Replaced", ...layout(200) }),
-    );
+      input: eventInput(fx.clock, { onSaleAt, name: "Replaced", ...layout(200) }),
+    });
     await stalledOn(isEventRequest("GetItem", eventId));
     proxy.stall(null);
 
@@ -170,21 +177,23 @@ describe("replacing an event near its on-sale", () => {
     const result = await replacing;
     expect(result).toMatchObject({ ok: false, reason: "on_sale" });
     await expectStillTaken(eventId, sales);
-    expect((await fx.inventory.getEvent(eventId))?.name).toBe("Finals Night");
+    expect((await fx.inventory.events.get({ eventId }))?.name).toBe("Finals Night");
   });
 
   it("a replacement whose event write lands after the on-sale never overwrites a held or sold seat or area", async () => {
     const eventId = uniqueEventId("slowput");
     const onSaleAtMs = fx.clock.now() + 10 * MINUTE;
     const onSaleAt = new Date(onSaleAtMs).toISOString();
-    expect((await fx.inventory.createEvent(eventId, eventInput(fx.clock, { onSaleAt, ...layout(100) }))).ok).toBe(true);
+    expect(
+      (await fx.inventory.events.create({ eventId, input: eventInput(fx.clock, { onSaleAt, ...layout(100) }) })).ok,
+    ).toBe(true);
 
     // The event write is held back by the slow store, longer than any budget: it carries the
     // clock of when it was sent, and DynamoDB evaluates its condition with that.
     proxy.stall(isEventRequest("PutItem", eventId));
-    const replacing = operator.createEvent(
+    const replacing = operator.events.create({
       eventId,
-      eventInput(fx.clock, {
+      input: eventInput(fx.clock, {
         onSaleAt,
         name: "Replaced",
         // A is rewritten (new price), B is dropped (its seats deleted), GA is rewritten.
@@ -193,7 +202,7 @@ describe("replacing an event near its on-sale", () => {
           generalAdmission: [{ id: "GA", tier: "Standing", price: 2_000, capacity: 10 }],
         }),
       }),
-    );
+    });
     await stalledOn(isEventRequest("PutItem", eventId));
     proxy.stall(null);
 
@@ -206,7 +215,13 @@ describe("replacing an event near its on-sale", () => {
     ];
     const [sales, ga] = await Promise.all([
       sellAtOnce(selling, eventId, seats),
-      selling.holdGeneralAdmission(eventId, `ga-fan-${eventId}`, "GA", 3, 480),
+      selling.holds.holdGeneralAdmission({
+        eventId,
+        fanId: `ga-fan-${eventId}`,
+        areaId: "GA",
+        quantity: 3,
+        holdSeconds: 480,
+      }),
     ]);
     expect(sales).toHaveLength(seats.length);
     expect(ga.ok).toBe(true);
@@ -226,7 +241,7 @@ describe("replacing an event near its on-sale", () => {
     expect(result.kept.seats).toEqual(expect.arrayContaining(sales.map((s) => s.seat)));
 
     await expectStillTaken(eventId, [...sales, ...laterSales]);
-    const area = await fx.inventory.getGeneralAdmission(eventId, "GA");
+    const area = await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" });
     expect(area).toMatchObject({ held: 3, available: 7 });
     // A seat nobody took is the new layout's.
     expect(await rawSeat(eventId, "A", 3, 1)).toMatchObject({ status: "available", price: 200 });

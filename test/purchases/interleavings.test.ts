@@ -61,7 +61,7 @@ function sagaOver(payments: PaymentProvider, inv: Inventory = inventory): Purcha
     inventory: inv,
     payments: withTimeout(payments, PAYMENT_TIMEOUT_MS),
     waitingRoom: { completeSession: async () => ({ ok: true, ended: true }) as never },
-    seatMap: { apply: async () => {} },
+    seatMapWrites: { sold: async () => {} },
     metrics: createMetrics(),
     logger: silent,
     paymentTimeoutMs: PAYMENT_TIMEOUT_MS,
@@ -70,9 +70,9 @@ function sagaOver(payments: PaymentProvider, inv: Inventory = inventory): Purcha
 
 async function eventWithHold(fanId = "fan-1", seats = ["A-1-1"]) {
   const eventId = uniqueEventId("il");
-  const created = await inventory.createEvent(eventId, eventInput());
+  const created = await inventory.events.create({ eventId, input: eventInput() });
   expect(created.ok).toBe(true);
-  const hold = await inventory.hold(eventId, fanId, seats, 300);
+  const hold = await inventory.holds.holdSeats({ eventId, fanId, seatIds: seats, holdSeconds: 300 });
   if (!hold.ok) throw new Error(`hold refused: ${JSON.stringify(hold)}`);
   return { eventId, fanId, holdId: hold.hold.holdId };
 }
@@ -132,11 +132,11 @@ describe("purchase saga interleavings (local DynamoDB, simulated provider in Red
     const replay = await saga.purchase(request);
     expect(replay.kind).toBe("pending");
     const purchaseId = purchaseIdOf(eventId, fanId, "k-blip");
-    expect((await inventory.getPurchase(eventId, purchaseId))?.status).toBe("pending");
+    expect((await inventory.purchases.get({ eventId, purchaseId }))?.status).toBe("pending");
     blip.setDown(false);
 
     await reconcileUntilSettled(saga, eventId, purchaseId);
-    expect((await inventory.getPurchase(eventId, purchaseId))?.status).toBe("confirmed");
+    expect((await inventory.purchases.get({ eventId, purchaseId }))?.status).toBe("confirmed");
     await expectMoneyBalanced(eventId);
   });
 
@@ -177,10 +177,13 @@ describe("purchase saga interleavings (local DynamoDB, simulated provider in Red
     // purchase, older by then than the backstop's minimum age.
     const slowStore: Inventory = {
       ...inventory,
-      createPendingPurchase: async (...args) => {
-        const result = await inventory.createPendingPurchase(...args);
-        await sleep(PAYMENT_TIMEOUT_MS * 3);
-        return result;
+      purchases: {
+        ...inventory.purchases,
+        createPending: async (args) => {
+          const result = await inventory.purchases.createPending(args);
+          await sleep(PAYMENT_TIMEOUT_MS * 3);
+          return result;
+        },
       },
     };
     let saga: PurchaseSaga | undefined;
@@ -216,9 +219,9 @@ describe("purchase saga interleavings (local DynamoDB, simulated provider in Red
     async function failedThenCharged() {
       const { eventId, fanId, holdId } = await eventWithHold();
       const purchaseId = purchaseIdOf(eventId, fanId, "k-late");
-      const created = await inventory.createPendingPurchase(eventId, holdId, fanId, purchaseId);
+      const created = await inventory.purchases.createPending({ eventId, holdId, fanId, purchaseId });
       expect(created.ok).toBe(true);
-      const failed = await inventory.markPurchaseFailed(eventId, purchaseId, "not_charged");
+      const failed = await inventory.purchases.markFailed({ eventId, purchaseId, reason: "not_charged" });
       expect(failed.ok).toBe(true);
       const charge = await ledger.charge(purchaseId, 5_000, "tok_ok");
       expect(charge.kind).toBe("charged");
@@ -229,7 +232,7 @@ describe("purchase saga interleavings (local DynamoDB, simulated provider in Red
       const { eventId, purchaseId } = await failedThenCharged();
       const outcome = await sagaOver(ledger).resolve(eventId, purchaseId);
       expect(outcome?.kind).toBe("refunded");
-      expect((await inventory.getPurchase(eventId, purchaseId))?.status).toBe("refunded");
+      expect((await inventory.purchases.get({ eventId, purchaseId }))?.status).toBe("refunded");
       await expectMoneyBalanced(eventId);
     });
 
@@ -248,7 +251,7 @@ describe("purchase saga interleavings (local DynamoDB, simulated provider in Red
         ...ledger,
         charge: async (key, amount, token) => {
           const charged = await ledger.charge(key, amount, token);
-          await inventory.markPurchaseFailed(eventId, purchaseId, "not_charged");
+          await inventory.purchases.markFailed({ eventId, purchaseId, reason: "not_charged" });
           return charged;
         },
       };
@@ -261,7 +264,7 @@ describe("purchase saga interleavings (local DynamoDB, simulated provider in Red
         paymentToken: "tok_ok",
       });
       expect(outcome.kind).toBe("refunded");
-      expect((await inventory.getPurchase(eventId, purchaseId))?.status).toBe("refunded");
+      expect((await inventory.purchases.get({ eventId, purchaseId }))?.status).toBe("refunded");
       await expectMoneyBalanced(eventId);
     });
   });

@@ -265,20 +265,23 @@ async function runOne(script: Script, batches: Op[][]): Promise<void> {
   let backstop: () => Promise<unknown> = async () => {};
   const sagaStore: Inventory = {
     ...inventory,
-    createPendingPurchase: async (...args) => {
-      const result = await inventory.createPendingPurchase(...args);
-      if (slowPuts.delete(args[3])) {
-        clock.advance(PAYMENT_TIMEOUT_MS + 1);
-        await backstop();
-      }
-      return result;
+    purchases: {
+      ...inventory.purchases,
+      createPending: async (args) => {
+        const result = await inventory.purchases.createPending(args);
+        if (slowPuts.delete(args.purchaseId)) {
+          clock.advance(PAYMENT_TIMEOUT_MS + 1);
+          await backstop();
+        }
+        return result;
+      },
     },
   };
   const saga: PurchaseSaga = createPurchaseSaga({
     inventory: sagaStore,
     payments: provider,
     waitingRoom: { completeSession: async () => ({ ok: true }) as never },
-    seatMap: { apply: async () => {} },
+    seatMapWrites: { sold: async () => {} },
     metrics: createMetrics(),
     logger: silent,
     paymentTimeoutMs: PAYMENT_TIMEOUT_MS,
@@ -287,8 +290,12 @@ async function runOne(script: Script, batches: Op[][]): Promise<void> {
   const workerDeps = { inventory, purchases: saga, paymentTimeoutMs: PAYMENT_TIMEOUT_MS };
   backstop = () => reconcileJob(workerDeps, { kind: "event", eventId });
 
-  expect((await inventory.createEvent(eventId, eventInput(clock.now()))).ok).toBe(true);
-  const holds = await Promise.all(FANS.map((fan, i) => inventory.hold(eventId, fan, [SEATS[i]!], HOLD_SECONDS)));
+  expect((await inventory.events.create({ eventId, input: eventInput(clock.now()) })).ok).toBe(true);
+  const holds = await Promise.all(
+    FANS.map((fan, i) =>
+      inventory.holds.holdSeats({ eventId, fanId: fan, seatIds: [SEATS[i]!], holdSeconds: HOLD_SECONDS }),
+    ),
+  );
   const holdIds = holds.map((h) => {
     if (!h.ok) throw new Error(`hold refused: ${JSON.stringify(h)}`);
     return h.hold.holdId;
@@ -341,7 +348,7 @@ async function runOne(script: Script, batches: Op[][]): Promise<void> {
         await reconcileOne(purchaseId(op.fan, op.key));
         return;
       case "release":
-        await inventory.release(eventId, holdIds[op.fan]!, FANS[op.fan]!);
+        await inventory.holds.release({ eventId, holdId: holdIds[op.fan]!, fanId: FANS[op.fan]! });
         return;
       case "advance":
         clock.advance(op.ms);
@@ -363,7 +370,9 @@ async function runOne(script: Script, batches: Op[][]): Promise<void> {
     clock.advance(PAYMENT_TIMEOUT_MS + 1);
     await reconcileJob(workerDeps, { kind: "event", eventId });
     for (const id of ids) await reconcileOne(id);
-    const purchases = (await Promise.all(ids.map((id) => inventory.getPurchase(eventId, id)))).filter((p) => p);
+    const purchases = (await Promise.all(ids.map((id) => inventory.purchases.get({ eventId, purchaseId: id })))).filter(
+      (p) => p,
+    );
     const unsettled = purchases.filter(
       (p) => p!.status === "pending" || (p!.status === "failed" && p!.failureReason === "refund_due"),
     );
@@ -374,7 +383,7 @@ async function runOne(script: Script, batches: Op[][]): Promise<void> {
   const failed = report.checks.filter((c) => c.status === "fail");
   const trail = {
     eventId,
-    purchases: await Promise.all(ids.map((id) => inventory.getPurchase(eventId, id))),
+    purchases: await Promise.all(ids.map((id) => inventory.purchases.get({ eventId, purchaseId: id }))),
     charges: provider.records,
   };
   expect(failed, JSON.stringify({ failed, trail }, null, 2)).toEqual([]);

@@ -13,21 +13,11 @@
 import { randomUUID } from "node:crypto";
 import { QueueEvents, Worker } from "bullmq";
 import { Redis } from "ioredis";
-import pino from "pino";
 import { inject } from "vitest";
-import { createDynamoClient } from "../../src/dynamodb/client.js";
-import { buildGatewayDeps } from "../../src/gateway.js";
 import { buildApp } from "../../src/http/app.js";
-import { createMetrics } from "../../src/metrics.js";
-import {
-  createQueues,
-  QUEUE_PREFIX,
-  type QueueName,
-  type Queues,
-  reconcileScheduler,
-  scheduleEvent,
-} from "../../src/workers/queues.js";
-import { ADMIN_TOKEN, type Gateway, SECRET } from "../gateway/harness.js";
+import { buildServices } from "../../src/services.js";
+import { QUEUE_PREFIX, type QueueName, type Queues } from "../../src/workers/queues.js";
+import { ADMIN_TOKEN, type Gateway, gatewayOf, SECRET, testServicesConfig } from "../gateway/harness.js";
 import { type MainProcess, startMainProcess } from "./processes.js";
 
 export type WorkerProcess = MainProcess;
@@ -128,50 +118,17 @@ export async function startGatewayOn(
   redisUrl: string,
   options: { tableName: string; paymentTimeoutMs?: number },
 ): Promise<QueuedGateway> {
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
-  const subscriber = new Redis(redisUrl);
-  const dynamo = createDynamoClient({
-    endpoint: inject("dynamoEndpoint"),
-    region: "us-east-1",
-    maxAttempts: 1,
-    requestTimeoutMs: 10_000,
+  const services = buildServices({
+    ...testServicesConfig({
+      tableName: options.tableName,
+      redisUrl,
+      ...(options.paymentTimeoutMs ? { paymentTimeoutMs: options.paymentTimeoutMs } : {}),
+    }),
+    redisOptions: { maxRetriesPerRequest: 1 },
+    queues: true,
   });
-  const queues = createQueues(redis);
-  const deps = buildGatewayDeps({
-    redis,
-    subscriber,
-    dynamo,
-    tableName: options.tableName,
-    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
-    metrics: createMetrics(),
-    adminToken: ADMIN_TOKEN,
-    gatewaySecret: SECRET,
-    limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0 },
-    paymentTimeoutMs: options.paymentTimeoutMs ?? 3_000,
-    reconciler: reconcileScheduler(queues),
-    scheduleEvent: (eventId, sectionIds) => scheduleEvent(queues, eventId, sectionIds),
-  });
-  const app = buildApp(deps);
-  return {
-    app,
-    deps,
-    queues,
-    request: (path, init = {}) => {
-      const { json, token, headers, ...rest } = init;
-      const h = new Headers(headers);
-      if (json !== undefined) h.set("content-type", "application/json");
-      if (token) h.set("authorization", `Bearer ${token}`);
-      return Promise.resolve(
-        app.request(path, { ...rest, headers: h, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) }),
-      );
-    },
-    close: async () => {
-      await queues.close();
-      await deps.relay.close();
-      redis.disconnect();
-      dynamo.destroy();
-    },
-  };
+  if (!services.queues) throw new Error("buildServices made no queues");
+  return { ...gatewayOf(buildApp(services), services), queues: services.queues };
 }
 
 export interface QueueWatch<R> {

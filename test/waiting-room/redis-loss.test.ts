@@ -164,7 +164,7 @@ describe("while Redis is down", () => {
     });
     const body = await expect503(bought.res);
     const purchaseId = String(body.error.details?.purchaseId);
-    const purchase = await gwA.deps.inventory.getPurchase(eventId, purchaseId);
+    const purchase = await gwA.deps.inventory.purchases.get({ eventId, purchaseId });
     expect(purchase).toMatchObject({ status: "failed", failureReason: "provider_error" });
     figures.purchaseMsWhileDown = Math.round(bought.ms);
   });
@@ -526,7 +526,7 @@ describe("an operator's change survives the loss: it is kept on the stored event
         json: { paused: true, admitPerSecond: 7, maxActive: 40 },
       });
       expect(res.status).toBe(200);
-      const stored = await gw.deps.inventory.getEvent(id);
+      const stored = await gw.deps.inventory.events.get({ eventId: id });
       expect(stored?.roomSettings).toMatchObject({ paused: true, admitPerSecond: 7, maxActive: 40 });
 
       await killRedis(own, [gw]);

@@ -25,6 +25,7 @@ import { createInventory, type Hold, SWEEP_SHARDS, type SweepResult } from "../.
 import { createMetrics } from "../../src/metrics.js";
 import { createSeatMapCache } from "../../src/seatmap/cache.js";
 import { sweepJob } from "../../src/workers/workers.js";
+import { createSeatMapWrites } from "../../src/claims/seat-map-writes.js";
 
 const SWEEPERS = 3;
 const ROWS = 10;
@@ -66,7 +67,7 @@ function sweeper() {
     metrics: createMetrics(),
     logger: pino({ level: "silent" }),
   });
-  return { inventory, seatMap };
+  return { inventory, seatMap, seatMapWrites: createSeatMapWrites({ seatMap, logger: pino({ level: "silent" }) }) };
 }
 
 function held(result: { ok: true; hold: Hold } | { ok: false; reason: string }): Hold {
@@ -93,12 +94,21 @@ describe("three sweepers at once", () => {
     });
     const live = new Set([0, 7, 19, 29]); // a few holds that outlive the sweep
     const seatHolds = await mapLimit(seatGroups, 12, async (seats, i) =>
-      held(await holds.holdSeats(eventId, `fan${i}`, seats, live.has(i) ? 600 : 1)),
+      held(await holds.holdSeats({ eventId, fanId: `fan${i}`, seatIds: seats, holdSeconds: live.has(i) ? 600 : 1 })),
     );
     const gaHolds = await mapLimit(
       Array.from({ length: 48 }, (_, i) => i),
       12,
-      async (i) => held(await holds.holdGeneralAdmission(eventId, `ga${i}`, "GA", 1 + (i % 4), i % 12 === 0 ? 600 : 1)),
+      async (i) =>
+        held(
+          await holds.holdGeneralAdmission({
+            eventId,
+            fanId: `ga${i}`,
+            areaId: "GA",
+            quantity: 1 + (i % 4),
+            holdSeconds: i % 12 === 0 ? 600 : 1,
+          }),
+        ),
     );
     const expiredSeats = seatHolds.filter((_, i) => !live.has(i)).flatMap((h) => h.seats);
     const liveSeats = seatHolds.filter((_, i) => live.has(i)).flatMap((h) => h.seats);
@@ -134,7 +144,7 @@ describe("three sweepers at once", () => {
     expect(all.reduce((n, r) => n + r.generalAdmissionQuantityReturned, 0)).toBe(
       expiredGa.reduce((n, h) => n + quantity(h), 0),
     );
-    expect(await inventory.getGeneralAdmission(eventId, "GA")).toMatchObject({
+    expect(await inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toMatchObject({
       capacity,
       held: liveGa,
       available: capacity - liveGa,
@@ -142,16 +152,19 @@ describe("three sweepers at once", () => {
     });
 
     // Live holds untouched; stored statuses and the available index true again.
-    const seats = new Map((await inventory.listSectionSeats(eventId, "A"))!.seats.map((s) => [s.id, s]));
+    const seats = new Map(
+      (await inventory.seats.listSection({ eventId, sectionId: "A" }))!.seats.map((s) => [s.id, s]),
+    );
     for (const id of liveSeats) expect(seats.get(id)?.status, id).toBe("held");
-    const counts = (await inventory.eventCounts(eventId))!;
+    const counts = (await inventory.seats.eventCounts({ eventId }))!;
     expect(counts.seats).toMatchObject({
       total: TOTAL_SEATS,
       held: liveSeats.length,
       expiredHolds: 0,
       available: TOTAL_SEATS - liveSeats.length,
     });
-    for (const h of gaHolds.filter(isLive)) expect((await inventory.getHold(eventId, h.holdId))?.status).toBe("held");
+    for (const h of gaHolds.filter(isLive))
+      expect((await inventory.holds.get({ eventId, holdId: h.holdId }))?.status).toBe("held");
 
     // A second round of all three finds nothing left to do.
     const again = (

@@ -91,7 +91,7 @@ async function allPurchases(eventId: string): Promise<Purchase[]> {
   const out: Purchase[] = [];
   let cursor: string | undefined;
   do {
-    const page = await gw.deps.inventory.listPurchases(eventId, cursor ? { cursor } : {});
+    const page = await gw.deps.inventory.purchases.list({ eventId, ...(cursor ? { cursor } : {}) });
     out.push(...page.purchases);
     cursor = page.nextCursor;
   } while (cursor);
@@ -164,8 +164,8 @@ describe("a worker process killed in the middle of reconciling", () => {
       await sleep(Math.max(0, lapsedExpiry - Date.now() + 50));
 
       log(`cycle ${cycle}: ${made.length} purchases pending, lapsed holds expired`);
-      const before = resolvedOf(await gw.deps.inventory.countPurchases(kept));
-      const beforeLapsed = resolvedOf(await gw.deps.inventory.countPurchases(lapsed));
+      const before = resolvedOf(await gw.deps.inventory.purchases.count({ eventId: kept }));
+      const beforeLapsed = resolvedOf(await gw.deps.inventory.purchases.count({ eventId: lapsed }));
       const child = await startWorkerProcess({
         redisUrl: db.url,
         tableName,
@@ -181,8 +181,8 @@ describe("a worker process killed in the middle of reconciling", () => {
         async () => {
           const [active, k, l] = await Promise.all([
             queue.getActive(),
-            gw.deps.inventory.countPurchases(kept),
-            gw.deps.inventory.countPurchases(lapsed),
+            gw.deps.inventory.purchases.count({ eventId: kept }),
+            gw.deps.inventory.purchases.count({ eventId: lapsed }),
           ]);
           return {
             // Not counting jobs a previous kill left behind (still locked by the dead worker).
@@ -217,8 +217,8 @@ describe("a worker process killed in the middle of reconciling", () => {
       "every purchase resolved and every reconcile job ended",
       async () => {
         const [k, l] = await Promise.all([
-          gw.deps.inventory.countPurchases(kept),
-          gw.deps.inventory.countPurchases(lapsed),
+          gw.deps.inventory.purchases.count({ eventId: kept }),
+          gw.deps.inventory.purchases.count({ eventId: lapsed }),
         ]);
         return {
           pending: k.pending + l.pending,
@@ -256,13 +256,14 @@ describe("a worker process killed in the middle of reconciling", () => {
     expect(totals.refunded).toBe(amount(lapsed));
 
     // The seats: the kept event's sold once each, to their purchase; the lapsed event sold none.
-    const seatsOf = async (eventId: string) => (await gw.deps.inventory.listSectionSeats(eventId, "A"))!.seats;
+    const seatsOf = async (eventId: string) =>
+      (await gw.deps.inventory.seats.listSection({ eventId, sectionId: "A" }))!.seats;
     const soldTo = new Map((await seatsOf(kept)).filter((s) => s.status === "sold").map((s) => [s.id, s.purchaseId]));
     const keptSeatPurchases = purchases.filter((p) => p.eventId === kept && p.seats.length > 0);
     expect(soldTo.size).toBe(keptSeatPurchases.reduce((n, p) => n + p.seats.length, 0));
     for (const p of keptSeatPurchases) for (const s of p.seats) expect(soldTo.get(s), s).toBe(p.purchaseId);
     expect((await seatsOf(lapsed)).filter((s) => s.status === "sold")).toEqual([]);
-    const keptGa = (await gw.deps.inventory.getGeneralAdmission(kept, "GA"))!;
+    const keptGa = (await gw.deps.inventory.seats.generalAdmission({ eventId: kept, areaId: "GA" }))!;
     expect(keptGa).toMatchObject({ sold: CYCLES * GA_PURCHASES * 2, held: 0, available: 100 - keptGa.sold });
 
     // The audit agrees (no seat sold twice, sold = confirmed, money = confirmed, nothing pending).

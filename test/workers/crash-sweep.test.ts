@@ -148,7 +148,7 @@ describe("a worker process killed in the middle of a sweep", () => {
       await sleep(Math.max(0, lastExpiry - Date.now() + 50));
 
       log(`cycle ${cycle}: holds expired`);
-      const before = (await gw.deps.inventory.getGeneralAdmission(eventId, "GA"))!;
+      const before = (await gw.deps.inventory.seats.generalAdmission({ eventId, areaId: "GA" }))!;
       expect(before.held).toBeGreaterThan(0);
       const child = await startWorkerProcess({ redisUrl: db.url, tableName, dynamoEndpoint: slowDynamo.endpoint });
       children.push(child);
@@ -160,7 +160,7 @@ describe("a worker process killed in the middle of a sweep", () => {
         async () => {
           const [active, ga] = await Promise.all([
             queue.getActive(),
-            gw.deps.inventory.getGeneralAdmission(eventId, "GA"),
+            gw.deps.inventory.seats.generalAdmission({ eventId, areaId: "GA" }),
           ]);
           // Not a job a previous kill left behind (still locked by the dead worker).
           const running = active.some((j) => j.data.shard === gaShard && !killedJobs.has(j.id ?? ""));
@@ -186,7 +186,7 @@ describe("a worker process killed in the middle of a sweep", () => {
     const { counts } = await pollUntil(
       "every expired hold reset and every killed job completed",
       async () => ({
-        counts: (await gw.deps.inventory.eventCounts(eventId))!,
+        counts: (await gw.deps.inventory.seats.eventCounts({ eventId }))!,
         recovered: [...killedJobs.keys()].filter((id) => watch.completions.has(id)).length,
       }),
       ({ counts: c, recovered }) =>
@@ -235,7 +235,7 @@ describe("a worker process killed in the middle of a sweep", () => {
 
     // The expiry index is clean: one more pass over every shard finds nothing.
     const again = await Promise.all(
-      Array.from({ length: SWEEP_SHARDS }, (_, shard) => gw.deps.inventory.sweepExpired(eventId, shard)),
+      Array.from({ length: SWEEP_SHARDS }, (_, shard) => gw.deps.inventory.holds.sweepExpired({ eventId, shard })),
     );
     expect(again.reduce((n, r) => n + r.examined, 0)).toBe(0);
 

@@ -26,7 +26,6 @@ import {
   createBookingsQueue,
   OUTBOX_CHECK_AFTER_MS,
   OUTBOX_MAX_CHECK_AFTER_MS,
-  type OutboxStore,
   publishOutbox,
   type PublishOutboxResult,
 } from "../../src/workers/outbox.js";
@@ -58,10 +57,10 @@ async function setup(options: { redisUrl?: string } = {}): Promise<Fixture> {
   const clock = manualClock();
   const inventory = createInventory({ client, tableName, clock: clock.now });
   const eventId = uniqueEventId("obx");
-  const created = await inventory.createEvent(
+  const created = await inventory.events.create({
     eventId,
-    eventInput(clock, { sections: [{ id: "A", tier: "Floor", price: 10_000, rows: 5, seatsPerRow: 10 }] }),
-  );
+    input: eventInput(clock, { sections: [{ id: "A", tier: "Floor", price: 10_000, rows: 5, seatsPerRow: 10 }] }),
+  });
   expect(created.ok).toBe(true);
 
   // A hash tag of its own: this test's queue shares no key with any other test's.
@@ -91,11 +90,16 @@ async function confirmPurchases(fx: Fixture, n: number, from = 0): Promise<strin
   for (let i = from; i < from + n; i++) {
     const fanId = `fan-${i}`;
     const seat = `A-${Math.floor(i / 10) + 1}-${(i % 10) + 1}`;
-    const hold = await fx.inventory.hold(fx.eventId, fanId, [seat], 480);
+    const hold = await fx.inventory.holds.holdSeats({ eventId: fx.eventId, fanId, seatIds: [seat], holdSeconds: 480 });
     if (!hold.ok) throw new Error(`hold ${seat}: ${hold.reason}`);
     const purchaseId = `${fx.eventId}-p${i}`;
-    expect((await fx.inventory.createPendingPurchase(fx.eventId, hold.hold.holdId, fanId, purchaseId)).ok).toBe(true);
-    expect((await fx.inventory.confirm(fx.eventId, hold.hold.holdId, fanId, purchaseId)).ok).toBe(true);
+    expect(
+      (await fx.inventory.purchases.createPending({ eventId: fx.eventId, holdId: hold.hold.holdId, fanId, purchaseId }))
+        .ok,
+    ).toBe(true);
+    expect(
+      (await fx.inventory.purchases.confirm({ eventId: fx.eventId, holdId: hold.hold.holdId, fanId, purchaseId })).ok,
+    ).toBe(true);
     ids.push(purchaseId);
   }
   return ids;
@@ -126,7 +130,8 @@ const NOTHING: PublishOutboxResult = {
 /** The state of each record, read consistently, by purchase id. */
 async function states(fx: Fixture, purchaseIds: string[]): Promise<Record<string, OutboxState | "missing">> {
   const out: Record<string, OutboxState | "missing"> = {};
-  for (const id of purchaseIds) out[id] = (await fx.inventory.getOutboxRecord(fx.eventId, id))?.state ?? "missing";
+  for (const id of purchaseIds)
+    out[id] = (await fx.inventory.outbox.get({ eventId: fx.eventId, purchaseId: id }))?.state ?? "missing";
   return out;
 }
 
@@ -136,7 +141,7 @@ const all = (purchaseIds: string[], state: OutboxState) => Object.fromEntries(pu
 function consumer(
   fx: Fixture,
   seen: Map<string, number>,
-  inventory: OutboxStore = fx.inventory,
+  inventory: OutboxOf = fx.inventory,
   concurrency = 1,
   /** Awaited by the handler after it counted the booking (default: nothing to wait for). */
   gate: () => Promise<void> = async () => {},
@@ -156,19 +161,20 @@ function consumer(
   return worker;
 }
 
+/** What the publisher and the consumer use of the inventory. */
+type OutboxOf = Pick<Inventory, "outbox">;
+
 /** The inventory, counting per purchase id the acknowledgments that were applied (true). */
-function countingAcks(inventory: Inventory): { store: OutboxStore; acks: Map<string, number> } {
+function countingAcks(inventory: Inventory): { store: OutboxOf; acks: Map<string, number> } {
   const acks = new Map<string, number>();
-  const store: OutboxStore = {
-    listUnsentOutbox: (e, l) => inventory.listUnsentOutbox(e, l),
-    listDueUnacknowledgedOutbox: (e, l) => inventory.listDueUnacknowledgedOutbox(e, l),
-    getOutboxRecord: (e, p) => inventory.getOutboxRecord(e, p),
-    markOutboxPublished: (e, p, ms) => inventory.markOutboxPublished(e, p, ms),
-    deferOutboxCheck: (e, p, ms, r) => inventory.deferOutboxCheck(e, p, ms, r),
-    acknowledgeOutbox: async (e, p) => {
-      const applied = await inventory.acknowledgeOutbox(e, p);
-      if (applied) acks.set(p, (acks.get(p) ?? 0) + 1);
-      return applied;
+  const store: OutboxOf = {
+    outbox: {
+      ...inventory.outbox,
+      acknowledge: async (ref) => {
+        const applied = await inventory.outbox.acknowledge(ref);
+        if (applied) acks.set(ref.purchaseId, (acks.get(ref.purchaseId) ?? 0) + 1);
+        return applied;
+      },
     },
   };
   return { store, acks };
@@ -183,7 +189,7 @@ describe("publishOutbox", () => {
     const first = await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
     expect(first).toEqual({ ...NOTHING, published: 5, marked: 5 });
     await expectOneJobPerPurchase(bookings, ids);
-    expect(await fx.inventory.listUnsentOutbox(fx.eventId)).toEqual([]);
+    expect(await fx.inventory.outbox.listUnsent({ eventId: fx.eventId })).toEqual([]);
     // Published is not acknowledged: nobody has consumed them.
     expect(await states(fx, ids)).toEqual(all(ids, "published"));
 
@@ -242,7 +248,7 @@ describe("publishOutbox", () => {
     expect(await run()).toEqual(NOTHING);
     fx.clock.advance(1);
     expect(await run()).toEqual({ ...NOTHING, checked: 4 });
-    expect((await fx.inventory.getOutboxRecord(fx.eventId, ids[0]!))?.checks).toBe(2);
+    expect((await fx.inventory.outbox.get({ eventId: fx.eventId, purchaseId: ids[0]! }))?.checks).toBe(2);
     await expectOneJobPerPurchase(bookings, ids);
     expect(await states(fx, ids)).toEqual(all(ids, "published"));
   });
@@ -259,7 +265,7 @@ describe("publishOutbox", () => {
     expect(results.reduce((n, r) => n + r.marked, 0)).toBe(12);
     for (const r of results) expect(r.published).toBe(r.marked + r.alreadyPublished);
     await expectOneJobPerPurchase(queues[0]!, ids);
-    expect(await fx.inventory.listUnsentOutbox(fx.eventId)).toEqual([]);
+    expect(await fx.inventory.outbox.listUnsent({ eventId: fx.eventId })).toEqual([]);
   });
 
   it("heals a crash between the add and the mark without a duplicate, even after the job was consumed", async () => {
@@ -269,18 +275,22 @@ describe("publishOutbox", () => {
 
     // The process dies right after adding the second record's job, before marking it published.
     let marks = 0;
-    const crashing: OutboxStore = {
-      ...countingAcks(fx.inventory).store,
-      markOutboxPublished: async (eventId, purchaseId, checkAfterMs) => {
-        if (++marks === 2) throw new Error("crashed between add and mark");
-        return fx.inventory.markOutboxPublished(eventId, purchaseId, checkAfterMs);
+    const crashing: OutboxOf = {
+      outbox: {
+        ...countingAcks(fx.inventory).store.outbox,
+        markPublished: async (args) => {
+          if (++marks === 2) throw new Error("crashed between add and mark");
+          return fx.inventory.outbox.markPublished(args);
+        },
       },
     };
     await expect(publishOutbox({ inventory: crashing, bookings, logger }, { eventId: fx.eventId })).rejects.toThrow(
       "crashed between add and mark",
     );
     await expectOneJobPerPurchase(bookings, ids.slice(0, 2));
-    expect((await fx.inventory.listUnsentOutbox(fx.eventId)).map((r) => r.purchaseId)).toEqual(ids.slice(1));
+    expect((await fx.inventory.outbox.listUnsent({ eventId: fx.eventId })).map((r) => r.purchaseId)).toEqual(
+      ids.slice(1),
+    );
 
     // An integrator consumes both jobs (a plain BullMQ worker: no acknowledgment of its own)
     // before the publisher runs again.
@@ -303,7 +313,7 @@ describe("publishOutbox", () => {
 
     const healed = await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
     expect(healed).toEqual({ ...NOTHING, published: 3, marked: 3 });
-    expect(await fx.inventory.listUnsentOutbox(fx.eventId)).toEqual([]);
+    expect(await fx.inventory.outbox.listUnsent({ eventId: fx.eventId })).toEqual([]);
     // The crashed record's job was completed and kept: the re-add was ignored, not run again.
     await expectOneJobPerPurchase(bookings, ids);
     expect(await bookings.getJobState(bookingJobId(ids[1]!))).toBe("completed");
@@ -416,7 +426,7 @@ describe("BookingConfirmed through a Redis data loss", () => {
     );
     // Each job was added twice in all (before and after the loss), and run once.
     for (const id of ids) {
-      expect((await fx.inventory.getOutboxRecord(fx.eventId, id))?.republished, id).toBe(1);
+      expect((await fx.inventory.outbox.get({ eventId: fx.eventId, purchaseId: id }))?.republished, id).toBe(1);
       expect(seen.get(id), id).toBe(1);
     }
   }, 90_000);
@@ -431,10 +441,12 @@ describe("BookingConfirmed through a Redis data loss", () => {
 
     // The handler finishes each booking, but DynamoDB does not take the acknowledgment.
     const seen = new Map<string, number>();
-    const unreachable: OutboxStore = {
-      ...countingAcks(fx.inventory).store,
-      acknowledgeOutbox: async () => {
-        throw new Error("DynamoDB unreachable");
+    const unreachable: OutboxOf = {
+      outbox: {
+        ...countingAcks(fx.inventory).store.outbox,
+        acknowledge: async () => {
+          throw new Error("DynamoDB unreachable");
+        },
       },
     };
     const first = consumer(fx, seen, unreachable);
@@ -521,10 +533,14 @@ describe("BookingConfirmed through a Redis data loss", () => {
     expect([...seen.keys()].sort()).toEqual([...ids].sort());
     // Acknowledged exactly once each, by whichever consumer or publisher got there.
     expect([...counted.acks.entries()].sort()).toEqual(ids.map((id) => [id, 1]).sort());
-    expect(await fx.inventory.listUnsentOutbox(fx.eventId)).toEqual([]);
-    expect(await fx.inventory.listDueUnacknowledgedOutbox(fx.eventId)).toEqual([]);
+    expect(await fx.inventory.outbox.listUnsent({ eventId: fx.eventId })).toEqual([]);
+    expect(await fx.inventory.outbox.listDue({ eventId: fx.eventId })).toEqual([]);
     // The waiting jobs were lost with the data and published again (each record says so).
-    const republished = await mapLimit(ids, 8, async (id) => (await fx.inventory.getOutboxRecord(fx.eventId, id))!);
+    const republished = await mapLimit(
+      ids,
+      8,
+      async (id) => (await fx.inventory.outbox.get({ eventId: fx.eventId, purchaseId: id }))!,
+    );
     expect(republished.filter((r) => r.republished > 0).length).toBeGreaterThan(0);
   }, 120_000);
 });

@@ -92,7 +92,7 @@ describe("workers and job schedules after Redis restarted empty", () => {
       token: fan!.accessToken,
     });
     expect(held.status).toBe(201);
-    const counts = async () => (await gw.deps.inventory.eventCounts(eventId))?.seats;
+    const counts = async () => (await gw.deps.inventory.seats.eventCounts({ eventId }))?.seats;
     expect((await counts())?.held).toBe(2);
     await pollUntil("the expired hold swept", counts, (seats) => seats?.held === 0 && seats.expiredHolds === 0, {
       timeoutMs: 90_000,

@@ -120,16 +120,18 @@ describe("a duplicated payment webhook", () => {
     expect(await deliverEvent(event)).toEqual({ status: 200, body: { received: true, duplicate: true } });
 
     // One effect: the purchase confirmed, one outbox record, both seats sold once, to it.
-    const stored = (await gw.deps.inventory.getPurchase(eventId, purchase.purchaseId))!;
+    const stored = (await gw.deps.inventory.purchases.get({ eventId, purchaseId: purchase.purchaseId }))!;
     expect(stored).toMatchObject({ status: "confirmed", seats: ["A-2-3", "A-2-4"] });
-    const outbox = await gw.deps.inventory.listUnsentOutbox(eventId);
+    const outbox = await gw.deps.inventory.outbox.listUnsent({ eventId });
     expect(outbox.map((o) => o.purchaseId)).toEqual([purchase.purchaseId]);
-    const sold = (await gw.deps.inventory.listSectionSeats(eventId, "A"))!.seats.filter((s) => s.status === "sold");
+    const sold = (await gw.deps.inventory.seats.listSection({ eventId, sectionId: "A" }))!.seats.filter(
+      (s) => s.status === "sold",
+    );
     expect(sold.map((s) => [s.id, s.purchaseId])).toEqual([
       ["A-2-3", purchase.purchaseId],
       ["A-2-4", purchase.purchaseId],
     ]);
-    expect(await gw.deps.inventory.countPurchases(eventId)).toEqual({
+    expect(await gw.deps.inventory.purchases.count({ eventId })).toEqual({
       pending: 0,
       confirmed: 1,
       failed: 0,
@@ -183,9 +185,13 @@ describe("a duplicated payment webhook", () => {
     }
 
     // None of those was remembered or acted on: the genuine delivery is the first, and confirms.
-    expect((await gw.deps.inventory.getPurchase(eventId, purchase.purchaseId))?.status).toBe("pending");
+    expect((await gw.deps.inventory.purchases.get({ eventId, purchaseId: purchase.purchaseId }))?.status).toBe(
+      "pending",
+    );
     expect(await deliverEvent(event)).toEqual({ status: 200, body: { received: true, duplicate: false } });
-    expect((await gw.deps.inventory.getPurchase(eventId, purchase.purchaseId))?.status).toBe("confirmed");
+    expect((await gw.deps.inventory.purchases.get({ eventId, purchaseId: purchase.purchaseId }))?.status).toBe(
+      "confirmed",
+    );
     await expectAuditPasses(gw, eventId, redis);
   });
 });

@@ -319,14 +319,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         }
         return out;
       },
-      purchaseCounts: (eventId) => inventory.countPurchases(eventId),
+      purchaseCounts: (eventId) => inventory.purchases.count({ eventId }),
       async waitUntilSettled(eventId, timeoutMs = 90_000) {
         const started = Date.now();
         // Pending, or failed on the way to a refund (src/purchases/saga.ts REFUND_DUE): not settled.
         const unsettled = async () => {
-          const counts = await inventory.countPurchases(eventId);
+          const counts = await inventory.purchases.count({ eventId });
           if (counts.pending > 0 || counts.failed === 0) return counts.pending;
-          const failed = await inventory.listPurchases(eventId, { status: "failed", limit: 1_000 });
+          const failed = await inventory.purchases.list({ eventId, status: "failed", limit: 1_000 });
           return failed.purchases.filter((p) => p.failureReason === REFUND_DUE).length;
         };
         let left = await unsettled();

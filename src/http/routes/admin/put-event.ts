@@ -42,18 +42,7 @@ const route = createRoute({
 export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
   const input = c.req.valid("json");
-  const { inventory, waitingRoom, seatMap } = c.var.deps;
-  const log = c.var.log.child({ eventId });
-
-  let lastLogged = 0;
-  const result = await inventory.createEvent(eventId, input, {
-    onProgress: (p) => {
-      const now = Date.now();
-      if (now - lastLogged < 1_000 && p.written + p.deleted < p.total) return;
-      lastLogged = now;
-      log.info({ written: p.written, deleted: p.deleted, total: p.total }, "writing seats");
-    },
-  });
+  const result = await c.get("deps").events.put(eventId, input, c.get("log").child({ eventId }));
   if (!result.ok) {
     if (result.reason === "on_sale")
       throw new ApiError("event_on_sale", "the event has gone on sale; it can no longer be replaced");
@@ -75,12 +64,7 @@ export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
     throw new ApiError("invalid_request", "the event is not valid", { details: { issues: result.issues } });
   }
 
-  const room = await waitingRoom.configure(eventId, {
-    onSaleAt: input.onSaleAt,
-    admitPerSecond: input.waitingRoom.admitPerSecond,
-    maxActive: input.waitingRoom.maxActive,
-    sessionSeconds: input.waitingRoom.sessionSeconds,
-  });
+  const { room } = result;
   if (!room.ok) {
     if (room.reason === "unavailable")
       throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 2 });
@@ -89,26 +73,5 @@ export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
       throw new ApiError("invalid_request", "invalid waiting-room settings", { details: { issues: room.issues } });
     throw new ApiError("not_found", "waiting room not found");
   }
-
-  // A replaced layout must not be served from the old cache.
-  await Promise.all(input.sections.map((s) => seatMap.rebuild(eventId, s.id))).catch((err: unknown) =>
-    log.warn({ err: (err as Error).message }, "seat-map cache refresh failed; it will load on the next read"),
-  );
-  await c.var.deps
-    .scheduleEvent?.(
-      eventId,
-      input.sections.map((s) => s.id),
-    )
-    .catch((err: unknown) =>
-      log.warn({ err: (err as Error).message }, "background jobs not scheduled; they will be on the next read"),
-    );
-  if (result.kept.seats.length > 0 || result.kept.areas.length > 0) {
-    // Only a replacement that raced a sale gets here (its write landed later than the budget).
-    log.warn(
-      { seats: result.kept.seats.slice(0, 100), areas: result.kept.areas, seatsKept: result.kept.seats.length },
-      "seats and areas a fan holds or bought were left as they were, not rewritten",
-    );
-  }
-  log.info({ created: result.created, seats: result.seatsWritten }, "event stored");
   return c.json(toStoredEvent(result.event, room.info.lottery.commitment), result.created ? 201 : 200);
 });

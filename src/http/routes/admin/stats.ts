@@ -48,11 +48,11 @@ const route = createRoute({
 
 export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const { inventory, waitingRoom, purchaseCounts } = c.get("deps");
+  const { events, waitingRoom, purchases: saga } = c.get("deps");
   const [counts, room, purchases] = await Promise.all([
-    inventory.eventCounts(eventId),
+    events.counts(eventId),
     waitingRoom.stats(eventId),
-    purchaseCounts(eventId),
+    saga.counts(eventId),
   ]);
   if (!counts) throw new ApiError("not_found", `no event ${eventId}`);
   const queue = room.ok ? room.stats : undefined;

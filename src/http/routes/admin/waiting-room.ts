@@ -58,7 +58,7 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
   // change is in force already; if DynamoDB cannot take it now, only that safety net is missing.
   await c
     .get("deps")
-    .inventory.saveRoomSettings(eventId, {
+    .events.saveRoomSettings(eventId, {
       admitPerSecond: s.admitPerSecond,
       maxActive: s.maxActive,
       sessionSeconds: s.sessionSeconds,

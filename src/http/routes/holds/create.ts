@@ -1,16 +1,21 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import { InventoryUnavailableError } from "../../../inventory/index.js";
+import { MAX_SEATS_PER_FAN } from "../../../inventory/index.js";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { requireAccessToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, EventIdParam, ID, SeatId } from "../../schemas.js";
 
+// MAX_SEATS_PER_FAN is a coarse syntactic bound (no event allows more): how many a fan may take
+// at this event, a seat named twice included, is the inventory's one rule (src/inventory/limits.ts).
 const HoldRequest = z
   .union([
-    z.strictObject({ seats: z.array(SeatId).min(1).max(100) }),
+    z.strictObject({ seats: z.array(SeatId).min(1).max(MAX_SEATS_PER_FAN) }),
     z.strictObject({
-      generalAdmission: z.strictObject({ id: z.string().regex(ID), quantity: z.number().int().min(1).max(100) }),
+      generalAdmission: z.strictObject({
+        id: z.string().regex(ID),
+        quantity: z.number().int().min(1).max(MAX_SEATS_PER_FAN),
+      }),
     }),
   ])
   .openapi("HoldRequest", { description: "Either `seats` or `generalAdmission`. All or nothing." });
@@ -60,41 +65,20 @@ export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
   const claims = await requireAccessToken(c, eventId, { checkRevocation: true });
   await limitRequest(c, "hold", { eventId, fanId: claims.fanId });
 
-  const event = await c.var.reads.event(eventId);
-  if (!event) throw new ApiError("not_found", `no event ${eventId}`);
-  // A shortcut for a request too big on its own. The limit across the fan's holds and purchases
-  // (however many it sends at once) is decided by DynamoDB, in the hold's transaction.
-  const asked = "seats" in body ? body.seats.length : body.generalAdmission.quantity;
-  if (asked > event.maxSeatsPerFan) {
-    throw new ApiError("seat_limit_exceeded", `at most ${event.maxSeatsPerFan} seats per fan`, {
-      details: { limit: event.maxSeatsPerFan },
-    });
-  }
-  if ("seats" in body && new Set(body.seats).size !== body.seats.length) {
-    throw new ApiError("invalid_request", "a seat is named twice", { details: { field: "seats" } });
-  }
-
-  const { holds } = c.var.deps;
-  let result: Awaited<ReturnType<typeof holds.holdSeats>>;
-  try {
-    result =
-      "seats" in body
-        ? await holds.holdSeats(eventId, claims.fanId, body.seats, event.holdSeconds)
-        : await holds.holdGeneralAdmission(
-            eventId,
-            claims.fanId,
-            body.generalAdmission.id,
-            body.generalAdmission.quantity,
-            event.holdSeconds,
-          );
-  } catch (err) {
-    if (err instanceof InventoryUnavailableError) {
-      // Refused or unreachable: nothing was held. Timed out: the write may still land, under a hold
-      // id nobody was told, and then expires unclaimed (RELIABILITY.md). Either way: retry.
-      throw new ApiError("unavailable", "seat inventory unavailable; retry", { retryAfter: 1 });
-    }
-    throw err;
-  }
+  // The event, the seat limit and the seats are the claim path's to decide (one read of the event,
+  // in the inventory). A store that cannot answer is one 503 for every route (app.ts): refused
+  // or unreachable, nothing was held; timed out, the write may still land under a hold id nobody
+  // was told, and then expires unclaimed (RELIABILITY.md). Either way the fan retries.
+  const { holds } = c.get("deps");
+  const result =
+    "seats" in body
+      ? await holds.holdSeats({ eventId, fanId: claims.fanId, seatIds: body.seats })
+      : await holds.holdGeneralAdmission({
+          eventId,
+          fanId: claims.fanId,
+          areaId: body.generalAdmission.id,
+          quantity: body.generalAdmission.quantity,
+        });
 
   if (result.ok) {
     const h = result.hold;

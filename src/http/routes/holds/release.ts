@@ -1,5 +1,4 @@
 import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
-import { InventoryUnavailableError } from "../../../inventory/index.js";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
@@ -33,15 +32,8 @@ export const releaseHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (
   // Releasing gives seats back, so an ended session may still do it.
   const claims = await requireAccessToken(c, eventId, { checkRevocation: false });
   await limitRequest(c, "hold", { eventId, fanId: claims.fanId });
-  let result: Awaited<ReturnType<typeof c.var.deps.holds.release>>;
-  try {
-    result = await c.var.deps.holds.release(eventId, holdId, claims.fanId);
-  } catch (err) {
-    if (err instanceof InventoryUnavailableError) {
-      throw new ApiError("unavailable", "seat inventory unavailable; nothing was released", { retryAfter: 1 });
-    }
-    throw err;
-  }
+  // A store that cannot answer is the one 503 of app.ts: nothing was released, retry.
+  const result = await c.get("deps").holds.release({ eventId, holdId, fanId: claims.fanId });
   if (result.ok) return c.body(null, 204);
   if (result.reason === "not_found") throw new ApiError("not_found", `no hold ${holdId}`);
   if (result.reason === "hold_not_owned") throw new ApiError("hold_not_owned", "this hold belongs to another fan");

@@ -77,7 +77,7 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
   await limitRequest(c, "purchase", { eventId, fanId: claims.fanId });
   await refuseEndedSession(c, claims, key);
 
-  const outcome = await c.var.deps.purchases.purchase({
+  const outcome = await c.get("deps").purchases.purchase({
     eventId,
     fanId: claims.fanId,
     sessionId: claims.sessionId,
@@ -132,10 +132,10 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
  * the purchase goes ahead, as a claim does (the hold, in DynamoDB, decides).
  */
 async function refuseEndedSession(c: Context<AppEnv>, claims: AccessTokenClaims, key: string): Promise<void> {
-  const { waitingRoom, inventory } = c.var.deps;
+  const { waitingRoom, purchases } = c.get("deps");
   const { eventId, fanId, sessionId, epoch } = claims;
   const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "");
   if (!active.ok || !active.decided || active.active) return;
-  if (await inventory.getPurchase(eventId, purchaseIdOf(eventId, fanId, key))) return;
+  if (await purchases.find(eventId, purchaseIdOf(eventId, fanId, key))) return;
   throw new ApiError("unauthenticated", "this session has ended; it can start no new purchase");
 }

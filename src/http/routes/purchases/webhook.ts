@@ -24,7 +24,7 @@ const route = createRoute({
 });
 
 export const webhookRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
-  const { webhooks, purchases } = c.var.deps;
+  const { webhooks, purchases } = c.get("deps");
   const raw = await c.req.text();
   const reading = readWebhook(webhooks.secret, raw, c.req.header(WEBHOOK_SIGNATURE_HEADER));
   if (!reading.ok) {
@@ -33,7 +33,12 @@ export const webhookRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =
     throw new ApiError("unauthenticated", `webhook signature refused: ${reading.reason}`);
   }
   const event = reading.event;
-  if (!(await webhooks.firstDelivery(event.id))) return c.json({ received: true as const, duplicate: true }, 200);
+  const delivery = await webhooks.firstDelivery(event.id);
+  if (delivery === "unknown") {
+    // Without the dedup record a delivery cannot be told from a repeat: the provider retries.
+    throw new ApiError("unavailable", "webhook deduplication unavailable; deliver again later", { retryAfter: 5 });
+  }
+  if (delivery === "duplicate") return c.json({ received: true as const, duplicate: true }, 200);
 
   try {
     const purchaseId = event.data.idempotencyKey;
@@ -45,7 +50,7 @@ export const webhookRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =
     // lookup or the store failing is a dependency down, not a fault of ours or the provider's.
     await webhooks.forget(event.id);
     if (err instanceof ApiError) throw err;
-    c.var.log?.warn({ err: (err as Error).message, eventId: event.id }, "payment webhook not settled; asked again");
+    c.get("log")?.warn({ err: (err as Error).message, eventId: event.id }, "payment webhook not settled; asked again");
     throw new ApiError("unavailable", "the payment could not be settled now; deliver the event again later", {
       retryAfter: 5,
       cause: err,

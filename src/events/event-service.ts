@@ -1,0 +1,119 @@
+/**
+ * Setting up an event, in one place for the operator's PUT and the demo: the event and its seats
+ * in DynamoDB, then its waiting room in Redis, its seat-map cache refreshed, and its background
+ * jobs armed. DynamoDB is the source of truth: once the event is stored, the Redis steps are best
+ * effort (a failed refresh loads on the next read; unarmed jobs are armed on the next reconnect),
+ * except the waiting room, whose outcome the caller is told.
+ */
+import type {
+  CreateEventProgress,
+  CreateEventResult,
+  EventCounts,
+  EventDefinition,
+  EventInput,
+  GeneralAdmissionCounts,
+  Inventory,
+  OperatorRoomSettings,
+} from "../inventory/index.js";
+import type { Logger } from "../logger.js";
+import type { SeatMapCache } from "../seatmap/cache.js";
+import type { ConfigureResult, WaitingRoom } from "../waiting-room/index.js";
+import type { EventJobs } from "../workers/event-jobs.js";
+
+export type PutEventOutcome =
+  | Exclude<CreateEventResult, { ok: true }>
+  | {
+      ok: true;
+      created: boolean;
+      event: EventDefinition;
+      seatsWritten: number;
+      /** The waiting room's configuration: a failure here leaves the stored event as it is. */
+      room: ConfigureResult;
+    };
+
+export interface EventService {
+  /** Creates or replaces the event (not on sale yet) and sets up everything around it. */
+  put(eventId: string, input: EventInput, log: Logger): Promise<PutEventOutcome>;
+  /**
+   * A stored event whose Redis side may be new (a fresh Redis under an old table): its room is
+   * configured again from the event, and its jobs armed. False when there is no complete event.
+   */
+  restore(eventId: string, log: Logger): Promise<boolean>;
+  /** The event from the process's one event cache (src/inventory/events.ts). */
+  cached(eventId: string): Promise<EventDefinition | null>;
+  /** Whether the cached event has the section, synchronously; undefined when it cannot tell now. */
+  hasSection(eventId: string, sectionId: string): boolean | undefined;
+  /**
+   * Keeps the operator's waiting-room settings on the event, so a room Redis loses comes back with
+   * them (RELIABILITY.md). False when there is no such event.
+   */
+  saveRoomSettings(eventId: string, settings: Omit<OperatorRoomSettings, "updatedAt">): Promise<boolean>;
+  /** Seats and areas by status, from the authoritative store; null for an unknown event. */
+  counts(eventId: string): Promise<EventCounts | null>;
+  generalAdmission(eventId: string, areaId: string): Promise<GeneralAdmissionCounts | null>;
+}
+
+export function createEventService(deps: {
+  inventory: Pick<Inventory, "events" | "seats">;
+  waitingRoom: Pick<WaitingRoom, "configure">;
+  seatMap: Pick<SeatMapCache, "rebuild">;
+  /** Absent when no queues are wired (some tests): nothing is armed. */
+  jobs?: Pick<EventJobs, "arm">;
+}): EventService {
+  const { inventory, waitingRoom, seatMap, jobs } = deps;
+
+  const armJobs = (event: EventDefinition, log: Logger) =>
+    jobs
+      ?.arm(event)
+      .catch((err: unknown) =>
+        log.warn({ err: (err as Error).message }, "background jobs not armed yet; they will be when Redis answers"),
+      );
+
+  return {
+    async put(eventId, input, log) {
+      let lastLogged = 0;
+      const result = await inventory.events.create({
+        eventId,
+        input,
+        onProgress: (p: CreateEventProgress) => {
+          const now = Date.now();
+          if (now - lastLogged < 1_000 && p.written + p.deleted < p.total) return;
+          lastLogged = now;
+          log.info({ written: p.written, deleted: p.deleted, total: p.total }, "writing seats");
+        },
+      });
+      if (!result.ok) return result;
+      const event = result.event;
+      const room = await waitingRoom.configure(eventId, { onSaleAt: input.onSaleAt, ...input.waitingRoom });
+      // A replaced layout must not be served from the old cache.
+      await Promise.all(event.sections.map((s) => seatMap.rebuild(eventId, s.id))).catch((err: unknown) =>
+        log.warn({ err: (err as Error).message }, "seat-map cache refresh failed; it will load on the next read"),
+      );
+      await armJobs(event, log);
+      if (result.kept.seats.length > 0 || result.kept.areas.length > 0) {
+        // Only a replacement that raced a sale gets here (its write landed later than the budget).
+        log.warn(
+          { seats: result.kept.seats.slice(0, 100), areas: result.kept.areas, seatsKept: result.kept.seats.length },
+          "seats and areas a fan holds or bought were left as they were, not rewritten",
+        );
+      }
+      log.info({ created: result.created, seats: result.seatsWritten }, "event stored");
+      return { ok: true, created: result.created, event, seatsWritten: result.seatsWritten, room };
+    },
+
+    async restore(eventId, log) {
+      const event = await inventory.events.get({ eventId });
+      if (!event?.layoutComplete) return false;
+      const room = await waitingRoom.configure(eventId, { ...event.waitingRoom, onSaleAt: event.onSaleAt });
+      if (!room.ok) log.debug({ reason: room.reason }, "waiting room kept as it was");
+      await armJobs(event, log);
+      return true;
+    },
+
+    cached: (eventId) => inventory.events.cached({ eventId }),
+    hasSection: (eventId, sectionId) => inventory.events.hasSection({ eventId, sectionId }),
+    saveRoomSettings: (eventId, settings) => inventory.events.saveRoomSettings({ eventId, settings }),
+    counts: (eventId) => inventory.seats.eventCounts({ eventId }),
+    generalAdmission: (eventId, areaId) => inventory.seats.generalAdmission({ eventId, areaId }),
+  };
+}

@@ -1,0 +1,276 @@
+/**
+ * The composition root's one recipe: `buildServices(config)` opens each client once (Redis for
+ * commands, Redis for pub/sub, DynamoDB, the payment ledger's Redis when it has its own) and builds
+ * every service once on them: the inventory, the waiting room, the seat map and its write-through,
+ * the event, hold and purchase services, the rate limiter, the webhook deduplication, the queues
+ * and event jobs, and (on demand) the workers. src/main.ts, test/gateway/harness.ts,
+ * test/support/worker-process.ts and scripts/bench-server.ts all build the gateway this way, so a
+ * test runs the wiring production runs. `close()` stops it all in order.
+ */
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DescribeTableCommand } from "@aws-sdk/client-dynamodb";
+import { Redis, type RedisOptions } from "ioredis";
+import { createHoldService } from "./claims/hold-service.js";
+import { createSeatMapWrites, type SeatMapWrites } from "./claims/seat-map-writes.js";
+import { createDynamoClient } from "./dynamodb/client.js";
+import { instrumentDynamo } from "./dynamodb/instrument.js";
+import { createEventService } from "./events/event-service.js";
+import { defaultLimits, derivedWebhookSecret, roomSource, sectionSource } from "./gateway.js";
+import type { AppDeps, GatewayLimits } from "./http/context.js";
+import { createRateLimiter } from "./http/middleware/rate-limit.js";
+import { createStreamSlots } from "./http/stream-slots.js";
+import { createInventory, type Inventory } from "./inventory/index.js";
+import type { Logger } from "./logger.js";
+import type { Metrics } from "./metrics.js";
+import { type PaymentProvider, withTimeout } from "./payments/provider.js";
+import { createSimulatedProvider } from "./payments/simulated.js";
+import type { WebhookEvent } from "./payments/webhook.js";
+import { createPurchaseSaga } from "./purchases/saga.js";
+import { createWebhookDeduplication } from "./purchases/webhook-dedup.js";
+import { requireRedis, trackRedis } from "./redis/availability.js";
+import { createSeatMapCache } from "./seatmap/cache.js";
+import { createSectionPages, type SectionPagesOptions } from "./seatmap/pages.js";
+import { createSeatChangeRelay } from "./seatmap/relay.js";
+import { createWaitingRoom } from "./waiting-room/index.js";
+import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
+import { createQueues, type Queues, reconcileScheduler } from "./workers/queues.js";
+import { startWorkers, type Workers } from "./workers/workers.js";
+
+/**
+ * Fail fast rather than queue: a claim must answer 503 (or go to DynamoDB) while Redis is away.
+ * No offline queue: a command issued while disconnected is refused at once instead of waiting for
+ * a reconnect (the modules also check the connection first; see src/redis/availability.ts). A
+ * Redis that is connected but silent is bounded by the command timeout.
+ */
+export const FAIL_FAST_REDIS: RedisOptions = {
+  maxRetriesPerRequest: 1,
+  commandTimeout: 2_000,
+  enableAutoPipelining: true,
+  enableOfflineQueue: false,
+};
+
+export interface ServicesConfig {
+  redisUrl: string;
+  /** The command connection's options (default FAIL_FAST_REDIS); a test may keep an offline queue. */
+  redisOptions?: RedisOptions;
+  /** The simulated provider's ledger in a Redis of its own (PAYMENT_REDIS_URL); default `redisUrl`. */
+  paymentRedisUrl?: string;
+  dynamodb: {
+    /** Unset: AWS. */
+    endpoint?: string | undefined;
+    region: string;
+    table: string;
+    /** Per attempt (DYNAMODB_TIMEOUT_MS). */
+    timeoutMs?: number;
+    maxAttempts?: number;
+  };
+  logger: Logger;
+  metrics: Metrics;
+  adminToken: string;
+  gatewaySecret: string;
+  /** Webhook signing secret; default derived from the gateway secret. */
+  webhookSecret?: string;
+  limits?: Partial<GatewayLimits>;
+  /** After this a charge's outcome counts as unknown (PAYMENT_TIMEOUT_MS; default 3 s). */
+  paymentTimeoutMs?: number;
+  /**
+   * BullMQ producers: an event's jobs are armed when it is stored, and a purchase queues its
+   * reconcile job. Off in tests that run no background work.
+   */
+  queues?: boolean;
+  /**
+   * How long the hot-seat shield's lease on a seat lasts while its hold is written (default 3 s).
+   * It should outlast the slowest hold write (main.ts: the DynamoDB request budget), or a slow
+   * write lets the crowd behind it through to DynamoDB. The winner releases it when answered.
+   */
+  shieldLeaseMs?: number;
+  /**
+   * The longest a DynamoDB request may take, every attempt counted (main.ts: DYNAMODB_TIMEOUT_MS x
+   * DYNAMODB_MAX_ATTEMPTS): an event replacement is refused once it could land after the on-sale,
+   * and a charge attempt may be sent that long after it was dated (the reconciler waits it out).
+   */
+  dynamoRequestBudgetMs?: number;
+  /** The in-memory section pages' knobs (defaults in src/seatmap/pages.ts); tests change them. */
+  sectionPages?: Pick<SectionPagesOptions, "revalidateMs" | "maxPages" | "compress">;
+  /** Epoch ms; tests move it. */
+  clock?: () => number;
+  /** The payment provider; default: the simulated one, its ledger in `paymentRedisUrl`'s Redis. */
+  payments?: PaymentProvider;
+  /** Where the simulated provider delivers its webhook events (main.ts posts them to itself). */
+  onPaymentEvent?: (event: WebhookEvent) => void | Promise<void>;
+  /**
+   * Logs each client's connection errors at warn, once per 10 s, and its return (main.ts). Default:
+   * debug level, as a test that stops Redis expects them.
+   */
+  logConnections?: boolean;
+}
+
+export interface Services extends AppDeps {
+  /** The store itself: for the workers, the audit and tests; no route reaches it. */
+  inventory: Inventory;
+  seatMapWrites: SeatMapWrites;
+  /** Present when `queues` was asked for. */
+  queues?: Queues;
+  eventJobs?: EventJobs;
+  clients: { redis: Redis; subscriber: Redis; paymentRedis?: Redis; dynamo: DynamoDBClient };
+  /** Starts this process's BullMQ workers (once; later calls return the same ones). */
+  startWorkers(options?: { concurrency?: number }): Workers;
+  /** Stops what was built, in order: workers (their current jobs finish), queues, the relay, clients. */
+  close(): Promise<void>;
+}
+
+export function buildServices(config: ServicesConfig): Services {
+  const { logger, metrics } = config;
+  const redis = new Redis(config.redisUrl, config.redisOptions ?? FAIL_FAST_REDIS);
+  // The subscriber keeps its offline queue: a subscription asked for while Redis is away is sent
+  // when it is back, and ioredis subscribes every channel again after a reconnect.
+  const subscriber = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+  const paymentRedis = config.paymentRedisUrl
+    ? new Redis(config.paymentRedisUrl, config.redisOptions ?? FAIL_FAST_REDIS)
+    : undefined;
+  for (const [client, name] of [
+    [redis, "redis"],
+    [subscriber, "redis"],
+    [paymentRedis, "payment redis"],
+  ] as const) {
+    if (client) watchConnection(client, name, logger, config.logConnections ?? false);
+  }
+  trackRedis(redis);
+  const dynamo = createDynamoClient({
+    endpoint: config.dynamodb.endpoint,
+    region: config.dynamodb.region,
+    ...(config.dynamodb.timeoutMs !== undefined ? { requestTimeoutMs: config.dynamodb.timeoutMs } : {}),
+    ...(config.dynamodb.maxAttempts !== undefined ? { maxAttempts: config.dynamodb.maxAttempts } : {}),
+  });
+  instrumentDynamo(dynamo, metrics);
+  const tableName = config.dynamodb.table;
+
+  const inventory = createInventory({
+    client: dynamo,
+    tableName,
+    ...(config.clock ? { clock: config.clock } : {}),
+    ...(config.dynamoRequestBudgetMs ? { requestBudgetMs: config.dynamoRequestBudgetMs } : {}),
+  });
+  const seatMap = createSeatMapCache({ redis, source: sectionSource(inventory), metrics, logger });
+  const seatMapWrites = createSeatMapWrites({ seatMap, logger });
+  const waitingRoom = createWaitingRoom({
+    redis,
+    secret: config.gatewaySecret,
+    logger,
+    restore: roomSource(inventory),
+  });
+  const queues = config.queues ? createQueues(redis, logger) : undefined;
+  const eventJobs = queues ? createEventJobs({ queues, redis, inventory, logger }) : undefined;
+
+  const paymentTimeoutMs = config.paymentTimeoutMs ?? 3_000;
+  const payments =
+    config.payments ??
+    createSimulatedProvider({
+      redis: paymentRedis ?? redis,
+      timeoutDelayMs: paymentTimeoutMs + 1_000,
+      logger,
+      ...(config.onPaymentEvent ? { onEvent: config.onPaymentEvent } : {}),
+    });
+  const purchases = createPurchaseSaga({
+    inventory,
+    payments: withTimeout(payments, paymentTimeoutMs),
+    waitingRoom,
+    seatMapWrites,
+    metrics,
+    logger,
+    paymentTimeoutMs,
+    ...(config.dynamoRequestBudgetMs ? { storeRequestBudgetMs: config.dynamoRequestBudgetMs } : {}),
+    ...(config.clock ? { clock: config.clock } : {}),
+    ...(queues ? { reconciler: reconcileScheduler(queues) } : {}),
+  });
+  const limits = { ...defaultLimits, ...config.limits };
+  const relay = createSeatChangeRelay(subscriber, logger);
+
+  let workers: Workers | undefined;
+  const services: Services = {
+    logger,
+    metrics,
+    limits,
+    adminToken: config.adminToken,
+    inventory,
+    waitingRoom,
+    seatMap,
+    seatMapWrites,
+    relay,
+    sectionPages: createSectionPages({ seatMap, relay, logger, ...config.sectionPages }),
+    streams: createStreamSlots(limits),
+    events: createEventService({ inventory, waitingRoom, seatMap, ...(eventJobs ? { jobs: eventJobs } : {}) }),
+    holds: createHoldService({
+      inventory,
+      seatMap,
+      seatMapWrites,
+      metrics,
+      logger,
+      ...(config.shieldLeaseMs ? { leaseMs: config.shieldLeaseMs } : {}),
+    }),
+    rateLimiter: createRateLimiter(redis, { metrics, logger }),
+    purchases,
+    webhooks: {
+      secret: config.webhookSecret ?? derivedWebhookSecret(config.gatewaySecret),
+      ...createWebhookDeduplication(redis, logger),
+    },
+    health: {
+      redis: {
+        check: async () => {
+          requireRedis(redis, "ping");
+          await redis.ping();
+        },
+      },
+      dynamodb: { check: async () => void (await dynamo.send(new DescribeTableCommand({ TableName: tableName }))) },
+    },
+    ...(queues ? { queues } : {}),
+    ...(eventJobs ? { eventJobs } : {}),
+    clients: { redis, subscriber, dynamo, ...(paymentRedis ? { paymentRedis } : {}) },
+    startWorkers(options = {}) {
+      workers ??= startWorkers({
+        redisUrl: config.redisUrl,
+        inventory,
+        seatMap,
+        seatMapWrites,
+        purchases,
+        paymentTimeoutMs,
+        logger,
+        ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+      });
+      return workers;
+    },
+    async close() {
+      // A worker finishes its current jobs; one killed instead would see them retried elsewhere.
+      await workers?.close();
+      eventJobs?.close();
+      await queues?.close();
+      await relay.close();
+      redis.disconnect();
+      paymentRedis?.disconnect();
+      dynamo.destroy();
+    },
+  };
+  return services;
+}
+
+/**
+ * ioredis reports every failed reconnect attempt, and without a listener prints each one as
+ * unhandled. Production logs them at warn, one line per client every 10 s, and says when the
+ * connection is back; elsewhere they go to debug.
+ */
+function watchConnection(client: Redis, name: string, logger: Logger, loud: boolean): void {
+  if (!loud) {
+    client.on("error", (err: Error) => logger.debug({ err: err.message }, `${name} connection error`));
+    return;
+  }
+  let lastError = 0;
+  client.on("error", (err) => {
+    const now = Date.now();
+    if (lastError > now - 10_000) return;
+    lastError = now;
+    logger.warn({ err: err.message }, `${name} connection error`);
+  });
+  client.on("ready", () => {
+    if (lastError > 0) logger.info(`${name} connection ready again`);
+  });
+}
