@@ -13,6 +13,7 @@
  *
  * The checks themselves (checks.ts, `evaluateAudit`) are a pure function of what was read.
  */
+import { mapLimit } from "../concurrency.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import type {
   EventDefinition,
@@ -156,15 +157,6 @@ export function totalsOf(snapshot: AuditSnapshot): AuditTotals {
   return totals;
 }
 
-/** Runs `fn` over `items` with at most `limit` in flight. */
-async function eachLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(Math.max(1, limit), items.length) }, worker));
-}
-
 class Reader {
   private seatsRead = 0;
 
@@ -179,7 +171,7 @@ class Reader {
   async seats(sections: EventDefinition["sections"], into: Map<string, SeatView>): Promise<void> {
     this.seatsRead = 0;
     const expected = seatsOfLayout(sections);
-    await eachLimit(sections, this.concurrency, async ({ id: sectionId }) => {
+    await mapLimit(sections, this.concurrency, async ({ id: sectionId }) => {
       let cursor: string | undefined;
       do {
         const page = await this.deps.inventory.seats.listSection({
@@ -216,7 +208,7 @@ class Reader {
 
   /** Consistent GetItem of each id: the truth where the index may lag. */
   async purchasesById(ids: Iterable<string>, into: Map<string, Purchase>): Promise<void> {
-    await eachLimit([...ids], this.concurrency * 4, async (id) => {
+    await mapLimit([...ids], this.concurrency * 4, async (id) => {
       const p = await this.deps.inventory.purchases.get({ eventId: this.eventId, purchaseId: id });
       if (p) into.set(id, p);
       else into.delete(id);

@@ -5,6 +5,7 @@
  * commands with @aws-sdk/lib-dynamodb and send them through `ctx.doc`; the SDK stops at the
  * inventory's edge: nothing SDK-shaped is exported past src/inventory/index.ts.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import {
   DynamoDBDocumentClient,
@@ -66,7 +67,7 @@ export type TransactOutcome =
   /** Only collisions with other transactions (or throttling), retries exhausted. */
   | { ok: false; contention: true };
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+export { sleep };
 
 /** Exponential backoff with full jitter: 0..min(cap, base * 2^attempt) ms. */
 export function backoff(attempt: number, baseMs = 10, capMs = 1_000): Promise<void> {
@@ -208,20 +209,5 @@ export async function* queryPages(
   } while (start);
 }
 
-/** Runs `fn` over `items` with at most `limit` in flight. */
-export async function mapLimit<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T, i: number) => Promise<R>,
-): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!, i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
-}
+// Bounded concurrency lives in src/concurrency.ts; re-exported for the inventory's own modules.
+export { mapLimit } from "../concurrency.js";

@@ -14,8 +14,6 @@
  * (purchases.resolve), then the audit runs (with the simulated provider's charges), including its
  * `fans_within_limit` check.
  */
-// The harness first: zod-openapi has to be loaded before src/inventory/schema.ts builds the event
-// schema that the PUT route extends.
 import {
   admitFans,
   createTable,

@@ -5,6 +5,7 @@
  * the real provider or the real inventory (a blip, a 5xx after capture, a slow store, a charge
  * that lands late), then checks the audit's money invariants on the event.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it, inject } from "vitest";
@@ -21,7 +22,6 @@ import { uniqueEventId } from "../inventory/fixtures.js";
 
 const PAYMENT_TIMEOUT_MS = 400;
 const silent = pino({ level: "silent" });
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 let client: ReturnType<typeof createTestDynamoClient>;
 let inventory: Inventory;

@@ -10,6 +10,7 @@
  *  - `startGatewayOn`: the in-process gateway of test/gateway/harness.ts on that database, with
  *    queues (PUT schedules the event's jobs, a purchase queues its reconcile job) and no workers.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { randomUUID } from "node:crypto";
 import { QueueEvents, Worker } from "bullmq";
 import { Redis } from "ioredis";
@@ -180,7 +181,7 @@ export async function watchQueue<R>(redisUrl: string, name: QueueName, stalledCh
   };
 }
 
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export { sleep };
 
 /** Reads until `done` says yes; the error names what it waited for and the last value read. */
 export async function pollUntil<T>(
@@ -198,17 +199,4 @@ export async function pollUntil<T>(
   }
 }
 
-/** `fn` over `items`, at most `limit` at once, results in order. */
-export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!, i);
-      }
-    }),
-  );
-  return out;
-}
+export { mapLimit } from "../../src/concurrency.js";

@@ -4,8 +4,6 @@
  * reset by exactly one of them, every expired general-admission hold returns its quantity exactly
  * once, live holds are left alone, and the seat map ends where DynamoDB is.
  */
-// The harness first: zod-openapi has to be loaded before src/inventory/schema.ts builds the event
-// schema that the PUT route extends (importing src/inventory first leaves it without `.openapi`).
 import {
   createTable,
   eventInput,

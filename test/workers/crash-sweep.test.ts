@@ -8,8 +8,6 @@
  * Redis database of this file's own (test/support/worker-process.ts says why). The children that
  * are killed reach DynamoDB through a proxy that delays every request: see SLOW_DYNAMO_MS.
  */
-// The harness first: zod-openapi has to be loaded before src/inventory/schema.ts builds the event
-// schema that the PUT route extends (importing src/inventory first leaves it without `.openapi`).
 import {
   type AdmittedFan,
   admitFans,

@@ -7,7 +7,6 @@
  * Time: the inventory's clock is a manual one, so "a record is due for a check" is moved by the
  * test, never waited for.
  */
-// The harness first: zod-openapi has to be loaded before src/inventory/schema.ts (see crash-sweep).
 import { claimRedisDatabase, mapLimit, pollUntil } from "../support/worker-process.js";
 import { randomUUID } from "node:crypto";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";

@@ -7,7 +7,6 @@
  *
  * An in-process gateway with its workers, on a redis-server of this file's own.
  */
-// The harness first: zod-openapi has to be loaded before src/inventory/schema.ts (see crash-sweep).
 import {
   admitFans,
   createTable,

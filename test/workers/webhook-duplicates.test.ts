@@ -3,8 +3,6 @@
  * retry): one effect. Through the gateway app, with a tok_timeout purchase that only the webhook
  * resolves (no workers, so no reconciler).
  */
-// The harness first: zod-openapi has to be loaded before src/inventory/schema.ts builds the event
-// schema that the PUT route extends (importing src/inventory first leaves it without `.openapi`).
 import {
   type AdmittedFan,
   admitFans,

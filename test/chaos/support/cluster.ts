@@ -15,7 +15,6 @@
  * kill/restart for every process. `close()` kills everything, and a process exit handler SIGKILLs
  * whatever is left if the test runner goes away first.
  */
-// The harness first: zod-openapi has to be loaded before src/inventory builds its schemas.
 import { setTimeout as sleep } from "node:timers/promises";
 import { ADMIN_TOKEN, SECRET, uniqueId } from "../../gateway/harness.js";
 import { startMainProcess, type MainProcess } from "../../support/processes.js";
