@@ -32,7 +32,7 @@ import {
   type TransactItem,
 } from "./store.js";
 import { overLimit } from "./limits.js";
-import { reclaimExpiredAdmissions, sweepExpired } from "./sweep.js";
+import { placesBack, reclaimExpiredAdmissions, sweepExpired } from "./sweep.js";
 import type { EventRef, Hold, HoldResult, ReleaseResult, SweepResult } from "./types.js";
 
 const SINGLE_WRITE_ATTEMPTS = 6;
@@ -470,15 +470,7 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
             ReturnValuesOnConditionCheckFailure: "ALL_OLD",
           },
         },
-        {
-          Update: {
-            TableName: ctx.tableName,
-            Key: keys.generalAdmission(eventId, areaId),
-            UpdateExpression: "SET available = available + :q, held = held - :q",
-            ConditionExpression: "attribute_exists(PK)",
-            ExpressionAttributeValues: { ":q": quantity },
-          },
-        },
+        { Update: placesBack(ctx, eventId, areaId, quantity) },
       ],
       10,
     );

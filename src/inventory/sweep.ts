@@ -90,19 +90,22 @@ async function expireAdmissionHold(
           ExpressionAttributeValues: { ":expired": "expired", ":held": "held", ":now": now, ":at": iso(now) },
         },
       },
-      {
-        Update: {
-          TableName: ctx.tableName,
-          Key: keys.generalAdmission(eventId, areaId),
-          UpdateExpression: "SET available = available + :q, held = held - :q",
-          ConditionExpression: "attribute_exists(PK)",
-          ExpressionAttributeValues: { ":q": quantity },
-        },
-      },
+      { Update: placesBack(ctx, eventId, areaId, quantity) },
     ],
     3,
   );
   return out.ok ? quantity : 0;
+}
+
+/** A general-admission area's places back from held to available: a release's and a sweep's. */
+export function placesBack(ctx: Ctx, eventId: string, areaId: string, quantity: number) {
+  return {
+    TableName: ctx.tableName,
+    Key: keys.generalAdmission(eventId, areaId),
+    UpdateExpression: "SET available = available + :q, held = held - :q",
+    ConditionExpression: "attribute_exists(PK)",
+    ExpressionAttributeValues: { ":q": quantity },
+  };
 }
 
 /** Returns the quantity of an area's expired general-admission holds. */

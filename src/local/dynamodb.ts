@@ -6,6 +6,7 @@
  * `spawnLocalDynamoDB` runs it as a child process, which the gateway (embedded default) and the
  * test harness use: the store gets its own core and event loop, and a test can kill it.
  */
+import { stopChild } from "./child.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -117,12 +118,6 @@ export async function spawnLocalDynamoDB(
     endpoint: `http://${host}:${port}`,
     port,
     child,
-    close: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-        setTimeout(() => child.kill("SIGKILL"), 5_000).unref();
-      }),
+    close: () => stopChild(child, 5_000),
   };
 }

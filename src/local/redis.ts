@@ -3,6 +3,7 @@
  * tests that need a Redis they may kill. Nothing is persisted: it is a cache and a queue here,
  * never the authority.
  */
+import { stopChild } from "./child.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
@@ -87,12 +88,6 @@ export async function spawnRedis(
     url,
     port,
     child,
-    close: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-        setTimeout(() => child.kill("SIGKILL"), 3_000).unref();
-      }),
+    close: () => stopChild(child, 3_000),
   };
 }
