@@ -18,7 +18,8 @@
   ARGV[5]  the decline reason (ARGV[4] = decline), else ''
   ARGV[6]  the idempotency key itself, kept on the charge for audits
 
-  Returns  { code, value, amount, created }
+  Returns  { code, value, amount, created }, codes from the payment family's one table
+           (src/payments/codes.ts; unique across this script and payment-refund-2):
             1  charged        value = charge id
             2  declined       value = reason
            -1  provider error: nothing recorded or charged; the same key may be retried
@@ -27,8 +28,10 @@
            -3  the proposed charge id exists already (never overwritten); nothing charged
            created is 1 when this call made the decision, 0 on a replay or an error.
 
-  Time comes from redis.call('TIME') so every instance shares one clock.
+  Time comes from Redis (includes/now-ms.lua) so every instance shares one clock.
 ]]
+--- @include "now-ms"
+
 local amount = tonumber(ARGV[2])
 if not amount or amount <= 0 or amount ~= math.floor(amount) then
   return redis.error_reply('ERR amount must be a positive integer')
@@ -49,8 +52,7 @@ if ARGV[4] == 'error' then
   return { -1, '', amount, 0 }
 end
 
-local t = redis.call('TIME')
-local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local at = now_ms()
 
 if ARGV[4] == 'decline' then
   redis.call('HSET', KEYS[1], 'outcome', 'declined', 'amount', ARGV[2], 'fp', ARGV[3], 'reason', ARGV[5], 'at', at)

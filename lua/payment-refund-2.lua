@@ -9,22 +9,24 @@
   ARGV[1]  proposed refund id, used only when this call refunds
   ARGV[2]  the caller's refund idempotency key, '' when none (kept for audits)
 
-  Returns  { code, refundId, amount, created, idempotencyKey }
-            1  refunded  refundId = this call's or the first one's; amount = the charge's;
+  Returns  { code, refundId, amount, created, idempotencyKey }, codes from the payment family's
+           one table (src/payments/codes.ts; unique across payment-charge-4 and this script):
+            3  refunded  refundId = this call's or the first one's; amount = the charge's;
                          created = 1 when this call refunded, 0 on a repeat;
                          idempotencyKey = the key the charge was made under
-           -1  no such charge; nothing refunded
+           -4  no such charge; nothing refunded
 
-  Time comes from redis.call('TIME') so every instance shares one clock.
+  Time comes from Redis (includes/now-ms.lua) so every instance shares one clock.
 ]]
-local charge = redis.call('HMGET', KEYS[1], 'amount', 'key', 'refundId')
-if not charge[1] then return { -1 } end
-local amount = tonumber(charge[1])
-if charge[3] then return { 1, charge[3], amount, 0, charge[2] } end
+--- @include "now-ms"
 
-local t = redis.call('TIME')
-local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local charge = redis.call('HMGET', KEYS[1], 'amount', 'key', 'refundId')
+if not charge[1] then return { -4 } end
+local amount = tonumber(charge[1])
+if charge[3] then return { 3, charge[3], amount, 0, charge[2] } end
+
+local at = now_ms()
 redis.call('HSET', KEYS[1], 'refundId', ARGV[1], 'refundedAt', at, 'refundKey', ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'refunded', charge[1])
 redis.call('HINCRBY', KEYS[2], 'refunds', 1)
-return { 1, ARGV[1], amount, 1, charge[2] }
+return { 3, ARGV[1], amount, 1, charge[2] }

@@ -14,12 +14,12 @@
            allowed       1 when the request may go ahead, 0 when it is limited
            retryAfterMs  0 when allowed, else milliseconds until enough tokens exist
 
-  Time comes from redis.call('TIME') so every gateway instance shares one clock.
+  Time comes from Redis (includes/now-ms.lua) so every gateway instance shares one clock.
 ]]
+--- @include "now-ms"
 --- @include "token-bucket"
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 
 local allowed, retry = take_token(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), now)
 return { allowed, retry }

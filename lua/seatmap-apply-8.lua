@@ -21,6 +21,7 @@
            read loads it from DynamoDB) — the change is still published for live viewers.
   A sold seat never goes back: a late 'available' or 'held' for a seat cached as sold is ignored.
 ]]
+--- @include "now-ms"
 --- @include "seat-change"
 
 local cached = redis.call('EXISTS', KEYS[4]) == 1
@@ -55,8 +56,7 @@ if cached then
 end
 if #journal > 0 then
   local window = tonumber(ARGV[2])
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   -- A fill older than the window is refused (seatmap-load-7), so no fill needs older entries.
   redis.call('XADD', KEYS[7], 'MINID', '~', now - window, '*', 'c', cjson.encode(journal))
   redis.call('PEXPIRE', KEYS[7], 2 * window)

@@ -24,6 +24,7 @@
            the journal cannot cover this fill (it took longer than the window, or Redis lost the
            journal meanwhile): nothing is written, and the section is read again later.
 ]]
+--- @include "now-ms"
 --- @include "seat-change"
 
 if ARGV[1] ~= '1' and redis.call('EXISTS', KEYS[4]) == 1 then
@@ -31,8 +32,7 @@ if ARGV[1] ~= '1' and redis.call('EXISTS', KEYS[4]) == 1 then
 end
 
 local start = ARGV[6]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local startMs = tonumber(string.match(start, '^(%d+)'))
 if now - startMs > tonumber(ARGV[7]) or #redis.call('XRANGE', KEYS[6], start, start) == 0 then
   return -1

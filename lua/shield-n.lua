@@ -14,17 +14,19 @@
   ARGV[2]      lease owner (a random id of this hold attempt)
   ARGV[3..]    seat ids
 
-  Returns  { 1 }                  leases taken on every seat: go to DynamoDB
+  Returns (codes named in src/seatmap/cache.ts SHIELD_CODES)
+           { 1 }                  leases taken on every seat: go to DynamoDB
            { 2 }                  the section is not cached: go to DynamoDB without leases
            { 0, seatId, ... }     the seats that are sold, held (unexpired) or leased to another
                                   attempt; no lease was taken
 ]]
+--- @include "now-ms"
+
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return { 2 }
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local lost = {}
 
 for i = 3, #ARGV do

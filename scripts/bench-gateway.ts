@@ -5,6 +5,7 @@
  *
  *   npm run bench:gateway                 # spawns its own redis-server and local DynamoDB
  *   BENCH_SECONDS=10 BENCH_CONNECTIONS=64 npm run bench:gateway
+ *   BENCH_GATEWAY_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npm run bench:gateway  # a profile
  *
  * Prints a table, then one JSON line.
  */
@@ -15,7 +16,7 @@ import { pathToFileURL } from "node:url";
 import { z } from "zod";
 import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
 import { spawnRedis } from "../src/local/redis.js";
-import { type LoadResult, runLoad } from "./lib/http-load.js";
+import { type LoadOptions, type LoadResult, processCpuMicros, runLoad } from "./lib/http-load.js";
 
 export const ADMIN = "bench-operator-token-000";
 
@@ -24,7 +25,10 @@ export async function startServer(
   mode: "hello" | "gateway",
   extra: Record<string, string>,
 ): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "scripts/bench-server.ts"], {
+  // BENCH_GATEWAY_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") goes to the gateway's
+  // node only, for a profile of exactly what the table measures.
+  const flags = mode === "gateway" ? (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean) : [];
+  const child = spawn(process.execPath, [...flags, "--import", "tsx", "scripts/bench-server.ts"], {
     env: {
       ...process.env,
       MODE: mode,
@@ -120,7 +124,12 @@ export async function admitAll(
   return { queueTokens, accessTokens };
 }
 
-export type GatewayBenchRow = LoadResult & { ceilingRatio?: number; extra?: Record<string, number> };
+export type GatewayBenchRow = LoadResult & {
+  ceilingRatio?: number;
+  extra?: Record<string, number>;
+  /** The Redis server's CPU over the run per request (when the bench spawned it): it shares these cores. */
+  redisCpuMicrosPerRequest?: number;
+};
 
 export interface GatewayBenchOptions {
   redisUrl: string;
@@ -128,6 +137,8 @@ export interface GatewayBenchOptions {
   seconds: number;
   connections: number;
   fans: number;
+  /** The Redis server's pid, when it runs on this machine: its CPU per request is reported too. */
+  redisPid?: number;
 }
 
 /** Bytes of a response body on the wire (no decompression), with the given request headers. */
@@ -161,9 +172,19 @@ export function wireBytes(
 export async function benchGateway(options: GatewayBenchOptions): Promise<GatewayBenchRow[]> {
   const { redisUrl, dynamoEndpoint } = options;
   const load = { connections: options.connections, seconds: options.seconds };
+  const measured = async (run: LoadOptions): Promise<GatewayBenchRow> => {
+    const pid = options.redisPid;
+    const before = pid ? processCpuMicros(pid) : undefined;
+    const result: GatewayBenchRow = await runLoad(run);
+    const after = pid ? processCpuMicros(pid) : undefined;
+    if (before !== undefined && after !== undefined && result.requests > 0) {
+      result.redisCpuMicrosPerRequest = (after - before) / result.requests;
+    }
+    return result;
+  };
   const results: GatewayBenchRow[] = [];
   const hello = await startServer("hello", {});
-  const ceiling = await runLoad({
+  const ceiling = await measured({
     ...load,
     name: "hello world (ceiling)",
     baseUrl: hello.url,
@@ -206,7 +227,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       sizes[`bytes${seats}Br`] = (await wireBytes(url, { "accept-encoding": "br" })).bytes;
     }
     results.push({
-      ...(await runLoad({
+      ...(await measured({
         ...load,
         name: "section seat map (1,000 seats, gzip/br accepted)",
         baseUrl: gw.url,
@@ -216,7 +237,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       extra: sizes,
     });
     results.push(
-      await runLoad({
+      await measured({
         ...load,
         name: "queue status poll",
         baseUrl: gw.url,
@@ -229,7 +250,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     );
     let joined = 0;
     results.push(
-      await runLoad({
+      await measured({
         ...load,
         name: "join (a new fan each)",
         baseUrl: gw.url,
@@ -252,7 +273,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       if (held.status !== 201) throw new Error(`TAKEN-1-${n} not held: ${held.status}`);
     }
     results.push(
-      await runLoad({
+      await measured({
         ...load,
         name: "hold refused by the shield (seat held)",
         baseUrl: gw.url,
@@ -266,7 +287,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       }),
     );
     const before = await holdWrites(gw.url);
-    const holds = await runLoad({
+    const holds = await measured({
       ...load,
       name: "contended holds (20 hot seats)",
       baseUrl: gw.url,
@@ -318,6 +339,7 @@ async function main(): Promise<void> {
       redisUrl: env.REDIS_URL ?? redis!.url,
       dynamoEndpoint: env.DYNAMODB_ENDPOINT ?? dynamo!.endpoint,
       fans: env.BENCH_FANS,
+      ...(redis?.child.pid ? { redisPid: redis.child.pid } : {}),
       ...load,
     });
     const rows = results.map((r) => ({
@@ -327,6 +349,7 @@ async function main(): Promise<void> {
       "p99 ms": r.p99Ms.toFixed(2),
       "x ceiling": (r.ceilingRatio ?? 1).toFixed(3),
       "CPU µs/req": r.cpuMicrosPerRequest === undefined ? "" : r.cpuMicrosPerRequest.toFixed(0),
+      "Redis µs/req": r.redisCpuMicrosPerRequest === undefined ? "" : r.redisCpuMicrosPerRequest.toFixed(0),
       "bytes/resp": r.bytesPerRequest === undefined ? "" : Math.round(r.bytesPerRequest),
       statuses: JSON.stringify(r.statuses),
     }));

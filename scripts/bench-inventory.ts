@@ -14,6 +14,7 @@ import { ensureTable } from "../src/dynamodb/table.js";
 import { createInventory, type Hold } from "../src/inventory/index.js";
 import { SEAT_HOLD_CONDITION, SEAT_HOLD_UPDATE } from "../src/inventory/holds.js";
 import { spawnLocalDynamoDB, type SpawnedDynamoDB } from "../src/local/dynamodb.js";
+import { timed } from "./lib/in-flight.js";
 
 const OPS = Number(process.env.BENCH_OPS ?? 3_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
@@ -27,17 +28,6 @@ interface Row {
   /** perSecond / the raw rate it compares with. */
   ratio?: number;
   note?: string;
-}
-
-async function timed(n: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, n) }, async () => {
-      while (next < n) await fn(next++);
-    }),
-  );
-  return performance.now() - started;
 }
 
 const rate = (ops: number, ms: number) => Math.round((ops / ms) * 1000);
@@ -67,6 +57,23 @@ const client = createDynamoClient({
 const doc = DynamoDBDocumentClient.from(client);
 const tableName = `bench_inventory_${Date.now()}`;
 const rows: Row[] = [];
+
+/**
+ * Adds the row of `ops` calls in `ms`, with its rate over `base`, the raw rate it compares with
+ * (unset: it is a raw rate itself, ratio 1); returns its rate.
+ */
+function addRow(scenario: string, ops: number, ms: number, base?: number, note?: string): number {
+  const perSecond = rate(ops, ms);
+  rows.push({
+    scenario,
+    ops,
+    ms,
+    perSecond,
+    ratio: base === undefined ? 1 : perSecond / base,
+    ...(note ? { note } : {}),
+  });
+  return perSecond;
+}
 
 try {
   await ensureTable(client, tableName);
@@ -186,27 +193,12 @@ try {
     );
   };
   const rawDistinctMs = await timed(OPS, CONCURRENCY, (i) => rawUpdate(rawKeys[i]!, `f${i}`));
-  const rawDistinct = rate(OPS, rawDistinctMs);
-  rows.push({
-    scenario: "raw conditional UpdateItem, distinct items",
-    ops: OPS,
-    ms: rawDistinctMs,
-    perSecond: rawDistinct,
-    ratio: 1,
-  });
+  const rawDistinct = addRow("raw conditional UpdateItem, distinct items", OPS, rawDistinctMs);
   let rawHotWins = 0;
   const rawHotMs = await timed(OPS, CONCURRENCY, async (i) => {
     if (await rawUpdate({ PK: "BENCH#hot", SK: "RAW" }, `f${i}`)) rawHotWins++;
   });
-  const rawHot = rate(OPS, rawHotMs);
-  rows.push({
-    scenario: "raw conditional UpdateItem, one hot item",
-    ops: OPS,
-    ms: rawHotMs,
-    perSecond: rawHot,
-    ratio: 1,
-    note: `${rawHotWins} won`,
-  });
+  const rawHot = addRow("raw conditional UpdateItem, one hot item", OPS, rawHotMs, undefined, `${rawHotWins} won`);
   const shapedKeys = Array.from({ length: OPS }, (_, i) => ({ PK: `BENCH#shaped#${i}`, SK: "RAW" }));
   for (let i = 0; i < shapedKeys.length; i += 25) {
     await doc.send(
@@ -220,21 +212,9 @@ try {
     );
   }
   const shapedMs = await timed(OPS, CONCURRENCY, (i) => rawHoldShaped(shapedKeys[i]!, `f${i}`));
-  rows.push({
-    scenario: "raw UpdateItem with the hold's expressions, distinct items",
-    ops: OPS,
-    ms: shapedMs,
-    perSecond: rate(OPS, shapedMs),
-    ratio: rate(OPS, shapedMs) / rawDistinct,
-  });
+  addRow("raw UpdateItem with the hold's expressions, distinct items", OPS, shapedMs, rawDistinct);
   const shapedHotMs = await timed(OPS, CONCURRENCY, (i) => rawHoldShaped({ PK: "BENCH#hot2", SK: "RAW" }, `f${i}`));
-  rows.push({
-    scenario: "raw UpdateItem with the hold's expressions, one hot item",
-    ops: OPS,
-    ms: shapedHotMs,
-    perSecond: rate(OPS, shapedHotMs),
-    ratio: rate(OPS, shapedHotMs) / rawHot,
-  });
+  addRow("raw UpdateItem with the hold's expressions, one hot item", OPS, shapedHotMs, rawHot);
 
   // --- holds on distinct seats ---
   const singleSeats = nextSeats(OPS);
@@ -249,13 +229,12 @@ try {
     if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
     singleHolds[i] = r.hold;
   });
-  rows.push({
-    scenario: "hold, 1 seat, distinct seats (GetItem fan + TransactWriteItems: seat, hold, new fan item)",
-    ops: OPS,
-    ms: holdMs,
-    perSecond: rate(OPS, holdMs),
-    ratio: rate(OPS, holdMs) / rawDistinct,
-  });
+  addRow(
+    "hold, 1 seat, distinct seats (GetItem fan + TransactWriteItems: seat, hold, new fan item)",
+    OPS,
+    holdMs,
+    rawDistinct,
+  );
 
   // The same fans again: their ledger exists, so it is a conditional Update on its version.
   const againSeats = nextSeats(OPS);
@@ -268,13 +247,7 @@ try {
     });
     if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
   });
-  rows.push({
-    scenario: "hold, 1 seat, distinct seats, the fan's second hold (fan item Update)",
-    ops: OPS,
-    ms: againMs,
-    perSecond: rate(OPS, againMs),
-    ratio: rate(OPS, againMs) / rawDistinct,
-  });
+  addRow("hold, 1 seat, distinct seats, the fan's second hold (fan item Update)", OPS, againMs, rawDistinct);
 
   const multi = Math.floor(OPS / 2);
   const multiSeats = Array.from({ length: multi }, () => nextSeats(4));
@@ -289,13 +262,7 @@ try {
     if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
     multiHolds[i] = r.hold;
   });
-  rows.push({
-    scenario: "hold, 4 seats, distinct seats (TransactWriteItems, 6 actions)",
-    ops: multi,
-    ms: multiMs,
-    perSecond: rate(multi, multiMs),
-    ratio: rate(multi, multiMs) / rawDistinct,
-  });
+  addRow("hold, 4 seats, distinct seats (TransactWriteItems, 6 actions)", multi, multiMs, rawDistinct);
 
   // --- confirms on distinct seats: pending purchases first (timed on their own), then confirm ---
   const pendingMs = await timed(OPS, CONCURRENCY, async (i) => {
@@ -308,13 +275,7 @@ try {
     });
     if (!r.ok) throw new Error(`pending failed: ${JSON.stringify(r)}`);
   });
-  rows.push({
-    scenario: "createPendingPurchase (reads + conditional Put)",
-    ops: OPS,
-    ms: pendingMs,
-    perSecond: rate(OPS, pendingMs),
-    ratio: rate(OPS, pendingMs) / rawDistinct,
-  });
+  addRow("createPendingPurchase (reads + conditional Put)", OPS, pendingMs, rawDistinct);
   const confirmMs = await timed(OPS, CONCURRENCY, async (i) => {
     const h = singleHolds[i]!;
     const r = await inventory.purchases.confirm({
@@ -325,13 +286,7 @@ try {
     });
     if (!r.ok || r.alreadyConfirmed) throw new Error(`confirm failed: ${JSON.stringify(r)}`);
   });
-  rows.push({
-    scenario: "confirm, 1 seat, distinct seats (2 reads + TransactWriteItems, 5 actions)",
-    ops: OPS,
-    ms: confirmMs,
-    perSecond: rate(OPS, confirmMs),
-    ratio: rate(OPS, confirmMs) / rawDistinct,
-  });
+  addRow("confirm, 1 seat, distinct seats (2 reads + TransactWriteItems, 5 actions)", OPS, confirmMs, rawDistinct);
 
   // --- one hot seat: every fan wants the same (so far untouched) seat ---
   const [hotSeat] = nextSeats(1);
@@ -346,14 +301,7 @@ try {
     if (r.ok) hotWins++;
     else if (r.reason !== "seat_unavailable") throw new Error(`hot hold: ${JSON.stringify(r)}`);
   });
-  rows.push({
-    scenario: "hold, one hot seat (all fans, same seat)",
-    ops: OPS,
-    ms: hotMs,
-    perSecond: rate(OPS, hotMs),
-    ratio: rate(OPS, hotMs) / rawHot,
-    note: `${hotWins} won`,
-  });
+  addRow("hold, one hot seat (all fans, same seat)", OPS, hotMs, rawHot, `${hotWins} won`);
 
   // One fan racing itself: every hold in flight at once is the same fan's, on distinct seats. The
   // fan's ledger serializes them: one wins per round, the others read it again; past the limit
@@ -372,14 +320,13 @@ try {
     else if (r.reason === "seat_limit_exceeded") raceRefused++;
     else throw new Error(`self race: ${JSON.stringify(r)}`);
   });
-  rows.push({
-    scenario: "hold, 1 seat, one fan racing itself (limit 8)",
-    ops: selfRace,
-    ms: raceMs,
-    perSecond: rate(selfRace, raceMs),
-    ratio: rate(selfRace, raceMs) / rawDistinct,
-    note: `${raceWins} held, ${raceRefused} seat_limit_exceeded`,
-  });
+  addRow(
+    "hold, 1 seat, one fan racing itself (limit 8)",
+    selfRace,
+    raceMs,
+    rawDistinct,
+    `${raceWins} held, ${raceRefused} seat_limit_exceeded`,
+  );
 
   // Hot confirm: the same purchase confirmed by many at once (retries, double clicks, two
   // gateways): they all pass the pre-reads together and meet at the transaction.
@@ -402,14 +349,13 @@ try {
     if (!r.ok) throw new Error(`hot confirm: ${JSON.stringify(r)}`);
     if (!r.alreadyConfirmed) committed++;
   });
-  rows.push({
-    scenario: "confirm, one hot hold (same purchase, all at once)",
-    ops: hotConfirms,
-    ms: hotConfirmMs,
-    perSecond: rate(hotConfirms, hotConfirmMs),
-    ratio: rate(hotConfirms, hotConfirmMs) / rawHot,
-    note: `${committed} committed, ${hotConfirms - committed} got the first result`,
-  });
+  addRow(
+    "confirm, one hot hold (same purchase, all at once)",
+    hotConfirms,
+    hotConfirmMs,
+    rawHot,
+    `${committed} committed, ${hotConfirms - committed} got the first result`,
+  );
 
   // --- print ---
   const w = Math.max(...rows.map((r) => r.scenario.length));

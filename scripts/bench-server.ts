@@ -3,12 +3,15 @@
  * a core: `hello` is a bare Hono hello-world (the ceiling); `gateway` is the full gateway with
  * rate limits and seat-map stream caps off. Prints one JSON line with `listening` when ready.
  */
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 import pino from "pino";
 import { z } from "zod";
 import { ensureTable } from "../src/dynamodb/table.js";
 import { buildApp } from "../src/http/app.js";
+import { listenApp } from "../src/http/serve.js";
 import { createMetrics } from "../src/metrics.js";
 import { buildServices } from "../src/services.js";
 
@@ -23,10 +26,13 @@ const env = z
   })
   .parse(process.env);
 
-let fetchHandler: (req: Request) => Response | Promise<Response>;
+let server: Server;
 if (env.MODE === "hello") {
+  // The ceiling: a bare Hono hello-world on @hono/node-server's own serve().
   const app = new Hono().get("/hello", (c) => c.json({ hello: "world" }));
-  fetchHandler = app.fetch;
+  server = await new Promise<Server>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s as Server));
+  });
 } else {
   const services = buildServices({
     redisUrl: env.REDIS_URL!,
@@ -47,10 +53,9 @@ if (env.MODE === "hello") {
     },
   });
   await ensureTable(services.clients.dynamo, env.DYNAMODB_TABLE);
-  fetchHandler = buildApp(services).fetch;
+  // Served as src/main.ts serves it: listenApp, with the app's fast path.
+  const app = buildApp(services);
+  server = (await listenApp({ fetch: app.fetch, fastPath: app.fastPath, port: 0, host: "127.0.0.1" })).server;
 }
-
-const server = serve({ fetch: fetchHandler, port: 0, hostname: "127.0.0.1" }, (info) => {
-  process.stdout.write(`${JSON.stringify({ listening: info.port })}\n`);
-});
+process.stdout.write(`${JSON.stringify({ listening: (server.address() as AddressInfo).port })}\n`);
 process.on("SIGTERM", () => server.close(() => process.exit(0)));

@@ -20,6 +20,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Agent, get } from "node:http";
 import { cpus, totalmem } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
 import { DeleteTableCommand } from "@aws-sdk/client-dynamodb";
 import { BatchWriteCommand, DynamoDBDocumentClient, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { Redis } from "ioredis";
@@ -30,6 +31,7 @@ import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
 import { spawnRedis } from "../src/local/redis.js";
 import { createWaitingRoom } from "../src/waiting-room/index.js";
 import { admitAll, benchGateway, putBenchEvent, startServer } from "./bench-gateway.js";
+import { timed } from "./lib/in-flight.js";
 
 const env = z
   .object({
@@ -61,18 +63,6 @@ interface Row {
 const rows: Row[] = [];
 const step = (s: string) => process.stderr.write(`bench: ${s}\n`);
 
-/** `n` calls of `fn`, `concurrency` in flight; milliseconds taken. */
-async function timed(n: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, n) }, async () => {
-      while (next < n) await fn(next++);
-    }),
-  );
-  return performance.now() - started;
-}
-
 function rssOf(pid: number): number {
   const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) * 1024 : Number.NaN;
@@ -98,6 +88,7 @@ try {
     seconds: env.BENCH_SECONDS,
     connections: env.BENCH_CONNECTIONS,
     fans: env.BENCH_FANS,
+    ...(redisSpawned?.child.pid ? { redisPid: redisSpawned.child.pid } : {}),
   });
   const ceiling = http[0]!;
   for (const r of http) {
@@ -108,6 +99,8 @@ try {
       ...(r === ceiling ? {} : { ceiling: "hello world", ratio: r.ceilingRatio ?? 0 }),
       note: `p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms${
         r.cpuMicrosPerRequest === undefined ? "" : `, ${r.cpuMicrosPerRequest.toFixed(0)} CPU µs/req`
+      }${
+        r.redisCpuMicrosPerRequest === undefined ? "" : ` (+${r.redisCpuMicrosPerRequest.toFixed(0)} in redis-server)`
       }${
         r.extra?.granted !== undefined
           ? `; ${r.extra.granted} granted, ${(r.extra.writesPerGrantedSeat ?? 0).toFixed(2)} DynamoDB writes per granted seat`
@@ -268,7 +261,8 @@ try {
       for (let opened = 0; opened < env.BENCH_SSE; opened += 500) {
         await Promise.all(Array.from({ length: Math.min(500, env.BENCH_SSE - opened) }, open));
       }
-      await new Promise((r) => setTimeout(r, 1_000));
+      // A second for the streams to settle (their first event written) before the RSS is read.
+      await sleep(1_000);
       const rssWith = rssOf(pid);
       for (const s of streams) s.destroy();
       sseAgent.destroy();

@@ -99,8 +99,10 @@ async function main(): Promise<void> {
 
   let server: import("node:http").Server | undefined;
   if (runGateway) {
+    const app = buildApp(services);
     const listening = await listenApp({
-      fetch: buildApp(services).fetch,
+      fetch: app.fetch,
+      fastPath: app.fastPath,
       port: config.port,
       host: config.host,
       keepAliveTimeoutMs: config.httpKeepAliveTimeoutMs,

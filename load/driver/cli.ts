@@ -1,9 +1,9 @@
 /**
  * `npm run load -- <scenario> [--fans N] [--rate R] [--duration S] [--base-url URL] [--event ID]
- *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--threshold EXPR]...
- *  [--out DIR] [--json]`
+ *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S]
+ *  [--threshold EXPR]... [--out DIR] [--json]`
  *
- * scenarios: spike, hot-seat, abandon, bots, soak. Without --base-url it starts its own gateway
+ * scenarios: spike, hot-seat, abandon, bots, soak (scenarios/*.ts). Without --base-url it starts its own gateway
  * (redis-server, local DynamoDB, src/main.ts) and audits the event at the end. Each run's record
  * goes to its own file, <out>/load-<scenario>-<time>.json. Exit 1 when the audit fails or a bot
  * request was accepted, 99 when a threshold failed (as k6), else 0.
@@ -12,11 +12,12 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { runFileName } from "../run-record.js";
-import { renderResult, runScenario, SCENARIOS, type ScenarioName, toRunRecord } from "./run.js";
+import { renderResult, runScenario, toRunRecord } from "./run.js";
+import { isScenarioName, SCENARIO_NAMES, SCENARIOS } from "./scenarios/index.js";
 import { exitCodeFor, parseThreshold, type Threshold } from "./thresholds.js";
 
-export const USAGE = `usage: npm run load -- <${SCENARIOS.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL]
-       [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N]
+export const USAGE = `usage: npm run load -- <${SCENARIO_NAMES.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL]
+       [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S]
        [--threshold 'http_req_failed<0.01'] [--threshold 'p(99)<500'] ... [--out DIR] [--json]`;
 
 const { values, positionals } = parseArgs({
@@ -34,13 +35,14 @@ const { values, positionals } = parseArgs({
     out: { type: "string", default: "load-results" },
     seats: { type: "string" },
     connections: { type: "string" },
+    "max-poll": { type: "string" },
     json: { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
 });
 
-const scenario = positionals[0] as ScenarioName | undefined;
-if (values.help || !scenario || !SCENARIOS.includes(scenario)) {
+const scenario = positionals[0];
+if (values.help || scenario === undefined || !isScenarioName(scenario)) {
   process.stderr.write(`${USAGE}\n`);
   process.exit(values.help ? 0 : 2);
 }
@@ -52,14 +54,7 @@ const num = (v: string | undefined, d: number) => {
   }
   return n;
 };
-const defaults: Record<ScenarioName, { fans: number; rate: number; duration: number }> = {
-  spike: { fans: 2_000, rate: 1_000, duration: 30 },
-  "hot-seat": { fans: 1_000, rate: 500, duration: 30 },
-  abandon: { fans: 1_000, rate: 200, duration: 30 },
-  bots: { fans: 200, rate: 100, duration: 20 },
-  soak: { fans: 0, rate: 20, duration: 300 },
-};
-const d = defaults[scenario];
+const d = SCENARIOS[scenario].defaults;
 let thresholds: Threshold[];
 try {
   thresholds = (values.threshold ?? []).map(parseThreshold);
@@ -80,6 +75,7 @@ const result = await runScenario({
   thresholds,
   ...(values.seats ? { seats: num(values.seats, 0) } : {}),
   ...(values.connections ? { connections: num(values.connections, 256) } : {}),
+  ...(values["max-poll"] ? { maxPollSeconds: num(values["max-poll"], 0) } : {}),
   progress: (line) => process.stdout.write(`${line}\n`),
 });
 const run = toRunRecord(result, {
@@ -87,6 +83,7 @@ const run = toRunRecord(result, {
   duration: num(values.duration, d.duration),
   connections: values.connections ? num(values.connections, 256) : 256,
   event: values.event ?? null,
+  maxPoll: values["max-poll"] ? num(values["max-poll"], 0) : null,
   thresholds: (values.threshold ?? []).join(" ; ") || null,
 });
 mkdirSync(values.out, { recursive: true });

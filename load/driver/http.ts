@@ -1,6 +1,7 @@
 /**
- * The driver's HTTP client: keep-alive sockets (at most `connections`) over node:http, or
- * node:https for an `https://` base URL, JSON in and out, and per-endpoint counts, statuses and
+ * The load kit's HTTP client: keep-alive sockets (at most `connections`) over node:http, or
+ * node:https for an `https://` base URL (`Connections`, which the benchmarks' Node client uses
+ * too), and the driver's `Client` on top: JSON in and out, and per-endpoint counts, statuses and
  * latencies.
  */
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
@@ -38,23 +39,29 @@ export interface EndpointStats {
   latencies: number[];
 }
 
-export class Client {
+/** A request as sent: a JSON body, when there is one, goes with its content type. */
+export interface Outgoing {
+  method: string;
+  path: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+/**
+ * Keep-alive sockets to one base URL, at most `connections` of them: the transport of the driver's
+ * Client and of the benchmarks' Node client (scripts/lib/http-load.ts).
+ */
+export class Connections {
   readonly url: URL;
   readonly agent: HttpAgent;
   readonly port: number;
-  private readonly send: typeof httpRequest;
-  /** Sent on every request (the load-test token). */
-  private readonly headers: Record<string, string>;
-  readonly endpoints = new Map<string, EndpointStats>();
-  requests = 0;
-  errors = 0;
+  private readonly request: typeof httpRequest;
 
-  constructor(baseUrl: string, connections: number, options: { headers?: Record<string, string> } = {}) {
+  constructor(baseUrl: string, connections: number) {
     this.url = new URL(baseUrl);
     const transport = transportFor(this.url);
     this.port = transport.port;
-    this.send = transport.request;
-    this.headers = options.headers ?? {};
+    this.request = transport.request;
     // An idle timeout of the agent's own turns on Node's use of the server's `Keep-Alive:
     // timeout=N` hint (an idle socket is closed 1 s before N; without a timeout the hint is
     // ignored and idle sockets are kept forever): the driver never sends on a socket the server is
@@ -68,64 +75,97 @@ export class Client {
   }
 
   /**
+   * One request: its status (0 when it got no answer: a network failure, 60 s without one) and,
+   * when `read`, its body as text; else the body is drained unread (a benchmark's client).
+   */
+  send(req: Outgoing, read = true): Promise<{ status: number; text: string }> {
+    return new Promise((resolve) => {
+      let settled = false;
+      const finish = (status: number, text: string) => {
+        if (settled) return;
+        settled = true;
+        resolve({ status, text });
+      };
+      const r = this.request(
+        {
+          agent: this.agent,
+          host: this.url.hostname,
+          port: this.port,
+          method: req.method,
+          path: req.path,
+          headers: { ...(req.body ? { "content-type": "application/json" } : {}), ...req.headers },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          if (read) res.on("data", (c: Buffer) => chunks.push(c));
+          else res.resume();
+          res.on("end", () => finish(res.statusCode ?? 0, read ? Buffer.concat(chunks).toString("utf8") : ""));
+          res.on("error", () => finish(0, ""));
+        },
+      );
+      r.setTimeout(60_000, () => r.destroy(new Error("timeout")));
+      r.on("error", () => finish(0, ""));
+      r.end(req.body);
+    });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/** The driver's client: JSON in and out over `Connections`, with counts, statuses and latencies per endpoint. */
+export class Client extends Connections {
+  /** Sent on every request (the load-test token). */
+  private readonly headers: Record<string, string>;
+  readonly endpoints = new Map<string, EndpointStats>();
+  requests = 0;
+  errors = 0;
+
+  constructor(baseUrl: string, connections: number, options: { headers?: Record<string, string> } = {}) {
+    super(baseUrl, connections);
+    this.headers = options.headers ?? {};
+  }
+
+  /**
    * One request. `ok` lists the statuses that are expected answers for this call (anything else,
    * and any network failure, counts as an error of the endpoint).
    */
-  call<T>(
+  async call<T>(
     endpoint: string,
     method: string,
     path: string,
     options: { token?: string; json?: unknown; headers?: Record<string, string>; ok?: readonly number[] } = {},
   ): Promise<Reply<T>> {
     const started = performance.now();
-    const body = options.json === undefined ? undefined : JSON.stringify(options.json);
-    return new Promise<Reply<T>>((resolve) => {
-      const finish = (status: number, text: string) => {
-        const ms = performance.now() - started;
-        const stats = this.stats(endpoint);
-        stats.route ??= routeOf(method, path);
-        stats.requests++;
-        this.requests++;
-        stats.statuses[status] = (stats.statuses[status] ?? 0) + 1;
-        stats.latencies.push(ms);
-        const expected = options.ok ?? [200, 201, 204];
-        if (!expected.includes(status)) {
-          stats.errors++;
-          this.errors++;
-        }
-        let parsed: unknown = null;
-        try {
-          parsed = text ? JSON.parse(text) : null;
-        } catch {
-          parsed = text;
-        }
-        resolve({ status, body: parsed as T, ms });
-      };
-      const req = this.send(
-        {
-          agent: this.agent,
-          host: this.url.hostname,
-          port: this.port,
-          method,
-          path,
-          headers: {
-            ...this.headers,
-            ...(body !== undefined ? { "content-type": "application/json" } : {}),
-            ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
-            ...options.headers,
-          },
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on("data", (c: Buffer) => chunks.push(c));
-          res.on("end", () => finish(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8")));
-          res.on("error", () => finish(0, ""));
-        },
-      );
-      req.setTimeout(60_000, () => req.destroy(new Error("timeout")));
-      req.on("error", () => finish(0, ""));
-      req.end(body);
+    const { status, text } = await this.send({
+      method,
+      path,
+      headers: {
+        ...this.headers,
+        ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+        ...options.headers,
+      },
+      ...(options.json !== undefined ? { body: JSON.stringify(options.json) } : {}),
     });
+    const ms = performance.now() - started;
+    const stats = this.stats(endpoint);
+    stats.route ??= routeOf(method, path);
+    stats.requests++;
+    this.requests++;
+    stats.statuses[status] = (stats.statuses[status] ?? 0) + 1;
+    stats.latencies.push(ms);
+    if (!(options.ok ?? [200, 201, 204]).includes(status)) {
+      stats.errors++;
+      this.errors++;
+    }
+    let body: unknown = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = text;
+    }
+    return { status, body: body as T, ms };
   }
 
   stats(endpoint: string): EndpointStats {
@@ -135,9 +175,5 @@ export class Client {
       this.endpoints.set(endpoint, s);
     }
     return s;
-  }
-
-  close(): void {
-    this.agent.destroy();
   }
 }

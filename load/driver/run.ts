@@ -1,22 +1,28 @@
 /**
- * The load driver's scenarios and runner: fans (and bots) as concurrent async journeys over
- * keep-alive sockets, against a gateway it starts itself or one at `baseUrl`. Every run ends with
- * the audit (when it can reach the stores) and Kendall's tau between queue positions and the
- * order in which fans saw `admitted`.
+ * The load driver's runner: plays any scenario (scenarios/*.ts, through the interface of
+ * scenario.ts) against a gateway it starts itself or one at `baseUrl`: fans (and bots) as
+ * concurrent async journeys over keep-alive sockets. Every run ends with the audit (when it can
+ * reach the stores) and Kendall's tau between queue positions and the order in which fans saw
+ * `admitted`.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 import { type AuditReport, auditEvent } from "../../src/audit/audit.js";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { createInventory } from "../../src/inventory/index.js";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import { RUN_RECORD_KIND, type RunRecord } from "../run-record.js";
+import { createEvent, type PlayedEvent, readEvent } from "./event.js";
+import { RunFigures, type Tally } from "./figures.js";
 import { Client } from "./http.js";
+import { fanJourney } from "./journey.js";
+import type { FanRun, Scenario } from "./scenario.js";
+import { SCENARIOS, type ScenarioName } from "./scenarios/index.js";
 import { type Stack, startStack } from "./stack.js";
 import { kendallTau, type LatencySummary, summarize } from "./stats.js";
-import { evaluateThresholds, type Threshold, type ThresholdResult } from "./thresholds.js";
+import { evaluateThresholds, parseThreshold, type Threshold, type ThresholdResult } from "./thresholds.js";
 
-export const SCENARIOS = ["spike", "hot-seat", "abandon", "bots", "soak"] as const;
-export type ScenarioName = (typeof SCENARIOS)[number];
+export type { ScenarioName };
 
 export interface RunOptions {
   scenario: ScenarioName;
@@ -34,7 +40,10 @@ export interface RunOptions {
   connections?: number;
   /** Seconds between the event's creation and its onSaleAt (the lottery pre-queue), default 3 + layout time. */
   onSaleDelaySeconds?: number;
-  /** Longest wait between two status polls, whatever the gateway suggests (default 5 s). */
+  /**
+   * Longest wait between two status polls, seconds, whatever the gateway suggests (default: no
+   * cap, the fan page's wait, up to 30 s far back in the line); for short test runs.
+   */
   maxPollSeconds?: number;
   /** A fan's time between hold and purchase, ms (default 300-800). */
   thinkMs?: number;
@@ -61,25 +70,13 @@ export interface EndpointRow extends LatencySummary {
   statuses: Record<string, number>;
 }
 
-export interface RunResult {
+export interface RunResult extends Tally {
   scenario: ScenarioName;
   eventId: string;
   baseUrl: string;
   seconds: number;
   seatsTotal: number;
   fans: number;
-  prequeued: number;
-  admitted: number;
-  holds: number;
-  sales: number;
-  seatsSold: number;
-  conflicts: number;
-  abandonedWaiting: number;
-  released: number;
-  lapsed: number;
-  releasedSeatsResold: number;
-  botRequests: number;
-  botAccepted: number;
   admissionsPerSecond: number;
   holdsPerSecond: number;
   salesPerSecond: number;
@@ -100,421 +97,168 @@ export interface RunResult {
   auditCommand?: string;
 }
 
-interface Section {
-  id: string;
-  rows: number;
-  seatsPerRow: number;
+/** The run's own gateway, unless it plays against `baseUrl`. */
+function startOwnStack(o: RunOptions): Promise<Stack> | undefined {
+  if (o.baseUrl) return undefined;
+  return startStack({
+    ...(o.redisUrl ? { redisUrl: o.redisUrl } : {}),
+    ...(o.dynamoEndpoint ? { dynamoEndpoint: o.dynamoEndpoint } : {}),
+  });
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Where the run plays: its own gateway's, or the options'. */
+interface Target {
+  client: Client;
+  baseUrl: string;
+  adminToken: string | undefined;
+  loadTestToken: string | undefined;
+}
 
-function layoutFor(scenario: ScenarioName, seats: number): Section[] {
-  const perRow = Math.min(50, Math.max(1, seats));
-  const split = (prefix: string[], n: number): Section[] => {
-    const perSection = Math.ceil(n / prefix.length / perRow) * perRow;
-    let left = n;
-    const out: Section[] = [];
-    for (const id of prefix) {
-      if (left <= 0) break;
-      const take = Math.min(perSection, left);
-      out.push({ id, rows: Math.ceil(take / perRow), seatsPerRow: Math.min(perRow, take) });
-      left -= Math.ceil(take / perRow) * Math.min(perRow, take);
+/** The event the run plays on: a fresh one with an operator token; an --event given without one, as it is. */
+function eventFor(scenario: Scenario, o: RunOptions, target: Target, eventId: string, fans: number) {
+  const { client, adminToken } = target;
+  if (!adminToken || (o.eventId && o.baseUrl && !o.adminToken)) return readEvent(client, eventId);
+  return createEvent(
+    client,
+    {
+      eventId,
+      name: `load ${o.scenario}`,
+      adminToken,
+      plan: scenario.setup(o, fans),
+      fans,
+      ...(o.onSaleDelaySeconds !== undefined ? { onSaleDelaySeconds: o.onSaleDelaySeconds } : {}),
+    },
+    o.progress ?? (() => {}),
+  );
+}
+
+/**
+ * The fans, arriving `perSecond` from now, and what the scenario runs beside them, with a progress
+ * line a second; until all are done. Its seconds.
+ */
+async function play(scenario: Scenario, run: FanRun, o: RunOptions, fans: number, perSecond: number): Promise<number> {
+  const started = performance.now();
+  const elapsed = () => (performance.now() - started) / 1000;
+  const ticker = setInterval(() => o.progress?.(progressLine(scenario, run, elapsed())), 1_000);
+  try {
+    const wallStart = Date.now();
+    const beside = scenario.beside?.(run, o) ?? Promise.resolve();
+    const journeys: Promise<void>[] = [];
+    for (let i = 0; i < fans; i++) {
+      const due = wallStart + (i / perSecond) * 1000;
+      if (due > Date.now() + 2) await sleep(due - Date.now());
+      journeys.push(fanJourney(run, i, scenario.fan));
     }
-    return out;
-  };
-  if (scenario === "hot-seat") {
-    const front = Math.min(20, seats);
-    return [{ id: "FRONT", rows: 1, seatsPerRow: front }, ...(seats > front ? split(["A"], seats - front) : [])];
+    await Promise.all([...journeys, beside]);
+    return elapsed();
+  } finally {
+    clearInterval(ticker);
   }
-  return split(seats > 4000 ? ["A", "B", "C", "D"] : ["A"], seats);
 }
 
-function defaultSeats(o: RunOptions, fans: number): number {
-  if (o.seats) return o.seats;
-  if (o.scenario === "soak") return Math.max(20, fans * 2);
-  return Math.max(10, Math.round(fans * 0.8));
+function progressLine(scenario: Scenario, { client, figures }: FanRun, seconds: number): string {
+  const t = figures.tally;
+  return `${seconds.toFixed(0).padStart(4)}s  requests ${client.requests}  errors ${client.errors}  admitted ${t.admitted}  holds ${t.holds}  sales ${t.sales} (${t.seatsSold}/${figures.seatsTotal} seats)  conflicts ${t.conflicts}${scenario.report?.progress?.(t) ?? ""}`;
+}
+
+function endpointRows(client: Client): EndpointRow[] {
+  return [...client.endpoints.entries()].map(([endpoint, s]) => ({
+    endpoint,
+    ...(s.route ? { route: s.route } : {}),
+    requests: s.requests,
+    errors: s.errors,
+    statuses: s.statuses,
+    ...summarize(s.latencies),
+  }));
+}
+
+/** The scenario's own thresholds and the options', measured on the run; undefined when there are none. */
+function thresholdsOf(scenario: Scenario, o: RunOptions, run: FanRun, seconds: number): ThresholdResult[] | undefined {
+  const thresholds = [...(scenario.thresholds ?? []).map(parseThreshold), ...(o.thresholds ?? [])];
+  if (thresholds.length === 0) return undefined;
+  const t = run.figures.tally;
+  return evaluateThresholds(thresholds, {
+    seconds,
+    endpoints: run.client.endpoints,
+    counters: {
+      sales_confirmed: t.sales,
+      fans_admitted: t.admitted,
+      holds_granted: t.holds,
+      hold_conflicts: t.conflicts,
+      bot_requests_accepted: t.botAccepted,
+    },
+  });
+}
+
+/** The run's figures once every fan is done. */
+function resultOf(
+  o: RunOptions,
+  target: Target,
+  run: FanRun,
+  event: PlayedEvent,
+  played: { fans: number; seconds: number; startedAt: string; stats: unknown },
+): RunResult {
+  const { figures } = run;
+  const t = figures.tally;
+  const { onSaleAt } = event;
+  const sinceOnSale = Math.max(0.001, (Date.now() - Math.max(onSaleAt, figures.firstAdmitAt ?? onSaleAt)) / 1000);
+  return {
+    scenario: o.scenario,
+    eventId: run.eventId,
+    baseUrl: target.baseUrl,
+    seconds: played.seconds,
+    seatsTotal: event.seatsTotal,
+    fans: played.fans,
+    ...t,
+    admissionsPerSecond: t.admitted / sinceOnSale,
+    holdsPerSecond: t.holds / sinceOnSale,
+    salesPerSecond: t.sales / sinceOnSale,
+    sellOutSeconds: figures.soldOutAt === null ? null : (figures.soldOutAt - onSaleAt) / 1000,
+    tau: kendallTau(figures.positions, figures.admissionOrder),
+    endpoints: endpointRows(run.client),
+    startedAt: played.startedAt,
+    loadTestToken: Boolean(target.loadTestToken),
+    ...(played.stats !== undefined ? { stats: played.stats } : {}),
+  };
 }
 
 export async function runScenario(o: RunOptions): Promise<RunResult> {
-  const log = o.progress ?? (() => {});
-  const stack: Stack | undefined = o.baseUrl
-    ? undefined
-    : await startStack({
-        ...(o.redisUrl ? { redisUrl: o.redisUrl } : {}),
-        ...(o.dynamoEndpoint ? { dynamoEndpoint: o.dynamoEndpoint } : {}),
-      });
+  const scenario = SCENARIOS[o.scenario];
+  const stack = await startOwnStack(o);
   const baseUrl = o.baseUrl ?? stack!.url;
-  const adminToken = o.adminToken ?? stack?.adminToken;
   const loadTestToken = o.loadTestToken ?? stack?.loadTestToken;
-  const fans = o.scenario === "soak" && !o.fans ? Math.ceil(o.rate * o.duration) : o.fans;
-  const client = new Client(baseUrl, o.connections ?? 256, {
-    ...(loadTestToken ? { headers: { "x-load-test-token": loadTestToken } } : {}),
-  });
+  const target: Target = {
+    client: new Client(baseUrl, o.connections ?? 256, {
+      ...(loadTestToken ? { headers: { "x-load-test-token": loadTestToken } } : {}),
+    }),
+    baseUrl,
+    adminToken: o.adminToken ?? stack?.adminToken,
+    loadTestToken,
+  };
+  const { client, adminToken } = target;
+  const { fans, perSecond } = scenario.arrivals(o);
   try {
     const eventId = o.eventId ?? `load_${o.scenario.replace("-", "")}_${Date.now().toString(36)}`;
-    let sections: Section[];
-    let onSaleAt: number;
-    let seatsTotal: number;
-    if (adminToken && !(o.eventId && o.baseUrl && !o.adminToken)) {
-      const seats = defaultSeats(o, fans);
-      sections = layoutFor(o.scenario, seats);
-      seatsTotal = sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0);
-      onSaleAt = Date.now() + (o.onSaleDelaySeconds ?? 3 + seatsTotal / 2_500) * 1000;
-      const put = await client.call("admin", "PUT", `/v1/admin/events/${eventId}`, {
-        token: adminToken,
-        json: {
-          name: `load ${o.scenario}`,
-          onSaleAt: new Date(onSaleAt).toISOString(),
-          holdSeconds: o.scenario === "abandon" ? 20 : 120,
-          maxSeatsPerFan: 4,
-          sections: sections.map((s) => ({ ...s, tier: s.id === "FRONT" ? "Front" : "Floor", price: 10_000 })),
-          generalAdmission: [],
-          waitingRoom: {
-            // high, but spread over ~10 s: admitting everyone at once would leave the admission
-            // order to the poll timing and make the fairness figure meaningless
-            admitPerSecond: Math.max(20, Math.ceil(fans / 10)),
-            maxActive: Math.max(1_000, fans),
-            sessionSeconds: 900,
-          },
-        },
-        ok: [200, 201],
-      });
-      if (put.status !== 200 && put.status !== 201) {
-        throw new Error(`event ${eventId} not created: ${put.status} ${JSON.stringify(put.body)}`);
-      }
-      if (Date.now() > onSaleAt) log(`note: the event was written after its onSaleAt; no pre-queue this run`);
-    } else {
-      const map = await client.call<{ sections: { id: string; total: number }[] }>(
-        "seatmap",
-        "GET",
-        `/v1/events/${eventId}/seatmap`,
-      );
-      const room = await client.call<{ onSaleAt: string }>("waiting-room", "GET", `/v1/events/${eventId}/waiting-room`);
-      if (map.status !== 200) throw new Error(`event ${eventId}: seat map answered ${map.status}`);
-      sections = map.body.sections.map((s) => ({ id: s.id, rows: 1, seatsPerRow: s.total }));
-      seatsTotal = map.body.sections.reduce((n, s) => n + s.total, 0);
-      onSaleAt = Date.parse(room.body.onSaleAt);
-    }
-
-    const started = performance.now();
-    const wallStart = Date.now();
-    const hardStop = wallStart + (Math.max(o.duration, fans / o.rate) + 120) * 1000;
-    const maxPoll = (o.maxPollSeconds ?? 5) * 1000;
-    const c = {
-      prequeued: 0,
-      admitted: 0,
-      holds: 0,
-      sales: 0,
-      seatsSold: 0,
-      conflicts: 0,
-      abandonedWaiting: 0,
-      released: 0,
-      lapsed: 0,
-      botRequests: 0,
-      botAccepted: 0,
+    const event = await eventFor(scenario, o, target, eventId, fans);
+    const startedAt = new Date().toISOString();
+    const run: FanRun = {
+      client,
+      eventId,
+      sections: event.sections,
+      figures: new RunFigures(event.seatsTotal),
+      hardStop: Date.now() + (Math.max(o.duration, fans / o.rate) + 120) * 1000,
+      ...(o.maxPollSeconds !== undefined ? { maxPollSeconds: o.maxPollSeconds } : {}),
+      ...(o.thinkMs !== undefined ? { thinkMs: o.thinkMs } : {}),
     };
-    const positions: number[] = [];
-    const admissionSeq: number[] = [];
-    const releasedSeats = new Set<string>();
-    const soldSeats = new Set<string>();
-    let releasedSeatsResold = 0;
-    let soldOutAt: number | null = null;
-    let firstAdmitAt: number | null = null;
-
-    const ticker = setInterval(() => {
-      const t = ((performance.now() - started) / 1000).toFixed(0).padStart(4);
-      log(
-        `${t}s  requests ${client.requests}  errors ${client.errors}  admitted ${c.admitted}  holds ${c.holds}  sales ${c.sales} (${c.seatsSold}/${seatsTotal} seats)  conflicts ${c.conflicts}${o.scenario === "bots" ? `  bot requests ${c.botRequests} accepted ${c.botAccepted}` : ""}`,
-      );
-    }, 1_000);
-
-    const ev = `/v1/events/${eventId}`;
-    const preferred =
-      o.scenario === "hot-seat" ? ["FRONT", ...sections.filter((s) => s.id !== "FRONT").map((s) => s.id)] : null;
-
-    const fan = async (i: number) => {
-      const fanId = `fan-${i}`;
-      const joined = await client.call<{ queueToken: string; status: string }>("join", "POST", `${ev}/queue`, {
-        json: { fanId },
-        ok: [200, 201],
-      });
-      if (joined.status !== 200 && joined.status !== 201) return;
-      if (joined.body.status === "prequeue") c.prequeued++;
-      const leaves = o.scenario === "abandon" && i % 3 === 0;
-      const leaveAt = Date.now() + 200 + ((i * 7919) % 2_000);
-      let access: string | undefined;
-      while (!access) {
-        if (Date.now() > hardStop) return;
-        const s = await client.call<{
-          status: string;
-          position: number;
-          pollAfterSeconds?: number;
-          accessToken?: string;
-        }>("status", "GET", `${ev}/queue/status`, { token: joined.body.queueToken });
-        if (s.status === 200 && s.body.accessToken) {
-          access = s.body.accessToken;
-          positions.push(s.body.position);
-          admissionSeq.push(c.admitted++);
-          firstAdmitAt ??= Date.now();
-          break;
-        }
-        if (s.status === 200 && s.body.status !== "waiting" && s.body.status !== "prequeue") return;
-        if (leaves && Date.now() > leaveAt) {
-          c.abandonedWaiting++;
-          return;
-        }
-        const suggested = (s.body?.pollAfterSeconds ?? 1) * 1000;
-        await sleep(Math.min(maxPoll, Math.max(100, suggested)) * (0.9 + Math.random() * 0.2));
-      }
-
-      const want = 1 + (i % 2);
-      let held: { holdId: string; seats: string[] } | undefined;
-      /** Seats this fan saw go to someone else (the cached map may still show them available). */
-      const lost = new Set<string>();
-      for (let attempt = 0; attempt < 8 && !held; attempt++) {
-        if (Date.now() > hardStop) return;
-        // hot-seat: the front row first; after two lost races, anywhere else
-        const order =
-          preferred && attempt < 3
-            ? preferred
-            : (preferred?.slice(1) ?? sections.map((s) => s.id)).sort(() => Math.random() - 0.5);
-        let available: string[] = [];
-        for (const sectionId of order) {
-          // The compact form: [row, firstSeat, count] runs, one status character a seat.
-          const page = await client.call<{ layout: [number, number, number][]; status: string }>(
-            "section seats",
-            "GET",
-            `${ev}/sections/${sectionId}/seats?format=compact`,
-          );
-          available = [];
-          let at = 0;
-          for (const [row, first, count] of page.body?.layout ?? []) {
-            for (let k = 0; k < count; k++, at++) {
-              const id = `${sectionId}-${row}-${first + k}`;
-              if (page.body?.status[at] === "a" && !lost.has(id)) available.push(id);
-            }
-          }
-          if (available.length > 0) break;
-        }
-        if (available.length === 0) return; // sold out (as far as the cached map knows)
-        const chosen =
-          o.scenario === "hot-seat" && attempt < 3
-            ? available.slice(0, want)
-            : Array.from(
-                new Set(Array.from({ length: want }, () => available[Math.floor(Math.random() * available.length)]!)),
-              );
-        const h = await client.call<{ holdId: string; seats: string[]; error?: { details?: { seats?: string[] } } }>(
-          "hold",
-          "POST",
-          `${ev}/holds`,
-          {
-            token: access,
-            json: { seats: chosen },
-            ok: [201, 409],
-          },
-        );
-        if (h.status === 201) {
-          held = h.body;
-          c.holds++;
-        } else if (h.status === 409) {
-          c.conflicts++;
-          for (const s of h.body?.error?.details?.seats ?? chosen) lost.add(s);
-          await sleep(50 + Math.random() * 200);
-        } else await sleep(200);
-      }
-      if (!held) return;
-      await sleep(o.thinkMs ?? 300 + Math.random() * 500);
-      if (o.scenario === "abandon" && i % 5 === 1) {
-        const r = await client.call("release", "DELETE", `${ev}/holds/${held.holdId}`, { token: access, ok: [204] });
-        if (r.status === 204) {
-          c.released++;
-          for (const s of held.seats) releasedSeats.add(s);
-        }
-        return;
-      }
-      if (o.scenario === "abandon" && i % 5 === 2) {
-        c.lapsed++; // walks away: the hold expires and the seats return to sale
-        for (const s of held.seats) releasedSeats.add(s);
-        return;
-      }
-      const p = await client.call<{ status: string; seats: string[] }>(
-        "purchase",
-        "POST",
-        `${ev}/holds/${held.holdId}/purchase`,
-        {
-          token: access,
-          json: { paymentToken: "tok_ok" },
-          headers: { "idempotency-key": `load-${held.holdId}` },
-          // 409 hold_expired: the fan took longer than holdSeconds (a slow gateway); not a gateway error
-          ok: [201, 202, 409],
-        },
-      );
-      if (p.status === 201 || p.status === 202) {
-        c.sales++;
-        for (const s of p.body.seats ?? held.seats) {
-          soldSeats.add(s);
-          if (releasedSeats.has(s)) releasedSeatsResold++;
-        }
-        c.seatsSold = soldSeats.size;
-        if (c.seatsSold >= seatsTotal && soldOutAt === null) soldOutAt = Date.now();
-      }
-    };
-
-    const bot = async (k: number) => {
-      const refused = [401, 403, 404];
-      const record = (status: number) => {
-        c.botRequests++;
-        if (status >= 200 && status < 300) c.botAccepted++;
-      };
-      const seatBody = { seats: [`${sections[0]?.id ?? "A"}-1-1`] };
-      const kind = k % 6;
-      if (kind === 0) {
-        // skips the queue: no token at all
-        record(
-          (await client.call("bot: hold, no token", "POST", `${ev}/holds`, { json: seatBody, ok: refused })).status,
-        );
-        return;
-      }
-      const j = await client.call<{ queueToken: string }>("bot: join", "POST", `${ev}/queue`, {
-        json: { fanId: `bot-${k}` },
-        ok: [200, 201],
-      });
-      const qt = j.body?.queueToken ?? "x.y.z";
-      const [h = "", payload = "", sig = ""] = qt.split(".");
-      const forgedPayload = Buffer.from(JSON.stringify({ sub: `bot-${k}`, kind: "access", exp: 4102444800 })).toString(
-        "base64url",
-      );
-      const tampered = `${h}.${forgedPayload}.${sig}`;
-      const resigned = `${h}.${payload}.${Buffer.from(`forged-${k}-signature-bytes-000`).toString("base64url")}`;
-      if (kind === 1) {
-        // replays its queue token as an access token
-        record(
-          (
-            await client.call("bot: hold, queue token", "POST", `${ev}/holds`, {
-              token: qt,
-              json: seatBody,
-              ok: refused,
-            })
-          ).status,
-        );
-      } else if (kind === 2) {
-        record(
-          (
-            await client.call("bot: hold, forged token", "POST", `${ev}/holds`, {
-              token: tampered,
-              json: seatBody,
-              ok: refused,
-            })
-          ).status,
-        );
-      } else if (kind === 3) {
-        record(
-          (
-            await client.call("bot: status, forged token", "GET", `${ev}/queue/status`, {
-              token: resigned,
-              ok: refused,
-            })
-          ).status,
-        );
-      } else if (kind === 4) {
-        record(
-          (
-            await client.call("bot: admin, fan token", "GET", `/v1/admin/events/${eventId}/stats`, {
-              token: qt,
-              ok: refused,
-            })
-          ).status,
-        );
-      } else {
-        // hammers the purchase endpoint of a made-up hold
-        for (let n = 0; n < 5; n++) {
-          record(
-            (
-              await client.call("bot: purchase, forged token", "POST", `${ev}/holds/h_bot${k}${n}/purchase`, {
-                token: tampered,
-                json: { paymentToken: "tok_ok" },
-                headers: { "idempotency-key": `bot-${k}-${n}` },
-                ok: refused,
-              })
-            ).status,
-          );
-        }
-      }
-    };
-
-    // arrivals: fan i at i / rate seconds (soak: spread over duration)
-    const arrivalRate = o.scenario === "soak" ? fans / o.duration : o.rate;
-    const journeys: Promise<void>[] = [];
-    const botLoop = async () => {
-      if (o.scenario !== "bots") return;
-      const end = Date.now() + o.duration * 1000;
-      const bots: Promise<void>[] = [];
-      for (let k = 0; Date.now() < end; k++) {
-        bots.push(bot(k));
-        await sleep(1000 / Math.max(1, o.rate));
-      }
-      await Promise.all(bots);
-    };
-    const botsDone = botLoop();
-    const fanRate = o.scenario === "bots" ? Math.max(1, fans / Math.max(1, o.duration / 2)) : arrivalRate;
-    for (let i = 0; i < fans; i++) {
-      const due = wallStart + (i / fanRate) * 1000;
-      if (due > Date.now() + 2) await sleep(due - Date.now());
-      journeys.push(fan(i));
-    }
-    await Promise.all([...journeys, botsDone]);
-    clearInterval(ticker);
-    const seconds = (performance.now() - started) / 1000;
-
+    const seconds = await play(scenario, run, o, fans, perSecond);
     const stats = adminToken
       ? (await client.call("admin", "GET", `/v1/admin/events/${eventId}/stats`, { token: adminToken })).body
       : undefined;
-
-    const sinceOnSale = Math.max(0.001, (Date.now() - Math.max(onSaleAt, firstAdmitAt ?? onSaleAt)) / 1000);
-    const endpoints: EndpointRow[] = [...client.endpoints.entries()].map(([endpoint, s]) => ({
-      endpoint,
-      ...(s.route ? { route: s.route } : {}),
-      requests: s.requests,
-      errors: s.errors,
-      statuses: s.statuses,
-      ...summarize(s.latencies),
-    }));
-    const result: RunResult = {
-      scenario: o.scenario,
-      eventId,
-      baseUrl,
-      seconds,
-      seatsTotal,
-      fans,
-      ...c,
-      releasedSeatsResold,
-      admissionsPerSecond: c.admitted / sinceOnSale,
-      holdsPerSecond: c.holds / sinceOnSale,
-      salesPerSecond: c.sales / sinceOnSale,
-      sellOutSeconds: soldOutAt === null ? null : (soldOutAt - onSaleAt) / 1000,
-      tau: kendallTau(positions, admissionSeq),
-      endpoints,
-      startedAt: new Date(wallStart).toISOString(),
-      loadTestToken: Boolean(loadTestToken),
-      ...(stats !== undefined ? { stats } : {}),
-    };
-
-    if (o.thresholds?.length) {
-      result.thresholds = evaluateThresholds(o.thresholds, {
-        seconds,
-        endpoints: client.endpoints,
-        counters: {
-          sales_confirmed: c.sales,
-          fans_admitted: c.admitted,
-          holds_granted: c.holds,
-          hold_conflicts: c.conflicts,
-          bot_requests_accepted: c.botAccepted,
-        },
-      });
-    }
-    if (stack) {
-      result.audit = await runAudit(stack, eventId);
-    } else {
+    const result = resultOf(o, target, run, event, { fans, seconds, startedAt, stats });
+    const thresholds = thresholdsOf(scenario, o, run, seconds);
+    if (thresholds) result.thresholds = thresholds;
+    if (stack) result.audit = await runAudit(stack, eventId);
+    else {
       result.auditCommand = `DYNAMODB_ENDPOINT=<the gateway's> DYNAMODB_TABLE=<its table> REDIS_URL=<its redis> npm run audit -- --event ${eventId}`;
     }
     return result;
@@ -564,12 +308,7 @@ export function renderResult(r: RunResult): string {
     `admitted ${r.admitted} (${fmt(r.admissionsPerSecond)}/s; ${r.prequeued} joined the pre-queue)   holds ${r.holds} (${fmt(r.holdsPerSecond)}/s)   sales ${r.sales} (${fmt(r.salesPerSecond)}/s, ${r.seatsSold} seats)`,
     `conflicts (409) ${r.conflicts}   time to sell out ${r.sellOutSeconds === null ? "not sold out" : `${fmt(r.sellOutSeconds, 2)} s after onSaleAt`}`,
   ];
-  if (r.scenario === "abandon") {
-    lines.push(
-      `abandoned while waiting ${r.abandonedWaiting}   holds released ${r.released}   holds left to expire ${r.lapsed}   released seats sold again ${r.releasedSeatsResold}`,
-    );
-  }
-  if (r.scenario === "bots") lines.push(`bot requests ${r.botRequests}, accepted ${r.botAccepted} (must be 0)`);
+  lines.push(...(SCENARIOS[r.scenario].report?.lines?.(r) ?? []));
   lines.push(`fairness: Kendall's tau (queue position vs admission order) = ${fmt(r.tau, 4)} (1.0 = strict FIFO)`);
   if (r.thresholds?.length) {
     lines.push("", "thresholds:");

@@ -28,6 +28,28 @@ export interface Stack {
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
+/** The URL the gateway child logs once it listens; rejects when it exits first or takes 60 s. */
+function listeningUrl(gateway: ChildProcess, logs: string[]): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${logs.join("")}`)), 60_000);
+    const lines = createInterface({ input: gateway.stdout! });
+    lines.on("line", (line) => {
+      if (logs.length < 200) logs.push(line);
+      try {
+        const entry = JSON.parse(line) as { msg?: string; url?: string };
+        if (entry.msg === "gateway listening" && entry.url) {
+          clearTimeout(timer);
+          resolve(entry.url.replace("localhost", "127.0.0.1"));
+        }
+      } catch {}
+    });
+    gateway.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited with ${code}:\n${logs.join("\n")}`));
+    });
+  });
+}
+
 export async function startStack(
   options: { redisUrl?: string; dynamoEndpoint?: string; env?: Record<string, string> } = {},
 ): Promise<Stack> {
@@ -70,24 +92,7 @@ export async function startStack(
   };
   let url: string;
   try {
-    url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${logs.join("")}`)), 60_000);
-      const lines = createInterface({ input: gateway.stdout! });
-      lines.on("line", (line) => {
-        if (logs.length < 200) logs.push(line);
-        try {
-          const entry = JSON.parse(line) as { msg?: string; url?: string };
-          if (entry.msg === "gateway listening" && entry.url) {
-            clearTimeout(timer);
-            resolve(entry.url.replace("localhost", "127.0.0.1"));
-          }
-        } catch {}
-      });
-      gateway.once("exit", (code) => {
-        clearTimeout(timer);
-        reject(new Error(`gateway exited with ${code}:\n${logs.join("\n")}`));
-      });
-    });
+    url = await listeningUrl(gateway, logs);
   } catch (err) {
     gateway.kill("SIGKILL");
     await stopStores();

@@ -1,5 +1,5 @@
 /**
- * The gateway's HTTP contract (/work/shared/API.md) for k6 scenarios. Runs in k6's own JS
+ * The gateway's HTTP contract (docs/API.md) for k6 scenarios. Runs in k6's own JS
  * runtime: no Node APIs. Options come from environment variables (`k6 run -e FANS=5000 ...`).
  */
 import { check, sleep } from "k6";
@@ -7,6 +7,7 @@ import exec from "k6/execution";
 import http, { type RefinedResponse, type ResponseType } from "k6/http";
 import { Counter, Rate, Trend } from "k6/metrics";
 import type { Options } from "k6/options";
+import { pollDelaySeconds } from "../poll.ts";
 import { ROUTES, type RouteName, routePath } from "../routes.ts";
 import { type EndpointFigures, RUN_RECORD_KIND, type RunRecord, runFileName } from "../run-record.ts";
 
@@ -32,6 +33,9 @@ export const botAccepted = new Counter("bot_requests_accepted");
 export const botRefused = new Rate("bot_requests_refused");
 export const timeToAdmit = new Trend("time_to_admit", true);
 export const unexpected = new Counter("unexpected_responses");
+
+/** The wait between two polls (load/poll.ts), here for the scripts and their tests. */
+export { pollDelaySeconds };
 
 type Res = RefinedResponse<ResponseType | undefined>;
 
@@ -152,16 +156,6 @@ export function status(eventId: string, queueToken: string): Status | null {
   });
   check(res, { "status 200": (r) => r.status === 200 }) || unexpected.add(1);
   return res.status === 200 ? (json<Status>(res) ?? null) : null;
-}
-
-/**
- * How long to wait before the next poll, as the fan page does: never sooner than the gateway's
- * `pollAfterSeconds` (up to 30 s for a fan far back), a little later at random so a crowd told the
- * same interval does not arrive at once; 1 s when the poll failed.
- */
-export function pollDelaySeconds(pollAfterSeconds: number | undefined, random: number = Math.random()): number {
-  const wait = Math.max(pollAfterSeconds ?? 1, 0.5);
-  return wait + random * Math.min(2, wait / 10);
 }
 
 /** Polls at the suggested interval until admitted; gives up (abandons) when `giveUp()` says so. */

@@ -7,7 +7,7 @@
   the gateway re-creates it from the event stored in DynamoDB); an existing room is left exactly
   as it is, whatever the arguments, so a restore racing an operator's change never undoes it.
 
-  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   KEYS[9]     changes  STREAM  capped log of settings changes (at, kind, fields)
   ARGV[1]     onSaleAt (ms since the epoch)
   ARGV[2]     admitPerSecond (decimal)
@@ -25,7 +25,8 @@
     -5  the room has already opened (its pre-queue is drawn) and the arguments differ
         (never in 'restore' mode)
 ]]
---- @include "core"
+--- @include "admission"
+--- @include "views"
 
 local NAMES = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 'abandonSeconds' }
 local restore = ARGV[9] == 'restore'

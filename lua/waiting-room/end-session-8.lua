@@ -3,7 +3,7 @@
   revoked it. Frees its slot at once (and fills it if the budget allows). Idempotent.
   A revocation also bars the fan from taking a new place in this event.
 
-  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   ARGV[1]     sessionId
   ARGV[2]     'completed' | 'revoked'
 
@@ -12,7 +12,7 @@
     -1  unknown event
     -6  no such session in this event
 ]]
---- @include "core"
+--- @include "admission"
 
 local sid, reason = ARGV[1], ARGV[2]
 local r = load_room()

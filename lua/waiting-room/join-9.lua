@@ -1,7 +1,7 @@
 --[[
   Join an event's line, or return the place the fan already holds (idempotent per fan).
 
-  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   KEYS[9]     the client IP's bucket for joins of this event (see includes/token-bucket.lua;
               under the event's tag, built by src/waiting-room/keys.ts limitKey; untouched when
               its rate is 0)
@@ -16,13 +16,15 @@
   arrival number; afterwards the next place at the back. A fan whose place was abandoned, or
   whose session completed or expired, gets a new place at the back.
 
-  Returns the fan view (flat key/value list, see fan_view) plus 'created' 1|0, or
+  Returns the fan view (flat key/value list, see fan_view in includes/views.lua) plus
+  'created' 1|0, or
     { 'limited', 'ip', 'retryAfterMs', ms }  the per-IP limit refused the join
     -1  unknown event (the room was never configured)
     -3  the room is closed: no new places
     -4  the fan's session was revoked: no new place
 ]]
---- @include "core"
+--- @include "admission"
+--- @include "views"
 --- @include "token-bucket"
 
 local fanId = ARGV[1]

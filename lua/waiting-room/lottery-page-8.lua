@@ -3,7 +3,7 @@
   revealed seed anyone can check it against their own recomputation. Refused before the draw,
   since the order must not leak while the seed is secret.
 
-  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   ARGV[1]     offset (0-based)
   ARGV[2]     limit (1..1000, checked by the caller)
 
@@ -11,7 +11,7 @@
     -1  unknown event
     -7  not drawn yet
 ]]
---- @include "core"
+--- @include "admission"
 
 local r = load_room()
 if not r then return -1 end

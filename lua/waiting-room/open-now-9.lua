@@ -2,13 +2,14 @@
   Open the room now (operator or test): moves onSaleAt to this instant if the pre-queue has not
   been drawn yet, then draws it. Idempotent: on an open room it changes nothing.
 
-  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   KEYS[9]     changes  STREAM  capped log of settings changes (at, kind, fields)
 
   Returns the snapshot plus 'changed' 1|0, or
     -1  unknown event
 ]]
---- @include "core"
+--- @include "admission"
+--- @include "views"
 
 local r = load_room()
 if not r then return -1 end

@@ -17,7 +17,9 @@
 
   Returns 1 active, 0 not (unknown in this epoch, ended, or past its expiry),
           2 undecided: another epoch, 3 undecided: no room
+          (named in the waiting room's code table, src/waiting-room/codes.ts SESSION_ANSWERS)
 ]]
+--- @include "now-ms"
 
 if ARGV[3] == 'epoch' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return 3 end
@@ -26,7 +28,6 @@ if ARGV[3] == 'epoch' then
 end
 local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
 if not exp then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if exp > now then return 1 end
 return 0

@@ -3,7 +3,7 @@
   limits are taken here too, first, so a poll is one Redis round trip: a refused poll touches
   nothing of the line (no heartbeat, no admission), as when the limits were calls of their own.
 
-  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   KEYS[9]     the client IP's bucket for status polls of this event (see includes/token-bucket.lua)
   KEYS[10]    the fan's bucket for status polls of this event
               (both under the event's tag, built by src/waiting-room/keys.ts limitKey; untouched
@@ -12,14 +12,15 @@
   ARGV[2]     per-IP rate (tokens/s; 0: no per-IP limit)    ARGV[3]  per-IP burst
   ARGV[4]     per-fan rate (tokens/s; 0: no per-fan limit)  ARGV[5]  per-fan burst
 
-  Returns the fan view (flat key/value list, see fan_view), or
+  Returns the fan view (flat key/value list, see fan_view in includes/views.lua), or
     { 'limited', 'ip' | 'fan', 'retryAfterMs', ms }  a limit refused the poll (the per-IP one is
                                                      taken first; when it refuses, the fan's
                                                      bucket is not touched)
     -1  unknown event
     -2  the fan never joined this event
 ]]
---- @include "core"
+--- @include "admission"
+--- @include "views"
 --- @include "token-bucket"
 
 local fanId = ARGV[1]

@@ -3,7 +3,7 @@
   for the time before the change is settled at the old settings first, so a new admitPerSecond
   is never applied retroactively (and time spent paused never accrues).
 
-  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/core.lua)
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   KEYS[9]     changes  STREAM  capped log of settings changes (at, kind, fields)
   ARGV        name, value pairs; names among admitPerSecond, maxActive, sessionSeconds,
               abandonSeconds, paused (0|1), closed (0|1); values validated by the caller
@@ -11,7 +11,8 @@
   Returns the snapshot plus 'changed' <number of fields changed>, or
     -1  unknown event
 ]]
---- @include "core"
+--- @include "admission"
+--- @include "views"
 
 local EDITABLE = { admitPerSecond = true, maxActive = true, sessionSeconds = true,
   abandonSeconds = true, paused = true, closed = true }

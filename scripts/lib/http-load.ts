@@ -4,8 +4,9 @@
  * target, so the figures can be compared as ratios.
  *
  * Two clients: wrk (Debian's `wrk`, C with LuaJIT; used when it is on the PATH, or BENCH_CLIENT=wrk)
- * and a small Node one (BENCH_CLIENT=node). A Node client on a 2-core box saturates before a bare
- * Hono app does, so its ceiling is its own, not the server's; wrk's is the server's.
+ * and a small Node one (BENCH_CLIENT=node, on the load driver's keep-alive sockets,
+ * load/driver/http.ts). A Node client on a 2-core box saturates before a bare Hono app does, so
+ * its ceiling is its own, not the server's; wrk's is the server's.
  *
  * `serverPid`: the server process whose CPU time (user + system, from /proc) over the run is
  * divided by the requests answered: CPU microseconds per request, the figure that carries to
@@ -13,9 +14,9 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Connections } from "../../load/driver/http.js";
 
 export interface LoadResult {
   name: string;
@@ -108,8 +109,11 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
 
 const luaString = (s: string) => `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`;
 
-/** wrk, one thread (the server has the other core), the requests cycled from a Lua table. */
-async function runWrk(options: LoadOptions): Promise<LoadResult> {
+/**
+ * The Lua script wrk runs: the requests as a table it cycles through (or `wrkRequest`'s body), a
+ * count per status, and at the end the figures as one JSON object written to `out`.
+ */
+function wrkScript(options: LoadOptions, out: string): string {
   const distinct = options.wrkRequest ? 0 : (options.distinct ?? 2_000);
   const host = new URL(options.baseUrl).host;
   const lines: string[] = [];
@@ -124,12 +128,7 @@ async function runWrk(options: LoadOptions): Promise<LoadResult> {
       `wrk.format(${luaString(r.method ?? "GET")},${luaString(r.path)},{${h}},${r.body ? luaString(r.body) : "nil"})`,
     );
   }
-  const dir = mkdtempSync(join(tmpdir(), "bench-wrk-"));
-  const script = join(dir, "run.lua");
-  const out = join(dir, "out.json");
-  writeFileSync(
-    script,
-    `local reqs = {\n${lines.join(",\n")}\n}
+  return `local reqs = {\n${lines.join(",\n")}\n}
 local n = #reqs
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
@@ -155,8 +154,15 @@ function done(summary, latency, requests)
     table.concat(parts, ",")))
   f:close()
 end
-`,
-  );
+`;
+}
+
+/** wrk, one thread (the server has the other core), the requests cycled from a Lua table. */
+async function runWrk(options: LoadOptions): Promise<LoadResult> {
+  const dir = mkdtempSync(join(tmpdir(), "bench-wrk-"));
+  const script = join(dir, "run.lua");
+  const out = join(dir, "out.json");
+  writeFileSync(script, wrkScript(options, out));
   try {
     await new Promise<void>((resolve, reject) => {
       const child = spawn(
@@ -194,48 +200,31 @@ end
   }
 }
 
+/** The Node client: the load driver's keep-alive sockets (load/driver/http.ts), bodies drained unread. */
 async function runNode(options: LoadOptions): Promise<LoadResult> {
-  const url = new URL(options.baseUrl);
-  const agent = new Agent({ keepAlive: true, maxSockets: options.connections });
+  const connections = new Connections(options.baseUrl, options.connections);
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
   let i = 0;
   const deadline = performance.now() + options.seconds * 1000;
 
-  const one = (req: LoadRequest) =>
-    new Promise<number>((resolve, reject) => {
-      const r = request(
-        {
-          agent,
-          host: url.hostname,
-          port: url.port,
-          method: req.method ?? "GET",
-          path: req.path,
-          headers: { ...(req.body ? { "content-type": "application/json" } : {}), ...req.headers },
-        },
-        (res) => {
-          res.resume();
-          res.on("end", () => resolve(res.statusCode ?? 0));
-        },
-      );
-      r.on("error", reject);
-      r.end(req.body);
-    });
-
   const start = performance.now();
-  await Promise.all(
-    Array.from({ length: options.connections }, async () => {
-      while (performance.now() < deadline) {
-        const req = options.next(i++);
-        const t = performance.now();
-        const status = await one(req).catch(() => 0);
-        latencies.push(performance.now() - t);
-        statuses[status] = (statuses[status] ?? 0) + 1;
-      }
-    }),
-  );
+  try {
+    await Promise.all(
+      Array.from({ length: options.connections }, async () => {
+        while (performance.now() < deadline) {
+          const { method = "GET", ...req } = options.next(i++);
+          const t = performance.now();
+          const { status } = await connections.send({ method, ...req }, false);
+          latencies.push(performance.now() - t);
+          statuses[status] = (statuses[status] ?? 0) + 1;
+        }
+      }),
+    );
+  } finally {
+    connections.close();
+  }
   const seconds = (performance.now() - start) / 1000;
-  agent.destroy();
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
   return {

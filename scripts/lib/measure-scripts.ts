@@ -3,6 +3,7 @@
  * rate and latency percentiles, and what Redis itself spent per script call (INFO commandstats).
  */
 import type { Redis } from "ioredis";
+import { forEachIndex } from "./in-flight.js";
 
 export interface Measure {
   name: string;
@@ -37,17 +38,12 @@ export async function measure(
 ): Promise<Measure> {
   const before = await scriptTime(redis);
   const latencies = new Float64Array(ops);
-  let next = 0;
   const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let i = next++; i < ops; i = next++) {
-        const t = performance.now();
-        await op(i);
-        latencies[i] = performance.now() - t;
-      }
-    }),
-  );
+  await forEachIndex(ops, concurrency, async (i) => {
+    const t = performance.now();
+    await op(i);
+    latencies[i] = performance.now() - t;
+  });
   const seconds = (performance.now() - start) / 1000;
   const after = await scriptTime(redis);
   latencies.sort();

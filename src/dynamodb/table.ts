@@ -6,6 +6,7 @@
  * GSI1 is sparse: only items that carry GSI1PK are in it (available seats of a section).
  * GSI2 is sparse and sharded: held seats (and holds) keyed by expiry, for the sweeper.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   CreateTableCommand,
   DescribeTableCommand,
@@ -74,6 +75,6 @@ export async function ensureTable(client: DynamoDBClient, tableName: string): Pr
   const deadline = Date.now() + 60_000;
   while (!(await tableExists(client, tableName))) {
     if (Date.now() > deadline) throw new Error(`table ${tableName} did not become ACTIVE within 60 s`);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
 }

@@ -41,6 +41,8 @@ export interface EventService {
   restore(eventId: string, log: Logger): Promise<boolean>;
   /** The event from the process's one event cache (src/inventory/events.ts). */
   cached(eventId: string): Promise<EventDefinition | null>;
+  /** Whether the cached event has the section, synchronously; undefined when it cannot tell now. */
+  hasSection(eventId: string, sectionId: string): boolean | undefined;
   /**
    * Keeps the operator's waiting-room settings on the event, so a room Redis loses comes back with
    * them (RELIABILITY.md). False when there is no such event.
@@ -109,6 +111,7 @@ export function createEventService(deps: {
     },
 
     cached: (eventId) => inventory.events.cached({ eventId }),
+    hasSection: (eventId, sectionId) => inventory.events.hasSection({ eventId, sectionId }),
     saveRoomSettings: (eventId, settings) => inventory.events.saveRoomSettings({ eventId, settings }),
     counts: (eventId) => inventory.seats.eventCounts({ eventId }),
     generalAdmission: (eventId, areaId) => inventory.seats.generalAdmission({ eventId, areaId }),

@@ -7,10 +7,9 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { MiddlewareHandler } from "hono";
-import { requestId } from "hono/request-id";
 import { InventoryUnavailableError } from "../inventory/index.js";
 import type { AppDeps, AppEnv, CachedReads } from "./context.js";
-import { lazyRequestLog } from "./request-log.js";
+import { requestContext } from "./request-context.js";
 import { ApiError, errorBody } from "./errors.js";
 import { putEventRoute } from "./routes/admin/put-event.js";
 import { statsRoute } from "./routes/admin/stats.js";
@@ -30,6 +29,10 @@ import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
 import { pagesRoutes } from "./routes/pages.js";
 import { serviceRoutes } from "./routes/service.js";
 import { ttlCache } from "../ttl-cache.js";
+import { sectionFastPath } from "./fast-path.js";
+
+/** The app, and what it answers before Hono when served on Node (pass both to listenApp). */
+export type GatewayApp = ReturnType<typeof buildApp>;
 
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({
@@ -59,26 +62,8 @@ export function buildApp(deps: AppDeps) {
     seenEvents: new Set(),
   };
 
-  // Echoes a client's X-Request-Id when it is sane (word characters, at most 128), else makes one.
-  app.use(requestId({ limitLength: 128 }));
-  const { httpDuration } = deps.metrics;
-  app.use(async (c, next) => {
-    c.set("deps", deps);
-    c.set("reads", reads);
-    const log = lazyRequestLog(deps.logger, c.get("requestId"));
-    c.set("log", log);
-    const started = performance.now();
-    await next();
-    const seconds = (performance.now() - started) / 1000;
-    const method = c.req.method;
-    const route = c.req.routePath;
-    const status = c.res.status;
-    httpDuration.observe({ method, route, status: String(status) }, seconds);
-    // One line per request at debug level (LOG_LEVEL=debug): at on-sale rates info would drown the log.
-    if (deps.logger.isLevelEnabled("debug")) {
-      log.debug({ method, route, status, ms: Math.round(seconds * 1000) }, "request");
-    }
-  });
+  // The request's id, context and duration (src/http/request-context.ts), then the body limit.
+  app.use(requestContext(deps, reads));
   app.use(requestBodyLimit(deps.limits.maxBodyBytes));
 
   // Plain Hono routes (not zod-openapi ones) are described here so the document lists them too.
@@ -163,7 +148,7 @@ export function buildApp(deps: AppDeps) {
     else if (clientWentAway(thrown, c.req.raw)) {
       // The client closed the connection while its body was being read: nobody reads this answer,
       // and it is no server error.
-      c.var.log?.debug({ err: (thrown as Error).message }, "client closed the connection mid-request");
+      c.get("log")?.debug({ err: (thrown as Error).message }, "client closed the connection mid-request");
       err = new ApiError("invalid_request", "the connection closed before the request body arrived");
     } else if (thrown instanceof InventoryUnavailableError) {
       err = new ApiError("unavailable", "seat inventory unavailable; retry", { retryAfter: 1 });
@@ -175,15 +160,21 @@ export function buildApp(deps: AppDeps) {
       );
     } else {
       // Never a stack trace to the client; the log keeps it.
-      (c.var.log ?? deps.logger).error({ err: thrown }, "unhandled error");
+      (c.get("log") ?? deps.logger).error({ err: thrown }, "unhandled error");
       err = new ApiError("internal_error", "internal error");
     }
     if (err.retryAfter !== undefined) c.header("Retry-After", String(err.retryAfter));
-    if (err.status >= 500) c.var.log?.warn({ code: err.code, details: err.details }, err.message);
+    if (err.status >= 500) c.get("log")?.warn({ code: err.code, details: err.details }, err.message);
     return c.json(errorBody(err, id), err.status);
   });
 
-  return app;
+  // The section seat map answered before Hono when it can be (src/http/fast-path.ts).
+  const fastPath = sectionFastPath({
+    deps,
+    knownSection: (eventId, sectionId) => deps.events.hasSection(eventId, sectionId),
+  });
+
+  return Object.assign(app, { fastPath });
 }
 
 /**

@@ -12,7 +12,7 @@ import { burstOf } from "./middleware/rate-limit.js";
  * rotate a fake address per request past the per-IP limits and the operator guess limit.
  */
 export function clientIp(c: Context<AppEnv>): string {
-  if (c.var.deps.limits.trustProxy) {
+  if (c.get("deps").limits.trustProxy) {
     const forwarded = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim();
     if (forwarded) return forwarded.slice(0, 64);
   }
@@ -29,7 +29,7 @@ export function clientIp(c: Context<AppEnv>): string {
  * and, when a fan is known, the per-fan limit of one route.
  */
 export async function limitRequest(c: Context<AppEnv>, route: string, fan?: { eventId: string; fanId: string }) {
-  const { rateLimiter, limits } = c.var.deps;
+  const { rateLimiter, limits } = c.get("deps");
   if (!exemptFromIpLimit(c)) await rateLimiter.enforce(`ip:${route}`, clientIp(c), { perSecond: limits.ratePerIp });
   if (fan) {
     await rateLimiter.enforce(`fan:${route}`, `${fan.eventId}:${fan.fanId}`, { perSecond: limits.ratePerFan });
@@ -51,7 +51,7 @@ const lineLimit = (perSecond: number, subject: string): LineLimit | undefined =>
  * per-IP limit of these two routes counts one address's requests to one event's line.
  */
 export function lineLimits(c: Context<AppEnv>, fanId?: string): StatusLimits {
-  const { limits } = c.var.deps;
+  const { limits } = c.get("deps");
   return {
     // The operator's load generators skip the per-IP limit, never the per-fan one.
     ip: exemptFromIpLimit(c) ? undefined : lineLimit(limits.ratePerIp, clientIp(c)),
@@ -71,7 +71,7 @@ export function enforceLineLimits(
   limits: StatusLimits,
   result: { ok: false; reason: string; limit?: "ip" | "fan"; retryAfterMs?: number },
 ): void {
-  const { rateLimiter } = c.var.deps;
+  const { rateLimiter } = c.get("deps");
   if (result.reason === "rate_limited") {
     throw rateLimiter.refusal(`${result.limit ?? "ip"}:${route}`, result.retryAfterMs ?? 1000);
   }
@@ -91,7 +91,7 @@ export function enforceLineLimits(
  * it reaches the script (a malformed body), so a flood of those is 429 before it is 400.
  */
 export async function limitJoinAlone(c: Context<AppEnv>, eventId: string): Promise<void> {
-  const { rateLimiter, limits } = c.var.deps;
+  const { rateLimiter, limits } = c.get("deps");
   const ip = exemptFromIpLimit(c) ? undefined : lineLimit(limits.ratePerIp, clientIp(c));
   if (!ip) return;
   // A malformed event id is refused by the route's validation and never reaches a script.

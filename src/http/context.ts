@@ -47,7 +47,7 @@ export interface GatewayLimits {
 }
 
 /**
- * The services every handler reaches through `c.var.deps`, built once by src/services.ts. Only
+ * The services every handler reaches through `c.get("deps")`, built once by src/services.ts. Only
  * services: no store client, no forwarder to one (the inventory is the services' to use).
  */
 export interface AppDeps {

@@ -67,7 +67,13 @@ export class ApiError extends Error {
     message: string,
     options: { details?: Record<string, unknown>; retryAfter?: number; cause?: unknown } = {},
   ) {
+    // An ApiError is an answer, not a fault: its stack is never sent nor logged (a 5xx logs its
+    // code and details, and its cause keeps the cause's own stack). Capturing one anyway was a
+    // measurable share of a hot-seat refusal, the path thousands of fans race at once.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    Error.stackTraceLimit = stackTraceLimit;
     this.code = code;
     this.status = statusOf[code];
     this.details = options.details;

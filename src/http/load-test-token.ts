@@ -29,7 +29,7 @@ export function isLoadTestToken(configured: string | undefined, presented: strin
 
 /** Whether this request skips the per-IP bucket (never the per-fan one). */
 export function exemptFromIpLimit(c: Context<AppEnv>): boolean {
-  const configured = c.var.deps.limits.loadTestToken;
+  const configured = c.get("deps").limits.loadTestToken;
   // No header lookup on the hot path when the gateway has no load-test token.
   return configured !== undefined && isLoadTestToken(configured, c.req.header(LOAD_TEST_TOKEN_HEADER));
 }

@@ -8,7 +8,7 @@ import type { Bindings, Logger, LogFn } from "pino";
 
 export type Level = "debug" | "info" | "warn" | "error";
 
-/** What handlers may do with `c.var.log`. */
+/** What handlers may do with `c.get("log")`. */
 export interface RequestLog {
   debug: LogFn;
   info: LogFn;

@@ -14,8 +14,9 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { getRequestListener } from "@hono/node-server";
+import { getRequestListener, type Http2Bindings, type HttpBindings } from "@hono/node-server";
 import { ApiError, type ErrorCode, errorBody } from "./errors.js";
+import type { NodeFastPath } from "./fast-path.js";
 
 export const LISTEN_BACKLOG = 4_096;
 
@@ -140,17 +141,36 @@ function adapterError(err: unknown): Response {
 }
 
 export async function listenApp(options: {
-  fetch: (request: Request) => Response | Promise<Response>;
+  /** The app's fetch; `env` carries Node's `{incoming, outgoing}` (src/http/request-context.ts uses it). */
+  fetch: (request: Request, env: HttpBindings | Http2Bindings) => Response | Promise<Response>;
   port: number;
   host: string;
   /** Default KEEP_ALIVE_TIMEOUT_MS. */
   keepAliveTimeoutMs?: number;
+  /** Answers some requests before the app (src/http/fast-path.ts); what it declines goes to the app. */
+  fastPath?: NodeFastPath;
 }): Promise<{ server: Server; port: number }> {
-  const listener = getRequestListener(options.fetch, {
+  const appListener = getRequestListener(options.fetch, {
     // HTTP/1.0 clients may send no Host: they are served as if they had named this one.
     hostname: "localhost",
     errorHandler: adapterError,
   });
+  const { fastPath } = options;
+  const listener = !fastPath
+    ? appListener
+    : (incoming: IncomingMessage, outgoing: ServerResponse) => {
+        try {
+          if (fastPath(incoming, outgoing)) return;
+        } catch {
+          // Never half an answer: before its first byte the app answers instead, after it the
+          // connection goes (the client sees a reset, not a truncated body it could trust).
+          if (outgoing.headersSent) {
+            outgoing.destroy();
+            return;
+          }
+        }
+        void appListener(incoming, outgoing);
+      };
   const server = createServer(
     {
       requestTimeout: REQUEST_TIMEOUT_MS,

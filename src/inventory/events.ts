@@ -107,6 +107,12 @@ export interface EventCache {
   forSale(eventId: string): Promise<SaleEvent | null>;
   /** Drops the cached version (a replacement or creation in this process). */
   forget(eventId: string): void;
+  /**
+   * Whether the cached event has the section, without waiting and without reading: undefined when
+   * this process cannot tell now (not cached, stale, still being read). The seat map's fast path
+   * (src/http/fast-path.ts) asks this on every request.
+   */
+  hasSection(eventId: string, sectionId: string): boolean | undefined;
 }
 
 /**
@@ -118,7 +124,7 @@ export interface EventCache {
  */
 export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
   type Layout = Omit<SaleEvent, "onSale">;
-  const cache = new Map<string, { layout: Promise<Layout | null>; until: number }>();
+  const cache = new Map<string, { layout: Promise<Layout | null>; until: number; loaded?: Layout | null }>();
   const load = async (eventId: string): Promise<Layout | null> => {
     if (!ID_PATTERN.test(eventId)) return null;
     const item = await getEventItem(ctx, eventId);
@@ -133,11 +139,15 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
   const onSale = (event: EventDefinition) => event.layoutComplete && Date.parse(event.onSaleAt) <= ctx.clock();
   const miss = async (eventId: string): Promise<Layout | null> => {
     if (cache.size > 1_000) cache.clear();
-    const entry = { layout: load(eventId), until: Date.now() + Math.min(ttlMs, MUTABLE_EVENT_CACHE_MS) };
+    const entry: { layout: Promise<Layout | null>; until: number; loaded?: Layout | null } = {
+      layout: load(eventId),
+      until: Date.now() + Math.min(ttlMs, MUTABLE_EVENT_CACHE_MS),
+    };
     cache.set(eventId, entry);
     try {
       const layout = await entry.layout;
       if (layout && onSale(layout.event)) entry.until = Date.now() + ttlMs;
+      entry.loaded = layout;
       return layout;
     } catch (err) {
       // A failed read is not kept.
@@ -152,6 +162,11 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
       return layout ? { ...layout, onSale: onSale(layout.event) } : null;
     },
     forget: (eventId) => void cache.delete(eventId),
+    hasSection(eventId, sectionId) {
+      const hit = cache.get(eventId);
+      if (!hit || hit.until <= Date.now() || hit.loaded === undefined) return undefined;
+      return hit.loaded?.sections.has(sectionId) ?? false;
+    },
   };
 }
 
@@ -601,6 +616,8 @@ export interface EventStore {
    * can no longer change), 2 s before (a replacement elsewhere shows within that; here, at once).
    */
   cached(args: EventRef): Promise<EventDefinition | null>;
+  /** From the same cache, synchronously: whether the event has the section; undefined when it cannot tell now. */
+  hasSection(args: EventRef & { sectionId: string }): boolean | undefined;
   /**
    * Keeps the operator's waiting-room settings on the event (restored with them after a Redis
    * loss). False when there is no such event.
@@ -626,6 +643,7 @@ export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: nu
     },
     get: ({ eventId }) => getEvent(ctx, eventId),
     cached: ({ eventId }) => guard("cachedEvent", async () => (await cache.forSale(eventId))?.event ?? null),
+    hasSection: ({ eventId, sectionId }) => cache.hasSection(eventId, sectionId),
     saveRoomSettings: ({ eventId, settings }) => saveRoomSettings(ctx, eventId, settings),
     list: ({ limit }) => listEvents(ctx, limit),
   };

@@ -3,6 +3,7 @@
  * tests that need a Redis they may kill. Nothing is persisted: it is a cache and a queue here,
  * never the authority.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { Redis } from "ioredis";
@@ -80,7 +81,7 @@ export async function spawnRedis(
       child.kill("SIGKILL");
       throw new Error(`redis-server on port ${port} did not answer PING in time`);
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   return {
     url,

@@ -18,10 +18,12 @@
  * is an `idempotency_mismatch` error and charges nothing. Keys are `pay:{<namespace>}:...`, one
  * hash tag for all of them, every one passed in KEYS.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { createHash, randomBytes } from "node:crypto";
 import type { Logger } from "../logger.js";
 import { neverSent, redisReady, trackRedis } from "../redis/availability.js";
-import { callScript, defineScripts, type RedisClient } from "../redis/scripts.js";
+import { registerScripts, type RedisClient } from "../redis/scripts.js";
+import { PAYMENT_CODES, type PaymentCode, paymentScripts } from "./codes.js";
 import type { ChargeOutcome, LookupOutcome, PaymentProvider, RefundOutcome } from "./provider.js";
 import type { WebhookEvent } from "./webhook.js";
 
@@ -113,18 +115,19 @@ function newId(prefix: string): string {
   return `${prefix}_${randomBytes(12).toString("base64url")}`;
 }
 
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    // Unreferenced: a pending slow answer must not hold a shutting-down process open.
-    setTimeout(resolve, ms).unref();
-  });
-}
+// Unreferenced: a pending slow answer must not hold a shutting-down process open.
+const delay = (ms: number): Promise<void> => sleep(ms, undefined, { ref: false });
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
 const MAX_KEY_LENGTH = 255;
+
+/** The reply's code as named in the family's table; undefined for a code it does not know. */
+function outcomeOf(code: number): PaymentCode | undefined {
+  return PAYMENT_CODES.codes[code];
+}
 
 /** [code, value, amount, created], see lua/payment-charge-4.lua. */
 type ChargeReply = [number, string, number, number];
@@ -139,7 +142,7 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
   if (!Number.isFinite(timeoutDelayMs) || timeoutDelayMs < 0) throw new RangeError("timeoutDelayMs must be >= 0");
 
   const keys = simulatedPaymentKeys(namespace);
-  defineScripts(redis, ["payment-charge-4", "payment-refund-2"]);
+  const run = registerScripts(redis, paymentScripts);
   trackRedis(redis);
 
   function emit(event: WebhookEvent): void {
@@ -160,9 +163,8 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
     const chargeId = newId("ch");
     let reply: ChargeReply;
     try {
-      reply = await callScript<ChargeReply>(
-        redis,
-        "paymentCharge",
+      reply = await run<ChargeReply>(
+        "charge",
         [keys.idem(idempotencyKey), keys.charge(chargeId), keys.charges, keys.totals],
         [
           chargeId,
@@ -181,26 +183,27 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
       return { kind: "unknown" };
     }
     const [code, value, recorded, created] = reply;
-    switch (code) {
-      case 1:
+    switch (outcomeOf(code)) {
+      case "charged":
         if (created === 1) {
           const succeeded = eventOf("charge.succeeded", { idempotencyKey, chargeId: value, amount: recorded });
           if (paymentToken === simulatedTokens.timeout) void delay(timeoutDelayMs).then(() => emit(succeeded));
           else emit(succeeded);
         }
         return { kind: "charged", chargeId: value, amount: recorded };
-      case 2:
+      case "declined":
         if (created === 1) emit(eventOf("charge.failed", { idempotencyKey, amount: recorded, reason: value }));
         return { kind: "declined", reason: value };
-      case -1:
+      case "provider_error":
         return { kind: "error", code: "provider_error", message: "simulated provider error (tok_error)" };
-      case -2:
+      case "idempotency_mismatch":
         return {
           kind: "error",
           code: "idempotency_mismatch",
           message: `idempotency key reused with a different ${value}; nothing charged`,
         };
       default:
+        // charge_id_taken; or a code this table does not know, which charged nothing either
         return {
           kind: "error",
           code: "provider_error",
@@ -278,9 +281,8 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
       if (!redisReady(redis)) return { kind: "error", message: "the payment provider is unreachable" };
       let reply: RefundReply;
       try {
-        reply = await callScript<RefundReply>(
-          redis,
-          "paymentRefund",
+        reply = await run<RefundReply>(
+          "refund",
           [keys.charge(chargeId), keys.totals],
           [newId("re"), idempotencyKey ?? ""],
         );
@@ -289,7 +291,9 @@ export function createSimulatedProvider(options: SimulatedProviderOptions): Simu
         return { kind: "error", message: messageOf(err) };
       }
       const [code, refundId, amount, created, chargeKey] = reply;
-      if (code !== 1 || refundId === undefined) return { kind: "error", message: `no charge ${chargeId}` };
+      if (outcomeOf(code) !== "refunded" || refundId === undefined) {
+        return { kind: "error", message: `no charge ${chargeId}` };
+      }
       if (created === 1 && chargeKey !== undefined) {
         emit(
           eventOf("charge.refunded", {

@@ -1,11 +1,21 @@
 /**
- * Lua scripts live in lua/, one file each, named `<command>-<numberOfKeys>.lua` (bullmq's
- * convention; a `-n` suffix means the caller passes the key count). Shared code sits in an
- * `includes/` folder beside a script and is inlined where the script says `--- @include "<name>"`;
- * a name not found there is taken from lua/includes/ (code every family shares, the token bucket).
- * Files are read when a module is built (never at import time) and registered with ioredis
- * `defineCommand`, which sends EVALSHA and falls back to EVAL on NOSCRIPT, so a restarted Redis
- * costs one extra round trip, never an error.
+ * The one loader of the Lua scripts (bullmq's model). Every script is a file under lua/, named
+ * `<command>-<numberOfKeys>.lua` (a `-n` suffix means the caller passes the key count), with a
+ * header documenting its KEYS, ARGV and replies. Shared code sits in an `includes/` folder and is
+ * inlined where a script says `--- @include "<name>"`: first from the script's own family
+ * folder (lua/waiting-room/includes/), else from lua/includes/ (code every family shares: the
+ * clock, the token bucket). Each include is inlined once per script, so an include may name the
+ * includes it needs and a script may name the same one again.
+ *
+ * A caller declares its family once (`scriptFamily`: a name for each script file) and registers
+ * it on a client with `registerScripts`, which returns the family's runner. Files are read when a
+ * module is built (never at import time) and once per process. Registration uses ioredis
+ * `defineCommand`: EVALSHA, falling back to EVAL on NOSCRIPT, so a restarted Redis costs one
+ * extra round trip, never an error. The runner checks every call's key count against the file
+ * name, so a wrong KEYS list fails in TypeScript, not as a confusing nil inside Lua.
+ *
+ * Replies: each family keeps one table of its scripts' numeric codes (`codeTable`), so a reply
+ * is read as a named outcome in one place and an unknown code is an error, never a guess.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -17,58 +27,138 @@ export type RedisClient = Redis | Cluster;
 export const luaDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "lua");
 
 export interface ScriptFile {
-  /** The ioredis command name it is registered as. */
+  /** The file, relative to lua/, without `.lua`: `waiting-room/join-9`. */
+  file: string;
+  /** The ioredis command name, from the whole path so no two families clash: `waitingRoomJoin`. */
   command: string;
-  /** undefined: variable, the first argument of each call is the key count. */
+  /** undefined: variable, the runner passes the number of keys it is given. */
   numberOfKeys: number | undefined;
+  /** The source with every include inlined. */
   lua: string;
 }
 
 const INCLUDE = /^--- @include "([A-Za-z0-9_-]+)"[ \t]*$/gm;
 
-function expandIncludes(source: string, dir: string, seen: readonly string[]): string {
+function expandIncludes(source: string, dir: string, stack: readonly string[], done: Set<string>): string {
   return source.replace(INCLUDE, (_line, name: string) => {
-    if (seen.includes(name)) throw new Error(`circular Lua include: ${[...seen, name].join(" -> ")}`);
+    if (stack.includes(name)) throw new Error(`circular Lua include: ${[...stack, name].join(" -> ")}`);
+    // Inlined once: a second copy would redefine its locals (and Lua allows 200 per chunk).
+    if (done.has(name)) return `-- (include "${name}" is inlined above)`;
+    done.add(name);
     const own = join(dir, "includes", `${name}.lua`);
     const body = readFileSync(existsSync(own) ? own : join(luaDir, "includes", `${name}.lua`), "utf8");
-    return expandIncludes(body, dir, [...seen, name]);
+    return expandIncludes(body, dir, [...stack, name], done);
   });
 }
 
-/** Reads `<dir>/<fileBase>.lua` with its includes expanded; the name gives command and key count. */
-export function readScript(fileBase: string, dir: string = luaDir): ScriptFile {
-  const match = /^(.+)-(\d+|n)$/.exec(fileBase);
-  if (!match) throw new Error(`script file name ${fileBase} does not follow <name>-<keys>.lua`);
+const camel = (s: string) => s.replace(/[-/]([a-z])/g, (_, c: string) => c.toUpperCase());
+
+const read = new Map<string, ScriptFile>();
+
+/** Reads `lua/<file>.lua` with its includes inlined, once per process; the name gives the key count. */
+export function readScript(file: string): ScriptFile {
+  const cached = read.get(file);
+  if (cached) return cached;
+  const match = /^(.+)-(\d+|n)$/.exec(file);
+  if (!match) throw new Error(`script file ${file} does not follow <name>-<keys>.lua`);
   const [, name, keys] = match as unknown as [string, string, string];
-  return {
-    command: name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()),
+  const path = join(luaDir, `${file}.lua`);
+  const script: ScriptFile = {
+    file,
+    command: camel(name),
     numberOfKeys: keys === "n" ? undefined : Number(keys),
-    lua: expandIncludes(readFileSync(join(dir, `${fileBase}.lua`), "utf8"), dir, []),
+    lua: expandIncludes(readFileSync(path, "utf8"), dirname(path), [], new Set()),
   };
+  read.set(file, script);
+  return script;
 }
 
-/** Registers each script once per client; a second call for the same client is a no-op. */
-export function defineScripts(redis: RedisClient, fileBases: readonly string[]): void {
-  const defined = redis as unknown as Record<string, unknown>;
-  for (const base of fileBases) {
-    const script = readScript(base);
-    if (typeof defined[script.command] === "function") continue;
-    redis.defineCommand(script.command, {
-      lua: script.lua,
-      ...(script.numberOfKeys === undefined ? {} : { numberOfKeys: script.numberOfKeys }),
-    });
-  }
+export interface ScriptFamily<N extends string> {
+  /** For error messages: `waiting-room`, `payment`, `seat-map`. */
+  name: string;
+  /** Each script's name in the family -> its file under lua/ (no `.lua`). */
+  files: Readonly<Record<N, string>>;
+  /** Scripts that only read (ioredis may send them to a replica). */
+  readOnly?: readonly NoInfer<N>[];
 }
 
-/** Calls a registered script by name with keys and arguments, typed at the call site. */
-export async function callScript<T>(
-  redis: RedisClient,
-  command: string,
+/** Declares a family; reading its files waits for the first `registerScripts`. */
+export function scriptFamily<const N extends string>(family: ScriptFamily<N>): ScriptFamily<N> {
+  return family;
+}
+
+/** The family's scripts read from disk (for tests and tools). */
+export function familyScripts<N extends string>(family: ScriptFamily<N>): (ScriptFile & { name: N })[] {
+  return (Object.entries(family.files) as [N, string][]).map(([name, file]) => ({ name, ...readScript(file) }));
+}
+
+/** Runs one script of the family: keys are checked against its file name, the reply is the caller's to decode. */
+export type RunScript<N extends string> = <T = unknown>(
+  name: N,
   keys: readonly string[],
-  args: readonly (string | number)[],
-  variableKeys = false,
-): Promise<T> {
-  const fn = (redis as unknown as Record<string, (...a: (string | number)[]) => Promise<T>>)[command];
-  if (typeof fn !== "function") throw new Error(`script ${command} is not defined on this client`);
-  return variableKeys ? fn.call(redis, keys.length, ...keys, ...args) : fn.call(redis, ...keys, ...args);
+  args?: readonly (string | number)[],
+) => Promise<T>;
+
+type ScriptMethod = (...args: (string | number)[]) => Promise<unknown>;
+
+interface Registered {
+  method: ScriptMethod;
+  numberOfKeys: number | undefined;
+}
+
+/**
+ * Defines the family's commands on `redis` once (a client that has a command already keeps it:
+ * the name comes from the file, so it is the same script) and returns its runner.
+ */
+export function registerScripts<N extends string>(redis: RedisClient, family: ScriptFamily<N>): RunScript<N> {
+  const methods = redis as unknown as Record<string, ScriptMethod | undefined>;
+  const byName = new Map<string, Registered>();
+  for (const script of familyScripts(family)) {
+    if (typeof methods[script.command] !== "function") {
+      redis.defineCommand(script.command, {
+        lua: script.lua,
+        ...(script.numberOfKeys === undefined ? {} : { numberOfKeys: script.numberOfKeys }),
+        ...(family.readOnly?.includes(script.name) ? { readOnly: true } : {}),
+      });
+    }
+    const method = methods[script.command];
+    if (!method) throw new Error(`command ${script.command} was not defined`);
+    byName.set(script.name, { method, numberOfKeys: script.numberOfKeys });
+  }
+  const run = (name: N, keys: readonly string[], args: readonly (string | number)[] = []): Promise<unknown> => {
+    const script = byName.get(name);
+    if (!script) return Promise.reject(new Error(`unknown ${family.name} script ${name}`));
+    if (script.numberOfKeys === undefined) return script.method.call(redis, keys.length, ...keys, ...args);
+    if (keys.length !== script.numberOfKeys) {
+      return Promise.reject(new Error(`${name} takes ${script.numberOfKeys} keys, was given ${keys.length}`));
+    }
+    return script.method.call(redis, ...keys, ...args);
+  };
+  return run as RunScript<N>;
+}
+
+/** A script answered a code its family's table does not know: the script and its caller disagree. */
+export class UnknownScriptCode extends Error {
+  override name = "UnknownScriptCode";
+}
+
+export interface CodeTable<O extends string> {
+  /** code -> outcome, as the script headers list them. */
+  readonly codes: Readonly<Record<number, O>>;
+  /** The outcome `code` stands for; throws UnknownScriptCode for any other value. */
+  outcome(code: unknown): O;
+}
+
+/** One table from a script family's numeric reply codes to named outcomes. */
+export function codeTable<const O extends string>(family: string, codes: Readonly<Record<number, O>>): CodeTable<O> {
+  const byCode = new Map<number, O>(Object.entries(codes).map(([code, outcome]) => [Number(code), outcome as O]));
+  if (new Set(byCode.values()).size !== byCode.size) throw new Error(`${family}: two codes share an outcome`);
+  return {
+    codes,
+    outcome(code) {
+      const outcome = typeof code === "number" ? byCode.get(code) : undefined;
+      if (outcome === undefined) throw new UnknownScriptCode(`${family} script returned unknown code ${String(code)}`);
+      return outcome;
+    },
+  };
 }

@@ -18,7 +18,7 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import { redisReady, requireRedis, trackRedis } from "../redis/availability.js";
-import { callScript, defineScripts, type RedisClient } from "../redis/scripts.js";
+import { codeTable, type RedisClient, registerScripts, scriptFamily } from "../redis/scripts.js";
 import { ttlCache } from "../ttl-cache.js";
 
 export type SeatStatus = "available" | "held" | "sold";
@@ -59,6 +59,23 @@ export type ShieldResult =
   | { kind: "leased"; owner: string; release(): Promise<void> }
   | { kind: "bypass"; release(): Promise<void> }
   | { kind: "lost"; seats: string[] };
+
+// The names are the metrics' `script` labels.
+const seatMapScripts = scriptFamily({
+  name: "seat-map",
+  files: {
+    seatmapFillBegin: "seatmap-fill-begin-2",
+    seatmapLoad: "seatmap-load-7",
+    seatmapApply: "seatmap-apply-8",
+    shield: "shield-n",
+    leaseRelease: "lease-release-n",
+  },
+});
+
+/** The first element of shield-n.lua's reply. */
+const SHIELD_CODES = codeTable("shield", { 1: "leased", 2: "not_cached", 0: "lost" });
+/** seatmap-load-7.lua's reply. */
+const LOAD_CODES = codeTable("seatmap-load", { 1: "filled", 0: "cached", [-1]: "uncovered" });
 
 /** A fill wrote the section; the store has no such section; or the journal could not cover the fill. */
 type FillOutcome = "filled" | "missing" | "uncovered";
@@ -134,12 +151,12 @@ export function createSeatMapCache(deps: {
       }
     }
   };
-  defineScripts(redis, ["seatmap-fill-begin-2", "seatmap-load-7", "seatmap-apply-8", "shield-n", "lease-release-n"]);
+  const run = registerScripts(redis, seatMapScripts);
 
-  const script = async <T>(name: string, keys: string[], args: (string | number)[], variable = false) => {
+  const script = async <T>(name: keyof typeof seatMapScripts.files, keys: string[], args: (string | number)[]) => {
     requireRedis(redis, name);
     try {
-      const out = await callScript<T>(redis, name, keys, args, variable);
+      const out = await run<T>(name, keys, args);
       metrics.redisScripts.inc({ script: name, outcome: "ok" });
       return out;
     } catch (err) {
@@ -182,7 +199,7 @@ export function createSeatMapCache(deps: {
         ...held,
       ],
     );
-    if (filled === -1) {
+    if (LOAD_CODES.outcome(filled) === "uncovered") {
       deps.logger.warn({ eventId, sectionId }, "seat-map fill outlasted its journal; not cached");
       return "uncovered";
     }
@@ -302,24 +319,27 @@ export function createSeatMapCache(deps: {
       const release = async () => {
         if (leased.length === 0) return;
         const keys = leased.map((id) => seatMapKeys.lease(eventId, id));
-        await script<number>("leaseRelease", keys, [owner], true).catch(() => {});
+        await script<number>("leaseRelease", keys, [owner]).catch(() => {});
       };
       let bypass = false;
       for (const [sectionId, ids] of bySection) {
         const k = seatMapKeys.section(eventId, sectionId);
         const keys = [k.st, k.idx, k.exp, ...ids.map((id) => seatMapKeys.lease(eventId, id))];
-        const shieldOnce = () => script<(number | string)[]>("shield", keys, [leaseMs, owner, ...ids], true);
+        const shieldOnce = async () => {
+          const [code, ...lost] = await script<(number | string)[]>("shield", keys, [leaseMs, owner, ...ids]);
+          return { answer: SHIELD_CODES.outcome(code), lost };
+        };
         let out = await shieldOnce();
         // A cold section is loaded once (per process) and checked again, so the first spike on
         // an event is filtered too instead of reaching DynamoDB in full.
-        if (out[0] === 2 && (await fillOnce(eventId, sectionId).catch(() => "failed")) === "filled")
+        if (out.answer === "not_cached" && (await fillOnce(eventId, sectionId).catch(() => "failed")) === "filled")
           out = await shieldOnce();
-        if (out[0] === 0) {
+        if (out.answer === "lost") {
           await release();
           metrics.shieldRejections.inc();
-          return { kind: "lost", seats: out.slice(1).map(String) };
+          return { kind: "lost", seats: out.lost.map(String) };
         }
-        if (out[0] === 2) bypass = true;
+        if (out.answer === "not_cached") bypass = true;
         else leased.push(...ids);
       }
       return bypass && leased.length === 0 ? { kind: "bypass", release } : { kind: "leased", owner, release };

@@ -1,7 +1,10 @@
 /**
- * The one table from the scripts' negative return codes to domain outcomes. Each script's header
- * lists which of these it can return.
+ * The waiting room's reply codes, in one table (the family's: each script's header lists which it
+ * can return). Negative codes are refusals any line script may answer instead of its list;
+ * session-active-2.lua, the claim path's one check, answers a code every time.
  */
+import { codeTable, UnknownScriptCode } from "../redis/scripts.js";
+
 export const SCRIPT_OUTCOMES = {
   "-1": "not_found",
   "-2": "not_joined",
@@ -14,6 +17,21 @@ export const SCRIPT_OUTCOMES = {
 
 export type ScriptOutcome = (typeof SCRIPT_OUTCOMES)[keyof typeof SCRIPT_OUTCOMES];
 
+/** session-active-2.lua's answers. */
+export const SESSION_ANSWERS = {
+  "0": "ended",
+  "1": "active",
+  "2": "other_epoch",
+  "3": "no_room",
+} as const;
+
+export type SessionAnswer = (typeof SESSION_ANSWERS)[keyof typeof SESSION_ANSWERS];
+
+export const WAITING_ROOM_CODES = codeTable<ScriptOutcome | SessionAnswer>("waiting-room", {
+  ...SCRIPT_OUTCOMES,
+  ...SESSION_ANSWERS,
+});
+
 /** What each outcome means, for logs and for the gateway's error messages. */
 export const OUTCOME_MESSAGES: Record<ScriptOutcome, string> = {
   not_found: "no waiting room is configured for this event",
@@ -25,15 +43,17 @@ export const OUTCOME_MESSAGES: Record<ScriptOutcome, string> = {
   not_drawn: "the pre-queue has not been drawn yet",
 };
 
-export class UnknownScriptCode extends Error {
-  override name = "UnknownScriptCode";
-}
-
 /** The outcome a negative reply stands for; `null` when the reply is a result, not a code. */
 export function scriptOutcome(reply: unknown): ScriptOutcome | null {
-  if (typeof reply !== "number") return null;
-  if (reply >= 0) return null;
-  const outcome = (SCRIPT_OUTCOMES as Record<string, ScriptOutcome | undefined>)[String(reply)];
-  if (!outcome) throw new UnknownScriptCode(`waiting-room script returned unknown code ${reply}`);
-  return outcome;
+  if (typeof reply !== "number" || reply >= 0) return null;
+  return WAITING_ROOM_CODES.outcome(reply) as ScriptOutcome;
+}
+
+const ANSWERS: ReadonlySet<string> = new Set(Object.values(SESSION_ANSWERS));
+
+/** What session-active-2.lua answered; any other code is the script and this table disagreeing. */
+export function sessionAnswer(reply: unknown): SessionAnswer {
+  const answer = WAITING_ROOM_CODES.outcome(reply);
+  if (!ANSWERS.has(answer)) throw new UnknownScriptCode(`session-active returned ${String(reply)}`);
+  return answer as SessionAnswer;
 }

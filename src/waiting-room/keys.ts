@@ -55,7 +55,7 @@ export function waitingRoomKeys(eventId: string): WaitingRoomKeys {
   };
 }
 
-/** KEYS[1..8] of every script that includes lua/waiting-room/includes/core.lua, in that order. */
+/** KEYS[1..8] of every line script (lua/waiting-room/includes/room.lua), in that order. */
 export function lineKeys(k: WaitingRoomKeys): string[] {
   return [k.room, k.fans, k.pre, k.fifo, k.seen, k.gone, k.active, k.sessions];
 }

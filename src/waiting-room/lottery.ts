@@ -7,7 +7,7 @@
  *   ties (never seen in practice) broken by the fanId's UTF-8 bytes;
  *
  * which is exactly the byte order of the Redis ZSET member `sha1hex(seed:fanId) .. fanId` the Lua
- * side ranks by (lua/waiting-room/includes/core.lua). Place k in that order is position k.
+ * side ranks by (lua/waiting-room/includes/prequeue.lua). Place k in that order is position k.
  */
 import { createHash, randomBytes } from "node:crypto";
 

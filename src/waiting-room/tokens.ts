@@ -83,6 +83,13 @@ const HEADER = Buffer.from(JSON.stringify({ alg: "HS256", typ: "JWT" })).toStrin
 /** An HMAC-SHA256 is 32 bytes: 43 base64url characters, no padding. */
 const SIGNATURE_LENGTH = 43;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
+/** Each base64url character's 6-bit value, by char code. */
+const BASE64URL_VALUE = (() => {
+  const values = new Uint8Array(128);
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  for (let i = 0; i < alphabet.length; i++) values[alphabet.charCodeAt(i)] = i;
+  return values;
+})();
 const NOT_ASCII = /[\u0080-\uffff]/;
 // Fatal, like jose's: a payload that is not UTF-8 is malformed, not repaired with U+FFFD.
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -96,9 +103,15 @@ const MALFORMED = fail("malformed");
  * of the last character zero (Buffer's decoder accepts all of these; re-encoding tells).
  */
 function decodeSegment(segment: string): Buffer | undefined {
-  if (segment.length === 0 || segment.length % 4 === 1 || !BASE64URL.test(segment)) return undefined;
-  const bytes = Buffer.from(segment, "base64url");
-  return bytes.toString("base64url") === segment ? bytes : undefined;
+  const rest = segment.length % 4;
+  if (segment.length === 0 || rest === 1 || !BASE64URL.test(segment)) return undefined;
+  // The last character of a 2- or 3-character tail carries 4 or 2 bits that encode nothing: zero
+  // in the one canonical spelling. (Re-encoding the bytes to compare told the same, at the cost of
+  // a second conversion on every poll.)
+  if (rest !== 0 && (BASE64URL_VALUE[segment.charCodeAt(segment.length - 1)]! & (rest === 2 ? 0x0f : 0x03)) !== 0) {
+    return undefined;
+  }
+  return Buffer.from(segment, "base64url");
 }
 
 /** A JSON object (not an array, not null) from a base64url segment, or undefined. */
@@ -130,6 +143,70 @@ function numericDate(value: number, what: string): number {
   return value;
 }
 
+/** The token's HMAC-SHA256 over its signing input, base64url. */
+type Mac = (signingInput: string) => string;
+
+/** Claims in the order jose wrote them (payload first, then iss, sub, iat, exp): the same bytes. */
+function signToken(mac: Mac, payload: Record<string, string>, sub: string, iat: number, exp: number): string {
+  if (typeof sub !== "string") throw new TypeError('"sub" claim must be a string');
+  const claims = { ...payload, iss: TOKEN_ISSUER, sub, iat: numericDate(iat, "iat"), exp: numericDate(exp, "exp") };
+  const signingInput = `${HEADER}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`;
+  return `${signingInput}.${mac(signingInput)}`;
+}
+
+/**
+ * The checks in jose's order, so each token gets the reason it got before: the shape and the
+ * header (malformed), the MAC (bad_signature), the claims set (malformed), the presence of
+ * iss/exp/iat/sub and the issuer, the types of iat and nbf, nbf not in the future (malformed),
+ * exp in the future (expired); then this service's own: sub and evt strings, iat and exp non-zero,
+ * epoch a string if present, iat not past the clock skew (malformed), kind, event.
+ */
+function verifyToken(mac: Mac, now: () => number, token: string, kind: TokenKind, eventId: string) {
+  if (typeof token !== "string") return MALFORMED;
+  const firstDot = token.indexOf(".");
+  const secondDot = firstDot < 0 ? -1 : token.indexOf(".", firstDot + 1);
+  if (secondDot < 0 || token.indexOf(".", secondDot + 1) >= 0) return MALFORMED;
+  if (!headerIsOurs(token.slice(0, firstDot))) return MALFORMED;
+  const payloadSegment = token.slice(firstDot + 1, secondDot);
+  const signature = token.slice(secondDot + 1);
+  // As jose: a payload must be ASCII to be signed over; whether it is base64url tells after the
+  // MAC (so a tampered payload is a bad signature, as it was).
+  if (NOT_ASCII.test(payloadSegment) || !BASE64URL.test(signature)) return MALFORMED;
+  const signingInput = token.slice(0, secondDot);
+  // Comparing the canonical encodings compares the MACs (one spelling per 32 bytes), and refuses
+  // the spellings a lenient decoder would have let through. The length is no secret.
+  if (signature.length !== SIGNATURE_LENGTH) return fail("bad_signature");
+  if (!timingSafeEqual(Buffer.from(signature, "latin1"), Buffer.from(mac(signingInput), "latin1"))) {
+    return fail("bad_signature");
+  }
+  const payload = jsonObject(payloadSegment);
+  if (!payload) return MALFORMED;
+  for (const claim of ["iss", "exp", "iat", "sub"]) if (!Object.hasOwn(payload, claim)) return MALFORMED;
+  if (payload.iss !== TOKEN_ISSUER) return MALFORMED;
+  const nowMs = now();
+  const nowSeconds = Math.floor(nowMs / 1000);
+  const { sub, evt, sid, iat, nbf, exp, epoch } = payload;
+  if (typeof iat !== "number") return MALFORMED;
+  if (nbf !== undefined && (typeof nbf !== "number" || nbf > nowSeconds)) return MALFORMED;
+  if (typeof exp !== "number") return MALFORMED;
+  if (exp <= nowSeconds) return fail("expired");
+  if (typeof sub !== "string" || typeof evt !== "string" || !iat || !exp) return MALFORMED;
+  if (epoch !== undefined && typeof epoch !== "string") return MALFORMED;
+  // Issued in the future (past the clock skew between gateways and Redis): not ours.
+  if (iat * 1000 > nowMs + MAX_CLOCK_SKEW_MS) return MALFORMED;
+  if (payload.kind !== kind) return fail("wrong_kind");
+  if (evt !== eventId) return fail("wrong_event");
+  return {
+    ok: true as const,
+    fanId: sub,
+    eventId: evt,
+    sessionId: typeof sid === "string" ? sid : undefined,
+    epoch,
+    issuedAt: new Date(iat * 1000),
+    expiresAt: new Date(exp * 1000),
+  };
+}
+
 export function createTokenService(options: TokenOptions): TokenService {
   const raw = typeof options.secret === "string" ? new TextEncoder().encode(options.secret) : options.secret;
   if (raw.byteLength < 32) throw new RangeError("the gateway secret must be at least 32 bytes");
@@ -138,68 +215,11 @@ export function createTokenService(options: TokenOptions): TokenService {
   const now = options.now ?? Date.now;
   const queueTtl = options.queueTokenTtlSeconds ?? 7 * 24 * 3600;
 
-  const mac = (signingInput: string) => createHmac("sha256", key).update(signingInput).digest("base64url");
+  const mac: Mac = (signingInput: string) => createHmac("sha256", key).update(signingInput).digest("base64url");
 
-  /** Claims in the order jose wrote them (payload first, then iss, sub, iat, exp): the same bytes. */
-  function sign(payload: Record<string, string>, sub: string, iat: number, exp: number): string {
-    if (typeof sub !== "string") throw new TypeError('"sub" claim must be a string');
-    const claims = { ...payload, iss: TOKEN_ISSUER, sub, iat: numericDate(iat, "iat"), exp: numericDate(exp, "exp") };
-    const signingInput = `${HEADER}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`;
-    return `${signingInput}.${mac(signingInput)}`;
-  }
-
-  /**
-   * The checks in jose's order, so each token gets the reason it got before: the shape and the
-   * header (malformed), the MAC (bad_signature), the claims set (malformed), the presence of
-   * iss/exp/iat/sub and the issuer, the types of iat and nbf, nbf not in the future (malformed),
-   * exp in the future (expired); then this service's own: sub and evt strings, iat and exp non-zero,
-   * epoch a string if present, iat not past the clock skew (malformed), kind, event.
-   */
-  function verify(token: string, kind: TokenKind, eventId: string) {
-    if (typeof token !== "string") return MALFORMED;
-    const firstDot = token.indexOf(".");
-    const secondDot = firstDot < 0 ? -1 : token.indexOf(".", firstDot + 1);
-    if (secondDot < 0 || token.indexOf(".", secondDot + 1) >= 0) return MALFORMED;
-    if (!headerIsOurs(token.slice(0, firstDot))) return MALFORMED;
-    const payloadSegment = token.slice(firstDot + 1, secondDot);
-    const signature = token.slice(secondDot + 1);
-    // As jose: a payload must be ASCII to be signed over; whether it is base64url tells after the
-    // MAC (so a tampered payload is a bad signature, as it was).
-    if (NOT_ASCII.test(payloadSegment) || !BASE64URL.test(signature)) return MALFORMED;
-    const signingInput = token.slice(0, secondDot);
-    // Comparing the canonical encodings compares the MACs (one spelling per 32 bytes), and refuses
-    // the spellings a lenient decoder would have let through. The length is no secret.
-    if (signature.length !== SIGNATURE_LENGTH) return fail("bad_signature");
-    if (!timingSafeEqual(Buffer.from(signature, "latin1"), Buffer.from(mac(signingInput), "latin1"))) {
-      return fail("bad_signature");
-    }
-    const payload = jsonObject(payloadSegment);
-    if (!payload) return MALFORMED;
-    for (const claim of ["iss", "exp", "iat", "sub"]) if (!Object.hasOwn(payload, claim)) return MALFORMED;
-    if (payload.iss !== TOKEN_ISSUER) return MALFORMED;
-    const nowMs = now();
-    const nowSeconds = Math.floor(nowMs / 1000);
-    const { sub, evt, sid, iat, nbf, exp, epoch } = payload;
-    if (typeof iat !== "number") return MALFORMED;
-    if (nbf !== undefined && (typeof nbf !== "number" || nbf > nowSeconds)) return MALFORMED;
-    if (typeof exp !== "number") return MALFORMED;
-    if (exp <= nowSeconds) return fail("expired");
-    if (typeof sub !== "string" || typeof evt !== "string" || !iat || !exp) return MALFORMED;
-    if (epoch !== undefined && typeof epoch !== "string") return MALFORMED;
-    // Issued in the future (past the clock skew between gateways and Redis): not ours.
-    if (iat * 1000 > nowMs + MAX_CLOCK_SKEW_MS) return MALFORMED;
-    if (payload.kind !== kind) return fail("wrong_kind");
-    if (evt !== eventId) return fail("wrong_event");
-    return {
-      ok: true as const,
-      fanId: sub,
-      eventId: evt,
-      sessionId: typeof sid === "string" ? sid : undefined,
-      epoch,
-      issuedAt: new Date(iat * 1000),
-      expiresAt: new Date(exp * 1000),
-    };
-  }
+  const sign = (payload: Record<string, string>, sub: string, iat: number, exp: number) =>
+    signToken(mac, payload, sub, iat, exp);
+  const verify = (token: string, kind: TokenKind, eventId: string) => verifyToken(mac, now, token, kind, eventId);
 
   return {
     signQueueToken({ fanId, eventId, epoch }) {

@@ -137,7 +137,12 @@ export function gatewayOf(app: ReturnType<typeof buildApp>, services: Services):
 
 /** Serves the app on a real port, for tests that need sockets (SSE, many connections). */
 export async function listen(gateway: Gateway): Promise<{ url: string; close(): Promise<void> }> {
-  const { server, port } = await listenApp({ fetch: gateway.app.fetch, port: 0, host: "127.0.0.1" });
+  const { server, port } = await listenApp({
+    fetch: gateway.app.fetch,
+    fastPath: gateway.app.fastPath,
+    port: 0,
+    host: "127.0.0.1",
+  });
   return {
     url: `http://127.0.0.1:${port}`,
     close: () =>

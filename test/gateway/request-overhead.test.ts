@@ -40,9 +40,10 @@ beforeAll(async () => {
   expect((await putEvent(gw, eventId)).status).toBe(201);
   fans = await admitFans(gw, eventId, ["alice", "bob", "carol"]);
   const served = await listenApp({
-    fetch: (req: Request) => {
+    // Node's {incoming, outgoing} passed on, as the gateway's own server does.
+    fetch: (req, env) => {
       seen.push(req);
-      return gw.app.fetch(req);
+      return gw.app.fetch(req, env);
     },
     port: 0,
     host: "127.0.0.1",
@@ -145,6 +146,50 @@ describe("the body limit, over a socket", () => {
     const requests = seen.slice(from);
     expect(requests).toHaveLength(60);
     expect(requests.filter(materialized)).toHaveLength(0);
+  });
+});
+
+describe("routing", () => {
+  it("every route fits Hono's RegExpRouter (one refused path sends the whole app to the slower TrieRouter)", async () => {
+    expect((await gw.app.request("/docs/assets/init.js")).status).toBe(200);
+    const router = gw.app.router as unknown as { name: string; activeRouter: { name: string } };
+    expect(router.name).toContain("SmartRouter");
+    expect(router.activeRouter.name).toBe("RegExpRouter");
+  });
+});
+
+describe("the request id, set on Node's response", () => {
+  const id = (res: RawResponse) => res.headers["x-request-id"];
+  it("every kind of answer carries exactly one X-Request-Id, the client's when sane, and the body's", async () => {
+    const alice = fans[0]!;
+    const holdBody = JSON.stringify({ seats: ["B-1-1", "B-1-1"] });
+    const heads = [
+      `GET /v1/events/${eventId}/queue/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${alice.queueToken}\r\n`,
+      `GET /v1/events/${eventId}/sections/A/seats HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br\r\n`,
+      `GET /v1/events/${eventId}/sections/Z/seats HTTP/1.1\r\nHost: x\r\n`,
+      `DELETE /v1/events/${eventId}/queue/status HTTP/1.1\r\nHost: x\r\n`,
+      `GET /v1/events/${eventId}/queue/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\n`,
+      `POST /v1/events/${eventId}/holds HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${alice.accessToken}\r\nContent-Type: application/json\r\nContent-Length: ${holdBody.length}\r\n`,
+    ];
+    const answers = await Promise.all(
+      heads.flatMap((head) => [
+        raw(`${head}X-Request-Id: given-${heads.indexOf(head)}\r\n\r\n`, head.startsWith("POST") ? holdBody : ""),
+        raw(`${head}X-Request-Id: not sane!\r\n\r\n`, head.startsWith("POST") ? holdBody : ""),
+        raw(`${head}\r\n`, head.startsWith("POST") ? holdBody : ""),
+      ]),
+    );
+    expect(answers.map((a) => a.status)).toEqual([
+      200, 200, 200, 200, 200, 200, 404, 404, 404, 405, 405, 405, 401, 401, 401, 400, 400, 400,
+    ]);
+    for (const [n, answer] of answers.entries()) {
+      const header = id(answer);
+      // Joined with ", " had it been sent twice.
+      expect(header, `answer ${n}`).toMatch(/^[\w\-=]{1,128}$/);
+      if (n % 3 === 0) expect(header).toBe(`given-${n / 3}`);
+      else expect(header).not.toContain("sane");
+      if (answer.status >= 400) expect((json(answer).error as { requestId: string }).requestId).toBe(header);
+    }
+    expect(new Set(answers.filter((_, n) => n % 3 !== 0).map(id)).size).toBe(12);
   });
 });
 

@@ -3,6 +3,7 @@
  * test's own redis-server (nothing is persisted), wait until the given gateways see it down on
  * /readyz; later start an empty one on the same port and wait until they see it back.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
 
 interface Probed {
@@ -15,7 +16,7 @@ async function untilReady(gateways: readonly Probed[], status: 200 | 503, timeou
     for (;;) {
       if ((await gw.request("/readyz")).status === status) break;
       if (Date.now() > deadline) throw new Error(`/readyz did not answer ${status} within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
   }
 }

@@ -8,7 +8,7 @@ const { room } = gw;
 
 const past = () => Date.now() - 1_000;
 
-/** Places the cursor passes in one script call (MAX_STEPS in lua/waiting-room/includes/core.lua). */
+/** Places the cursor passes in one script call (MAX_STEPS in lua/waiting-room/includes/admission.lua). */
 const MAX_STEPS = 256;
 
 async function place(evt: string, fanId: string): Promise<FanPlace> {
@@ -215,7 +215,7 @@ describe("admission", () => {
 
     await sleep(400);
     const later = ok(await room.stats(evt)).stats;
-    // one call admits at most MAX_STEPS (lua/waiting-room/includes/core.lua), should the sleep run long
+    // one call admits at most MAX_STEPS (lua/waiting-room/includes/admission.lua), should the sleep run long
     const expected = Math.min(MAX_STEPS, (100 * (Date.parse(later.at) - Date.parse(after.at))) / 1000);
     expect(Math.abs(later.admitted - after.admitted - expected)).toBeLessThanOrEqual(expected * 0.1 + 2);
   });

@@ -1,4 +1,5 @@
 /** Shared by the waiting-room tests: connections, unique event ids, concurrent fan-out. */
+import { setTimeout as sleep } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { inject } from "vitest";
@@ -47,7 +48,8 @@ export function fans(count: number, prefix = "fan"): string[] {
   return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+// The platform's, re-exported for the tests that import it from here.
+export { sleep };
 
 /** Narrow an `ok` result or fail the test with what came back instead. */
 export function ok<T extends { ok: boolean }>(result: T): Extract<T, { ok: true }> {

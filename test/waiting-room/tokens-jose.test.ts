@@ -203,6 +203,23 @@ describe("tokens against jose", () => {
     expect([...seen].sort()).toEqual(["bad_signature", "expired", "malformed", "ok", "wrong_event", "wrong_kind"]);
   });
 
+  /** A segment built with 0..3 characters of padding inside, the first whose length leaves a tail. */
+  function withTail(build: (pad: string) => string): string {
+    for (let n = 0; n < 4; n++) {
+      const segment = build(" ".repeat(n));
+      if (segment.length % 4 !== 0) return segment;
+    }
+    throw new Error("no length with a tail");
+  }
+
+  /** The segment with its last character's unused low bits set (a 2- or 3-character tail has some). */
+  function nonCanonical(segment: string): string {
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    if (segment.length % 4 === 0) throw new Error("a segment with no unused bits");
+    const last = alphabet.indexOf(segment.at(-1)!);
+    return `${segment.slice(0, -1)}${alphabet[last + 1]}`;
+  }
+
   it("refuse, on purpose, the few tokens jose let through: another header, a spelling that is not canonical", async () => {
     const real = await joseSign(accessClaims);
     const [h, p, s] = real.split(".") as [string, string, string];
@@ -219,6 +236,15 @@ describe("tokens against jose", () => {
       // jose's decoder dropped ASCII whitespace.
       "signature with a space": `${h}.${p}.${s.slice(0, 10)} ${s.slice(10)}`,
       "signature padded": `${h}.${p}.${s}=`,
+      // The same for the payload, signed with the secret as it is spelled (a last character whose
+      // unused bits are set, the next character of the alphabet): the bytes decode alike.
+      "payload's unused bits set": await signRaw(
+        nonCanonical(withTail((pad) => b64({ ...JSON.parse(Buffer.from(p, "base64url").toString()), pad }))),
+      ),
+      "header's unused bits set": await signRaw(
+        p,
+        nonCanonical(withTail((pad) => Buffer.from(`{"alg":"HS256",${pad}"typ":"JWT"}`).toString("base64url"))),
+      ),
     };
     for (const [name, token] of Object.entries(lenient)) {
       expect(`${name}: ${await joseVerdict(token, "access", "finals")}`).toBe(`${name}: ok`);

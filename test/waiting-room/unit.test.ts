@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { scriptOutcome, SCRIPT_OUTCOMES } from "../../src/waiting-room/codes.js";
 import { isFanId, lineKeys, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { adviseFan, commitmentOf, lotteryOrder, seedMatchesCommitment } from "../../src/waiting-room/index.js";
-import { loadScripts } from "../../src/waiting-room/scripts.js";
+import { familyScripts, readScript } from "../../src/redis/scripts.js";
+import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
 
 describe("keys", () => {
   it("put every key of an event under one hash tag and refuse ids that could break it", () => {
@@ -24,12 +25,13 @@ describe("keys", () => {
 
 describe("scripts", () => {
   it("carry their key count in the file name and inline the core", () => {
-    for (const s of loadScripts()) {
+    for (const s of familyScripts(waitingRoomScripts)) {
       expect(s.numberOfKeys).toBeGreaterThan(0);
       expect(s.lua).not.toMatch(/^--- @include/m);
       expect(s.lua).not.toMatch(/\.\.\s*['"]:?\{?evt/); // no key is ever built inside Lua
     }
-    expect(loadScripts()).toBe(loadScripts()); // read once
+    const file = waitingRoomScripts.files.status;
+    expect(readScript(file)).toBe(readScript(file)); // read once
   });
 
   it("map negative codes through one table", () => {

@@ -10,8 +10,6 @@ declare const __API_BASE__: string;
 export const API_BASE_AT_BUILD: string = typeof __API_BASE__ === "string" ? __API_BASE__ : "";
 /** The event `npm start` creates for a demo on-sale. */
 export const DEFAULT_EVENT_ID = "demo";
-/** Prices are integer minor units; this is only how they are shown. */
-export const CURRENCY = "USD";
 
 const EVENT_ID = /^[A-Za-z0-9_]{1,32}$/;
 

@@ -2,36 +2,22 @@
  * The operator console: live charts of the line and the sale (from successive stats polls and the
  * gateway's /metrics), admission controls with a confirmation step, and seat counts by section.
  * The operator token is typed into the page and kept in sessionStorage (this tab only).
+ *
+ * The state, the poll and the settings rules are in console-model.ts; this file draws them and
+ * wires the forms, the dialog and the storage.
  */
 import { Api } from "./api.js";
-import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, isEventId } from "./config.js";
 import { Sparkline } from "./chart.js";
-import { byId, clearFlash, flash, h, setText } from "./dom.js";
+import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, isEventId } from "./config.js";
+import { type Change, ConsoleModel, type ConsoleView, type Rates, type RoomStatus, rate } from "./console-model.js";
+import { byId, clearFlash, flash, h, setText, showMessage } from "./dom.js";
 import { operatorToken, rememberOperatorToken } from "./storage.js";
-import type { Stats, WaitingRoomInfo, WaitingRoomSettings } from "./types.js";
+import type { Stats, WaitingRoomSettings } from "./types.js";
 
 const FLASH = "flash";
-const POLL_MS = 1_000;
 const api = new Api(apiBase());
+const model = new ConsoleModel(api, { eventId: eventIdFromUrl() ?? DEFAULT_EVENT_ID, token: operatorToken() });
 
-let eventId = eventIdFromUrl() ?? DEFAULT_EVENT_ID;
-let token: string | null = operatorToken();
-let pollTimer: ReturnType<typeof setTimeout> | undefined;
-let connected = false;
-let state = "";
-let inForce: Partial<WaitingRoomSettings> = {};
-/** Counter samples of the last few seconds; rates are taken over this window, not one noisy poll. */
-interface Sample {
-  at: number;
-  admitted: number;
-  sold: number;
-  conflicts: number | null;
-}
-const RATE_WINDOW_MS = 5_000;
-let samples: Sample[] = [];
-let failures = 0;
-
-const rate = (v: number) => (v >= 10 ? Math.round(v).toLocaleString() : v.toFixed(1));
 const charts = {
   waiting: { title: "Queue depth", unit: "fans waiting", chart: new Sparkline("Queue depth") },
   admissions: {
@@ -53,6 +39,7 @@ const charts = {
   },
 } as const;
 type ChartName = keyof typeof charts;
+const RATE_CHARTS: ReadonlySet<ChartName> = new Set(["admissions", "sales", "conflicts"]);
 const readouts = new Map<ChartName, HTMLElement>();
 
 function renderCharts() {
@@ -77,113 +64,30 @@ function renderCharts() {
   );
 }
 
-function sumMetric(text: string, name: string): number | null {
-  let total = 0;
-  let seen = false;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
-    if (Number.isFinite(value)) {
-      total += value;
-      seen = true;
-    }
-  }
-  return seen ? total : 0;
-}
-
-async function pollOnce(): Promise<void> {
-  if (!token) return;
-  const path = `/v1/admin/events/${encodeURIComponent(eventId)}`;
-  const [statsRes, infoRes, metricsRes] = await Promise.all([
-    api.call<Stats>("GET", `${path}/stats`, { token }),
-    api.call<WaitingRoomInfo>("GET", `/v1/events/${encodeURIComponent(eventId)}/waiting-room`),
-    api.call<string>("GET", "/metrics", { text: true }),
-  ]);
-  if (!statsRes.ok) {
-    if (statsRes.status === 401 || statsRes.status === 403) {
-      disconnect();
-      flash(FLASH, "error", "The operator token was refused.", "Check it and connect again.");
-      return;
-    }
-    if (statsRes.status === 404) {
-      disconnect();
-      flash(FLASH, "error", `There is no event "${eventId}".`);
-      return;
-    }
-    failures++;
-    setText("dash-updated", `Can't reach the gateway (${statsRes.error.message}); retrying…`);
-    byId("dash-updated").dataset.stale = "true";
-    return;
-  }
-  failures = 0;
-  byId("dash-updated").dataset.stale = "false";
-  const stats = statsRes.body;
-  const now = performance.now();
-  const conflicts = metricsRes.ok ? sumMetric(metricsRes.body, "gateway_conflicts_total") : null;
-  const sold = stats.seats.sold + Object.values(stats.generalAdmission).reduce((n, g) => n + g.sold, 0);
-
-  push("waiting", stats.waiting);
-  push("active", stats.active);
-  push("holds", stats.seats.held);
-  const current: Sample = { at: now, admitted: stats.admitted, sold, conflicts };
-  const base = samples.find((s) => now - s.at <= RATE_WINDOW_MS + 500) ?? samples[samples.length - 1];
-  if (base) {
-    const dt = Math.max(0.001, (now - base.at) / 1000);
-    push("admissions", Math.max(0, current.admitted - base.admitted) / dt);
-    push("sales", Math.max(0, current.sold - base.sold) / dt);
-    if (current.conflicts !== null && base.conflicts !== null) {
-      push("conflicts", Math.max(0, current.conflicts - base.conflicts) / dt);
-    }
-  }
-  samples = [...samples.filter((s) => now - s.at <= RATE_WINDOW_MS + 500), current];
-
-  if (infoRes.ok) {
-    inForce.admitPerSecond = infoRes.body.admitPerSecond;
-    state = infoRes.body.state;
-  } else if (stats.waitingRoom) {
-    state = stats.waitingRoom.state;
-  }
-  renderState(stats);
-  renderSections(stats);
-  setText("dash-updated", `Updated ${new Date().toLocaleTimeString()}`);
-}
-
 function push(name: ChartName, value: number) {
-  const c = charts[name];
-  c.chart.push(value);
+  charts[name].chart.push(value);
   const el = readouts.get(name);
-  if (el)
-    el.textContent =
-      name === "admissions" || name === "sales" || name === "conflicts" ? rate(value) : value.toLocaleString();
+  if (el) el.textContent = RATE_CHARTS.has(name) ? rate(value) : value.toLocaleString();
 }
 
-function renderState(stats: Stats) {
-  // "paused" is either the pause switch or a rate of 0; the button is about the switch.
-  const rateZero = inForce.admitPerSecond === 0;
-  const paused = inForce.paused ?? (state === "paused" && !rateZero);
-  setText("dash-state", state === "paused" && rateZero && !paused ? "paused (rate 0)" : state || "unknown");
-  byId("dash-state").dataset.state = state;
+function renderRoom(stats: Stats, room: RoomStatus) {
+  setText("dash-state", room.label);
+  byId("dash-state").dataset.state = room.state;
   setText(
     "dash-summary",
     `${stats.admitted.toLocaleString()} admitted so far · ${stats.active.toLocaleString()} shopping now · ` +
       `${stats.purchases.confirmed.toLocaleString()} purchases confirmed, ${stats.purchases.pending.toLocaleString()} pending, ` +
       `${stats.purchases.failed.toLocaleString()} failed`,
   );
-  const parts = [`admitPerSecond ${inForce.admitPerSecond ?? "?"}`];
-  if (inForce.maxActive !== undefined) parts.push(`maxActive ${inForce.maxActive}`);
-  if (stats.waitingRoom) parts.push(`effective ${rate(stats.waitingRoom.effectiveAdmitPerSecond)}/s`);
-  setText("settings-in-force", `In force: ${parts.join(" · ")}`);
+  setText("settings-in-force", room.inForce);
   const rateInput = byId<HTMLInputElement>("settings-rate");
-  if (
-    rateInput.dataset.dirty !== "true" &&
-    document.activeElement !== rateInput &&
-    inForce.admitPerSecond !== undefined
-  ) {
-    rateInput.value = String(inForce.admitPerSecond);
+  const admitPerSecond = model.inForce.admitPerSecond;
+  if (rateInput.dataset.dirty !== "true" && document.activeElement !== rateInput && admitPerSecond !== undefined) {
+    rateInput.value = String(admitPerSecond);
   }
   const pause = byId<HTMLButtonElement>("settings-pause");
-  pause.textContent = paused ? "Resume admission…" : "Pause admission…";
-  pause.dataset.action = paused ? "resume" : "pause";
+  pause.textContent = room.paused ? "Resume admission…" : "Pause admission…";
+  pause.dataset.action = room.paused ? "resume" : "pause";
 }
 
 function renderSections(stats: Stats) {
@@ -233,45 +137,47 @@ function renderSections(stats: Stats) {
   );
 }
 
-function schedule() {
-  clearTimeout(pollTimer);
-  pollTimer = setTimeout(
-    async () => {
-      await pollOnce();
-      if (connected) schedule();
-    },
-    failures > 0 ? Math.min(10_000, POLL_MS * 2 ** failures) : POLL_MS,
-  );
-}
-
-async function connect() {
-  connected = true;
-  samples = [];
-  byId("connect").hidden = true;
-  byId("dash").hidden = false;
-  setText("dash-event", eventId);
-  clearFlash(FLASH);
-  await pollOnce();
-  if (connected) {
-    byId("dash-title").focus();
-    schedule();
-  }
-}
-
-function disconnect() {
-  connected = false;
-  clearTimeout(pollTimer);
-  byId("dash").hidden = true;
-  byId("connect").hidden = false;
-}
+const view: ConsoleView = {
+  connected(eventId) {
+    byId("connect").hidden = true;
+    byId("dash").hidden = false;
+    setText("dash-event", eventId);
+  },
+  ready: () => byId("dash-title").focus(),
+  disconnected() {
+    byId("dash").hidden = true;
+    byId("connect").hidden = false;
+  },
+  polled(stats: Stats, rates: Rates | null, room: RoomStatus) {
+    byId("dash-updated").dataset.stale = "false";
+    push("waiting", stats.waiting);
+    push("active", stats.active);
+    push("holds", stats.seats.held);
+    if (rates) {
+      push("admissions", rates.admissions);
+      push("sales", rates.sales);
+      if (rates.conflicts !== null) push("conflicts", rates.conflicts);
+    }
+    renderRoom(stats, room);
+    renderSections(stats);
+    setText("dash-updated", `Updated ${new Date().toLocaleTimeString()}`);
+  },
+  stale(reason) {
+    setText("dash-updated", reason);
+    byId("dash-updated").dataset.stale = "true";
+  },
+  applied(settings: WaitingRoomSettings) {
+    const rateInput = byId<HTMLInputElement>("settings-rate");
+    rateInput.dataset.dirty = "false";
+    rateInput.value = String(settings.admitPerSecond);
+    byId<HTMLInputElement>("settings-max").value = String(settings.maxActive);
+  },
+  message: (m) => showMessage(FLASH, m),
+  clearMessage: () => clearFlash(FLASH),
+};
+model.observe(view);
 
 // --- settings, with a confirmation step ------------------------------------------------------
-
-interface Change {
-  field: string;
-  from: string;
-  to: string;
-}
 
 function confirmChange(title: string, changes: Change[], warning: string): Promise<boolean> {
   const dialog = byId<HTMLDialogElement>("confirm");
@@ -288,97 +194,32 @@ function confirmChange(title: string, changes: Change[], warning: string): Promi
   });
 }
 
-async function applyPatch(patch: Partial<WaitingRoomSettings>) {
-  if (!token) return;
-  const res = await api.call<WaitingRoomSettings>(
-    "PATCH",
-    `/v1/admin/events/${encodeURIComponent(eventId)}/waiting-room`,
-    { token, json: patch },
-  );
-  if (!res.ok) {
-    flash(FLASH, "error", "The change was not applied.", res.error.message);
-    return;
-  }
-  inForce = { ...inForce, ...res.body };
-  const rateInput = byId<HTMLInputElement>("settings-rate");
-  rateInput.dataset.dirty = "false";
-  rateInput.value = String(res.body.admitPerSecond);
-  const maxInput = byId<HTMLInputElement>("settings-max");
-  maxInput.value = String(res.body.maxActive);
-  flash(
-    FLASH,
-    "success",
-    "Applied on every gateway.",
-    `admitPerSecond ${res.body.admitPerSecond} · maxActive ${res.body.maxActive} · ${res.body.paused ? "paused" : "not paused"}`,
-  );
-  await pollOnce();
-}
-
 async function reviewSettings() {
   const rateInput = byId<HTMLInputElement>("settings-rate");
   const maxInput = byId<HTMLInputElement>("settings-max");
-  const patch: Partial<WaitingRoomSettings> = {};
-  const changes: Change[] = [];
-  if (rateInput.value.trim() !== "") {
-    const value = Number(rateInput.value);
-    if (!Number.isFinite(value) || value < 0 || value > 100_000) {
-      flash(FLASH, "warning", "Admissions per second must be a number from 0 to 100,000.");
-      rateInput.focus();
-      return;
-    }
-    if (value !== inForce.admitPerSecond) {
-      patch.admitPerSecond = value;
-      changes.push({ field: "Admissions per second", from: String(inForce.admitPerSecond ?? "?"), to: String(value) });
-    }
-  }
-  if (maxInput.value.trim() !== "") {
-    const value = Number(maxInput.value);
-    if (!Number.isInteger(value) || value < 1) {
-      flash(FLASH, "warning", "Max active sessions must be a whole number, at least 1.");
-      maxInput.focus();
-      return;
-    }
-    if (value !== inForce.maxActive) {
-      patch.maxActive = value;
-      changes.push({ field: "Max active sessions", from: String(inForce.maxActive ?? "unknown"), to: String(value) });
-    }
-  }
-  if (changes.length === 0) {
-    flash(FLASH, "info", "Nothing to change.", "Edit a value first.");
+  const plan = model.planSettings(rateInput.value, maxInput.value);
+  if (!plan.ok) {
+    showMessage(FLASH, plan.message);
+    if (plan.field === "rate") rateInput.focus();
+    if (plan.field === "max") maxInput.focus();
     return;
   }
-  const warning =
-    patch.admitPerSecond === 0
-      ? "A rate of 0 stops admissions until it is raised again."
-      : "Takes effect at once on every gateway. It is not retroactive: the new rate counts from now.";
-  if (await confirmChange(`Change admission for ${eventId}?`, changes, warning)) await applyPatch(patch);
+  if (await confirmChange(`Change admission for ${model.eventId}?`, plan.changes, plan.warning)) {
+    await model.apply(plan.patch);
+  }
 }
 
 async function togglePause() {
-  const resume = byId("settings-pause").dataset.action === "resume";
-  const changes = [{ field: "Admission", from: resume ? "paused" : "running", to: resume ? "running" : "paused" }];
-  const warning = resume
-    ? inForce.admitPerSecond === 0
-      ? "The rate is 0: nobody is admitted until you also raise it."
-      : "Fans are admitted again at the set rate from now on."
-    : "Nobody is admitted while paused; fans in line keep their places.";
-  if (await confirmChange(resume ? "Resume admission?" : "Pause admission?", changes, warning)) {
-    await applyPatch({ paused: !resume });
-  }
+  const plan = model.planPause(byId("settings-pause").dataset.action === "resume");
+  if (await confirmChange(plan.title, plan.changes, plan.warning)) await model.apply(plan.patch);
 }
 
 // --- boot ------------------------------------------------------------------------------------
 
-function start() {
-  if (apiIsElsewhere(api.base)) {
-    const note = byId("api-note");
-    note.hidden = false;
-    note.textContent = `This console sends your operator token to ${api.base}. Only continue if you trust it.`;
-  }
-  renderCharts();
+function initConnectForm() {
   const eventInput = byId<HTMLInputElement>("connect-event");
   const tokenInput = byId<HTMLInputElement>("connect-token");
-  eventInput.value = eventId;
+  eventInput.value = model.eventId;
   byId<HTMLFormElement>("connect-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const chosen = eventInput.value.trim();
@@ -388,29 +229,39 @@ function start() {
       return;
     }
     const typed = tokenInput.value.trim();
-    if (!typed && !token) {
+    if (!typed && !model.token) {
       flash(FLASH, "warning", "Enter the operator token.");
       tokenInput.focus();
       return;
     }
     if (typed) {
-      token = typed;
+      model.token = typed;
       rememberOperatorToken(typed);
       tokenInput.value = "";
     }
-    eventId = chosen;
     const url = new URL(location.href);
-    url.searchParams.set("event", eventId);
+    url.searchParams.set("event", chosen);
     history.replaceState(null, "", url.toString());
-    void connect();
+    void model.connect(chosen);
   });
   byId("connect-forget").addEventListener("click", () => {
-    token = null;
+    model.token = null;
     rememberOperatorToken(null);
     flash(FLASH, "info", "The operator token was removed from this tab.");
   });
+  setText("connect-token-state", model.token ? "A token is kept for this tab; leave the field empty to use it." : "");
+}
+
+function start() {
+  if (apiIsElsewhere(api.base)) {
+    const note = byId("api-note");
+    note.hidden = false;
+    note.textContent = `This console sends your operator token to ${api.base}. Only continue if you trust it.`;
+  }
+  renderCharts();
+  initConnectForm();
   byId("dash-disconnect").addEventListener("click", () => {
-    disconnect();
+    model.disconnect();
     byId("connect-title").focus();
   });
   byId<HTMLFormElement>("settings-form").addEventListener("submit", (event) => {
@@ -421,8 +272,7 @@ function start() {
     (event.target as HTMLInputElement).dataset.dirty = "true";
   });
   byId("settings-pause").addEventListener("click", () => void togglePause());
-  setText("connect-token-state", token ? "A token is kept for this tab; leave the field empty to use it." : "");
-  if (token && eventIdFromUrl()) void connect();
+  if (model.token && eventIdFromUrl()) void model.connect(model.eventId);
 }
 
 start();

@@ -1,5 +1,5 @@
 /** Tiny DOM helpers. Text always goes in through textContent: nothing from the API is parsed as HTML. */
-import { CURRENCY } from "./config.js";
+import type { Message, MessageAction, MessageKind } from "./format.js";
 
 type Child = Node | string | number | null | undefined | false;
 type AttrValue = string | number | boolean | null | undefined | ((event: Event) => void);
@@ -35,45 +35,6 @@ export function byId<T extends HTMLElement = HTMLElement>(id: string): T {
 
 export function setText(id: string, text: string | number): void {
   byId(id).textContent = String(text);
-}
-
-const money = new Intl.NumberFormat(undefined, { style: "currency", currency: CURRENCY });
-export function formatMoney(minorUnits: number): string {
-  return money.format(minorUnits / 100);
-}
-
-/** 0:07, 4:05, 1:02:09 */
-export function formatClock(totalSeconds: number): string {
-  const s = Math.max(0, Math.floor(totalSeconds));
-  const hours = Math.floor(s / 3600);
-  const minutes = Math.floor((s % 3600) / 60);
-  const seconds = String(s % 60).padStart(2, "0");
-  return hours > 0 ? `${hours}:${String(minutes).padStart(2, "0")}:${seconds}` : `${minutes}:${seconds}`;
-}
-
-/** "less than a minute", "about 3 minutes", "about 2 hours" */
-export function formatEta(seconds: number): string {
-  if (seconds < 60) return seconds <= 5 ? "a few seconds" : "less than a minute";
-  const minutes = Math.round(seconds / 60);
-  if (minutes < 90) return `about ${minutes} minute${minutes === 1 ? "" : "s"}`;
-  const hours = Math.round(minutes / 60);
-  return `about ${hours} hours`;
-}
-
-export function plural(n: number, one: string, many = `${one}s`): string {
-  return `${n.toLocaleString()} ${n === 1 ? one : many}`;
-}
-
-export function randomHex(bytes: number): string {
-  const buf = new Uint8Array(bytes);
-  crypto.getRandomValues(buf);
-  return Array.from(buf, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-export type MessageKind = "info" | "success" | "warning" | "error";
-export interface MessageAction {
-  label: string;
-  run: () => void;
 }
 
 /**
@@ -117,4 +78,8 @@ export function flash(
 
 export function clearFlash(regionId: string): void {
   byId(regionId).replaceChildren();
+}
+
+export function showMessage(regionId: string, m: Message): void {
+  flash(regionId, m.kind, m.title, m.text, m.actions);
 }

@@ -3,47 +3,7 @@
  * tomorrow); tokens, the hold and the purchase live in sessionStorage (this tab only, gone when it
  * closes). Storage can be unavailable (private modes, blocked cookies): then it is kept in memory.
  */
-export interface StoredHold {
-  holdId: string;
-  seats: string[];
-  generalAdmission?: { id: string; quantity: number };
-  expiresAt: string;
-  amount: number;
-}
-
-export interface StoredPayment {
-  /** The Idempotency-Key of the last attempt. */
-  key: string;
-  holdId: string;
-  paymentToken: string;
-  /** The attempt got a definite answer; a new attempt needs a new key. */
-  settled: boolean;
-}
-
-export interface StoredPurchase {
-  purchaseId: string;
-  status: string;
-  seats: string[];
-  generalAdmission?: { id: string; quantity: number };
-  amount: number;
-}
-
-export interface FanSession {
-  fanId: string;
-  queueToken?: string;
-  accessToken?: string;
-  accessExpiresAt?: string;
-  /** The most people ever seen ahead of this fan: the start of the progress bar. */
-  firstAhead?: number;
-  /**
-   * The line was restarted after a failure (this fan was placed again): its commitment was
-   * published then, not before the sale, and the page must not claim otherwise.
-   */
-  lineRestarted?: boolean;
-  hold?: StoredHold;
-  payment?: StoredPayment;
-  purchase?: StoredPurchase;
-}
+import type { FanSession } from "./fan-session.js";
 
 const memory = new Map<string, string>();
 

@@ -10,7 +10,7 @@
 import type { Logger } from "../../logger.js";
 import type { Metrics } from "../../metrics.js";
 import { redisReady, trackRedis } from "../../redis/availability.js";
-import { callScript, defineScripts, type RedisClient } from "../../redis/scripts.js";
+import { codeTable, type RedisClient, registerScripts, scriptFamily } from "../../redis/scripts.js";
 import { ApiError } from "../errors.js";
 
 export interface RateLimit {
@@ -33,6 +33,11 @@ export interface RateLimiter {
   /** The 429 for a limit a script found empty (counted in the metrics like any other). */
   refusal(limitName: string, retryAfterMs: number): ApiError;
 }
+
+const rateLimitScripts = scriptFamily({ name: "rate-limit", files: { rateLimit: "rate-limit-1" } });
+
+/** The first element of lua/rate-limit-1.lua's reply (the in-memory buckets answer the same). */
+const RATE_LIMIT_CODES = codeTable("rate-limit", { 1: "allowed", 0: "limited" });
 
 /** A limit's bucket size: the one given, else twice the rate (at least 1). */
 export function burstOf(limit: RateLimit): number {
@@ -68,7 +73,7 @@ export function createLocalBuckets(maxBuckets = LOCAL_BUCKETS, now: () => number
 }
 
 export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; logger: Logger }): RateLimiter {
-  defineScripts(redis, ["rate-limit-1"]);
+  const run = registerScripts(redis, rateLimitScripts);
   trackRedis(redis);
   const local = createLocalBuckets();
   const refusal = (limitName: string, retryAfterMs: number) => {
@@ -88,7 +93,7 @@ export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; 
       let result: [number, number];
       if (redisReady(redis)) {
         try {
-          result = await callScript<[number, number]>(redis, "rateLimit", [key], [limit.perSecond, burst, 1]);
+          result = await run<[number, number]>("rateLimit", [key], [limit.perSecond, burst, 1]);
           deps.metrics.redisScripts.inc({ script: "rate-limit", outcome: "ok" });
         } catch (err) {
           deps.metrics.redisScripts.inc({ script: "rate-limit", outcome: "error" });
@@ -100,14 +105,14 @@ export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; 
         result = local.take(key, limit.perSecond, burst);
       }
       const [allowed, retryAfterMs] = result;
-      if (allowed === 1) return;
+      if (RATE_LIMIT_CODES.outcome(allowed) === "allowed") return;
       throw refusal(limitName, retryAfterMs);
     },
 
     enforceLocally(limitName, key, limit) {
       if (limit.perSecond <= 0) return;
       const [allowed, retryAfterMs] = local.take(key, limit.perSecond, burstOf(limit));
-      if (allowed !== 1) throw refusal(limitName, retryAfterMs);
+      if (RATE_LIMIT_CODES.outcome(allowed) !== "allowed") throw refusal(limitName, retryAfterMs);
     },
 
     refusal,

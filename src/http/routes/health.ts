@@ -52,7 +52,7 @@ async function probe(name: string, check: () => Promise<void>): Promise<string |
 export const healthRoutes = new OpenAPIHono<AppEnv>()
   .openapi(healthz, (c) => c.json({ status: "ok" as const }, 200))
   .openapi(readyz, async (c) => {
-    const { health } = c.var.deps;
+    const { health } = c.get("deps");
     const failures = (
       await Promise.all([probe("redis", () => health.redis.check()), probe("dynamodb", () => health.dynamodb.check())])
     ).filter((f): f is string => f !== null);

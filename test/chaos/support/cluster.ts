@@ -16,6 +16,7 @@
  * whatever is left if the test runner goes away first.
  */
 // The harness first: zod-openapi has to be loaded before src/inventory builds its schemas.
+import { setTimeout as sleep } from "node:timers/promises";
 import { ADMIN_TOKEN, SECRET, uniqueId } from "../../gateway/harness.js";
 import { startMainProcess, type MainProcess } from "../../support/processes.js";
 import type { ChildProcess } from "node:child_process";
@@ -381,4 +382,5 @@ async function killChild(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+// The platform's, re-exported for the tests that import it from here.
+export { sleep };

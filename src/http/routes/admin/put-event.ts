@@ -42,7 +42,7 @@ const route = createRoute({
 export const putEventRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
   const input = c.req.valid("json");
-  const result = await c.var.deps.events.put(eventId, input, c.var.log.child({ eventId }));
+  const result = await c.get("deps").events.put(eventId, input, c.get("log").child({ eventId }));
   if (!result.ok) {
     if (result.reason === "on_sale")
       throw new ApiError("event_on_sale", "the event has gone on sale; it can no longer be replaced");

@@ -48,7 +48,7 @@ const route = createRoute({
 
 export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const { events, waitingRoom, purchases: saga } = c.var.deps;
+  const { events, waitingRoom, purchases: saga } = c.get("deps");
   const [counts, room, purchases] = await Promise.all([
     events.counts(eventId),
     waitingRoom.stats(eventId),

@@ -45,7 +45,7 @@ const route = createRoute({
 
 export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const result = await c.var.deps.waitingRoom.updateSettings(eventId, c.req.valid("json"));
+  const result = await c.get("deps").waitingRoom.updateSettings(eventId, c.req.valid("json"));
   if (!result.ok) {
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
     if (result.reason === "invalid")
@@ -53,11 +53,12 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
     throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 1 });
   }
   const s = result.settings;
-  c.var.log.info({ eventId, settings: s }, "waiting-room settings changed");
+  c.get("log").info({ eventId, settings: s }, "waiting-room settings changed");
   // Kept on the event too, so a room that Redis loses comes back with them (RELIABILITY.md). The
   // change is in force already; if DynamoDB cannot take it now, only that safety net is missing.
-  await c.var.deps.events
-    .saveRoomSettings(eventId, {
+  await c
+    .get("deps")
+    .events.saveRoomSettings(eventId, {
       admitPerSecond: s.admitPerSecond,
       maxActive: s.maxActive,
       sessionSeconds: s.sessionSeconds,
@@ -65,7 +66,7 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
       paused: s.paused,
     })
     .catch((err: unknown) =>
-      c.var.log.warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),
+      c.get("log").warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),
     );
   return c.json(
     {

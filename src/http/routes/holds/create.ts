@@ -69,7 +69,7 @@ export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
   // in the inventory). A store that cannot answer is one 503 for every route (app.ts): refused
   // or unreachable, nothing was held; timed out, the write may still land under a hold id nobody
   // was told, and then expires unclaimed (RELIABILITY.md). Either way the fan retries.
-  const { holds } = c.var.deps;
+  const { holds } = c.get("deps");
   const result =
     "seats" in body
       ? await holds.holdSeats({ eventId, fanId: claims.fanId, seatIds: body.seats })

@@ -33,7 +33,7 @@ export const releaseHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (
   const claims = await requireAccessToken(c, eventId, { checkRevocation: false });
   await limitRequest(c, "hold", { eventId, fanId: claims.fanId });
   // A store that cannot answer is the one 503 of app.ts: nothing was released, retry.
-  const result = await c.var.deps.holds.release({ eventId, holdId, fanId: claims.fanId });
+  const result = await c.get("deps").holds.release({ eventId, holdId, fanId: claims.fanId });
   if (result.ok) return c.body(null, 204);
   if (result.reason === "not_found") throw new ApiError("not_found", `no hold ${holdId}`);
   if (result.reason === "hold_not_owned") throw new ApiError("hold_not_owned", "this hold belongs to another fan");

@@ -77,7 +77,7 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
   await limitRequest(c, "purchase", { eventId, fanId: claims.fanId });
   await refuseEndedSession(c, claims, key);
 
-  const outcome = await c.var.deps.purchases.purchase({
+  const outcome = await c.get("deps").purchases.purchase({
     eventId,
     fanId: claims.fanId,
     sessionId: claims.sessionId,
@@ -132,7 +132,7 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
  * the purchase goes ahead, as a claim does (the hold, in DynamoDB, decides).
  */
 async function refuseEndedSession(c: Context<AppEnv>, claims: AccessTokenClaims, key: string): Promise<void> {
-  const { waitingRoom, purchases } = c.var.deps;
+  const { waitingRoom, purchases } = c.get("deps");
   const { eventId, fanId, sessionId, epoch } = claims;
   const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "");
   if (!active.ok || !active.decided || active.active) return;

@@ -34,7 +34,7 @@ export const getPurchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (
   const eventId = eventOfPurchase(purchaseId);
   if (!eventId) throw new ApiError("not_found", `no purchase ${purchaseId}`);
   const claims = await requireAccessToken(c, eventId, { checkRevocation: false });
-  const purchase = await c.var.deps.purchases.find(eventId, purchaseId);
+  const purchase = await c.get("deps").purchases.find(eventId, purchaseId);
   // Another fan's purchase is as unknown as a missing one.
   if (!purchase || purchase.fanId !== claims.fanId) throw new ApiError("not_found", `no purchase ${purchaseId}`);
   return c.json(purchaseView(purchase), 200);

@@ -24,7 +24,7 @@ const route = createRoute({
 });
 
 export const webhookRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
-  const { webhooks, purchases } = c.var.deps;
+  const { webhooks, purchases } = c.get("deps");
   const raw = await c.req.text();
   const reading = readWebhook(webhooks.secret, raw, c.req.header(WEBHOOK_SIGNATURE_HEADER));
   if (!reading.ok) {
@@ -50,7 +50,7 @@ export const webhookRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =
     // lookup or the store failing is a dependency down, not a fault of ours or the provider's.
     await webhooks.forget(event.id);
     if (err instanceof ApiError) throw err;
-    c.var.log?.warn({ err: (err as Error).message, eventId: event.id }, "payment webhook not settled; asked again");
+    c.get("log")?.warn({ err: (err as Error).message, eventId: event.id }, "payment webhook not settled; asked again");
     throw new ApiError("unavailable", "the payment could not be settled now; deliver the event again later", {
       retryAfter: 5,
       cause: err,

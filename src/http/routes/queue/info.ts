@@ -33,7 +33,7 @@ const route = createRoute({
 
 export const infoRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const result = await c.var.deps.waitingRoom.info(eventId);
+  const result = await c.get("deps").waitingRoom.info(eventId);
   if (!result.ok) {
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
     throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 2 });

@@ -36,7 +36,7 @@ async function wellFormedJoin(c: Context<AppEnv>): Promise<boolean> {
 // joins from one address is answered 429 like any other flood: it costs a parse of the body (the
 // body is at most 16 KiB, and hono keeps the text for the validator) and a rate-limit check.
 const limitJoin = createMiddleware<AppEnv>(async (c, next) => {
-  if (c.var.deps.limits.ratePerIp > 0 && !(await wellFormedJoin(c))) {
+  if (c.get("deps").limits.ratePerIp > 0 && !(await wellFormedJoin(c))) {
     await limitJoinAlone(c, c.req.param("eventId") ?? "");
   }
   await next();
@@ -64,7 +64,7 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
   const { fanId } = c.req.valid("json");
   const limits = lineLimits(c);
-  const result = await c.var.deps.waitingRoom.join(eventId, fanId, { limits });
+  const result = await c.get("deps").waitingRoom.join(eventId, fanId, { limits });
   if (!result.ok) {
     enforceLineLimits(c, eventId, "join", limits, result);
     switch (result.reason) {

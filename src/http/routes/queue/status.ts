@@ -53,7 +53,7 @@ export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =>
   const claims = requireQueueToken(c, eventId);
   // The per-IP and per-fan limits are taken by the status script itself: one Redis round trip.
   const limits = lineLimits(c, claims.fanId);
-  const result = await c.var.deps.waitingRoom.statusOf(eventId, claims.fanId, {
+  const result = await c.get("deps").waitingRoom.statusOf(eventId, claims.fanId, {
     rejoin: { epoch: claims.epoch },
     limits,
   });

@@ -1,5 +1,6 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { SectionFormat } from "../../../seatmap/formats.js";
+import type { SectionPage } from "../../../seatmap/pages.js";
 import type { AppEnv } from "../../context.js";
 import { negotiateEncoding } from "../../encoding.js";
 import { ApiError, ErrorBody } from "../../errors.js";
@@ -81,6 +82,67 @@ function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   return false;
 }
 
+/** A section's answer, as plain values: the Hono route and the Node fast path write the same one. */
+export interface SectionAnswer {
+  status: 200 | 304;
+  headers: Record<string, string>;
+  body: Uint8Array | null;
+}
+
+/**
+ * The 200 or 304 for a section's page: content coding from Accept-Encoding, the ETag of the
+ * format (weak on a compressed body), If-None-Match. Plain header objects: @hono/node-server and
+ * Node write them as they are, where web Headers would be validated through undici header by
+ * header (more than the rest of this route costs). A promise only while a compressed body is
+ * first made.
+ */
+export function sectionAnswer(
+  page: SectionPage,
+  format: SectionFormat,
+  request: { acceptEncoding: string | undefined; ifNoneMatch: string | undefined; requestId: string },
+): SectionAnswer | Promise<SectionAnswer> {
+  const encoding = negotiateEncoding(request.acceptEncoding);
+  const tag = page.etag(format);
+  if (matches(request.ifNoneMatch, tag)) {
+    return {
+      status: 304,
+      headers: {
+        ETag: encoding === "identity" ? tag : `W/${tag}`,
+        "Cache-Control": "no-cache",
+        Vary: "Accept-Encoding",
+        "X-Request-Id": request.requestId,
+      },
+      body: null,
+    };
+  }
+  const answer = (body: Uint8Array): SectionAnswer => ({
+    status: 200,
+    headers:
+      encoding === "identity"
+        ? {
+            ETag: tag,
+            "Cache-Control": "no-cache",
+            Vary: "Accept-Encoding",
+            "Content-Type": "application/json",
+            "Content-Length": String(body.byteLength),
+            "X-Request-Id": request.requestId,
+          }
+        : {
+            // Weak: the bytes differ from the identity body's, the content does not (RFC 9110 §8.8.1).
+            ETag: `W/${tag}`,
+            "Cache-Control": "no-cache",
+            Vary: "Accept-Encoding",
+            "Content-Type": "application/json",
+            "Content-Encoding": encoding,
+            "Content-Length": String(body.byteLength),
+            "X-Request-Id": request.requestId,
+          },
+    body,
+  });
+  const body = page.body(format, encoding);
+  return body instanceof Promise ? body.then(answer) : answer(body);
+}
+
 export const sectionSeatsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId, sectionId } = c.req.valid("param");
   const format: SectionFormat = c.req.valid("query").format ?? "json";
@@ -100,47 +162,13 @@ export const sectionSeatsRoute = new OpenAPIHono<AppEnv>().openapi(route, async 
   const page = found instanceof Promise ? await found : found;
   if (!page) throw new ApiError("not_found", `event ${eventId} has no section ${sectionId}`);
 
-  const encoding = negotiateEncoding(c.req.header("accept-encoding"));
-  const tag = page.etag(format);
-  // A plain Response with a plain header object: @hono/node-server writes it without building web
-  // Headers (c.header() would validate each header through undici, which costs more than the rest
-  // of this route). Headers set by middleware before the handler are not merged into a returned
-  // Response, so the one there is, X-Request-Id, is carried here.
-  const requestId = c.get("requestId");
-  if (matches(c.req.header("if-none-match"), tag)) {
-    return new Response(null, {
-      status: 304,
-      headers: {
-        ETag: encoding === "identity" ? tag : `W/${tag}`,
-        "Cache-Control": "no-cache",
-        Vary: "Accept-Encoding",
-        "X-Request-Id": requestId,
-      },
-    });
-  }
-  const pending = page.body(format, encoding);
-  const body = pending instanceof Promise ? await pending : pending;
-  return new Response(body as Uint8Array<ArrayBuffer>, {
-    status: 200,
-    headers:
-      encoding === "identity"
-        ? {
-            ETag: tag,
-            "Cache-Control": "no-cache",
-            Vary: "Accept-Encoding",
-            "Content-Type": "application/json",
-            "Content-Length": String(body.byteLength),
-            "X-Request-Id": requestId,
-          }
-        : {
-            // Weak: the bytes differ from the identity body's, the content does not (RFC 9110 §8.8.1).
-            ETag: `W/${tag}`,
-            "Cache-Control": "no-cache",
-            Vary: "Accept-Encoding",
-            "Content-Type": "application/json",
-            "Content-Encoding": encoding,
-            "Content-Length": String(body.byteLength),
-            "X-Request-Id": requestId,
-          },
+  // A returned Response is not merged with headers set by middleware: the answer carries the
+  // request id itself.
+  const pending = sectionAnswer(page, format, {
+    acceptEncoding: c.req.header("accept-encoding"),
+    ifNoneMatch: c.req.header("if-none-match"),
+    requestId: c.get("requestId"),
   });
+  const { status, headers, body } = pending instanceof Promise ? await pending : pending;
+  return new Response(body as Uint8Array<ArrayBuffer> | null, { status, headers });
 });

@@ -41,8 +41,8 @@ const route = createRoute({
 
 export const seatStreamRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  if (!(await c.var.reads.event(eventId))) throw new ApiError("not_found", `no event ${eventId}`);
-  const { relay, streams, limits, metrics } = c.var.deps;
+  if (!(await c.get("reads").event(eventId))) throw new ApiError("not_found", `no event ${eventId}`);
+  const { relay, streams, limits, metrics } = c.get("deps");
   const slot = streams.acquire(clientIp(c));
   if (slot.kind === "ip_full") {
     metrics.sseRefused.inc({ limit: "ip" });

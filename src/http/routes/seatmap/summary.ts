@@ -46,7 +46,7 @@ const route = createRoute({
 
 export const seatMapSummaryRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const { seatMap, waitingRoom } = c.var.deps;
+  const { seatMap, waitingRoom } = c.get("deps");
   const { reads } = c.var;
   const event = await reads.event(eventId);
   if (!event) throw new ApiError("not_found", `no event ${eventId}`);
@@ -64,7 +64,7 @@ export const seatMapSummaryRoute = new OpenAPIHono<AppEnv>().openapi(route, asyn
   } catch (err) {
     // Redis is down: count from DynamoDB (Select COUNT on the available index), one count per
     // section at a time in this process, kept a couple of seconds.
-    c.var.log.debug({ err: (err as Error).message }, "seat-map cache unavailable; counting in DynamoDB");
+    c.get("log").debug({ err: (err as Error).message }, "seat-map cache unavailable; counting in DynamoDB");
     available = await seatMap.availabilityFromStore(
       eventId,
       event.sections.map((s) => s.id),

@@ -1,0 +1,70 @@
+/**
+ * A run's figures as its fans make them: the counts of the end report, the queue positions and
+ * admission order Kendall's tau is taken over, and which seats came back to sale and were bought
+ * again. One object per run, written by every journey (they all run on the one event loop).
+ */
+
+/** The run's counts, as the end report and the run's result carry them. */
+export interface Tally {
+  prequeued: number;
+  admitted: number;
+  holds: number;
+  sales: number;
+  seatsSold: number;
+  conflicts: number;
+  abandonedWaiting: number;
+  released: number;
+  lapsed: number;
+  /** Seats bought that a release or a lapsed hold had returned to sale. */
+  releasedSeatsResold: number;
+  botRequests: number;
+  botAccepted: number;
+}
+
+export class RunFigures {
+  readonly tally: Tally = {
+    prequeued: 0,
+    admitted: 0,
+    holds: 0,
+    sales: 0,
+    seatsSold: 0,
+    conflicts: 0,
+    abandonedWaiting: 0,
+    released: 0,
+    lapsed: 0,
+    releasedSeatsResold: 0,
+    botRequests: 0,
+    botAccepted: 0,
+  };
+  /** Each admitted fan's queue position, and the order in which it saw `admitted`. */
+  readonly positions: number[] = [];
+  readonly admissionOrder: number[] = [];
+  /** Epoch ms of the first admission and of the purchase of the last seat (null: not yet). */
+  firstAdmitAt: number | null = null;
+  soldOutAt: number | null = null;
+  private readonly returned = new Set<string>();
+  private readonly sold = new Set<string>();
+
+  constructor(readonly seatsTotal: number) {}
+
+  admitted(position: number): void {
+    this.positions.push(position);
+    this.admissionOrder.push(this.tally.admitted++);
+    this.firstAdmitAt ??= Date.now();
+  }
+
+  /** Seats of a hold released or left to expire: back on sale. */
+  returnedToSale(seats: readonly string[]): void {
+    for (const s of seats) this.returned.add(s);
+  }
+
+  purchased(seats: readonly string[]): void {
+    this.tally.sales++;
+    for (const s of seats) {
+      this.sold.add(s);
+      if (this.returned.has(s)) this.tally.releasedSeatsResold++;
+    }
+    this.tally.seatsSold = this.sold.size;
+    if (this.tally.seatsSold >= this.seatsTotal && this.soldOutAt === null) this.soldOutAt = Date.now();
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * A fan's journey through the on-sale, as the fan page walks it: join the line, poll the status
+ * at the interval the gateway suggests until admitted, look at the seat map, hold one or two
+ * seats (again after a 409, without the seats it lost), think, then buy. A scenario changes only
+ * what its `FanBehaviour` (scenario.ts) says: when a fan leaves the line, where it looks, which
+ * seats it asks for, what it does with its hold.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { pollDelaySeconds } from "../poll.js";
+import type { AfterHold, FanBehaviour, FanRun } from "./scenario.js";
+
+interface Held {
+  holdId: string;
+  seats: string[];
+}
+
+/** `want` seats picked at random among `available` (fewer when the same one comes up twice). */
+export function randomSeats(available: readonly string[], want: number): string[] {
+  return Array.from(
+    new Set(Array.from({ length: want }, () => available[Math.floor(Math.random() * available.length)]!)),
+  );
+}
+
+/** The i-th fan's whole journey. */
+export async function fanJourney(run: FanRun, i: number, behaviour: FanBehaviour): Promise<void> {
+  const access = await waitForAdmission(run, i, behaviour);
+  if (!access) return;
+  const held = await holdSeats(run, i, access, behaviour);
+  if (!held) return;
+  await sleep(run.thinkMs ?? 300 + Math.random() * 500);
+  await settle(run, access, held, behaviour.afterHold?.(i) ?? "buy");
+}
+
+/** Joins and polls until admitted: the access token, or undefined when the fan left or was let go. */
+async function waitForAdmission(run: FanRun, i: number, behaviour: FanBehaviour): Promise<string | undefined> {
+  const { client, figures } = run;
+  const ev = `/v1/events/${run.eventId}`;
+  const joined = await client.call<{ queueToken: string; status: string }>("join", "POST", `${ev}/queue`, {
+    json: { fanId: `fan-${i}` },
+    ok: [200, 201],
+  });
+  if (joined.status !== 200 && joined.status !== 201) return undefined;
+  if (joined.body.status === "prequeue") figures.tally.prequeued++;
+  const leavesAfter = behaviour.leavesAfterMs?.(i);
+  const leaveAt = leavesAfter === undefined ? undefined : Date.now() + leavesAfter;
+  while (Date.now() <= run.hardStop) {
+    const s = await client.call<{ status: string; position: number; pollAfterSeconds?: number; accessToken?: string }>(
+      "status",
+      "GET",
+      `${ev}/queue/status`,
+      { token: joined.body.queueToken },
+    );
+    if (s.status === 200 && s.body.accessToken) {
+      figures.admitted(s.body.position);
+      return s.body.accessToken;
+    }
+    if (s.status === 200 && s.body.status !== "waiting" && s.body.status !== "prequeue") return undefined;
+    if (leaveAt !== undefined && Date.now() > leaveAt) {
+      figures.tally.abandonedWaiting++;
+      return undefined;
+    }
+    await sleep(pollDelaySeconds(s.body?.pollAfterSeconds, Math.random(), run.maxPollSeconds) * 1000);
+  }
+  return undefined;
+}
+
+/** The seats of the first section in `order` the (cached) map shows available, less those lost. */
+async function availableSeats(run: FanRun, order: readonly string[], lost: ReadonlySet<string>): Promise<string[]> {
+  let available: string[] = [];
+  for (const sectionId of order) {
+    // The compact form: [row, firstSeat, count] runs, one status character a seat.
+    const page = await run.client.call<{ layout: [number, number, number][]; status: string }>(
+      "section seats",
+      "GET",
+      `/v1/events/${run.eventId}/sections/${sectionId}/seats?format=compact`,
+    );
+    available = [];
+    let at = 0;
+    for (const [row, first, count] of page.body?.layout ?? []) {
+      for (let k = 0; k < count; k++, at++) {
+        const id = `${sectionId}-${row}-${first + k}`;
+        if (page.body?.status[at] === "a" && !lost.has(id)) available.push(id);
+      }
+    }
+    if (available.length > 0) break;
+  }
+  return available;
+}
+
+/** Up to eight tries at a hold of 1-2 seats; undefined when sold out or out of time. */
+async function holdSeats(run: FanRun, i: number, access: string, behaviour: FanBehaviour): Promise<Held | undefined> {
+  const want = 1 + (i % 2);
+  /** Seats this fan saw go to someone else (the cached map may still show them available). */
+  const lost = new Set<string>();
+  for (let attempt = 0; attempt < 8; attempt++) {
+    if (Date.now() > run.hardStop) return undefined;
+    const order =
+      behaviour.sectionOrder?.(run.sections, attempt) ?? run.sections.map((s) => s.id).sort(() => Math.random() - 0.5);
+    const available = await availableSeats(run, order, lost);
+    if (available.length === 0) return undefined; // sold out (as far as the cached map knows)
+    const chosen = behaviour.choose?.(available, want, attempt) ?? randomSeats(available, want);
+    const h = await run.client.call<Held & { error?: { details?: { seats?: string[] } } }>(
+      "hold",
+      "POST",
+      `/v1/events/${run.eventId}/holds`,
+      { token: access, json: { seats: chosen }, ok: [201, 409] },
+    );
+    if (h.status === 201) {
+      run.figures.tally.holds++;
+      return h.body;
+    }
+    if (h.status === 409) {
+      run.figures.tally.conflicts++;
+      for (const s of h.body?.error?.details?.seats ?? chosen) lost.add(s);
+      await sleep(50 + Math.random() * 200);
+    } else await sleep(200);
+  }
+  return undefined;
+}
+
+/** Buys the hold, releases it, or walks away from it (it expires and its seats return to sale). */
+async function settle(run: FanRun, access: string, held: Held, after: AfterHold): Promise<void> {
+  const { client, figures } = run;
+  const hold = `/v1/events/${run.eventId}/holds/${held.holdId}`;
+  if (after === "release") {
+    const r = await client.call("release", "DELETE", hold, { token: access, ok: [204] });
+    if (r.status === 204) {
+      figures.tally.released++;
+      figures.returnedToSale(held.seats);
+    }
+    return;
+  }
+  if (after === "lapse") {
+    figures.tally.lapsed++;
+    figures.returnedToSale(held.seats);
+    return;
+  }
+  const p = await client.call<{ status: string; seats?: string[] }>("purchase", "POST", `${hold}/purchase`, {
+    token: access,
+    json: { paymentToken: "tok_ok" },
+    headers: { "idempotency-key": `load-${held.holdId}` },
+    // 409 hold_expired: the fan took longer than holdSeconds (a slow gateway); not a gateway error
+    ok: [201, 202, 409],
+  });
+  if (p.status === 201 || p.status === 202) figures.purchased(p.body.seats ?? held.seats);
+}

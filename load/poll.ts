@@ -1,0 +1,20 @@
+/**
+ * How long a fan waits between two queue-status polls, as the fan page does
+ * (waiting-room/src/fan.ts): never sooner than the gateway's `pollAfterSeconds` (up to 30 s for a
+ * fan far back in the line), a little later at random so a crowd told the same interval does not
+ * arrive at once; 1 s when the poll failed (no advice). The k6 scripts and the Node driver both
+ * wait by this. No imports: it runs under k6 and Node alike.
+ */
+
+/**
+ * Seconds to wait before the next poll. `maxSeconds` caps the wait the gateway asked for (the
+ * driver's `maxPollSeconds`, for short test runs); the random part comes on top of it.
+ */
+export function pollDelaySeconds(
+  pollAfterSeconds: number | undefined,
+  random: number = Math.random(),
+  maxSeconds: number = Number.POSITIVE_INFINITY,
+): number {
+  const wait = Math.min(maxSeconds, Math.max(pollAfterSeconds ?? 1, 0.5));
+  return wait + random * Math.min(2, wait / 10);
+}

@@ -1,0 +1,127 @@
+--[[
+  The admission tick: what elapsed Redis time owes the line, settled at the start of every script
+  (nothing runs on a timer). The cursor `served` is the last place reached; admitPerSecond
+  accrues as `credit` while the room is open, and each admission into a free session spends one.
+  Each call does bounded work (the MAX_* limits); whatever is left is carried to the next call.
+
+  Defines  tick(r, now)     the draw when due, expired sessions, abandoned places, the budget,
+                            admissions, and forgetting vacated places the cursor passed
+           serve(r, now)    admissions alone (after a slot was freed or the line grew);
+                            returns how many fans it admitted
+  Needs    room, prequeue, fans, sessions
+  Keys     K_PRE, K_FIFO, K_SEEN, K_GONE (and those of the includes it needs)
+]]
+--- @include "room"
+--- @include "prequeue"
+--- @include "fans"
+--- @include "sessions"
+
+local MAX_STEPS = 256      -- places the cursor passes (admitted or skipped) per call
+local MAX_SWEEP = 128      -- abandoned fans detected per call
+local RATE_WINDOW_MS = 10000
+
+-- The cursor reached place `pos`, held by fanId: admit the fan if still polling, else skip the
+-- place. A fan who left and came back holds a later place; the old one is simply passed over.
+local function reach(r, fanId, pos, now, fromPre)
+  local f = get_fan(fanId)
+  if not f then return 0 end
+  if not ((fromPre and f.s == 'p') or (f.s == 'w' and f.pos == pos)) then return 0 end
+  f.pos = pos
+  local seenAt = tonumber(redis.call('ZSCORE', K_SEEN, fanId)) or 0
+  if is_stale(r, seenAt, now) then
+    abandon(r, fanId, f)
+    return 0
+  end
+  admit(r, fanId, f, now)
+  return 1
+end
+
+local function sweep_abandoned(r, now)
+  local cutoff = now - r.abandonSeconds * 1000
+  if cutoff <= r.openedAt then return end
+  local stale = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', '(' .. int(cutoff), 'LIMIT', 0, MAX_SWEEP)
+  for _, fanId in ipairs(stale) do
+    abandon(r, fanId, get_fan(fanId))
+  end
+end
+
+-- Budget: admitPerSecond accrues over elapsed Redis time, only while the room is open and not
+-- paused. Settings changes call tick() first, so time before a change accrues at the old rate.
+local function accrue(r, now)
+  if now <= r.accruedAt then return end
+  if room_state(r) == 'open' then
+    r.credit = r.credit + (now - r.accruedAt) * r.admitPerSecond / 1000
+  end
+  r.accruedAt = now
+end
+
+local function serve(r, now)
+  if room_state(r) ~= 'open' then return 0 end
+  local free = r.maxActive - live_sessions(now)
+  local steps, admitted = 0, 0
+  local stop
+  while true do
+    if r.served >= r.tail then stop = 'empty' break end
+    if admitted >= free then stop = 'full' break end
+    if r.credit < 1 then stop = 'budget' break end
+    if steps >= MAX_STEPS then stop = 'bound' break end
+    local want = math.min(math.floor(r.credit), free - admitted) + 16
+    want = math.min(want, MAX_STEPS - steps)
+    if r.served < r.preCount then
+      want = math.min(want, r.preCount - r.served)
+      local members = redis.call('ZRANGE', K_PRE, r.served, r.served + want - 1)
+      if #members == 0 then r.served = r.preCount end
+      for _, m in ipairs(members) do
+        if admitted >= free or r.credit < 1 then break end
+        r.served = r.served + 1
+        steps = steps + 1
+        admitted = admitted + reach(r, string.sub(m, 41), r.served, now, true)
+      end
+    else
+      local rows = redis.call('ZRANGEBYSCORE', K_FIFO, '(' .. int(r.served), '+inf',
+        'WITHSCORES', 'LIMIT', 0, want)
+      if #rows == 0 then r.served = r.tail end
+      for i = 1, #rows, 2 do
+        if admitted >= free or r.credit < 1 then break end
+        local fanId, pos = rows[i], tonumber(rows[i + 1])
+        r.served = pos
+        steps = steps + 1
+        redis.call('ZREM', K_FIFO, fanId)
+        admitted = admitted + reach(r, fanId, pos, now, false)
+      end
+    end
+  end
+  -- Budget is not banked while it cannot be used: an empty line keeps at most one admission
+  -- (so a lone arrival gets in at once), a full room at most one second of admissions.
+  if stop == 'empty' and r.credit > 1 then r.credit = 1 end
+  if stop == 'full' then
+    local cap = math.max(1, r.admitPerSecond)
+    if r.credit > cap then r.credit = cap end
+  end
+  r.winCount = r.winCount + admitted
+  if now - r.winStart >= RATE_WINDOW_MS then
+    r.lastRate = r.winCount * 1000 / (now - r.winStart)
+    r.winStart = now
+    r.winCount = 0
+  end
+  return admitted
+end
+
+-- Vacated places the cursor has passed are no longer needed (every count reads only the part
+-- ahead of the cursor); dropped a bounded number per call.
+local function forget_passed(r)
+  local behind = redis.call('ZCOUNT', K_GONE, '-inf', int(r.served))
+  if behind > 0 then
+    redis.call('ZREMRANGEBYRANK', K_GONE, 0, math.min(behind, MAX_STEPS) - 1)
+  end
+end
+
+local function tick(r, now)
+  open_if_due(r, now)
+  if r.openedAt == 0 then return end
+  expire_sessions(r, now)
+  sweep_abandoned(r, now)
+  accrue(r, now)
+  serve(r, now)
+  forget_passed(r)
+end

@@ -1,0 +1,71 @@
+--[[
+  A fan's place record in KEYS[2] (fans), "s|pos|n|sid|exp|at":
+    s    p prequeue (place still given by the lottery rank), w waiting, a admitted,
+         x abandoned, c completed, e expired, r revoked
+    pos  place (0 while it is the lottery rank not yet looked up); n: pre-queue arrival number
+    sid/exp/at  session id, its expiry and the admission time (ms), once admitted
+  A place is kept by polling (KEYS[5] seen); one not polled for abandonSeconds is lost.
+
+  Defines  STATE_NAMES                  record letter -> the status a fan is shown
+           get_fan(fanId) -> f | nil    put_fan(fanId, f)
+           is_stale(r, seenAt, now)     the place was not polled for abandonSeconds
+           abandon(r, fanId, f)         gives the place up (the cursor will pass it)
+           settle_fan(r, fanId, f, now) brings the fan's own record up to date before it is shown
+  Needs    room, prequeue
+  Keys     K_FANS, K_SEEN, K_GONE, K_FIFO; K_ACTIVE (settle_fan ends an expired session)
+]]
+--- @include "room"
+--- @include "prequeue"
+
+local STATE_NAMES = { p = 'prequeue', w = 'waiting', a = 'admitted', x = 'abandoned',
+  c = 'completed', e = 'expired', r = 'revoked' }
+
+local function get_fan(fanId)
+  local raw = redis.call('HGET', K_FANS, fanId)
+  if not raw then return nil end
+  local s, pos, n, sid, exp, at = string.match(raw, '^(%a)|(%d+)|(%d+)|([^|]*)|(%d+)|(%d+)$')
+  return { s = s, pos = tonumber(pos), n = tonumber(n), sid = sid, exp = tonumber(exp),
+    at = tonumber(at) }
+end
+
+local function put_fan(fanId, f)
+  redis.call('HSET', K_FANS, fanId,
+    f.s .. '|' .. int(f.pos) .. '|' .. int(f.n) .. '|' .. f.sid .. '|' .. int(f.exp) .. '|' .. int(f.at))
+end
+
+-- A place is kept by polling: the last join/poll, or the draw for the pre-queue, whichever is later.
+local function is_stale(r, seenAt, now)
+  return math.max(seenAt, r.openedAt) < now - r.abandonSeconds * 1000
+end
+
+local function abandon(r, fanId, f)
+  redis.call('ZREM', K_SEEN, fanId)
+  if f and (f.s == 'p' or f.s == 'w') then
+    local pos = place_of(r, fanId, f)
+    f.s = 'x'
+    f.pos = pos
+    put_fan(fanId, f)
+    if pos > r.served then redis.call('ZADD', K_GONE, int(pos), int(pos)) end
+    if pos > r.preCount then redis.call('ZREM', K_FIFO, fanId) end
+    r.abandoned = r.abandoned + 1
+  end
+end
+
+-- A fan's own record, brought up to date before it is shown: a session past its expiry has
+-- ended; a place not polled for abandonSeconds is lost; a lottery place is looked up once.
+local function settle_fan(r, fanId, f, now)
+  if f.s == 'a' and f.exp <= now then
+    if redis.call('ZREM', K_ACTIVE, f.sid) == 1 then r.expired = r.expired + 1 end
+    f.s = 'e'
+    put_fan(fanId, f)
+  elseif (f.s == 'p' or f.s == 'w') and r.openedAt > 0 then
+    local seenAt = tonumber(redis.call('ZSCORE', K_SEEN, fanId)) or 0
+    if is_stale(r, seenAt, now) then
+      abandon(r, fanId, f)
+    elseif f.s == 'p' then
+      f.pos = place_of(r, fanId, f)
+      f.s = 'w'
+      put_fan(fanId, f)
+    end
+  end
+end

@@ -1,0 +1,103 @@
+--[[
+  The room: the line's keys, its settings and runtime state, and how numbers leave a script.
+  Every waiting-room include starts from this one. src/redis/scripts.ts (the one loader) inlines
+  it, once, wherever a script or include says `--- @include "room"`, so every script of the line
+  takes the same eight keys first, all under the event's hash tag {evt:<eventId>}
+  (src/waiting-room/keys.ts lineKeys):
+
+    KEYS[1] room      HASH  settings, lottery (seed, commitment), epoch, cursor, budget, counters
+    KEYS[2] fans      HASH  fanId -> place record "s|pos|n|sid|exp|at" (see fans.lua)
+    KEYS[3] pre       ZSET  the pre-queue: score 0, member sha1hex(seed .. ':' .. fanId) .. fanId,
+                            so lexicographic order IS the lottery order; frozen once drawn
+    KEYS[4] fifo      ZSET  fanId -> place, fans placed after the draw and not yet reached
+    KEYS[5] seen      ZSET  fanId -> last join/poll (ms), fans still in line
+    KEYS[6] gone      ZSET  places vacated by abandonment (member = score = place); only the part
+                            ahead of the cursor counts, the rest is dropped a little per call
+    KEYS[7] active    ZSET  sessionId -> session expiry (ms)
+    KEYS[8] sessions  HASH  sessionId -> fanId
+
+  The room's `epoch` is a random id given when the room is created (never changed afterwards).
+  Queue and access tokens carry it: a room created again after Redis lost its data has another
+  epoch, which is how a session check tells "this room ended that session" from "this room never
+  knew it" (see session-active-2.lua).
+
+  Nothing here runs on a timer: every script first calls tick() (admission.lua), which settles
+  what elapsed Redis time owes. One clock: now_ms() (lua/includes/now-ms.lua).
+
+  Defines  K_ROOM .. K_SESSIONS        the eight keys
+           int(n), dec(n)              every number leaves a script through these
+           append(list, ...)           adds fields to a flat key/value reply
+           load_room() -> r | nil      the room hash as a table (nil: no room)
+           save_room(r)                writes back the runtime fields that changed
+           room_state(r)               'closed' | 'prequeue' | 'paused' | 'open'
+  Needs    now-ms
+]]
+--- @include "now-ms"
+
+local K_ROOM, K_FANS, K_PRE, K_FIFO, K_SEEN, K_GONE, K_ACTIVE, K_SESSIONS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+
+local SETTINGS = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 'abandonSeconds',
+  'paused', 'closed' }
+local RUNTIME = { 'openedAt', 'preCount', 'preSeq', 'tail', 'served', 'credit', 'accruedAt',
+  'sessSeq', 'winStart', 'winCount', 'lastRate', 'joined', 'admitted', 'abandoned', 'completed',
+  'expired', 'revoked' }
+local FRACTIONAL = { credit = true, lastRate = true }
+
+-- Lua would print large numbers as 1.7e+12 when concatenated; every integer leaves through here.
+local function int(n)
+  return string.format('%d', n)
+end
+
+local function dec(n)
+  return string.format('%.9f', n)
+end
+
+local function append(list, ...)
+  for _, v in ipairs({ ... }) do list[#list + 1] = v end
+  return list
+end
+
+local NOT_NUMERIC = { seed = true, commitment = true, epoch = true }
+
+local function load_room()
+  local v = redis.call('HGETALL', K_ROOM)
+  if #v == 0 then return nil end
+  local r = { raw = {}, saved = {}, seed = '', commitment = '', epoch = '' }
+  for _, f in ipairs(SETTINGS) do r[f] = 0 end
+  for _, f in ipairs(RUNTIME) do
+    r[f] = 0
+    r.saved[f] = 0
+  end
+  for i = 1, #v, 2 do
+    local f, x = v[i], v[i + 1]
+    r.raw[f] = x
+    if NOT_NUMERIC[f] then
+      r[f] = x
+    else
+      local n = tonumber(x) or 0
+      r[f] = n
+      r.saved[f] = n
+    end
+  end
+  return r
+end
+
+local function save_room(r)
+  local args = {}
+  for _, f in ipairs(RUNTIME) do
+    if r[f] ~= r.saved[f] then
+      args[#args + 1] = f
+      if FRACTIONAL[f] then args[#args + 1] = dec(r[f]) else args[#args + 1] = int(r[f]) end
+      r.saved[f] = r[f]
+    end
+  end
+  if #args > 0 then redis.call('HSET', K_ROOM, unpack(args)) end
+end
+
+local function room_state(r)
+  if r.closed ~= 0 then return 'closed' end
+  if r.openedAt == 0 then return 'prequeue' end
+  if r.paused ~= 0 or r.admitPerSecond <= 0 then return 'paused' end
+  return 'open'
+end

@@ -1,0 +1,69 @@
+--[[
+  What the scripts answer: a fan's view of their place, and the room's snapshot, as flat
+  key/value lists (src/waiting-room/ reads them by name).
+
+  Defines  fan_view(r, fanId, f, now)  status, position, ahead, session, rate, ... of one fan
+           snapshot(r, now)            the room's settings, state, counters and lottery
+  Needs    room, prequeue, fans, sessions
+  Keys     K_PRE, K_GONE (and those of the includes it needs)
+]]
+--- @include "room"
+--- @include "prequeue"
+--- @include "fans"
+--- @include "sessions"
+
+-- Admissions per second a waiting fan can expect: the operator's rate while there is room;
+-- while the room is full, the rate sessions actually ended at over the last window.
+local function effective_rate(r, live)
+  if room_state(r) ~= 'open' then return 0 end
+  if live >= r.maxActive then
+    if r.lastRate > 0 then return math.min(r.admitPerSecond, r.lastRate) end
+    if r.maxActive <= 0 then return 0 end
+    return math.min(r.admitPerSecond, r.maxActive / r.sessionSeconds)
+  end
+  return r.admitPerSecond
+end
+
+local function waiting_count(r)
+  if r.openedAt == 0 then return redis.call('ZCARD', K_PRE) end
+  return r.tail - r.served - redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
+end
+
+local function fan_view(r, fanId, f, now)
+  local status = STATE_NAMES[f.s]
+  local position, ahead, provisional = f.pos, 0, 0
+  if f.s == 'p' and r.openedAt == 0 then
+    -- before the draw only the arrival number is known; everyone else in the pre-queue may
+    -- end up ahead
+    position = f.n
+    provisional = 1
+    ahead = redis.call('ZCARD', K_PRE) - 1
+  elseif f.s == 'p' or f.s == 'w' then
+    status = 'waiting'
+    position = place_of(r, fanId, f)
+    ahead = position - r.served - 1
+      - redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '(' .. int(position))
+    if ahead < 0 then ahead = 0 end
+  end
+  local live = live_sessions(now)
+  return { 'status', status, 'position', int(position), 'provisional', int(provisional),
+    'ahead', int(ahead), 'sessionId', f.sid, 'admittedAt', int(f.at), 'expiresAt', int(f.exp),
+    'now', int(now), 'onSaleAt', int(r.onSaleAt), 'roomState', room_state(r),
+    'rate', dec(effective_rate(r, live)), 'admitPerSecond', r.raw.admitPerSecond,
+    'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch }
+end
+
+local function snapshot(r, now)
+  local live = live_sessions(now)
+  local seed = ''
+  if r.openedAt > 0 then seed = r.seed end
+  return { 'now', int(now), 'state', room_state(r), 'onSaleAt', int(r.onSaleAt),
+    'openedAt', int(r.openedAt), 'admitPerSecond', r.raw.admitPerSecond,
+    'maxActive', int(r.maxActive), 'sessionSeconds', int(r.sessionSeconds),
+    'abandonSeconds', int(r.abandonSeconds), 'paused', int(r.paused), 'closed', int(r.closed),
+    'commitment', r.commitment, 'seed', seed, 'waiting', int(waiting_count(r)),
+    'active', int(live), 'rate', dec(effective_rate(r, live)), 'joined', int(r.joined),
+    'admitted', int(r.admitted), 'abandoned', int(r.abandoned), 'completed', int(r.completed),
+    'expired', int(r.expired), 'revoked', int(r.revoked), 'preCount', int(r.preCount),
+    'tail', int(r.tail), 'served', int(r.served), 'epoch', r.epoch }
+end

@@ -1,0 +1,104 @@
+/**
+ * What every part of the waiting room shares: the Redis client, the family's script runner, the
+ * guard that turns Redis failures into `unavailable`, the token service and the place reader.
+ * Built once per room by createWaitingRoom (waiting-room.ts) and handed to each part.
+ */
+import type { Cluster, Redis } from "ioredis";
+import type { z } from "zod";
+import type { Logger } from "../logger.js";
+import { redisReady } from "../redis/availability.js";
+import { registerScripts, type RunScript } from "../redis/scripts.js";
+import { onceEvery } from "../throttle.js";
+import { OUTCOME_MESSAGES, type ScriptOutcome, scriptOutcome } from "./codes.js";
+import { isEventId, waitingRoomKeys, type WaitingRoomKeys } from "./keys.js";
+import { createPlaceReader, type PlaceReader } from "./places.js";
+import { type ScriptName, waitingRoomScripts } from "./scripts.js";
+import type { TokenService } from "./tokens.js";
+import type { NotFound, RestoreOutcome, Unavailable } from "./types.js";
+
+/** At most one "redis is down" line per operation this often. */
+const DOWN_LOG_EVERY_MS = 10_000;
+
+export interface RoomContext {
+  redis: Redis | Cluster;
+  log: Logger | undefined;
+  tokens: TokenService;
+  placeFrom: PlaceReader;
+  /** The family's runner: the raw reply. */
+  run: RunScript<ScriptName>;
+  /** A script's reply, with its negative code read as an outcome (logged at debug). */
+  script(
+    name: ScriptName,
+    keys: readonly string[],
+    args?: readonly (string | number)[],
+  ): Promise<{ reply: unknown; outcome: ScriptOutcome | null }>;
+  /**
+   * Redis and reply failures become `unavailable`; nothing was decided, the caller may retry.
+   * While the client is not connected nothing is sent: the answer is immediate, not a retry loop.
+   */
+  guarded<T>(op: string, eventId: string, fn: () => Promise<T>): Promise<T | Unavailable>;
+}
+
+/** What the parts that may find a room Redis lost need besides (restore.ts builds it). */
+export interface RestoringContext extends RoomContext {
+  restoreRoom(eventId: string): Promise<RestoreOutcome>;
+  /** Runs `op`; when it finds no room and the stored event has one, restores it and runs it again. */
+  withRestore<R extends { ok: boolean; reason?: string }>(
+    eventId: string,
+    op: () => Promise<R>,
+  ): Promise<R | Unavailable>;
+}
+
+export const notFound: NotFound = { ok: false, reason: "not_found" };
+
+export const issuesOf = (error: z.ZodError) => error.issues.map((i) => `${i.path.join(".") || "input"}: ${i.message}`);
+
+/** Events whose keys are remembered: every poll asks, and building nine strings each time showed. */
+const KEYS_REMEMBERED = 1_000;
+const rememberedKeys = new Map<string, Readonly<WaitingRoomKeys>>();
+
+/** The event's keys, or null for an id that is not an event id (answered `not_found`). */
+export function keysFor(eventId: string): Readonly<WaitingRoomKeys> | null {
+  const known = rememberedKeys.get(eventId);
+  if (known) return known;
+  if (!isEventId(eventId)) return null;
+  if (rememberedKeys.size >= KEYS_REMEMBERED) rememberedKeys.clear();
+  const keys = Object.freeze(waitingRoomKeys(eventId));
+  rememberedKeys.set(eventId, keys);
+  return keys;
+}
+
+export function createRoomContext(redis: Redis | Cluster, log: Logger | undefined, tokens: TokenService): RoomContext {
+  const run = registerScripts(redis, waitingRoomScripts);
+  const downLogDue = onceEvery(DOWN_LOG_EVERY_MS);
+  const logDown = (op: string, eventId: string, message: string) => {
+    if (downLogDue(op)) log?.warn({ op, eventId, err: message }, "waiting room unavailable: redis is not connected");
+  };
+  return {
+    redis,
+    log,
+    tokens,
+    placeFrom: createPlaceReader(tokens),
+    run,
+    async script(name, keys, args = []) {
+      const reply = await run(name, keys, args);
+      const outcome = scriptOutcome(reply);
+      if (outcome) log?.debug({ script: name, outcome }, OUTCOME_MESSAGES[outcome]);
+      return { reply, outcome };
+    },
+    async guarded<T>(op: string, eventId: string, fn: () => Promise<T>): Promise<T | Unavailable> {
+      if (!redisReady(redis)) {
+        const message = `redis is ${redis.status}`;
+        logDown(op, eventId, message);
+        return { ok: false, reason: "unavailable", message };
+      }
+      try {
+        return await fn();
+      } catch (err) {
+        if (redisReady(redis)) log?.error({ err, op, eventId }, "waiting-room call failed");
+        else logDown(op, eventId, (err as Error).message);
+        return { ok: false, reason: "unavailable", message: (err as Error).message };
+      }
+    },
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * The fan's side of the line: taking a place (join-9.lua) and polling it (status-10.lua). Each is
+ * one Redis round trip, its rate limits taken inside the same script; the status poll is the hot
+ * path of an on-sale, so nothing here adds a call to it.
+ */
+import { keysFor, notFound, type RestoringContext } from "./context.js";
+import { isEventId, isFanId, limitKey, lineKeys, type WaitingRoomKeys } from "./keys.js";
+import { Fields, limitedFrom, ReplyShapeError } from "./replies.js";
+import type { JoinResult, LineLimit, StatusLimits, StatusResult } from "./types.js";
+
+export interface StatusOptions {
+  rejoin?: { epoch: string | undefined };
+  limits?: StatusLimits;
+}
+
+/** KEYS and ARGV of one limit: an untouched key and rate 0 when there is none. */
+function limitArgs(eventId: string, name: string, limit: LineLimit | undefined, subject = limit?.subject ?? "") {
+  return {
+    key: limitKey(eventId, name, subject),
+    args: limit && limit.perSecond > 0 ? [limit.perSecond, limit.burst] : [0, 0],
+  };
+}
+
+async function statusOnce(
+  ctx: RestoringContext,
+  k: WaitingRoomKeys,
+  eventId: string,
+  fanId: string,
+  limits: StatusLimits = {},
+): Promise<StatusResult> {
+  const ip = limitArgs(eventId, "ip:status", limits.ip);
+  const fan = limitArgs(eventId, "fan:status", limits.fan, fanId);
+  return ctx.guarded("status", eventId, async () => {
+    const { reply, outcome } = await ctx.script(
+      "status",
+      [...lineKeys(k), ip.key, fan.key],
+      [fanId, ...ip.args, ...fan.args],
+    );
+    const limited = limitedFrom(reply);
+    if (limited) return limited;
+    if (outcome === "not_found") return notFound;
+    if (outcome === "not_joined") return { ok: false as const, reason: outcome };
+    if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
+    return { ok: true as const, fanId, place: ctx.placeFrom(new Fields(reply), eventId, fanId) };
+  });
+}
+
+async function joinOnce(
+  ctx: RestoringContext,
+  k: WaitingRoomKeys,
+  eventId: string,
+  fanId: string,
+  ipLimit?: LineLimit,
+): Promise<JoinResult> {
+  const ip = limitArgs(eventId, "ip:join", ipLimit);
+  return ctx.guarded("join", eventId, async () => {
+    const { reply, outcome } = await ctx.script("join", [...lineKeys(k), ip.key], [fanId, ...ip.args]);
+    const limited = limitedFrom(reply);
+    if (limited) return limited;
+    if (outcome === "not_found") return notFound;
+    if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
+    if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
+    const f = new Fields(reply);
+    const queueToken = ctx.tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") });
+    const place = ctx.placeFrom(f, eventId, fanId);
+    return { ok: true as const, created: f.flag("created"), fanId, queueToken, place };
+  });
+}
+
+export async function statusOf(
+  ctx: RestoringContext,
+  eventId: string,
+  fanId: string,
+  options: StatusOptions = {},
+): Promise<StatusResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  if (!isFanId(fanId)) return { ok: false, reason: "not_joined" };
+  // The limits are taken once per request: the call again after a restore does not take them.
+  let limits = options.limits;
+  const found = await ctx.withRestore(eventId, () => {
+    const once = limits;
+    limits = undefined;
+    return statusOnce(ctx, k, eventId, fanId, once);
+  });
+  if (found.ok || found.reason !== "not_joined" || !options.rejoin) return found;
+  // Unknown fan. In the epoch that issued the token that cannot happen (a place is never
+  // forgotten), so the answer stands; from another epoch, Redis lost the line: a new place.
+  const epoch = await ctx.guarded("status", eventId, async () => (await ctx.redis.hget(k.room, "epoch")) ?? "");
+  if (typeof epoch !== "string") return epoch;
+  if (epoch === (options.rejoin.epoch ?? "")) return found;
+  const joined = await joinOnce(ctx, k, eventId, fanId);
+  if (!joined.ok) return joined.reason === "unavailable" ? joined : found;
+  ctx.log?.info({ eventId, fanId, position: joined.place.position }, "fan from a lost line placed in the new line");
+  return { ok: true, fanId, place: joined.place, replaced: { queueToken: joined.queueToken } };
+}
+
+export async function status(ctx: RestoringContext, eventId: string, queueToken: string): Promise<StatusResult> {
+  if (!isEventId(eventId)) return notFound;
+  const check = ctx.tokens.verifyQueueToken(queueToken, eventId);
+  if (!check.ok) return { ok: false, reason: "token", token: check.reason };
+  return statusOf(ctx, eventId, check.claims.fanId, { rejoin: { epoch: check.claims.epoch } });
+}
+
+export async function join(
+  ctx: RestoringContext,
+  eventId: string,
+  fanId: string,
+  options: { limits?: { ip?: LineLimit | undefined } } = {},
+): Promise<JoinResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  if (!isFanId(fanId)) return { ok: false, reason: "invalid_fan" };
+  // As for a poll: the limit is taken once, not again after a restore.
+  let ipLimit = options.limits?.ip;
+  return ctx.withRestore(eventId, () => {
+    const once = ipLimit;
+    ipLimit = undefined;
+    return joinOnce(ctx, k, eventId, fanId, once);
+  });
+}

@@ -1,0 +1,159 @@
+/**
+ * The operator's side: creating and configuring a room (configure-9.lua), opening it now
+ * (open-now-9.lua), changing its settings (update-settings-9.lua), reading the log of those
+ * changes, and removing the room. Input is validated here; the scripts trust it.
+ */
+import { randomBytes } from "node:crypto";
+import { z } from "zod";
+import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
+import { allKeys, lineKeysWithChanges } from "./keys.js";
+import { commitmentOf, generateSeed } from "./lottery.js";
+import { changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
+import type {
+  ConfigureInput,
+  ConfigureResult,
+  OpenNowResult,
+  RemoveResult,
+  SettingsHistoryResult,
+  SettingsPatch,
+  UpdateSettingsResult,
+} from "./types.js";
+
+export const DEFAULT_ABANDON_SECONDS = 60;
+
+const rate = z.number().min(0).max(1_000_000);
+const count = z.number().int().min(0).max(10_000_000);
+const duration = z.number().int().min(1).max(86_400);
+
+const configureSchema = z.object({
+  onSaleAt: z
+    .union([z.date(), z.string(), z.number()])
+    .transform((v) => (v instanceof Date ? v.getTime() : typeof v === "string" ? Date.parse(v) : v))
+    .pipe(z.number().int().min(0).max(8.64e15)),
+  admitPerSecond: rate,
+  maxActive: count,
+  sessionSeconds: duration,
+  abandonSeconds: duration.default(DEFAULT_ABANDON_SECONDS),
+});
+
+const patchSchema = z
+  .object({
+    admitPerSecond: rate,
+    maxActive: count,
+    sessionSeconds: duration,
+    abandonSeconds: duration,
+    paused: z.boolean(),
+    closed: z.boolean(),
+  })
+  .partial()
+  .strict();
+
+export type ConfigureMode = { mode: "configure" } | { mode: "restore"; paused: boolean };
+
+/** Needs no restore: restoring is this call in 'restore' mode. */
+export async function configureRoom(
+  ctx: RoomContext,
+  eventId: string,
+  input: ConfigureInput,
+  how: ConfigureMode,
+): Promise<ConfigureResult> {
+  const { mode } = how;
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  const parsed = configureSchema.safeParse(input);
+  if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
+  const s = parsed.data;
+  // A fresh seed and epoch every call; the script keeps the first ones it stored.
+  const seed = generateSeed();
+  const epoch = randomBytes(8).toString("hex");
+  return ctx.guarded(mode, eventId, async () => {
+    const { reply, outcome } = await ctx.script("configure", lineKeysWithChanges(k), [
+      String(s.onSaleAt),
+      String(s.admitPerSecond),
+      String(s.maxActive),
+      String(s.sessionSeconds),
+      String(s.abandonSeconds),
+      seed,
+      commitmentOf(seed),
+      epoch,
+      mode,
+      how.mode === "restore" && how.paused ? "1" : "0",
+    ]);
+    if (outcome === "already_open") return { ok: false as const, reason: outcome };
+    if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
+    const f = new Fields(reply);
+    if (f.flag("changed") && mode === "configure") {
+      ctx.log?.info({ eventId, settings: s, created: f.flag("created") }, "waiting room configured");
+    }
+    return {
+      ok: true as const,
+      created: f.flag("created"),
+      changed: f.flag("changed"),
+      settings: settingsFrom(f),
+      info: infoFrom(f),
+    };
+  });
+}
+
+export async function openNow(ctx: RoomContext, eventId: string): Promise<OpenNowResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  return ctx.guarded("openNow", eventId, async () => {
+    const { reply, outcome } = await ctx.script("openNow", lineKeysWithChanges(k));
+    if (outcome === "not_found") return notFound;
+    if (outcome) throw new ReplyShapeError(`openNow: unexpected ${outcome}`);
+    const f = new Fields(reply);
+    return { ok: true as const, changed: f.flag("changed"), info: infoFrom(f) };
+  });
+}
+
+export async function updateSettings(
+  ctx: RestoringContext,
+  eventId: string,
+  patch: SettingsPatch,
+): Promise<UpdateSettingsResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  const parsed = patchSchema.safeParse(patch);
+  if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
+  const args: string[] = [];
+  for (const [name, value] of Object.entries(parsed.data)) {
+    if (value === undefined) continue;
+    args.push(name, typeof value === "boolean" ? (value ? "1" : "0") : String(value));
+  }
+  return ctx.withRestore(eventId, () =>
+    ctx.guarded("updateSettings", eventId, async () => {
+      const { reply, outcome } = await ctx.script("updateSettings", lineKeysWithChanges(k), args);
+      if (outcome === "not_found") return notFound;
+      if (outcome) throw new ReplyShapeError(`updateSettings: unexpected ${outcome}`);
+      const f = new Fields(reply);
+      const changed = f.num("changed");
+      if (changed > 0) ctx.log?.info({ eventId, patch: parsed.data }, "waiting-room settings changed");
+      return { ok: true as const, changed, settings: settingsFrom(f) };
+    }),
+  );
+}
+
+export async function settingsHistory(ctx: RoomContext, eventId: string, limit = 50): Promise<SettingsHistoryResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  const n = Math.max(1, Math.min(1_000, Math.floor(limit)));
+  return ctx.guarded("settingsHistory", eventId, async () => {
+    const [exists, entries] = await Promise.all([
+      ctx.redis.exists(k.room),
+      ctx.redis.xrevrange(k.changes, "+", "-", "COUNT", n),
+    ]);
+    if (exists === 0) return notFound;
+    return { ok: true as const, changes: entries.map(([id, flat]) => changeFrom(id, flat)) };
+  });
+}
+
+/** Deletes every key of the event's waiting room. */
+export async function removeRoom(ctx: RoomContext, eventId: string): Promise<RemoveResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  return ctx.guarded("remove", eventId, async () => {
+    const removedKeys = await ctx.redis.unlink(...allKeys(k));
+    return { ok: true as const, removedKeys };
+  });
+}

@@ -1,0 +1,289 @@
+/**
+ * The operator console's state, with no DOM: the connection to one event, the stats poll (with
+ * its back-off), the rates taken over a few seconds of counter samples, what the waiting room is
+ * doing, and the settings changes (checked and described before the operator confirms them).
+ * console.ts draws what it is told and asks the operator to confirm.
+ */
+import { Observed } from "./observed.js";
+import type { Api } from "./api.js";
+import { type Message, message } from "./format.js";
+import type { Stats, WaitingRoomInfo, WaitingRoomSettings } from "./types.js";
+
+export const POLL_MS = 1_000;
+/** Rates are taken over this window of samples, not over one noisy poll. */
+export const RATE_WINDOW_MS = 5_000;
+
+export const rate = (v: number): string => (v >= 10 ? Math.round(v).toLocaleString() : v.toFixed(1));
+
+/** The sum of a Prometheus counter's series in a /metrics text; 0 when it has none. */
+export function sumMetric(text: string, name: string): number {
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+    if (Number.isFinite(value)) total += value;
+  }
+  return total;
+}
+
+interface Sample {
+  at: number;
+  admitted: number;
+  sold: number;
+  conflicts: number | null;
+}
+
+export interface Rates {
+  admissions: number;
+  sales: number;
+  /** null while either end of the window could not read /metrics. */
+  conflicts: number | null;
+}
+
+/** Counter samples of the last few seconds, and the per-second rates between them. */
+export class RateWindow {
+  private samples: Sample[] = [];
+
+  clear(): void {
+    this.samples = [];
+  }
+
+  /** Adds a sample; the rates since the oldest one still in the window (null for the first). */
+  add(current: Sample): Rates | null {
+    const inWindow = (s: Sample) => current.at - s.at <= RATE_WINDOW_MS + 500;
+    const base = this.samples.find(inWindow) ?? this.samples[this.samples.length - 1];
+    this.samples = [...this.samples.filter(inWindow), current];
+    if (!base) return null;
+    const dt = Math.max(0.001, (current.at - base.at) / 1000);
+    return {
+      admissions: Math.max(0, current.admitted - base.admitted) / dt,
+      sales: Math.max(0, current.sold - base.sold) / dt,
+      conflicts:
+        current.conflicts !== null && base.conflicts !== null
+          ? Math.max(0, current.conflicts - base.conflicts) / dt
+          : null,
+    };
+  }
+}
+
+export interface Change {
+  field: string;
+  from: string;
+  to: string;
+}
+
+/** A settings change ready to confirm, or why there is none. */
+export type SettingsPlan =
+  | { ok: true; patch: Partial<WaitingRoomSettings>; changes: Change[]; warning: string }
+  | { ok: false; field: "rate" | "max" | null; message: Message };
+
+/** Checks the typed values against what is in force; empty means unchanged. */
+export function planSettings(rateText: string, maxText: string, inForce: Partial<WaitingRoomSettings>): SettingsPlan {
+  const patch: Partial<WaitingRoomSettings> = {};
+  const changes: Change[] = [];
+  if (rateText.trim() !== "") {
+    const value = Number(rateText);
+    if (!Number.isFinite(value) || value < 0 || value > 100_000) {
+      return {
+        ok: false,
+        field: "rate",
+        message: message("warning", "Admissions per second must be a number from 0 to 100,000."),
+      };
+    }
+    if (value !== inForce.admitPerSecond) {
+      patch.admitPerSecond = value;
+      changes.push({ field: "Admissions per second", from: String(inForce.admitPerSecond ?? "?"), to: String(value) });
+    }
+  }
+  if (maxText.trim() !== "") {
+    const value = Number(maxText);
+    if (!Number.isInteger(value) || value < 1) {
+      return {
+        ok: false,
+        field: "max",
+        message: message("warning", "Max active sessions must be a whole number, at least 1."),
+      };
+    }
+    if (value !== inForce.maxActive) {
+      patch.maxActive = value;
+      changes.push({ field: "Max active sessions", from: String(inForce.maxActive ?? "unknown"), to: String(value) });
+    }
+  }
+  if (changes.length === 0)
+    return { ok: false, field: null, message: message("info", "Nothing to change.", "Edit a value first.") };
+  const warning =
+    patch.admitPerSecond === 0
+      ? "A rate of 0 stops admissions until it is raised again."
+      : "Takes effect at once on every gateway. It is not retroactive: the new rate counts from now.";
+  return { ok: true, patch, changes, warning };
+}
+
+/** What the waiting room is doing, as the console shows it. */
+export interface RoomStatus {
+  state: string;
+  label: string;
+  /** The pause switch (not a rate of 0): what the pause button toggles. */
+  paused: boolean;
+  inForce: string;
+}
+
+export interface ConsoleView {
+  connected(eventId: string): void;
+  /** The first poll after connecting is in: move the focus to the dashboard. */
+  ready(): void;
+  disconnected(): void;
+  /** One poll's figures: counters to chart, rates (null on the first poll), the room, the stats. */
+  polled(stats: Stats, rates: Rates | null, room: RoomStatus): void;
+  stale(reason: string): void;
+  applied(settings: WaitingRoomSettings): void;
+  message(m: Message): void;
+  clearMessage(): void;
+}
+
+export class ConsoleModel extends Observed<ConsoleView> {
+  eventId: string;
+  token: string | null;
+  connected = false;
+  inForce: Partial<WaitingRoomSettings> = {};
+  private state = "";
+  private failures = 0;
+  private pollTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly rates = new RateWindow();
+
+  constructor(
+    private readonly api: Pick<Api, "call">,
+    initial: { eventId: string; token: string | null },
+  ) {
+    super();
+    this.eventId = initial.eventId;
+    this.token = initial.token;
+  }
+
+  async connect(eventId: string): Promise<void> {
+    this.eventId = eventId;
+    this.connected = true;
+    this.rates.clear();
+    this.view.connected(eventId);
+    this.view.clearMessage();
+    await this.pollOnce();
+    if (this.connected) {
+      this.view.ready();
+      this.schedule();
+    }
+  }
+
+  disconnect(): void {
+    this.connected = false;
+    clearTimeout(this.pollTimer);
+    this.view.disconnected();
+  }
+
+  private schedule() {
+    clearTimeout(this.pollTimer);
+    this.pollTimer = setTimeout(
+      async () => {
+        await this.pollOnce();
+        if (this.connected) this.schedule();
+      },
+      this.failures > 0 ? Math.min(10_000, POLL_MS * 2 ** this.failures) : POLL_MS,
+    );
+  }
+
+  async pollOnce(): Promise<void> {
+    const token = this.token;
+    if (!token) return;
+    const [statsRes, infoRes, metricsRes] = await Promise.all([
+      this.api.call<Stats>("GET", `/v1/admin/events/${encodeURIComponent(this.eventId)}/stats`, { token }),
+      this.api.call<WaitingRoomInfo>("GET", `/v1/events/${encodeURIComponent(this.eventId)}/waiting-room`),
+      this.api.call<string>("GET", "/metrics", { text: true }),
+    ]);
+    if (!statsRes.ok) {
+      if (statsRes.status === 401 || statsRes.status === 403) {
+        this.disconnect();
+        this.view.message(message("error", "The operator token was refused.", "Check it and connect again."));
+      } else if (statsRes.status === 404) {
+        this.disconnect();
+        this.view.message(message("error", `There is no event "${this.eventId}".`));
+      } else {
+        this.failures++;
+        this.view.stale(`Can't reach the gateway (${statsRes.error.message}); retrying…`);
+      }
+      return;
+    }
+    this.failures = 0;
+    const stats = statsRes.body;
+    const sold = stats.seats.sold + Object.values(stats.generalAdmission).reduce((n, g) => n + g.sold, 0);
+    const conflicts = metricsRes.ok ? sumMetric(metricsRes.body, "gateway_conflicts_total") : null;
+    const rates = this.rates.add({ at: performance.now(), admitted: stats.admitted, sold, conflicts });
+    if (infoRes.ok) {
+      this.inForce.admitPerSecond = infoRes.body.admitPerSecond;
+      this.state = infoRes.body.state;
+    } else if (stats.waitingRoom) {
+      this.state = stats.waitingRoom.state;
+    }
+    this.view.polled(stats, rates, this.room(stats));
+  }
+
+  private room(stats: Stats): RoomStatus {
+    // "paused" is either the pause switch or a rate of 0; the button is about the switch.
+    const rateZero = this.inForce.admitPerSecond === 0;
+    const paused = this.inForce.paused ?? (this.state === "paused" && !rateZero);
+    const parts = [`admitPerSecond ${this.inForce.admitPerSecond ?? "?"}`];
+    if (this.inForce.maxActive !== undefined) parts.push(`maxActive ${this.inForce.maxActive}`);
+    if (stats.waitingRoom) parts.push(`effective ${rate(stats.waitingRoom.effectiveAdmitPerSecond)}/s`);
+    return {
+      state: this.state,
+      label: this.state === "paused" && rateZero && !paused ? "paused (rate 0)" : this.state || "unknown",
+      paused,
+      inForce: `In force: ${parts.join(" · ")}`,
+    };
+  }
+
+  planSettings(rateText: string, maxText: string): SettingsPlan {
+    return planSettings(rateText, maxText, this.inForce);
+  }
+
+  /** The confirmation for pausing (or, with `resume`, resuming) admission. */
+  planPause(resume: boolean): {
+    title: string;
+    changes: Change[];
+    warning: string;
+    patch: Partial<WaitingRoomSettings>;
+  } {
+    const warning = resume
+      ? this.inForce.admitPerSecond === 0
+        ? "The rate is 0: nobody is admitted until you also raise it."
+        : "Fans are admitted again at the set rate from now on."
+      : "Nobody is admitted while paused; fans in line keep their places.";
+    return {
+      title: resume ? "Resume admission?" : "Pause admission?",
+      changes: [{ field: "Admission", from: resume ? "paused" : "running", to: resume ? "running" : "paused" }],
+      warning,
+      patch: { paused: !resume },
+    };
+  }
+
+  async apply(patch: Partial<WaitingRoomSettings>): Promise<void> {
+    const token = this.token;
+    if (!token) return;
+    const res = await this.api.call<WaitingRoomSettings>(
+      "PATCH",
+      `/v1/admin/events/${encodeURIComponent(this.eventId)}/waiting-room`,
+      { token, json: patch },
+    );
+    if (!res.ok) {
+      this.view.message(message("error", "The change was not applied.", res.error.message));
+      return;
+    }
+    this.inForce = { ...this.inForce, ...res.body };
+    this.view.applied(res.body);
+    this.view.message(
+      message(
+        "success",
+        "Applied on every gateway.",
+        `admitPerSecond ${res.body.admitPerSecond} · maxActive ${res.body.maxActive} · ${res.body.paused ? "paused" : "not paused"}`,
+      ),
+    );
+    await this.pollOnce();
+  }
+}

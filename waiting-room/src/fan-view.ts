@@ -1,0 +1,168 @@
+/**
+ * The fan page's DOM: one section per stage of the model (fan-model.ts), drawn from the model's
+ * state when the model says the stage or a part of it changed, and the forms and buttons that
+ * call back into it.
+ */
+import { byId, clearFlash, h, setText, showMessage } from "./dom.js";
+import type { CheckoutPhase, FanModel, FanView, Stage } from "./fan-model.js";
+import type { StoredHold, StoredPurchase } from "./fan-session.js";
+import { formatClock, formatEta, formatMoney, type Message, plural } from "./format.js";
+import type { QueueStatus, WaitingRoomInfo } from "./types.js";
+
+const VIEWS = ["start", "wait", "map", "checkout", "done"] as const;
+
+const STATUS_LABEL: Record<string, string> = {
+  prequeue: "In the pre-queue",
+  waiting: "In line",
+  admitted: "It's your turn!",
+  abandoned: "Place released",
+  expired: "Session ended",
+  completed: "Done",
+  revoked: "Session ended by the organiser",
+};
+
+function holdLabel(hold: StoredHold | StoredPurchase): string[] {
+  if (hold.generalAdmission)
+    return [`${plural(hold.generalAdmission.quantity, "standing place")} (${hold.generalAdmission.id})`];
+  return hold.seats;
+}
+
+export class FanPage implements FanView {
+  constructor(
+    private readonly model: FanModel,
+    private readonly flashRegion: string,
+  ) {}
+
+  show(stage: Stage, focus: boolean): void {
+    if (stage === "checkout") this.renderCheckout();
+    if (stage === "done") this.renderDone();
+    for (const name of VIEWS) byId(`view-${name}`).hidden = name !== stage;
+    document.body.dataset.view = stage;
+    if (focus) byId(`${stage}-title`).focus();
+  }
+
+  private renderCheckout() {
+    const hold = this.model.session.hold;
+    if (!hold) return;
+    byId("checkout-seats").replaceChildren(...holdLabel(hold).map((s) => h("li", {}, s)));
+    setText("checkout-total", formatMoney(hold.amount));
+    this.checkoutPhase(this.model.phase);
+  }
+
+  checkoutPhase(phase: CheckoutPhase): void {
+    const paying = phase === "paying";
+    byId<HTMLFormElement>("checkout-form").hidden = !(phase === "form" || paying || phase === "releasing");
+    byId("checkout-pending").hidden = phase !== "pending";
+    byId("checkout-expired").hidden = phase !== "expired";
+    const pay = byId<HTMLButtonElement>("checkout-pay");
+    pay.disabled = paying;
+    byId<HTMLButtonElement>("checkout-release").disabled = paying || phase === "releasing";
+    byId<HTMLSelectElement>("checkout-token").disabled = paying;
+    const hold = this.model.session.hold;
+    if (paying) pay.textContent = "Paying…";
+    else if (hold) pay.textContent = `Pay ${formatMoney(hold.amount)}`;
+    if (phase === "pending") {
+      setText("checkout-purchase-id", this.model.session.purchase?.purchaseId ?? "");
+      byId("checkout-pending").focus();
+    }
+  }
+
+  private renderDone() {
+    const purchase = this.model.session.purchase;
+    if (!purchase) return;
+    setText("done-purchase-id", purchase.purchaseId);
+    byId("done-seats").replaceChildren(...holdLabel(purchase).map((s) => h("li", {}, s)));
+    setText("done-total", formatMoney(purchase.amount));
+  }
+
+  joining(busy: boolean): void {
+    byId<HTMLButtonElement>("start-join").disabled = busy;
+  }
+
+  place(place: QueueStatus, progress: number): void {
+    setText("wait-status", STATUS_LABEL[place.status] ?? place.status);
+    byId("wait-panel").dataset.status = place.status;
+    const prequeue = place.status === "prequeue";
+    const admitted = place.status === "admitted";
+    setText("wait-position", `#${place.position.toLocaleString()}${prequeue ? " to arrive" : ""}`);
+    setText(
+      "wait-position-note",
+      prequeue ? "Places are drawn at random when the sale opens: arriving early doesn't put you ahead." : "",
+    );
+    setText("wait-ahead", admitted ? "0" : place.ahead.toLocaleString());
+    setText("wait-eta", admitted ? "Now" : place.etaSeconds === null ? "Paused for now" : formatEta(place.etaSeconds));
+    setText(
+      "wait-eta-note",
+      place.status === "waiting" && place.etaSeconds === null
+        ? "Admission is paused by the organiser. Your place is kept while this page stays open."
+        : "",
+    );
+    const label = prequeue ? "Waiting for the on-sale" : `${progress}% of the way to the front`;
+    const bar = byId("wait-progress");
+    bar.setAttribute("aria-valuenow", String(progress));
+    bar.setAttribute("aria-valuetext", label);
+    byId("wait-progress-fill").style.width = `${progress}%`;
+    setText("wait-progress-label", label);
+  }
+
+  lottery(info: WaitingRoomInfo): void {
+    setText("lottery-commitment", info.lottery.commitment);
+    const seed = info.lottery.seed;
+    byId("lottery-revealed").hidden = !seed;
+    byId("lottery-pending").hidden = Boolean(seed);
+    if (!seed) return;
+    setText("lottery-seed", seed);
+    setText("lottery-verify", `printf %s ${seed} | sha256sum`);
+  }
+
+  seedChecked(matches: boolean | null, lineRestarted: boolean): void {
+    const out = byId("lottery-check");
+    if (matches === null) {
+      out.textContent = "";
+      return;
+    }
+    out.dataset.ok = String(matches);
+    out.textContent = matches
+      ? lineRestarted
+        ? "✓ Checked in your browser: this seed matches the commitment published when the line was restarted " +
+          "(the line before the failure, and its draw, could not be kept)."
+        : "✓ Checked in your browser: this seed matches the commitment published before the sale."
+      : "✗ This seed does NOT match the published commitment.";
+  }
+
+  countdown(secondsLeft: number | null, onSaleAt: number): void {
+    const row = byId("wait-countdown");
+    row.hidden = secondsLeft === null;
+    if (secondsLeft === null) return;
+    setText("wait-countdown-clock", formatClock(Math.ceil(secondsLeft)));
+    setText("wait-onsale-at", new Date(onSaleAt).toLocaleString());
+  }
+
+  sessionClock(secondsLeft: number): void {
+    byId("map-session").textContent = Number.isFinite(secondsLeft)
+      ? `Your shopping session ends in ${formatClock(secondsLeft)}.`
+      : "";
+  }
+
+  holdClock(secondsLeft: number): void {
+    setText("checkout-timer", secondsLeft > 0 ? formatClock(secondsLeft) : "0:00");
+    byId("checkout-timer-row").dataset.urgent = String(secondsLeft < 60);
+  }
+
+  eventName(name: string, inTitle: boolean): void {
+    setText("event-name", name);
+    if (inTitle) document.title = `${name}: tickets`;
+  }
+
+  message(m: Message): void {
+    showMessage(this.flashRegion, m);
+  }
+
+  clearMessage(): void {
+    clearFlash(this.flashRegion);
+  }
+
+  focusPaymentChoice(): void {
+    byId("checkout-token").focus();
+  }
+}
