@@ -80,6 +80,13 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
 
   return {
     async holdSeats({ eventId, fanId, seatIds, holdSeconds }) {
+      // What the request is wrong in itself for (a seat named twice, too many, unknown, not on
+      // sale) is refused as such first, whatever state the seats are in; then the shield.
+      const check = await inventory.holds.checkSeats({ eventId, fanId, seatIds, holdSeconds });
+      if (!check.ok) {
+        metrics.holds.inc({ outcome: check.reason });
+        return check;
+      }
       const shield = await shieldFor(eventId, seatIds);
       if (shield.kind === "lost") {
         metrics.holds.inc({ outcome: "seat_unavailable" });
@@ -88,7 +95,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       }
       try {
         // One seat or many, a hold is one transaction: the seats, the hold record and the fan's ledger.
-        const result = await counted("hold", () => inventory.holds.holdSeats({ eventId, fanId, seatIds, holdSeconds }));
+        const result = await counted("hold", () => inventory.holds.writeSeats(check.checked));
         if (result.ok) {
           void seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
         } else if (result.reason === "seat_unavailable") {

@@ -147,14 +147,32 @@ function recordPut(ctx: Ctx, record: Item) {
 
 const newHoldId = (): string => randomUUID().replaceAll("-", "");
 
-export async function hold(
-  ctx: Ctx,
+/**
+ * A seat hold that passed every check a request can fail before the write: the fan, the hold's
+ * length, no seat named twice, the event on sale, the per-request limit, every seat in the layout.
+ * Made by `checkSeatHold` from the one event cache; written by `writeSeatHold`. The claim path
+ * checks before the hot-seat shield, so a request that is wrong in itself is refused as such
+ * whatever the seats' state.
+ */
+export interface CheckedSeatHold {
+  readonly eventId: string;
+  readonly fanId: string;
+  readonly seatIds: readonly string[];
+  readonly refs: readonly SeatRef[];
+  readonly amount: number;
+  readonly holdSeconds: number;
+  readonly maxSeatsPerFan: number;
+}
+
+export type SeatHoldCheck = { ok: true; checked: CheckedSeatHold } | Exclude<HoldResult, { ok: true }>;
+
+export async function checkSeatHold(
   loadForSale: LoadForSale,
   eventId: string,
   fanId: string,
   seatIds: string[],
   holdSeconds?: number,
-): Promise<HoldResult> {
+): Promise<SeatHoldCheck> {
   if (!validFan(fanId)) return { ok: false, reason: "invalid_request", message: "fanId must be 1..128 characters" };
   if (holdSeconds !== undefined && !validHoldSeconds(holdSeconds))
     return { ok: false, reason: "invalid_request", message: "holdSeconds must be 1..86400" };
@@ -172,7 +190,6 @@ export async function hold(
     if (!sale.onSale) return { ok: false, reason: "not_on_sale" };
     const tooMany = overLimit(sale.event.maxSeatsPerFan, "seats", requested.length);
     if (tooMany) return tooMany;
-    const seconds = holdSeconds ?? sale.event.holdSeconds;
 
     const refs: SeatRef[] = [];
     const unknown: string[] = [];
@@ -187,9 +204,26 @@ export async function hold(
       }
     }
     if (unknown.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: unknown };
+    const checked: CheckedSeatHold = {
+      eventId,
+      fanId,
+      seatIds: [...requested],
+      refs,
+      amount,
+      holdSeconds: holdSeconds ?? sale.event.holdSeconds,
+      maxSeatsPerFan: sale.event.maxSeatsPerFan,
+    };
+    return { ok: true, checked };
+  });
+}
 
-    const max = sale.event.maxSeatsPerFan;
-    return holdForFan(ctx, eventId, fanId, max, "seats", refs.length, async (now, ledgerAction) => {
+/** The hold's one transaction: the seats, the hold record and the fan's ledger (limits.ts). */
+export function writeSeatHold(ctx: Ctx, checked: CheckedSeatHold): Promise<HoldResult> {
+  const { eventId, fanId, refs, amount, maxSeatsPerFan } = checked;
+  const requested = checked.seatIds as string[];
+  const seconds = checked.holdSeconds;
+  return guard("hold", () =>
+    holdForFan(ctx, eventId, fanId, maxSeatsPerFan, "seats", refs.length, async (now, ledgerAction) => {
       const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + seconds * 1000 };
       const record = holdRecord(t, amount, requested);
       const items: TransactItem[] = refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, requested[i]!) }));
@@ -214,8 +248,20 @@ export async function hold(
       if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
       if (lost.length === 0) throw new Error("hold transaction cancelled on the hold record");
       return { ok: false, reason: "seat_unavailable", seats: lost };
-    });
-  });
+    }),
+  );
+}
+
+export async function hold(
+  ctx: Ctx,
+  loadForSale: LoadForSale,
+  eventId: string,
+  fanId: string,
+  seatIds: string[],
+  holdSeconds?: number,
+): Promise<HoldResult> {
+  const check = await checkSeatHold(loadForSale, eventId, fanId, seatIds, holdSeconds);
+  return check.ok ? writeSeatHold(ctx, check.checked) : check;
 }
 
 type LedgerAction = (holdId: string, entry: FanEntry) => TransactItem;
@@ -459,6 +505,12 @@ export interface HoldStore {
    * `invalid_request` when a seat is named twice. `holdSeconds`: default the event's.
    */
   holdSeats(args: EventRef & { fanId: string; seatIds: string[]; holdSeconds?: number }): Promise<HoldResult>;
+  /**
+   * `holdSeats` in two steps, for a caller with work between them (the claim path's shield): the
+   * checks a request can fail before any write, then the transaction.
+   */
+  checkSeats(args: EventRef & { fanId: string; seatIds: string[]; holdSeconds?: number }): Promise<SeatHoldCheck>;
+  writeSeats(checked: CheckedSeatHold): Promise<HoldResult>;
   holdGeneralAdmission(
     args: EventRef & { fanId: string; areaId: string; quantity: number; holdSeconds?: number },
   ): Promise<HoldResult>;
@@ -473,6 +525,9 @@ export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
   return {
     holdSeats: ({ eventId, fanId, seatIds, holdSeconds }) =>
       hold(ctx, events.forSale, eventId, fanId, seatIds, holdSeconds),
+    checkSeats: ({ eventId, fanId, seatIds, holdSeconds }) =>
+      checkSeatHold(events.forSale, eventId, fanId, seatIds, holdSeconds),
+    writeSeats: (checked) => writeSeatHold(ctx, checked),
     holdGeneralAdmission: ({ eventId, fanId, areaId, quantity, holdSeconds }) =>
       holdGeneralAdmission(ctx, events.forSale, eventId, fanId, areaId, quantity, holdSeconds),
     release: ({ eventId, holdId, fanId }) => release(ctx, eventId, holdId, fanId),

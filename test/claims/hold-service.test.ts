@@ -132,3 +132,27 @@ describe("release tells the seat map only what it released", () => {
     });
   });
 });
+
+describe("a request wrong in itself is refused as such, whatever the seats' state", () => {
+  it("a seat named twice, too many seats, an unknown seat: the same answer when the seats are held, with no shield lease left", async () => {
+    const eventId = await newEvent();
+    held(await service.holdSeats({ eventId, fanId: "fan-a", seatIds: ["A-2-1"], holdSeconds: 480 }));
+    await settled();
+    expect(await cachedStatus(eventId, "A-2-1")).toBe("held");
+    const event = await inventory.events.get({ eventId });
+    const tooMany = Array.from({ length: event!.maxSeatsPerFan + 1 }, (_, i) => `A-2-${i + 1}`);
+    // Many at once, each against a held seat (A-2-1) and a free one (A-3-1).
+    const [twiceHeld, twiceFree, overHeld, unknownHeld] = await Promise.all([
+      service.holdSeats({ eventId, fanId: "fan-b", seatIds: ["A-2-1", "A-2-1"] }),
+      service.holdSeats({ eventId, fanId: "fan-b", seatIds: ["A-3-1", "A-3-1"] }),
+      service.holdSeats({ eventId, fanId: "fan-b", seatIds: tooMany }),
+      service.holdSeats({ eventId, fanId: "fan-b", seatIds: ["A-2-1", "Z-9-9"] }),
+    ]);
+    expect(twiceHeld).toMatchObject({ ok: false, reason: "invalid_request" });
+    expect(twiceFree).toMatchObject({ ok: false, reason: "invalid_request" });
+    expect(overHeld).toMatchObject({ ok: false, reason: "seat_limit_exceeded" });
+    expect(unknownHeld).toMatchObject({ ok: false, reason: "not_found", what: "seat", seats: ["Z-9-9"] });
+    // The free seats were never leased by those refusals: a fan holds one at once.
+    held(await service.holdSeats({ eventId, fanId: "fan-c", seatIds: ["A-3-1"], holdSeconds: 480 }));
+  });
+});
