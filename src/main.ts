@@ -3,14 +3,14 @@
  * and service once (services.ts), run the workers and serve the app as the role says, and shut
  * down in order on SIGTERM/SIGINT.
  */
-import { startInfrastructure } from "./bootstrap.js";
+import { type Infrastructure, startInfrastructure } from "./bootstrap.js";
 import { ConfigError, type GatewayConfig, loadGatewayConfig } from "./config.js";
 import { DEMO_EVENT_ID, ensureDemoEvent } from "./demo.js";
 import { ensureTable } from "./dynamodb/table.js";
 import { derivedWebhookSecret } from "./gateway.js";
 import { buildApp } from "./http/app.js";
 import { listenApp } from "./http/serve.js";
-import { createLogger } from "./logger.js";
+import { createLogger, type Logger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
 import { waitForRedis } from "./redis/availability.js";
@@ -109,45 +109,10 @@ async function main(): Promise<void> {
     });
     server = listening.server;
     listeningPort = listening.port;
-    const base = `http://localhost:${listening.port}`;
-    log.info(
-      {
-        url: base,
-        role: config.role,
-        redis: infra.redisUrl,
-        dynamodb: infra.dynamoEndpoint ?? "AWS",
-        table: config.dynamodb.table,
-      },
-      "gateway listening",
-    );
-    if (config.demoEvent) {
-      log.info(
-        {
-          fanPage: `${base}/?event=${DEMO_EVENT_ID}`,
-          operatorConsole: `${base}/console?event=${DEMO_EVENT_ID}`,
-          waitingRoom: `${base}/v1/events/${DEMO_EVENT_ID}/waiting-room`,
-          seatMap: `${base}/v1/events/${DEMO_EVENT_ID}/seatmap`,
-          apiDocs: `${base}/docs`,
-        },
-        "demo on-sale ready",
-      );
-    }
-    // A secret in the log is a secret in every log store: only a token made on this very start is
-    // printed (once, so `npm start` on a fresh clone shows it); a stored one is pointed to, and one
-    // the operator supplied is never repeated.
-    if (infra.adminTokenSource === "generated") log.info(`operator token: ${infra.adminToken}`);
-    else if (infra.adminTokenSource === "stored") {
-      log.info({ file: infra.secretsFile }, `operator token: kept in ${infra.secretsFile} (adminToken)`);
-    }
+    logListening(log, config, infra, listening.port);
   }
 
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, "shutting down");
-    const force = setTimeout(() => process.exit(1), 15_000);
-    force.unref();
+  shutDownOnSignals(log, async () => {
     if (server) {
       // SSE streams never end by themselves: close idle and streaming sockets after a grace period.
       const open = server;
@@ -156,6 +121,53 @@ async function main(): Promise<void> {
     }
     await services.close();
     await infra.stop();
+  });
+}
+
+/** Where the gateway answers, the demo's pages, and (only when made on this start) the operator token. */
+function logListening(log: Logger, config: GatewayConfig, infra: Infrastructure, port: number): void {
+  const base = `http://localhost:${port}`;
+  log.info(
+    {
+      url: base,
+      role: config.role,
+      redis: infra.redisUrl,
+      dynamodb: infra.dynamoEndpoint ?? "AWS",
+      table: config.dynamodb.table,
+    },
+    "gateway listening",
+  );
+  if (config.demoEvent) {
+    log.info(
+      {
+        fanPage: `${base}/?event=${DEMO_EVENT_ID}`,
+        operatorConsole: `${base}/console?event=${DEMO_EVENT_ID}`,
+        waitingRoom: `${base}/v1/events/${DEMO_EVENT_ID}/waiting-room`,
+        seatMap: `${base}/v1/events/${DEMO_EVENT_ID}/seatmap`,
+        apiDocs: `${base}/docs`,
+      },
+      "demo on-sale ready",
+    );
+  }
+  // A secret in the log is a secret in every log store: only a token made on this very start is
+  // printed (once, so `npm start` on a fresh clone shows it); a stored one is pointed to, and one
+  // the operator supplied is never repeated.
+  if (infra.adminTokenSource === "generated") log.info(`operator token: ${infra.adminToken}`);
+  else if (infra.adminTokenSource === "stored") {
+    log.info({ file: infra.secretsFile }, `operator token: kept in ${infra.secretsFile} (adminToken)`);
+  }
+}
+
+/** SIGTERM/SIGINT: `stop` once, then exit; a stop that hangs is cut short after 15 s. */
+function shutDownOnSignals(log: Logger, stop: () => Promise<void>): void {
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    const force = setTimeout(() => process.exit(1), 15_000);
+    force.unref();
+    await stop();
     log.info("stopped");
     process.exit(0);
   };

@@ -121,28 +121,8 @@ export interface Services extends AppDeps {
 
 export function buildServices(config: ServicesConfig): Services {
   const { logger, metrics } = config;
-  const redis = new Redis(config.redisUrl, config.redisOptions ?? FAIL_FAST_REDIS);
-  // The subscriber keeps its offline queue: a subscription asked for while Redis is away is sent
-  // when it is back, and ioredis subscribes every channel again after a reconnect.
-  const subscriber = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
-  const paymentRedis = config.paymentRedisUrl
-    ? new Redis(config.paymentRedisUrl, config.redisOptions ?? FAIL_FAST_REDIS)
-    : undefined;
-  for (const [client, name] of [
-    [redis, "redis"],
-    [subscriber, "redis"],
-    [paymentRedis, "payment redis"],
-  ] as const) {
-    if (client) watchConnection(client, name, logger, config.logConnections ?? false);
-  }
-  trackRedis(redis);
-  const dynamo = createDynamoClient({
-    endpoint: config.dynamodb.endpoint,
-    region: config.dynamodb.region,
-    ...(config.dynamodb.timeoutMs !== undefined ? { requestTimeoutMs: config.dynamodb.timeoutMs } : {}),
-    ...(config.dynamodb.maxAttempts !== undefined ? { maxAttempts: config.dynamodb.maxAttempts } : {}),
-  });
-  instrumentDynamo(dynamo, metrics);
+  const clients = openClients(config);
+  const { redis, subscriber, paymentRedis, dynamo } = clients;
   const tableName = config.dynamodb.table;
 
   const inventory = createInventory({
@@ -163,17 +143,9 @@ export function buildServices(config: ServicesConfig): Services {
   const eventJobs = queues ? createEventJobs({ queues, redis, inventory, logger }) : undefined;
 
   const paymentTimeoutMs = config.paymentTimeoutMs ?? 3_000;
-  const payments =
-    config.payments ??
-    createSimulatedProvider({
-      redis: paymentRedis ?? redis,
-      timeoutDelayMs: paymentTimeoutMs + 1_000,
-      logger,
-      ...(config.onPaymentEvent ? { onEvent: config.onPaymentEvent } : {}),
-    });
   const purchases = createPurchaseSaga({
     inventory,
-    payments: withTimeout(payments, paymentTimeoutMs),
+    payments: withTimeout(paymentsOf(config, paymentRedis ?? redis, paymentTimeoutMs), paymentTimeoutMs),
     waitingRoom,
     seatMapWrites,
     metrics,
@@ -214,18 +186,10 @@ export function buildServices(config: ServicesConfig): Services {
       secret: config.webhookSecret ?? derivedWebhookSecret(config.gatewaySecret),
       ...createWebhookDeduplication(redis, logger),
     },
-    health: {
-      redis: {
-        check: async () => {
-          requireRedis(redis, "ping");
-          await redis.ping();
-        },
-      },
-      dynamodb: { check: async () => void (await dynamo.send(new DescribeTableCommand({ TableName: tableName }))) },
-    },
+    health: healthProbes(redis, dynamo, tableName),
     ...(queues ? { queues } : {}),
     ...(eventJobs ? { eventJobs } : {}),
-    clients: { redis, subscriber, dynamo, ...(paymentRedis ? { paymentRedis } : {}) },
+    clients,
     startWorkers(options = {}) {
       workers ??= startWorkers({
         redisUrl: config.redisUrl,
@@ -251,6 +215,59 @@ export function buildServices(config: ServicesConfig): Services {
     },
   };
   return services;
+}
+
+/** The configured provider, else the simulated one with its ledger in `ledger`. */
+function paymentsOf(config: ServicesConfig, ledger: Redis, paymentTimeoutMs: number): PaymentProvider {
+  return (
+    config.payments ??
+    createSimulatedProvider({
+      redis: ledger,
+      // Its `tok_timeout` answers after the gateway has stopped waiting.
+      timeoutDelayMs: paymentTimeoutMs + 1_000,
+      logger: config.logger,
+      ...(config.onPaymentEvent ? { onEvent: config.onPaymentEvent } : {}),
+    })
+  );
+}
+
+function healthProbes(redis: Redis, dynamo: DynamoDBClient, tableName: string): AppDeps["health"] {
+  return {
+    redis: {
+      check: async () => {
+        requireRedis(redis, "ping");
+        await redis.ping();
+      },
+    },
+    dynamodb: { check: async () => void (await dynamo.send(new DescribeTableCommand({ TableName: tableName }))) },
+  };
+}
+
+/** Each client once: Redis for commands, for pub/sub and (when apart) the payment ledger; DynamoDB. */
+function openClients(config: ServicesConfig): Services["clients"] {
+  const redis = new Redis(config.redisUrl, config.redisOptions ?? FAIL_FAST_REDIS);
+  // The subscriber keeps its offline queue: a subscription asked for while Redis is away is sent
+  // when it is back, and ioredis subscribes every channel again after a reconnect.
+  const subscriber = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+  const paymentRedis = config.paymentRedisUrl
+    ? new Redis(config.paymentRedisUrl, config.redisOptions ?? FAIL_FAST_REDIS)
+    : undefined;
+  for (const [client, name] of [
+    [redis, "redis"],
+    [subscriber, "redis"],
+    [paymentRedis, "payment redis"],
+  ] as const) {
+    if (client) watchConnection(client, name, config.logger, config.logConnections ?? false);
+  }
+  trackRedis(redis);
+  const dynamo = createDynamoClient({
+    endpoint: config.dynamodb.endpoint,
+    region: config.dynamodb.region,
+    ...(config.dynamodb.timeoutMs !== undefined ? { requestTimeoutMs: config.dynamodb.timeoutMs } : {}),
+    ...(config.dynamodb.maxAttempts !== undefined ? { maxAttempts: config.dynamodb.maxAttempts } : {}),
+  });
+  instrumentDynamo(dynamo, config.metrics);
+  return { redis, subscriber, dynamo, ...(paymentRedis ? { paymentRedis } : {}) };
 }
 
 /**

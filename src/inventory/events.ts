@@ -3,7 +3,7 @@
  * layout the hold path prices seats with.
  */
 import { randomUUID } from "node:crypto";
-import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { BatchWriteCommand, GetCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
 import { iso, toEvent } from "./items.js";
 import { ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
@@ -278,172 +278,223 @@ export async function createEvent(
     // The event item may be rewritten only while no gateway can be selling it, however late our
     // write lands (within the request budget) and whatever a gateway has cached.
     const deadline = now + guardMs;
-    if (existing) {
-      const old = toEvent(existing);
-      const onSaleAtMs = Date.parse(old.onSaleAt);
-      if (onSaleAtMs <= now) return { ok: false, reason: "on_sale", event: old };
-      if (onSaleAtMs <= deadline) {
-        return { ok: false, reason: "replacement_closed", event: old, replaceableUntil: onSaleAtMs - guardMs };
-      }
-      if (!old.layoutComplete && (optNum(existing, "buildLeaseUntil") ?? 0) > now) {
-        return { ok: false, reason: "conflict" };
-      }
-    }
+    const refused = existing ? refuseReplacement(existing, now, deadline, guardMs) : null;
+    if (refused) return refused;
 
-    const buildId = randomUUID();
-    const layouts: Layout[] = def.sections.map(({ id, rows, seatsPerRow }) => ({ id, rows, seatsPerRow }));
-    const staleSections = existing ? mergeLayouts(layoutsOf(existing.sections), layoutsOf(existing.staleSections)) : [];
-    const staleAreas = existing
-      ? [
-          ...new Set([
-            ...layoutsOf(existing.generalAdmission).map((g) => g.id),
-            ...(Array.isArray(existing.staleAreas) ? (existing.staleAreas as string[]) : []),
-          ]),
-        ]
-      : [];
-    const totalSeats = layouts.reduce((n, l) => n + l.rows * l.seatsPerRow, 0);
-    const version = existing ? Number(existing.version) + 1 : 1;
-    const item: Item = {
-      ...keys.event(eventId),
-      entity: "EVENT",
-      eventId,
-      name: def.name,
-      onSaleAt: iso(Date.parse(def.onSaleAt)),
-      onSaleAtMs: Date.parse(def.onSaleAt),
-      holdSeconds: def.holdSeconds,
-      maxSeatsPerFan: def.maxSeatsPerFan,
-      sections: def.sections,
-      generalAdmission: def.generalAdmission,
-      waitingRoom: def.waitingRoom,
-      version,
-      layoutComplete: false,
-      totalSeats,
-      createdAt: existing ? existing.createdAt : iso(now),
-      updatedAt: iso(now),
-      buildId,
-      buildLeaseUntil: now + BUILD_LEASE_MS,
-      staleSections,
-      staleAreas,
-      GSI1PK: keys.eventsPartition,
-      GSI1SK: keys.eventSortKey(iso(Date.parse(def.onSaleAt)), eventId),
-    };
+    const build = buildOf(eventId, def, existing, now);
+    const claimed = await claimEventItem(ctx, build, existing, now, deadline, guardMs);
+    if (claimed) return claimed;
+    const written = await writeLayout(ctx, planLayout(eventId, def, build), options);
+    if (!(await finishBuild(ctx, eventId, build.buildId))) return { ok: false, reason: "conflict" };
+    const event: EventDefinition = toEvent({ ...build.item, layoutComplete: true });
+    return { ok: true, created: !existing, event, ...written };
+  });
+}
 
-    try {
-      await ctx.doc.send(
-        new PutCommand({
-          TableName: ctx.tableName,
-          Item: item,
-          ...(existing
-            ? {
-                // DynamoDB has no clock of its own here: `:deadline` is ours, read just before sending.
-                ConditionExpression:
-                  "version = :v AND onSaleAtMs > :deadline AND (layoutComplete = :true OR buildLeaseUntil < :now)",
-                ExpressionAttributeValues: {
-                  ":v": existing.version,
-                  ":deadline": deadline,
-                  ":now": now,
-                  ":true": true,
-                },
-              }
-            : { ConditionExpression: "attribute_not_exists(PK)" }),
-          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-        }),
-      );
-    } catch (err) {
-      const failed = conditionFailure(err);
-      if (!failed) throw err;
-      const onSaleAtMs = failed.item ? Number(failed.item.onSaleAtMs) : Number.POSITIVE_INFINITY;
-      if (failed.item && onSaleAtMs <= now) return { ok: false, reason: "on_sale", event: toEvent(failed.item) };
-      if (failed.item && onSaleAtMs <= deadline) {
-        return {
-          ok: false,
-          reason: "replacement_closed",
-          event: toEvent(failed.item),
-          replaceableUntil: onSaleAtMs - guardMs,
-        };
-      }
-      return { ok: false, reason: "conflict" };
-    }
+type Refusal = Extract<CreateEventResult, { reason: "on_sale" | "replacement_closed" | "conflict" }>;
 
-    // Only keys of a layout written before (the stale ones) can hold a seat or area a fan holds
-    // or bought: those are written one condition each, the rest (all of a first creation) in
-    // unconditional batches, since nothing can be there to overwrite.
-    const fast: WriteRequest[] = [];
-    const careful: LayoutWrite[] = [];
-    const staleById = new Map(staleSections.map((l) => [l.id, l]));
-    const mayExist = (ref: SeatRef): boolean => {
-      const stale = staleById.get(ref.sectionId);
-      return stale !== undefined && ref.row <= stale.rows && ref.number <= stale.seatsPerRow;
-    };
-    // Deletes: seats of stale layouts outside the new one, and areas that are gone.
-    const inNew = new Map(layouts.map((l) => [l.id, l]));
-    for (const stale of staleSections) {
-      const kept = inNew.get(stale.id);
-      for (const ref of seatRefs(stale)) {
-        if (kept && ref.row <= kept.rows && ref.number <= kept.seatsPerRow) continue;
-        careful.push({ kind: "seat", id: seatIdOf(ref), delete: keys.seat(eventId, ref) });
-      }
-    }
-    const newAreas = new Set(def.generalAdmission.map((g) => g.id));
-    for (const areaId of staleAreas) {
-      if (!newAreas.has(areaId))
-        careful.push({ kind: "area", id: areaId, delete: keys.generalAdmission(eventId, areaId) });
-    }
-    for (const section of def.sections) {
-      for (const ref of seatRefs(section)) {
-        const seat = seatItem(eventId, section, ref);
-        if (mayExist(ref)) careful.push({ kind: "seat", id: seatIdOf(ref), put: seat });
-        else fast.push({ PutRequest: { Item: seat } });
-      }
-    }
-    const oldAreas = new Set(staleAreas);
-    for (const area of def.generalAdmission) {
-      if (oldAreas.has(area.id)) careful.push({ kind: "area", id: area.id, put: areaItem(eventId, area) });
-      else fast.push({ PutRequest: { Item: areaItem(eventId, area) } });
-    }
+/** On sale, too close to its on-sale, or being rebuilt by another live replacement. */
+function refuseReplacement(existing: Item, now: number, deadline: number, guardMs: number): Refusal | null {
+  const old = toEvent(existing);
+  const onSaleAtMs = Date.parse(old.onSaleAt);
+  if (onSaleAtMs <= now) return { ok: false, reason: "on_sale", event: old };
+  if (onSaleAtMs <= deadline) {
+    return { ok: false, reason: "replacement_closed", event: old, replaceableUntil: onSaleAtMs - guardMs };
+  }
+  if (!old.layoutComplete && (optNum(existing, "buildLeaseUntil") ?? 0) > now) return { ok: false, reason: "conflict" };
+  return null;
+}
 
-    let seatsWritten = 0;
-    let written = 0;
-    let deleted = 0;
-    const total = fast.length + careful.length;
-    const kept = { seats: [] as string[], areas: [] as string[] };
-    const concurrency = options.concurrency ?? 16;
-    const report = () => options.onProgress?.({ written, deleted, total });
-    await writeCarefully(ctx, careful, concurrency, (done, taken) => {
-      for (const w of done) {
-        if (w.put) {
-          written++;
-          if (w.kind === "seat") seatsWritten++;
-        } else deleted++;
-      }
-      for (const w of taken) kept[w.kind === "seat" ? "seats" : "areas"].push(w.id);
-      report();
-    });
-    await batchWrite(ctx, fast, concurrency, (batch) => {
-      for (const r of batch) {
+interface Build {
+  buildId: string;
+  /** The new event item, `layoutComplete: false` until the seats are written. */
+  item: Item;
+  layouts: Layout[];
+  /** Every layout and area of earlier versions whose items may still exist. */
+  staleSections: Layout[];
+  staleAreas: string[];
+}
+
+function buildOf(eventId: string, def: EventInput, existing: Item | undefined, now: number): Build {
+  const buildId = randomUUID();
+  const layouts: Layout[] = def.sections.map(({ id, rows, seatsPerRow }) => ({ id, rows, seatsPerRow }));
+  const staleSections = existing ? mergeLayouts(layoutsOf(existing.sections), layoutsOf(existing.staleSections)) : [];
+  const staleAreas = existing
+    ? [
+        ...new Set([
+          ...layoutsOf(existing.generalAdmission).map((g) => g.id),
+          ...(Array.isArray(existing.staleAreas) ? (existing.staleAreas as string[]) : []),
+        ]),
+      ]
+    : [];
+  const totalSeats = layouts.reduce((n, l) => n + l.rows * l.seatsPerRow, 0);
+  const version = existing ? Number(existing.version) + 1 : 1;
+  const item: Item = {
+    ...keys.event(eventId),
+    entity: "EVENT",
+    eventId,
+    name: def.name,
+    onSaleAt: iso(Date.parse(def.onSaleAt)),
+    onSaleAtMs: Date.parse(def.onSaleAt),
+    holdSeconds: def.holdSeconds,
+    maxSeatsPerFan: def.maxSeatsPerFan,
+    sections: def.sections,
+    generalAdmission: def.generalAdmission,
+    waitingRoom: def.waitingRoom,
+    version,
+    layoutComplete: false,
+    totalSeats,
+    createdAt: existing ? existing.createdAt : iso(now),
+    updatedAt: iso(now),
+    buildId,
+    buildLeaseUntil: now + BUILD_LEASE_MS,
+    staleSections,
+    staleAreas,
+    GSI1PK: keys.eventsPartition,
+    GSI1SK: keys.eventSortKey(iso(Date.parse(def.onSaleAt)), eventId),
+  };
+  return { buildId, item, layouts, staleSections, staleAreas };
+}
+
+/** Step 1: the event item, conditional on what was read (or on there being none). Null when written. */
+async function claimEventItem(
+  ctx: Ctx,
+  build: Build,
+  existing: Item | undefined,
+  now: number,
+  deadline: number,
+  guardMs: number,
+): Promise<Refusal | null> {
+  try {
+    await ctx.doc.send(
+      new PutCommand({
+        TableName: ctx.tableName,
+        Item: build.item,
+        ...(existing
+          ? {
+              // DynamoDB has no clock of its own here: `:deadline` is ours, read just before sending.
+              ConditionExpression:
+                "version = :v AND onSaleAtMs > :deadline AND (layoutComplete = :true OR buildLeaseUntil < :now)",
+              ExpressionAttributeValues: {
+                ":v": existing.version,
+                ":deadline": deadline,
+                ":now": now,
+                ":true": true,
+              },
+            }
+          : { ConditionExpression: "attribute_not_exists(PK)" }),
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+      }),
+    );
+    return null;
+  } catch (err) {
+    const failed = conditionFailure(err);
+    if (!failed) throw err;
+    const onSaleAtMs = failed.item ? Number(failed.item.onSaleAtMs) : Number.POSITIVE_INFINITY;
+    if (failed.item && onSaleAtMs <= now) return { ok: false, reason: "on_sale", event: toEvent(failed.item) };
+    if (failed.item && onSaleAtMs <= deadline) {
+      return {
+        ok: false,
+        reason: "replacement_closed",
+        event: toEvent(failed.item),
+        replaceableUntil: onSaleAtMs - guardMs,
+      };
+    }
+    return { ok: false, reason: "conflict" };
+  }
+}
+
+interface LayoutPlan {
+  /** Puts where nothing can exist yet: unconditional batches. */
+  fast: WriteRequest[];
+  /** Puts and deletes where a seat or area of an earlier layout may exist: one condition each. */
+  careful: LayoutWrite[];
+}
+
+/**
+ * Only keys of a layout written before (the stale ones) can hold a seat or area a fan holds or
+ * bought: those are written one condition each, the rest (all of a first creation) in
+ * unconditional batches, since nothing can be there to overwrite.
+ */
+function planLayout(eventId: string, def: EventInput, build: Build): LayoutPlan {
+  const { layouts, staleSections, staleAreas } = build;
+  const fast: WriteRequest[] = [];
+  const careful: LayoutWrite[] = [];
+  const staleById = new Map(staleSections.map((l) => [l.id, l]));
+  const mayExist = (ref: SeatRef): boolean => {
+    const stale = staleById.get(ref.sectionId);
+    return stale !== undefined && ref.row <= stale.rows && ref.number <= stale.seatsPerRow;
+  };
+  // Deletes: seats of stale layouts outside the new one, and areas that are gone.
+  const inNew = new Map(layouts.map((l) => [l.id, l]));
+  for (const stale of staleSections) {
+    const kept = inNew.get(stale.id);
+    for (const ref of seatRefs(stale)) {
+      if (kept && ref.row <= kept.rows && ref.number <= kept.seatsPerRow) continue;
+      careful.push({ kind: "seat", id: seatIdOf(ref), delete: keys.seat(eventId, ref) });
+    }
+  }
+  const newAreas = new Set(def.generalAdmission.map((g) => g.id));
+  for (const areaId of staleAreas) {
+    if (!newAreas.has(areaId))
+      careful.push({ kind: "area", id: areaId, delete: keys.generalAdmission(eventId, areaId) });
+  }
+  for (const section of def.sections) {
+    for (const ref of seatRefs(section)) {
+      const seat = seatItem(eventId, section, ref);
+      if (mayExist(ref)) careful.push({ kind: "seat", id: seatIdOf(ref), put: seat });
+      else fast.push({ PutRequest: { Item: seat } });
+    }
+  }
+  const oldAreas = new Set(staleAreas);
+  for (const area of def.generalAdmission) {
+    if (oldAreas.has(area.id)) careful.push({ kind: "area", id: area.id, put: areaItem(eventId, area) });
+    else fast.push({ PutRequest: { Item: areaItem(eventId, area) } });
+  }
+  return { fast, careful };
+}
+
+/** Step 2: the careful writes, then the batches, reporting progress as each chunk lands. */
+async function writeLayout(
+  ctx: Ctx,
+  plan: LayoutPlan,
+  options: CreateEventOptions,
+): Promise<{ seatsWritten: number; itemsDeleted: number; kept: { seats: string[]; areas: string[] } }> {
+  let seatsWritten = 0;
+  let written = 0;
+  let deleted = 0;
+  const total = plan.fast.length + plan.careful.length;
+  const kept = { seats: [] as string[], areas: [] as string[] };
+  const concurrency = options.concurrency ?? 16;
+  const report = () => options.onProgress?.({ written, deleted, total });
+  await writeCarefully(ctx, plan.careful, concurrency, (done, taken) => {
+    for (const w of done) {
+      if (w.put) {
         written++;
-        if ("PutRequest" in r && r.PutRequest.Item.entity === "SEAT") seatsWritten++;
-      }
-      report();
-    });
-
-    try {
-      await ctx.doc.send(
-        new UpdateCommand({
-          TableName: ctx.tableName,
-          Key: keys.event(eventId),
-          UpdateExpression:
-            "SET layoutComplete = :true, updatedAt = :at REMOVE buildId, buildLeaseUntil, staleSections, staleAreas",
-          ConditionExpression: "buildId = :build",
-          ExpressionAttributeValues: { ":true": true, ":at": iso(ctx.clock()), ":build": buildId },
-        }),
-      );
-    } catch (err) {
-      if (conditionFailure(err)) return { ok: false, reason: "conflict" };
-      throw err;
+        if (w.kind === "seat") seatsWritten++;
+      } else deleted++;
     }
-    const event: EventDefinition = toEvent({ ...item, layoutComplete: true });
-    return { ok: true, created: !existing, event, seatsWritten, itemsDeleted: deleted, kept };
+    for (const w of taken) kept[w.kind === "seat" ? "seats" : "areas"].push(w.id);
+    report();
+  });
+  await batchWrite(ctx, plan.fast, concurrency, (batch) => {
+    for (const r of batch) {
+      written++;
+      if ("PutRequest" in r && r.PutRequest.Item.entity === "SEAT") seatsWritten++;
+    }
+    report();
+  });
+  return { seatsWritten, itemsDeleted: deleted, kept };
+}
+
+/** Step 3: the layout is complete, if this build still owns the event item. */
+async function finishBuild(ctx: Ctx, eventId: string, buildId: string): Promise<boolean> {
+  return conditionalUpdate(ctx, {
+    Key: keys.event(eventId),
+    UpdateExpression:
+      "SET layoutComplete = :true, updatedAt = :at REMOVE buildId, buildLeaseUntil, staleSections, staleAreas",
+    ConditionExpression: "buildId = :build",
+    ExpressionAttributeValues: { ":true": true, ":at": iso(ctx.clock()), ":build": buildId },
   });
 }
 
