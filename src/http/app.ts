@@ -31,9 +31,6 @@ import { serviceRoutes } from "./routes/service.js";
 import { ttlCache } from "../ttl-cache.js";
 import { sectionFastPath } from "./fast-path.js";
 
-/** The app, and what it answers before Hono when served on Node (pass both to listenApp). */
-export type GatewayApp = ReturnType<typeof buildApp>;
-
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({
     // A schema violation is a 400 with the fields named, in the one error model.

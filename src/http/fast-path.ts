@@ -14,11 +14,10 @@
  * HEAD, another query, a bad id) goes to the app, which answers it, errors included. The request
  * id, the request histogram and the debug line are the app's (src/http/request-context.ts).
  */
-import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { SectionFormat } from "../seatmap/formats.js";
 import type { AppDeps } from "./context.js";
-import { lazyRequestLog } from "./request-log.js";
+import { recordRequest, requestIdFrom } from "./request-context.js";
 import { sectionAnswer } from "./routes/seatmap/section.js";
 
 /** Answers a request and returns true, or returns false and leaves it untouched for the app. */
@@ -30,7 +29,6 @@ export const SECTION_ROUTE = "/v1/events/:eventId/sections/:sectionId/seats";
 // The ids as src/http/schemas.ts's ID; the query exactly one of the formats the route takes.
 const SECTION_URL =
   /^\/v1\/events\/([A-Za-z0-9_]{1,32})\/sections\/([A-Za-z0-9_]{1,32})\/seats(?:\?format=(json|compact))?$/;
-const SANE_REQUEST_ID = /^[\w\-=]{1,128}$/;
 
 export interface FastPathDeps {
   deps: Pick<AppDeps, "sectionPages" | "waitingRoom" | "metrics" | "logger">;
@@ -39,7 +37,7 @@ export interface FastPathDeps {
 }
 
 export function sectionFastPath({ deps, knownSection }: FastPathDeps): NodeFastPath {
-  const { sectionPages, waitingRoom, metrics, logger } = deps;
+  const { sectionPages, waitingRoom } = deps;
   return (incoming, outgoing) => {
     if (incoming.method !== "GET") return false;
     const match = SECTION_URL.exec(incoming.url ?? "");
@@ -57,8 +55,7 @@ export function sectionFastPath({ deps, knownSection }: FastPathDeps): NodeFastP
       return false;
     }
     if (!page) return false;
-    const given = incoming.headers["x-request-id"];
-    const requestId = typeof given === "string" && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+    const requestId = requestIdFrom(incoming.headers["x-request-id"]);
     const answer = sectionAnswer(page, format, {
       acceptEncoding: joined(incoming.headers["accept-encoding"]),
       ifNoneMatch: joined(incoming.headers["if-none-match"]),
@@ -75,13 +72,7 @@ export function sectionFastPath({ deps, knownSection }: FastPathDeps): NodeFastP
     if (answer.body) outgoing.end(answer.body);
     else outgoing.end();
     const seconds = (performance.now() - started) / 1000;
-    metrics.httpDuration.observe({ method: "GET", route: SECTION_ROUTE, status: String(answer.status) }, seconds);
-    if (logger.isLevelEnabled("debug")) {
-      lazyRequestLog(logger, requestId).debug(
-        { method: "GET", route: SECTION_ROUTE, status: answer.status, ms: Math.round(seconds * 1000) },
-        "request",
-      );
-    }
+    recordRequest(deps, undefined, requestId, { method: "GET", route: SECTION_ROUTE, status: answer.status, seconds });
     return true;
   };
 }

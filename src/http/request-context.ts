@@ -16,17 +16,38 @@ import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import type { MiddlewareHandler } from "hono";
 import type { AppDeps, AppEnv, CachedReads } from "./context.js";
-import { lazyRequestLog } from "./request-log.js";
+import { lazyRequestLog, type RequestLog } from "./request-log.js";
 
 /** A client's X-Request-Id is echoed when it is sane: word characters, `-` and `=`, at most 128. */
 const SANE_REQUEST_ID = /^[\w\-=]{1,128}$/;
 
+/** The request's id: the client's X-Request-Id when sane, else a new one (the app and the fast path). */
+export function requestIdFrom(given: string | string[] | undefined): string {
+  return typeof given === "string" && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** Counts an answered request in the histogram, and one line at debug level (the app and the fast path). */
+export function recordRequest(
+  deps: Pick<AppDeps, "metrics" | "logger">,
+  log: RequestLog | undefined,
+  requestId: string,
+  answer: { method: string; route: string; status: number; seconds: number },
+): void {
+  const { method, route, status, seconds } = answer;
+  deps.metrics.httpDuration.observe({ method, route, status: String(status) }, seconds);
+  // One line per request at debug level (LOG_LEVEL=debug): at on-sale rates info would drown the log.
+  if (deps.logger.isLevelEnabled("debug")) {
+    (log ?? lazyRequestLog(deps.logger, requestId)).debug(
+      { method, route, status, ms: Math.round(seconds * 1000) },
+      "request",
+    );
+  }
+}
+
 export function requestContext(deps: AppDeps, reads: CachedReads): MiddlewareHandler<AppEnv> {
-  const { httpDuration } = deps.metrics;
   const { logger } = deps;
   return async (c, next) => {
-    const given = c.req.header("x-request-id");
-    const requestId = given !== undefined && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+    const requestId = requestIdFrom(c.req.header("x-request-id"));
     c.set("requestId", requestId);
     c.set("deps", deps);
     c.set("reads", reads);
@@ -41,13 +62,11 @@ export function requestContext(deps: AppDeps, reads: CachedReads): MiddlewareHan
     const started = performance.now();
     await next();
     const seconds = (performance.now() - started) / 1000;
-    const method = c.req.method;
-    const route = c.req.routePath;
-    const status = c.res.status;
-    httpDuration.observe({ method, route, status: String(status) }, seconds);
-    // One line per request at debug level (LOG_LEVEL=debug): at on-sale rates info would drown the log.
-    if (logger.isLevelEnabled("debug")) {
-      log.debug({ method, route, status, ms: Math.round(seconds * 1000) }, "request");
-    }
+    recordRequest(deps, log, requestId, {
+      method: c.req.method,
+      route: c.req.routePath,
+      status: c.res.status,
+      seconds,
+    });
   };
 }

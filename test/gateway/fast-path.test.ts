@@ -6,7 +6,6 @@
  * the fast path declines what it cannot answer exactly. Under many concurrent reads and holds it
  * serves each new version, never an older one after a newer.
  */
-import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import pino from "pino";
@@ -24,25 +23,12 @@ import {
   startGateway,
   uniqueId,
 } from "./harness.js";
+import { type Exchange, exchange } from "../support/exchange.js";
 
-interface Raw {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Buffer;
-}
+type Raw = Exchange;
 
-function raw(port: number, path: string, headers: Record<string, string> = {}, method = "GET"): Promise<Raw> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: "127.0.0.1", port, path, method, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
+const raw = (port: number, path: string, headers: Record<string, string> = {}, method = "GET"): Promise<Raw> =>
+  exchange(`http://127.0.0.1:${port}${path}`, headers, method);
 
 /** What a client may compare: the headers but those that differ per exchange. */
 function comparable(r: Raw) {

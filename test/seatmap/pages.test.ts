@@ -5,7 +5,6 @@
  * while a page is being compressed, many reads and changes at once, the memory bound, and the
  * DynamoDB fallback when Redis dies (a redis-server of this file's own).
  */
-import { request as httpRequest } from "node:http";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { Redis } from "ioredis";
 import pino from "pino";
@@ -16,6 +15,7 @@ import { createSeatMapCache, type SeatStatus } from "../../src/seatmap/cache.js"
 import { type CompactSection, expandCompact } from "../../src/seatmap/formats.js";
 import { compressBody } from "../../src/seatmap/pages.js";
 import { createTable, eventInput, type Gateway, listen, putEvent, startGateway, uniqueId } from "../gateway/harness.js";
+import { exchange } from "../support/exchange.js";
 import { killRedis, restartRedis } from "../support/redis-loss.js";
 import { pollUntil } from "../support/worker-process.js";
 
@@ -26,21 +26,7 @@ interface Section {
 }
 
 /** A real HTTP exchange, bytes as they crossed the wire (nothing decompressed). */
-function raw(
-  url: string,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
+const raw = exchange;
 
 function decode(body: Buffer, encoding: string | undefined): string {
   if (encoding === "br") return brotliDecompressSync(body).toString("utf8");
