@@ -158,18 +158,34 @@ const localDynamoSchema = z.object({
   /** Unset: in memory. `npm start` passes DATA_DIR/dynamodb. */
   DYNAMODB_DATA_PATH: z.string().optional(),
   LOG_LEVEL: z.string().default("info"),
+  /** `aws`: TransactionConflict and per-partition throughput as DynamoDB (docs/local-dynamodb.md). */
+  LOCAL_DYNAMODB_MODE: z.enum(["default", "aws"]).default("default"),
+  /** A TransactWriteItems stays in flight (its items locked) at least this long. */
+  LOCAL_DYNAMODB_TRANSACTION_MS: z.coerce.number().int().min(0).default(0),
+  /** aws mode: write units/s of each partition (table or index, partition key value). */
+  LOCAL_DYNAMODB_PARTITION_WCU: z.coerce.number().positive().default(1000),
+  /** aws mode: read units/s of each partition. */
+  LOCAL_DYNAMODB_PARTITION_RCU: z.coerce.number().positive().default(3000),
 });
+
+export type LocalDynamoMode = "default" | "aws";
 
 export interface LocalDynamoConfig {
   port: number;
   host: string;
   path: string | undefined;
   logLevel: string;
+  mode: LocalDynamoMode;
+  transactionMs: number;
+  partitionWcu: number;
+  partitionRcu: number;
 }
 
-/** For `npm run dynamodb`; command-line flags (--port, --host, --path) win over the environment. */
+/**
+ * For `npm run dynamodb`; command-line flags (--port, --host, --path, --mode, --transaction-ms,
+ * --partition-wcu, --partition-rcu) win over the environment.
+ */
 export function loadLocalDynamoConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): LocalDynamoConfig {
-  const e = parse(localDynamoSchema, env);
   const flags = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -180,10 +196,22 @@ export function loadLocalDynamoConfig(argv: string[], env: NodeJS.ProcessEnv = p
     }
   }
   const flagPort = flags.get("port");
+  // a flag is parsed as the variable it stands for, with the same message when it is bad
+  const e = parse(localDynamoSchema, {
+    ...env,
+    ...(flags.has("mode") ? { LOCAL_DYNAMODB_MODE: flags.get("mode") } : {}),
+    ...(flags.has("transaction-ms") ? { LOCAL_DYNAMODB_TRANSACTION_MS: flags.get("transaction-ms") } : {}),
+    ...(flags.has("partition-wcu") ? { LOCAL_DYNAMODB_PARTITION_WCU: flags.get("partition-wcu") } : {}),
+    ...(flags.has("partition-rcu") ? { LOCAL_DYNAMODB_PARTITION_RCU: flags.get("partition-rcu") } : {}),
+  });
   return {
     port: flagPort === undefined ? e.DYNAMODB_PORT : parse(z.object({ p: port }), { p: flagPort }).p,
     host: flags.get("host") ?? e.DYNAMODB_HOST,
     path: flags.get("path") ?? e.DYNAMODB_DATA_PATH,
     logLevel: e.LOG_LEVEL,
+    mode: e.LOCAL_DYNAMODB_MODE,
+    transactionMs: e.LOCAL_DYNAMODB_TRANSACTION_MS,
+    partitionWcu: e.LOCAL_DYNAMODB_PARTITION_WCU,
+    partitionRcu: e.LOCAL_DYNAMODB_PARTITION_RCU,
   };
 }

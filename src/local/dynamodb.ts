@@ -1,6 +1,8 @@
 /**
  * The local DynamoDB: dynalite, extended by patches/dynalite+4.0.0.patch with transactions,
- * ReturnValuesOnConditionCheckFailure and atomic item+index writes.
+ * ReturnValuesOnConditionCheckFailure, atomic item+index writes, exact ConsumedCapacity and an
+ * AWS mode (TransactionConflict, per-partition throughput, a per-partition report): see
+ * docs/local-dynamodb.md.
  *
  * `startLocalDynamoDB` runs it in this process (the `npm run dynamodb` CLI does that).
  * `spawnLocalDynamoDB` runs it as a child process, which the gateway (embedded default) and the
@@ -14,6 +16,7 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import dynalite from "dynalite";
+import type { LocalDynamoMode } from "../config.js";
 
 export interface LocalDynamoDBOptions {
   /** 0 picks a free port. */
@@ -21,6 +24,18 @@ export interface LocalDynamoDBOptions {
   host?: string;
   /** LevelDB directory; in memory when absent. */
   path?: string;
+  /**
+   * `aws`: transactions conflict and partitions throttle as in DynamoDB. Default `default`;
+   * spawnLocalDynamoDB leaves it (and the three below) to the child's LOCAL_DYNAMODB_* environment
+   * when absent.
+   */
+  mode?: LocalDynamoMode;
+  /** A TransactWriteItems stays in flight at least this long (models DynamoDB's two phases). */
+  transactionMs?: number;
+  /** aws mode: write units/s per partition (1,000). */
+  partitionWcu?: number;
+  /** aws mode: read units/s per partition (3,000). */
+  partitionRcu?: number;
 }
 
 export interface LocalDynamoDB {
@@ -36,6 +51,10 @@ export async function startLocalDynamoDB(options: LocalDynamoDBOptions): Promise
     createTableMs: 0,
     deleteTableMs: 0,
     updateTableMs: 0,
+    mode: options.mode ?? "default",
+    ...(options.transactionMs !== undefined ? { transactionMs: options.transactionMs } : {}),
+    ...(options.partitionWcu !== undefined ? { partitionWcu: options.partitionWcu } : {}),
+    ...(options.partitionRcu !== undefined ? { partitionRcu: options.partitionRcu } : {}),
   });
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
@@ -85,8 +104,15 @@ export async function spawnLocalDynamoDB(
     "yes",
   ];
   if (options.path) args.push("--path", options.path);
+  // Absent options are left to the environment the child inherits (LOCAL_DYNAMODB_MODE and the
+  // like), so whatever starts the local DynamoDB honours them.
+  if (options.mode) args.push("--mode", options.mode);
+  if (options.transactionMs !== undefined) args.push("--transaction-ms", String(options.transactionMs));
+  if (options.partitionWcu !== undefined) args.push("--partition-wcu", String(options.partitionWcu));
+  if (options.partitionRcu !== undefined) args.push("--partition-rcu", String(options.partitionRcu));
   // stdin stays a pipe from us: when this process dies, even by SIGKILL, the pipe closes and the
   // child exits instead of living on as an orphan holding the port and the LevelDB lock.
+  // No `env`: the child inherits ours.
   const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
 
   const port = await new Promise<number>((resolve, reject) => {
