@@ -17,8 +17,11 @@
  * 2-core machine the gateways, Redis, DynamoDB and wrk share two cores: the table shows where
  * the cores go, which is what says whether one more gateway can add anything.
  *
- * Knobs: BENCH_SECONDS (5), BENCH_WARMUP_SECONDS (1), BENCH_CONNECTIONS (48), BENCH_THREADS (6: a
- * multiple of 1, 2 and 3, so the connections split evenly over the gateways), BENCH_FANS (1200),
+ * Knobs: BENCH_SECONDS (5), BENCH_WARMUP_SECONDS (1), BENCH_CONNECTIONS (48, the poll's),
+ * BENCH_HOLD_CONNECTIONS (12: every hold and release is a DynamoDB transaction, and the local
+ * DynamoDB, one Node process, queues them; with 48 in flight on a loaded box a hold waited longer
+ * than a run), BENCH_THREADS (6: a multiple of 1, 2 and 3, so the connections split evenly over
+ * the gateways; at least the connections), BENCH_FANS (1200),
  * BENCH_MAX_GATEWAYS (3). Needs wrk (BENCH_CLIENT=node: the Node client instead, which runs out
  * of CPU before the gateways do). Prints a table, then one JSON line.
  */
@@ -46,6 +49,7 @@ const env = z
     BENCH_SECONDS: z.coerce.number().positive().default(5),
     BENCH_WARMUP_SECONDS: z.coerce.number().nonnegative().default(1),
     BENCH_CONNECTIONS: z.coerce.number().int().positive().default(48),
+    BENCH_HOLD_CONNECTIONS: z.coerce.number().int().positive().default(12),
     BENCH_THREADS: z.coerce.number().int().positive().default(6),
     BENCH_FANS: z.coerce.number().int().positive().default(1_200),
     BENCH_MAX_GATEWAYS: z.coerce.number().int().min(1).max(8).default(3),
@@ -162,7 +166,7 @@ try {
       load: (urls) => ({
         baseUrl: urls[0]!,
         baseUrls: urls,
-        connections: env.BENCH_CONNECTIONS,
+        connections: env.BENCH_HOLD_CONNECTIONS,
         threads: env.BENCH_THREADS,
         next: () => ({ path: "/" }),
         // Fan f holds seat f of this run's section.
@@ -294,7 +298,8 @@ const line = (cells: string[]) =>
 console.log(
   `npm run bench:gateways: ${cpus().length} cpus, ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}, ` +
     `load average ${loadavg()[0]!.toFixed(1)} at the end, ${seconds.toFixed(0)} s; client ${rows[0]?.result.client ?? "?"} ` +
-    `(${env.BENCH_THREADS} threads, ${env.BENCH_CONNECTIONS} connections, ${env.BENCH_SECONDS} s a run), 2 workers`,
+    `(${env.BENCH_THREADS} threads; ${env.BENCH_CONNECTIONS} connections polling, ${env.BENCH_HOLD_CONNECTIONS} holding; ` +
+    `${env.BENCH_SECONDS} s a run), 2 workers`,
 );
 console.log(line(header));
 for (const t of table) console.log(line(t));
