@@ -1,10 +1,11 @@
 /**
  * `npm run bench:gateways`: what one more gateway process adds. The stack of the many-gateways
  * test (test/foundation/many-gateways.test.ts), as processes: a redis-server and the local
- * DynamoDB of its own, two workers (src/main.ts --role=worker), and 1, then 2, then 3 gateways
- * (--role=gateway). For each count, the same offered load (wrk: BENCH_THREADS threads, one
- * gateway per thread in turn, BENCH_CONNECTIONS connections in all, closed loop) on the two hot
- * fan paths:
+ * DynamoDB of its own, two workers (src/main.ts --role=worker), and three gateways
+ * (--role=gateway), of which the load goes to the first 1, then 2, then 3 (the others idle: a
+ * few ms of CPU a second), in BENCH_ROUNDS rounds (1, 2, 3, 1, 2, 3: the drift of a shared
+ * machine shows as the difference between rounds). For each count, the same offered load (wrk:
+ * BENCH_THREADS threads, one gateway per thread in turn, closed loop) on the two hot fan paths:
  *
  *   - the queue status poll (admitted fans' queue tokens; one Redis script per poll);
  *   - hold + release: each fan holds its own seat, and the hold's answer queues its release
@@ -22,7 +23,7 @@
  * DynamoDB, one Node process, queues them; with 48 in flight on a loaded box a hold waited longer
  * than a run), BENCH_THREADS (6: a multiple of 1, 2 and 3, so the connections split evenly over
  * the gateways; at least the connections), BENCH_FANS (1200),
- * BENCH_MAX_GATEWAYS (3). Needs wrk (BENCH_CLIENT=node: the Node client instead, which runs out
+ * BENCH_MAX_GATEWAYS (3), BENCH_ROUNDS (2). Needs wrk (BENCH_CLIENT=node: the Node client instead, which runs out
  * of CPU before the gateways do). Prints a table, then one JSON line.
  */
 import { randomBytes } from "node:crypto";
@@ -53,6 +54,7 @@ const env = z
     BENCH_THREADS: z.coerce.number().int().positive().default(6),
     BENCH_FANS: z.coerce.number().int().positive().default(1_200),
     BENCH_MAX_GATEWAYS: z.coerce.number().int().min(1).max(8).default(3),
+    BENCH_ROUNDS: z.coerce.number().int().min(1).default(2),
   })
   .parse(process.env);
 
@@ -61,6 +63,7 @@ const SEATS_PER_ROW = 50;
 
 interface Row {
   path: string;
+  round: number;
   gateways: number;
   result: LoadResult;
   /** CPU µs per request, by process group. */
@@ -106,15 +109,20 @@ const rows: Row[] = [];
 try {
   if (defaultClient() !== "wrk")
     step("wrk not found (apt-get install -y wrk): the Node client's figures are its own ceiling");
-  step("redis-server, local DynamoDB, 2 workers and the first gateway");
-  const [first] = await Promise.all([start("gateway"), start("worker"), start("worker")]);
-  const gateways: MainProcess[] = [first!];
+  step(`redis-server, local DynamoDB, 2 workers and ${env.BENCH_MAX_GATEWAYS} gateways`);
+  await Promise.all([
+    ...Array.from({ length: env.BENCH_MAX_GATEWAYS }, () => start("gateway")),
+    start("worker"),
+    start("worker"),
+  ]);
+  const gateways = processes.filter((p) => p.url !== undefined);
   const workers = processes.filter((p) => p.url === undefined);
+  const first = gateways[0];
 
   const eventId = `gws${Date.now()}`;
   // A section of its own for each hold run (warm-ups included): the holds a run leaves behind
   // (in flight, or their release not sent when wrk stopped) are never in the next run's way.
-  const holdRuns = env.BENCH_MAX_GATEWAYS * (env.BENCH_WARMUP_SECONDS > 0 ? 2 : 1);
+  const holdRuns = env.BENCH_ROUNDS * env.BENCH_MAX_GATEWAYS * (env.BENCH_WARMUP_SECONDS > 0 ? 2 : 1);
   const rowsOfSeats = Math.ceil(env.BENCH_FANS / SEATS_PER_ROW);
   const put = await call(`${first!.url}/v1/admin/events/${eventId}`, {
     method: "PUT",
@@ -192,60 +200,59 @@ try {
     },
   ];
 
-  for (let n = 1; n <= env.BENCH_MAX_GATEWAYS; n++) {
-    if (gateways.length < n) {
-      step(`starting gateway ${n}`);
-      gateways.push(await start("gateway"));
-    }
-    const urls = gateways.map((g) => g.url!);
-    for (const path of paths) {
-      if (env.BENCH_WARMUP_SECONDS > 0) {
-        await runLoad({ ...path.load(urls), name: `${path.name} (warm-up)`, seconds: env.BENCH_WARMUP_SECONDS });
+  for (let round = 1; round <= env.BENCH_ROUNDS; round++) {
+    for (let n = 1; n <= env.BENCH_MAX_GATEWAYS; n++) {
+      const urls = gateways.slice(0, n).map((g) => g.url!);
+      for (const path of paths) {
+        if (env.BENCH_WARMUP_SECONDS > 0) {
+          await runLoad({ ...path.load(urls), name: `${path.name} (warm-up)`, seconds: env.BENCH_WARMUP_SECONDS });
+        }
+        const options = path.load(urls);
+        step(`round ${round}, ${n} gateway${n > 1 ? "s" : ""}: ${path.name}, ${env.BENCH_SECONDS} s`);
+        const pids = {
+          gateways: gateways.map((g) => g.pid),
+          workers: workers.map((w) => w.pid),
+          redis: redis.child.pid!,
+          dynamodb: dynamo.child.pid!,
+        };
+        const cpuOf = (pid: number) => processCpuMicros(pid) ?? Number.NaN;
+        const snapshot = () => ({
+          gateways: pids.gateways.map(cpuOf),
+          workers: pids.workers.map(cpuOf),
+          redis: cpuOf(pids.redis),
+          dynamodb: cpuOf(pids.dynamodb),
+          machine: machineCpuMicros(),
+        });
+        const before = snapshot();
+        const result = await runLoad({ ...options, name: path.name, seconds: env.BENCH_SECONDS });
+        const after = snapshot();
+        const perRequest = (micros: number) => micros / Math.max(1, result.requests);
+        const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+        const perGateway = after.gateways.map((a, i) => perRequest(a - before.gateways[i]!));
+        const workersCpu = perRequest(sum(after.workers) - sum(before.workers));
+        const redisCpu = perRequest(after.redis - before.redis);
+        const dynamoCpu = perRequest(after.dynamodb - before.dynamodb);
+        const client = result.clientCpuMicrosPerRequest ?? 0;
+        const ours = sum(perGateway) + workersCpu + redisCpu + dynamoCpu + client;
+        const busy = (after.machine?.busy ?? 0) - (before.machine?.busy ?? 0);
+        const total = (after.machine?.total ?? 0) - (before.machine?.total ?? 0);
+        rows.push({
+          path: path.name,
+          round,
+          gateways: n,
+          result,
+          cpu: {
+            gateways: sum(perGateway),
+            perGateway,
+            workers: workersCpu,
+            redis: redisCpu,
+            dynamodb: dynamoCpu,
+            client,
+          },
+          machineBusy: total > 0 ? busy / total : Number.NaN,
+          others: Math.max(0, perRequest(busy) - ours),
+        });
       }
-      const options = path.load(urls);
-      step(`${n} gateway${n > 1 ? "s" : ""}: ${path.name}, ${env.BENCH_SECONDS} s`);
-      const pids = {
-        gateways: gateways.map((g) => g.pid),
-        workers: workers.map((w) => w.pid),
-        redis: redis.child.pid!,
-        dynamodb: dynamo.child.pid!,
-      };
-      const cpuOf = (pid: number) => processCpuMicros(pid) ?? Number.NaN;
-      const snapshot = () => ({
-        gateways: pids.gateways.map(cpuOf),
-        workers: pids.workers.map(cpuOf),
-        redis: cpuOf(pids.redis),
-        dynamodb: cpuOf(pids.dynamodb),
-        machine: machineCpuMicros(),
-      });
-      const before = snapshot();
-      const result = await runLoad({ ...options, name: path.name, seconds: env.BENCH_SECONDS });
-      const after = snapshot();
-      const perRequest = (micros: number) => micros / Math.max(1, result.requests);
-      const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
-      const perGateway = after.gateways.map((a, i) => perRequest(a - before.gateways[i]!));
-      const workersCpu = perRequest(sum(after.workers) - sum(before.workers));
-      const redisCpu = perRequest(after.redis - before.redis);
-      const dynamoCpu = perRequest(after.dynamodb - before.dynamodb);
-      const client = result.clientCpuMicrosPerRequest ?? 0;
-      const ours = sum(perGateway) + workersCpu + redisCpu + dynamoCpu + client;
-      const busy = (after.machine?.busy ?? 0) - (before.machine?.busy ?? 0);
-      const total = (after.machine?.total ?? 0) - (before.machine?.total ?? 0);
-      rows.push({
-        path: path.name,
-        gateways: n,
-        result,
-        cpu: {
-          gateways: sum(perGateway),
-          perGateway,
-          workers: workersCpu,
-          redis: redisCpu,
-          dynamodb: dynamoCpu,
-          client,
-        },
-        machineBusy: total > 0 ? busy / total : Number.NaN,
-        others: Math.max(0, perRequest(busy) - ours),
-      });
     }
   }
 } finally {
@@ -259,6 +266,7 @@ const seconds = (performance.now() - started) / 1000;
 const f0 = (n: number) => (Number.isFinite(n) ? n.toFixed(0) : "n/a");
 const header = [
   "path",
+  "round",
   "gws",
   "req/s",
   "x 1 gw",
@@ -273,10 +281,14 @@ const header = [
   "busy",
   "statuses",
 ];
+// By path, then round, then gateway count.
+const paths = [...new Set(rows.map((r) => r.path))];
+rows.sort((a, b) => paths.indexOf(a.path) - paths.indexOf(b.path) || a.round - b.round || a.gateways - b.gateways);
 const table = rows.map((r) => {
-  const one = rows.find((x) => x.path === r.path && x.gateways === 1)!;
+  const one = rows.find((x) => x.path === r.path && x.round === r.round && x.gateways === 1)!;
   return [
     r.path,
+    String(r.round),
     String(r.gateways),
     f0(r.result.perSecond),
     (r.result.perSecond / one.result.perSecond).toFixed(2),
@@ -311,6 +323,7 @@ console.log(
     seconds: Math.round(seconds),
     results: rows.map((r) => ({
       path: r.path,
+      round: r.round,
       gateways: r.gateways,
       perSecond: Math.round(r.result.perSecond),
       p50Ms: Number(r.result.p50Ms.toFixed(2)),
