@@ -3,7 +3,8 @@
  *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S]
  *  [--threshold EXPR]... [--out DIR] [--json]`
  *
- * scenarios: spike, hot-seat, abandon, bots, soak (scenarios/*.ts). Without --base-url it starts its own gateway
+ * scenarios: spike, hot-seat, abandon, bots, soak (scenarios/*.ts). --base-url takes several gateways,
+ * comma-separated (each request goes to the next in turn). Without --base-url it starts its own gateway
  * (redis-server, local DynamoDB, src/main.ts) and audits the event at the end. Each run's record
  * goes to its own file, <out>/load-<scenario>-<time>.json. Exit 1 when the audit fails or a bot
  * request was accepted, 99 when a threshold failed (as k6), else 0.
@@ -16,7 +17,7 @@ import { renderResult, runScenario, toRunRecord } from "./run.js";
 import { isScenarioName, SCENARIO_NAMES, SCENARIOS } from "./scenarios/index.js";
 import { exitCodeFor, parseThreshold, type Threshold } from "./thresholds.js";
 
-export const USAGE = `usage: npm run load -- <${SCENARIO_NAMES.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL]
+export const USAGE = `usage: npm run load -- <${SCENARIO_NAMES.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL[,URL...]]
        [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S]
        [--threshold 'http_req_failed<0.01'] [--threshold 'p(99)<500'] ... [--out DIR] [--json]`;
 

@@ -114,17 +114,58 @@ export class Connections {
   }
 }
 
-/** The driver's client: JSON in and out over `Connections`, with counts, statuses and latencies per endpoint. */
+/**
+ * The base URLs of a target: one, or several separated by commas (`http://a:8080,http://b:8080`),
+ * for gateways run side by side without a load balancer in front.
+ */
+export function targetUrls(baseUrl: string): string[] {
+  const urls = baseUrl
+    .split(",")
+    .map((u) => u.trim())
+    .filter(Boolean);
+  if (urls.length === 0) throw new Error(`no base URL in ${JSON.stringify(baseUrl)}`);
+  for (const u of urls) transportFor(new URL(u));
+  return urls;
+}
+
+/**
+ * The driver's client: JSON in and out over `Connections`, with counts, statuses and latencies per
+ * endpoint. Given several base URLs (comma-separated) it sends each request to the next one in
+ * turn, each over its own sockets (`connections` split between them): a fan's join, polls, hold
+ * and purchase land on different gateways, as behind a round-robin load balancer, so every
+ * gateway must accept the tokens another issued.
+ */
 export class Client extends Connections {
   /** Sent on every request (the load-test token). */
   private readonly headers: Record<string, string>;
+  /** Every target's sockets, this client's own (the first URL's) first. */
+  private readonly targets: Connections[];
+  private turn = 0;
   readonly endpoints = new Map<string, EndpointStats>();
+  /** Requests sent to each base URL, in the order given. */
+  readonly perTarget: number[];
   requests = 0;
   errors = 0;
 
   constructor(baseUrl: string, connections: number, options: { headers?: Record<string, string> } = {}) {
-    super(baseUrl, connections);
+    const urls = targetUrls(baseUrl);
+    const each = Math.max(1, Math.ceil(connections / urls.length));
+    super(urls[0]!, each);
     this.headers = options.headers ?? {};
+    this.targets = [this, ...urls.slice(1).map((u) => new Connections(u, each))];
+    this.perTarget = urls.map(() => 0);
+  }
+
+  override send(req: Outgoing, read = true): Promise<{ status: number; text: string }> {
+    const at = this.turn++ % this.targets.length;
+    this.perTarget[at]!++;
+    const target = this.targets[at]!;
+    return target === this ? super.send(req, read) : target.send(req, read);
+  }
+
+  override close(): void {
+    super.close();
+    for (const t of this.targets) if (t !== this) t.close();
   }
 
   /**

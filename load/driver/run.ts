@@ -14,7 +14,7 @@ import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import { RUN_RECORD_KIND, type RunRecord } from "../run-record.js";
 import { createEvent, type PlayedEvent, readEvent } from "./event.js";
 import { RunFigures, type Tally } from "./figures.js";
-import { Client } from "./http.js";
+import { Client, targetUrls } from "./http.js";
 import { fanJourney } from "./journey.js";
 import type { FanRun, Scenario } from "./scenario.js";
 import { SCENARIOS, type ScenarioName } from "./scenarios/index.js";
@@ -32,6 +32,7 @@ export interface RunOptions {
   rate: number;
   /** Seconds: soak and bots run this long; every scenario stops its fans after duration + 120 s. */
   duration: number;
+  /** The gateway, or several gateways comma-separated (each request goes to the next in turn). */
   baseUrl?: string;
   eventId?: string;
   adminToken?: string;
@@ -93,6 +94,8 @@ export interface RunResult extends Tally {
   loadTestToken: boolean;
   stats?: unknown;
   audit?: { ok: boolean; failed: string[]; summary: string[] };
+  /** With several base URLs: the requests each was sent, in the order given. */
+  targets?: Array<{ url: string; requests: number }>;
   /** With --base-url: the command that audits the event. */
   auditCommand?: string;
 }
@@ -257,6 +260,8 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
     const result = resultOf(o, target, run, event, { fans, seconds, startedAt, stats });
     const thresholds = thresholdsOf(scenario, o, run, seconds);
     if (thresholds) result.thresholds = thresholds;
+    const urls = targetUrls(baseUrl);
+    if (urls.length > 1) result.targets = urls.map((url, i) => ({ url, requests: client.perTarget[i] ?? 0 }));
     if (stack) result.audit = await runAudit(stack, eventId);
     else {
       result.auditCommand = `DYNAMODB_ENDPOINT=<the gateway's> DYNAMODB_TABLE=<its table> REDIS_URL=<its redis> npm run audit -- --event ${eventId}`;
@@ -308,6 +313,7 @@ export function renderResult(r: RunResult): string {
     `admitted ${r.admitted} (${fmt(r.admissionsPerSecond)}/s; ${r.prequeued} joined the pre-queue)   holds ${r.holds} (${fmt(r.holdsPerSecond)}/s)   sales ${r.sales} (${fmt(r.salesPerSecond)}/s, ${r.seatsSold} seats)`,
     `conflicts (409) ${r.conflicts}   time to sell out ${r.sellOutSeconds === null ? "not sold out" : `${fmt(r.sellOutSeconds, 2)} s after onSaleAt`}`,
   ];
+  if (r.targets) lines.push(`requests per gateway: ${r.targets.map((t) => `${t.url} ${t.requests}`).join(", ")}`);
   lines.push(...(SCENARIOS[r.scenario].report?.lines?.(r) ?? []));
   lines.push(`fairness: Kendall's tau (queue position vs admission order) = ${fmt(r.tau, 4)} (1.0 = strict FIFO)`);
   if (r.thresholds?.length) {

@@ -10,7 +10,12 @@
  *
  * `serverPid`: the server process whose CPU time (user + system, from /proc) over the run is
  * divided by the requests answered: CPU microseconds per request, the figure that carries to
- * other machines.
+ * other machines. The client's own CPU per request is reported too (wrk: sampled from /proc
+ * while it runs), since on a small machine it shares the cores with the server.
+ *
+ * `baseUrls`: several servers (gateways side by side); wrk gives each thread one of them in turn
+ * (`threads` a multiple of their number spreads the connections evenly), the Node client each
+ * connection.
  */
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -32,6 +37,8 @@ export interface LoadResult {
   bytesPerRequest?: number;
   /** Server CPU (user + system) over the run / requests, when the server's pid was given. */
   cpuMicrosPerRequest?: number;
+  /** The load generator's own CPU over the run / requests (wrk's process; the Node client's is this process). */
+  clientCpuMicrosPerRequest?: number;
 }
 
 export interface LoadRequest {
@@ -59,6 +66,14 @@ export interface LoadOptions {
   /** The server's pid, for CPU microseconds per request. */
   serverPid?: number;
   client?: "wrk" | "node";
+  /** Several servers instead of `baseUrl`'s alone (wrk: one per thread in turn; node: one per connection). */
+  baseUrls?: string[];
+  /** wrk threads (default 1). */
+  threads?: number;
+  /** wrk only: Lua run at the end of each thread's init() (the thread's `id`, 0.., is set). */
+  wrkInit?: string;
+  /** wrk only: Lua run in response(status, headers, body) after the status is counted. */
+  wrkResponse?: string;
 }
 
 let wrkOnPath: boolean | undefined;
@@ -82,6 +97,13 @@ export function defaultClient(): "wrk" | "node" {
   return wrkAvailable() ? "wrk" : "node";
 }
 
+let clockTicks: number | undefined;
+/** The kernel's clock ticks a second (the unit of /proc's CPU times), asked once. */
+function ticksPerSecond(): number {
+  clockTicks ??= Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
+  return clockTicks;
+}
+
 /** User + system CPU of a process, in microseconds (Linux /proc; undefined elsewhere). */
 export function processCpuMicros(pid: number): number | undefined {
   try {
@@ -89,8 +111,22 @@ export function processCpuMicros(pid: number): number | undefined {
     // Fields after the command name (which may hold spaces): utime is the 14th, stime the 15th.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     const ticks = Number(fields[11]) + Number(fields[12]);
-    const hz = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
-    return (ticks / hz) * 1e6;
+    return (ticks / ticksPerSecond()) * 1e6;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The whole machine's CPU time, busy and in all, in microseconds of CPU (Linux /proc/stat). */
+export function machineCpuMicros(): { busy: number; total: number } | undefined {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    // idle and iowait are not busy.
+    const busy = total - (f[3] ?? 0) - (f[4] ?? 0);
+    const us = 1e6 / ticksPerSecond();
+    return { busy: busy * us, total: total * us };
   } catch {
     return undefined;
   }
@@ -116,6 +152,10 @@ const luaString = (s: string) => `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"
 function wrkScript(options: LoadOptions, out: string): string {
   const distinct = options.wrkRequest ? 0 : (options.distinct ?? 2_000);
   const host = new URL(options.baseUrl).host;
+  const targets = (options.baseUrls ?? [options.baseUrl]).map((u) => {
+    const url = new URL(u);
+    return `{${luaString(url.hostname)},${luaString(url.port || "80")}}`;
+  });
   const lines: string[] = [];
   for (let i = 0; i < distinct; i++) {
     const r = options.next(i);
@@ -131,14 +171,20 @@ function wrkScript(options: LoadOptions, out: string): string {
   return `local reqs = {\n${lines.join(",\n")}\n}
 local n = #reqs
 local threads = {}
-function setup(thread) table.insert(threads, thread) end
-function init(args) idx = n > 0 and math.random(n) - 1 or 0; statuses = {}; counter = 0; run = tostring(os.time()) .. tostring(math.random(1e9)) end
+local targets = {${targets.join(",")}}
+function setup(thread)
+  local t = targets[(#threads % #targets) + 1]
+  thread.addr = wrk.lookup(t[1], t[2])[1]
+  thread:set("id", #threads)
+  table.insert(threads, thread)
+end
+function init(args) idx = n > 0 and math.random(n) - 1 or 0; statuses = {}; counter = 0; run = tostring(os.time()) .. tostring(math.random(1e9)); ${options.wrkInit ?? ""} end
 ${
   options.wrkRequest
     ? `function request() counter = counter + 1; ${options.wrkRequest} end`
     : "function request() idx = idx + 1; if idx > n then idx = 1 end; return reqs[idx] end"
 }
-function response(status, headers, body) statuses[status] = (statuses[status] or 0) + 1 end
+function response(status, headers, body) statuses[status] = (statuses[status] or 0) + 1; ${options.wrkResponse ?? ""} end
 function done(summary, latency, requests)
   local agg = {}
   for _, t in ipairs(threads) do
@@ -157,21 +203,45 @@ end
 `;
 }
 
-/** wrk, one thread (the server has the other core), the requests cycled from a Lua table. */
+/**
+ * wrk, one thread by default (the server has the other core), the requests cycled from a Lua
+ * table. Its CPU is sampled every 50 ms while it runs (its /proc entry goes when it exits).
+ */
 async function runWrk(options: LoadOptions): Promise<LoadResult> {
   const dir = mkdtempSync(join(tmpdir(), "bench-wrk-"));
   const script = join(dir, "run.lua");
   const out = join(dir, "out.json");
   writeFileSync(script, wrkScript(options, out));
+  let clientCpu: number | undefined;
   try {
     await new Promise<void>((resolve, reject) => {
       const child = spawn(
         "wrk",
-        ["-t1", `-c${options.connections}`, `-d${options.seconds}s`, "--timeout", "10s", "-s", script, options.baseUrl],
+        [
+          `-t${options.threads ?? 1}`,
+          `-c${options.connections}`,
+          `-d${options.seconds}s`,
+          "--timeout",
+          "10s",
+          "-s",
+          script,
+          options.baseUrl,
+        ],
         { stdio: ["ignore", "ignore", "inherit"] },
       );
-      child.once("error", reject);
-      child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`wrk exited with ${code}`))));
+      const sampler = setInterval(() => {
+        const cpu = child.pid ? processCpuMicros(child.pid) : undefined;
+        if (cpu !== undefined) clientCpu = cpu;
+      }, 50);
+      child.once("error", (err) => {
+        clearInterval(sampler);
+        reject(err);
+      });
+      child.once("exit", (code) => {
+        clearInterval(sampler);
+        if (code === 0) resolve();
+        else reject(new Error(`wrk exited with ${code}`));
+      });
     });
     const r = JSON.parse(readFileSync(out, "utf8")) as {
       requests: number;
@@ -194,6 +264,7 @@ async function runWrk(options: LoadOptions): Promise<LoadResult> {
       statuses,
       client: "wrk",
       bytesPerRequest: r.requests ? r.bytes / r.requests : 0,
+      ...(clientCpu !== undefined && r.requests ? { clientCpuMicrosPerRequest: clientCpu / r.requests } : {}),
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -202,7 +273,8 @@ async function runWrk(options: LoadOptions): Promise<LoadResult> {
 
 /** The Node client: the load driver's keep-alive sockets (load/driver/http.ts), bodies drained unread. */
 async function runNode(options: LoadOptions): Promise<LoadResult> {
-  const connections = new Connections(options.baseUrl, options.connections);
+  const urls = options.baseUrls ?? [options.baseUrl];
+  const pools = urls.map((u) => new Connections(u, Math.ceil(options.connections / urls.length)));
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
   let i = 0;
@@ -211,7 +283,8 @@ async function runNode(options: LoadOptions): Promise<LoadResult> {
   const start = performance.now();
   try {
     await Promise.all(
-      Array.from({ length: options.connections }, async () => {
+      Array.from({ length: options.connections }, async (_, c) => {
+        const connections = pools[c % pools.length]!;
         while (performance.now() < deadline) {
           const { method = "GET", ...req } = options.next(i++);
           const t = performance.now();
@@ -222,7 +295,7 @@ async function runNode(options: LoadOptions): Promise<LoadResult> {
       }),
     );
   } finally {
-    connections.close();
+    for (const p of pools) p.close();
   }
   const seconds = (performance.now() - start) / 1000;
   latencies.sort((a, b) => a - b);

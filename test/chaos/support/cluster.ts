@@ -6,7 +6,7 @@
  *                   again on the same port, it comes back with its data)
  *   [proxy]        (test/chaos/support/proxy.ts, between the processes and DynamoDB)
  *   gateways       (src/main.ts --role=gateway, any number)
- *   worker         (src/main.ts --role=worker)
+ *   worker(s)      (src/main.ts --role=worker; one, or `workers` of them)
  *
  * every process started with explicit settings (no rate limits, no demo event, the payment and
  * DynamoDB timeouts the scenario picks). The test side gets: an HTTP client that counts answers
@@ -44,6 +44,10 @@ export interface ClusterOptions {
   gateways?: number;
   /** Start the worker process (default true). */
   worker?: boolean;
+  /** With `worker`: how many worker processes to start (default 1); the first is `worker`. */
+  workers?: number;
+  /** More variables for the worker processes only, after `env` (e.g. LOG_LEVEL=debug for their job logs). */
+  workerEnv?: Record<string, string>;
   /** Put the proxy between the processes and DynamoDB (default false). */
   proxy?: boolean;
   /** With a proxy: does the worker go through it too (default true)? */
@@ -68,6 +72,8 @@ export interface Cluster {
   redisUrl: string;
   gateways: MainProcess[];
   worker: MainProcess | undefined;
+  /** Every worker process started: `worker`, then those `startAnotherWorker` added. */
+  workerProcesses: MainProcess[];
   /** Counts every answer the scenario's clients get. */
   traffic: Traffic;
   /** Reads and writes the cluster's DynamoDB directly (never through the proxy). */
@@ -82,6 +88,8 @@ export interface Cluster {
   killGateway(index?: number, signal?: NodeJS.Signals): Promise<MainProcess>;
   startWorker(): Promise<MainProcess>;
   killWorker(signal?: NodeJS.Signals): Promise<void>;
+  /** One more worker process beside `worker` (BullMQ shares the jobs between them). */
+  startAnotherWorker(): Promise<MainProcess>;
   killRedis(): Promise<void>;
   /** A new, empty redis-server on the same port. */
   restartRedis(): Promise<void>;
@@ -156,12 +164,13 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const cleanups: Array<() => Promise<void>> = [];
   const gateways: MainProcess[] = [];
   let worker: MainProcess | undefined;
+  const otherWorkers: MainProcess[] = [];
   let redisServer: SpawnedRedis | undefined;
   let paymentRedisServer: SpawnedRedis | undefined;
   let dynamoServer: SpawnedDynamoDB | undefined;
 
   const closeAll = async () => {
-    await Promise.allSettled([...gateways, ...(worker ? [worker] : [])].map((p) => p.stop("SIGKILL")));
+    await Promise.allSettled([...gateways, ...(worker ? [worker] : []), ...otherWorkers].map((p) => p.stop("SIGKILL")));
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
     if (redisServer) await killChild(redisServer.child);
     if (paymentRedisServer) await killChild(paymentRedisServer.child);
@@ -232,6 +241,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       get worker() {
         return worker;
       },
+      get workerProcesses() {
+        return [...(worker ? [worker] : []), ...otherWorkers];
+      },
       traffic,
       inventory,
       dynamo,
@@ -253,10 +265,17 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       },
       async startWorker() {
         if (worker?.alive()) throw new Error("the worker is already running");
-        const env = processEnv(options.workerThroughProxy ?? true);
+        const env = { ...processEnv(options.workerThroughProxy ?? true), ...options.workerEnv };
         worker = await startMainProcess({ role: "worker", env, timeoutMs: 60_000 });
         track(worker.child);
         return worker;
+      },
+      async startAnotherWorker() {
+        const env = { ...processEnv(options.workerThroughProxy ?? true), ...options.workerEnv };
+        const another = await startMainProcess({ role: "worker", env, timeoutMs: 60_000 });
+        track(another.child);
+        otherWorkers.push(another);
+        return another;
       },
       async killWorker(signal = "SIGKILL") {
         await worker?.stop(signal);
@@ -352,7 +371,11 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         return auditEvent({ inventory, payments }, eventId, { allowPending: auditOptions.allowPending ?? false });
       },
       recentLogs(lines = 30) {
-        const procs = [...gateways.map((g, i) => [`gateway ${i}`, g] as const), ["worker", worker] as const];
+        const procs = [
+          ...gateways.map((g, i) => [`gateway ${i}`, g] as const),
+          ["worker", worker] as const,
+          ...otherWorkers.map((w, i) => [`worker ${i + 2}`, w] as const),
+        ];
         return procs
           .filter(([, p]) => p)
           .map(
@@ -365,7 +388,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     };
 
     for (let i = 0; i < (options.gateways ?? 1); i++) await cluster.startGateway();
-    if (options.worker ?? true) await cluster.startWorker();
+    if (options.worker ?? true) {
+      await cluster.startWorker();
+      for (let i = 1; i < (options.workers ?? 1); i++) await cluster.startAnotherWorker();
+    }
     return cluster;
   } catch (err) {
     await closeAll();
