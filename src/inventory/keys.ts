@@ -90,14 +90,12 @@ export const keys = {
     SK: "PURCHASE",
   }),
 
-  outbox: (eventId: string, purchaseId: string): ItemKey => ({
-    PK: `EVT#${eventId}#OUTBOX#${purchaseId}`,
-    SK: "OUTBOX#BookingConfirmed",
-  }),
-  /** GSI1 partition of an event's unsent outbox records (sparse: they leave it once published). */
+  /** The outbox record of a purchase is the purchase item itself (src/inventory/outbox.ts). */
+  outbox: (eventId: string, purchaseId: string): ItemKey => keys.purchase(eventId, purchaseId),
+  /** GSI2 partition of an event's unsent outbox records (sparse: they leave it once published). */
   unsentOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNSENT`,
   /**
-   * GSI1 partition of an event's published outbox records not yet acknowledged by a consumer,
+   * GSI2 partition of an event's published outbox records not yet acknowledged by a consumer,
    * sorted by when each is next due for a check (`expirySortKey(checkAt, purchaseId)`).
    */
   unacknowledgedOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNACKED`,

@@ -9,7 +9,7 @@ import { fanConfirmAction } from "./fans.js";
 import { getHoldItem, validFan } from "./holds.js";
 import { iso, toPurchase } from "./items.js";
 import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN, REFUND_DUE } from "./keys.js";
-import { outboxPutAction } from "./outbox.js";
+import { outboxUnsentSet } from "./outbox.js";
 import {
   type CancellationReason,
   conditionalUpdate,
@@ -224,15 +224,8 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
   if (refs.some((r) => r === null)) throw new Error(`purchase ${purchaseId} has a malformed seat id`);
   const confirmedAt = iso(now);
   const confirmed: Purchase = { ...purchase, status: "confirmed", confirmedAt };
-  const payload = {
-    purchaseId,
-    holdId,
-    fanId,
-    seats,
-    ...(purchase.generalAdmission ? purchase.generalAdmission : {}),
-    amount: purchase.amount,
-    confirmedAt,
-  };
+  // The same write makes the purchase its own BookingConfirmed outbox record, unsent.
+  const outbox = outboxUnsentSet(eventId, purchaseId, confirmedAt);
 
   const items: TransactItem[] = refs.map((ref) => ({
     Update: {
@@ -278,7 +271,7 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
     Update: {
       TableName: ctx.tableName,
       Key: keys.purchase(eventId, purchaseId),
-      UpdateExpression: "SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk",
+      UpdateExpression: `SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk, ${outbox.set}`,
       ConditionExpression: "#status = :pending AND holdId = :hold AND fanId = :fan",
       ExpressionAttributeNames: { "#status": "status" },
       ExpressionAttributeValues: {
@@ -288,11 +281,11 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
         ":fan": fanId,
         ":at": confirmedAt,
         ":sk": keys.purchaseSortKey("confirmed", purchaseId),
+        ...outbox.values,
       },
       ReturnValuesOnConditionCheckFailure: "ALL_OLD",
     },
   });
-  items.push(outboxPutAction(ctx, eventId, purchaseId, confirmedAt, payload));
   if (purchase.generalAdmission) {
     items.push({
       Update: {
