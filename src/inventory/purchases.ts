@@ -5,8 +5,8 @@
  */
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
-import { fanConfirmAction } from "./fans.js";
-import { getHoldItem, validFan } from "./holds.js";
+import { type FanEntry, fanConfirmAction, fanEntryOf } from "./fans.js";
+import { readHoldEntry, validFan } from "./holds.js";
 import { iso, toPurchase } from "./items.js";
 import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN, REFUND_DUE } from "./keys.js";
 import { outboxUnsentSet } from "./outbox.js";
@@ -47,12 +47,13 @@ export async function getPurchase(ctx: Ctx, eventId: string, purchaseId: string)
   });
 }
 
-/** Why this hold cannot be bought by this fan now, or null if it can. */
-function unusable(hold: Item, fanId: string, now: number): HoldUnusableReason | null {
-  if (hold.fanId !== fanId) return "hold_not_owned";
-  if (hold.status === "confirmed") return "hold_confirmed";
-  if (hold.status === "released") return "hold_released";
-  if (hold.status !== "held" || Number(hold.expiresAt) <= now) return "hold_expired";
+/** Why this hold (the fan's ledger entry) cannot be bought now, or null if it can. */
+function unusable(entry: FanEntry, now: number): HoldUnusableReason | null {
+  if (entry.status === "confirmed") return "hold_confirmed";
+  if (entry.status === "released") return "hold_released";
+  if (entry.status === "expired" || entry.expiresAt <= now) return "hold_expired";
+  // An entry written before entries carried the hold (a deploy mid-sale) cannot be priced.
+  if (entry.amount === undefined || (entry.ids === undefined && entry.area === undefined)) return "hold_expired";
   return null;
 }
 
@@ -91,9 +92,10 @@ export async function createPendingPurchase(
         : { ok: false, reason: "purchase_conflict" };
     }
     const now = ctx.clock();
-    const hold = await getHoldItem(ctx, eventId, holdId);
+    const hold = await readHoldEntry(ctx, eventId, fanId, holdId);
+    if (hold === "not_owned") return { ok: false, reason: "hold_not_owned" };
     if (!hold) return { ok: false, reason: "not_found", what: "hold" };
-    const why = unusable(hold, fanId, now);
+    const why = unusable(hold, now);
     if (why) {
       // A concurrent retry may have written this purchase (and the saga confirmed it) between
       // our two reads: then the answer is that purchase, not the hold's state.
@@ -112,8 +114,8 @@ export async function createPendingPurchase(
       holdId,
       fanId,
       status: "pending",
-      seats: hold.seats,
-      ...(hold.areaId !== undefined ? { areaId: hold.areaId, quantity: hold.quantity } : {}),
+      seats: hold.ids ?? [],
+      ...(hold.area !== undefined ? { areaId: hold.area, quantity: hold.seats } : {}),
       amount: hold.amount,
       createdAt: iso(now),
       ...(fingerprint !== undefined ? { fingerprint } : {}),
@@ -169,7 +171,7 @@ export async function confirm(
     const out = await transact(ctx, confirmation.items, 10);
     if (out.ok) return { ok: true, purchase: confirmation.confirmed, alreadyConfirmed: false };
     if (out.contention) return { ok: false, reason: "contention" };
-    return whyNotConfirmed(out.reasons, confirmation, ready.purchase.seats, fanId, now);
+    return whyNotConfirmed(out.reasons, confirmation, ready.purchase.seats, now);
   });
 }
 
@@ -193,7 +195,8 @@ async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { pu
   if (purchase.status !== "pending") return { ok: false, reason: "purchase_not_pending", status: purchase.status };
 
   const now = ctx.clock();
-  const hold = await getHoldItem(ctx, o.eventId, o.holdId);
+  const hold = await readHoldEntry(ctx, o.eventId, o.fanId, o.holdId);
+  if (hold === "not_owned") return { ok: false, reason: "hold_not_owned" };
   if (!hold) return { ok: false, reason: "not_found", what: "hold" };
   if (hold.status === "confirmed" && hold.purchaseId === o.purchaseId) {
     // A concurrent repeat committed between our two reads; the purchase changed in that same
@@ -201,7 +204,7 @@ async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { pu
     const stored = await getPurchaseItem(ctx, o.eventId, o.purchaseId);
     if (stored?.status === "confirmed") return { ok: true, purchase: toPurchase(stored), alreadyConfirmed: true };
   }
-  const why = unusable(hold, o.fanId, now);
+  const why = unusable(hold, now);
   if (why) return { ok: false, reason: why };
   // The hold was judged at `now`: the transaction is conditioned on that same instant.
   return { purchase, now };
@@ -209,7 +212,11 @@ async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { pu
 
 interface Confirmation {
   items: TransactItem[];
-  /** Where the hold's, the purchase's and the ledger's actions are in `items` (the seats come first). */
+  holdId: string;
+  /**
+   * Where the hold record's (general admission only; -1 otherwise), the purchase's and the
+   * ledger's actions are in `items` (the seats come first).
+   */
   holdIndex: number;
   purchaseIndex: number;
   fanIndex: number;
@@ -247,25 +254,27 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
       ReturnValuesOnConditionCheckFailure: "ALL_OLD",
     },
   }));
-  const holdIndex = items.length;
-  items.push({
-    Update: {
-      TableName: ctx.tableName,
-      Key: keys.hold(eventId, holdId),
-      UpdateExpression: "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at REMOVE GSI2PK, GSI2SK",
-      ConditionExpression: "#status = :held AND fanId = :fan AND expiresAt > :now",
-      ExpressionAttributeNames: { "#status": "status" },
-      ExpressionAttributeValues: {
-        ":confirmed": "confirmed",
-        ":held": "held",
-        ":pid": purchaseId,
-        ":fan": fanId,
-        ":now": now,
-        ":at": confirmedAt,
+  // A general-admission hold's record moves with its places (a seat hold has none).
+  const holdIndex = purchase.generalAdmission ? items.length : -1;
+  if (purchase.generalAdmission)
+    items.push({
+      Update: {
+        TableName: ctx.tableName,
+        Key: keys.hold(eventId, holdId),
+        UpdateExpression: "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at REMOVE GSI2PK, GSI2SK",
+        ConditionExpression: "#status = :held AND fanId = :fan AND expiresAt > :now",
+        ExpressionAttributeNames: { "#status": "status" },
+        ExpressionAttributeValues: {
+          ":confirmed": "confirmed",
+          ":held": "held",
+          ":pid": purchaseId,
+          ":fan": fanId,
+          ":now": now,
+          ":at": confirmedAt,
+        },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       },
-      ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-    },
-  });
+    });
   const purchaseIndex = items.length;
   items.push({
     Update: {
@@ -300,18 +309,21 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
 
   // The fan's ledger: the hold's entry becomes bought seats (the fan's total stays the same).
   const fanIndex = items.length;
-  items.push(fanConfirmAction(ctx, eventId, fanId, holdId, seats.length + (purchase.generalAdmission?.quantity ?? 0)));
-  return { items, holdIndex, purchaseIndex, fanIndex, confirmed };
+  items.push(
+    fanConfirmAction(
+      ctx,
+      eventId,
+      fanId,
+      holdId,
+      seats.length + (purchase.generalAdmission?.quantity ?? 0),
+      purchaseId,
+    ),
+  );
+  return { items, holdId, holdIndex, purchaseIndex, fanIndex, confirmed };
 }
 
 /** Step 3: why the transaction was cancelled, from its reasons and their ALL_OLD images; no extra read. */
-function whyNotConfirmed(
-  reasons: CancellationReason[],
-  at: Confirmation,
-  seats: string[],
-  fanId: string,
-  now: number,
-): ConfirmResult {
+function whyNotConfirmed(reasons: CancellationReason[], at: Confirmation, seats: string[], now: number): ConfirmResult {
   const purchaseNow = reasons[at.purchaseIndex]?.item;
   if (purchaseNow && purchaseNow.status !== "pending") {
     const status = purchaseNow.status as PurchaseStatus;
@@ -319,8 +331,9 @@ function whyNotConfirmed(
     if (status === "confirmed") return { ok: true, purchase: toPurchase(purchaseNow), alreadyConfirmed: true };
     return { ok: false, reason: "purchase_not_pending", status };
   }
-  const holdNow = reasons[at.holdIndex]?.item;
-  const holdWhy = holdNow ? unusable(holdNow, fanId, now) : null;
+  // The hold as the ledger had it when the transaction was cancelled (its ALL_OLD image).
+  const holdNow = fanEntryOf(reasons[at.fanIndex]?.item, at.holdId);
+  const holdWhy = holdNow ? unusable(holdNow, now) : null;
   const lost = seats.filter((_, i) => reasons[i]?.code === "ConditionalCheckFailed");
   if (holdWhy) return { ok: false, reason: holdWhy, ...(lost.length ? { seats: lost } : {}) };
   if (lost.length) return { ok: false, reason: "hold_expired", seats: lost };

@@ -41,9 +41,9 @@ describe("capacity meter", () => {
     ]);
     expect(holds.every((h) => h.ok)).toBe(true);
     const hold = row("hold")!;
-    // Per hold: the ledger read, then one transaction of seat, hold record and ledger (2 units each).
+    // Per hold: the ledger read, then one transaction of the seat and the ledger (2 units each).
     expect(hold.requests).toBe(16);
-    expect(hold.writeUnits - hold.indexWriteUnits).toBe(8 * 6);
+    expect(hold.writeUnits - hold.indexWriteUnits).toBe(8 * 4);
     expect(hold.readUnits).toBe(8);
     const other = row("other")!;
     expect(other.requests).toBe(8);
