@@ -76,6 +76,7 @@ export async function createPendingPurchase(
   fanId: string,
   purchaseId: string,
   fingerprint?: string,
+  startCharge = false,
 ): Promise<PendingPurchaseResult> {
   if (!PURCHASE_ID_PATTERN.test(purchaseId)) {
     return { ok: false, reason: "invalid_request", message: "purchaseId must match ^[A-Za-z0-9_-]{1,128}$" };
@@ -119,6 +120,7 @@ export async function createPendingPurchase(
       amount: hold.amount,
       createdAt: iso(now),
       ...(fingerprint !== undefined ? { fingerprint } : {}),
+      ...(startCharge ? { chargeStartedAt: iso(now), chargeAttempts: 1 } : {}),
       GSI1PK: keys.purchasesPartition(eventId),
       GSI1SK: keys.purchaseSortKey("pending", purchaseId),
     };
@@ -156,6 +158,7 @@ export async function confirm(
   holdId: string,
   fanId: string,
   purchaseId: string,
+  chargeId?: string,
 ): Promise<ConfirmResult> {
   if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) {
     return { ok: false, reason: "not_found", what: "purchase" };
@@ -167,7 +170,7 @@ export async function confirm(
     const ready = await readConfirmable(ctx, order);
     if (!("now" in ready)) return ready;
     const { now } = ready;
-    const confirmation = confirmTransaction(ctx, order, ready.purchase, now);
+    const confirmation = confirmTransaction(ctx, order, ready.purchase, now, chargeId);
     const out = await transact(ctx, confirmation.items, 10);
     if (out.ok) return { ok: true, purchase: confirmation.confirmed, alreadyConfirmed: false };
     if (out.contention) return { ok: false, reason: "contention" };
@@ -224,13 +227,18 @@ interface Confirmation {
 }
 
 /** Step 2: the one transaction, every action conditioned on what step 1 read still being so. */
-function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number): Confirmation {
+function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number, chargeId?: string): Confirmation {
   const { eventId, holdId, fanId, purchaseId } = o;
   const seats = purchase.seats;
   const refs = seats.map((s) => parseSeatId(s));
   if (refs.some((r) => r === null)) throw new Error(`purchase ${purchaseId} has a malformed seat id`);
   const confirmedAt = iso(now);
-  const confirmed: Purchase = { ...purchase, status: "confirmed", confirmedAt };
+  const confirmed: Purchase = {
+    ...purchase,
+    status: "confirmed",
+    confirmedAt,
+    ...(chargeId !== undefined ? { chargeId } : {}),
+  };
   // The same write makes the purchase its own BookingConfirmed outbox record, unsent.
   const outbox = outboxUnsentSet(eventId, purchaseId, confirmedAt);
 
@@ -280,7 +288,7 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
     Update: {
       TableName: ctx.tableName,
       Key: keys.purchase(eventId, purchaseId),
-      UpdateExpression: `SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk, ${outbox.set}`,
+      UpdateExpression: `SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk, ${outbox.set}${chargeId !== undefined ? ", chargeId = :charge" : ""}`,
       ConditionExpression: "#status = :pending AND holdId = :hold AND fanId = :fan",
       ExpressionAttributeNames: { "#status": "status" },
       ExpressionAttributeValues: {
@@ -291,6 +299,7 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
         ":at": confirmedAt,
         ":sk": keys.purchaseSortKey("confirmed", purchaseId),
         ...outbox.values,
+        ...(chargeId !== undefined ? { ":charge": chargeId } : {}),
       },
       ReturnValuesOnConditionCheckFailure: "ALL_OLD",
     },
@@ -562,10 +571,23 @@ export interface PurchaseStore {
    * `fingerprint` (of the request) makes a retry with another body a `purchase_conflict`.
    */
   createPending(
-    args: PurchaseRef & { holdId: string; fanId: string; fingerprint?: string },
+    args: PurchaseRef & {
+      holdId: string;
+      fanId: string;
+      fingerprint?: string;
+      /**
+       * The purchase is written with its first charge attempt started (`chargeAttempts: 1`,
+       * `chargeStartedAt`: as startCharge would, in the same write). A retry that finds the
+       * purchase starts its own attempt with startCharge.
+       */
+      startCharge?: boolean;
+    },
   ): Promise<PendingPurchaseResult>;
-  /** After the charge: one transaction; a repeat returns the first result. */
-  confirm(args: PurchaseRef & { holdId: string; fanId: string }): Promise<ConfirmResult>;
+  /**
+   * After the charge: one transaction; a repeat returns the first result. `chargeId`: recorded
+   * on the purchase in the same write.
+   */
+  confirm(args: PurchaseRef & { holdId: string; fanId: string; chargeId?: string }): Promise<ConfirmResult>;
   /** Right before a charge: still pending (conditional); records the attempt and when it started. */
   startCharge(args: PurchaseRef): Promise<ChargeStartResult>;
   /** pending -> failed; `ifAttempts`: only if exactly that many charge attempts have started. */
@@ -585,9 +607,10 @@ export interface PurchaseStore {
 
 export function createPurchaseStore(ctx: Ctx): PurchaseStore {
   return {
-    createPending: ({ eventId, holdId, fanId, purchaseId, fingerprint }) =>
-      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint),
-    confirm: ({ eventId, holdId, fanId, purchaseId }) => confirm(ctx, eventId, holdId, fanId, purchaseId),
+    createPending: ({ eventId, holdId, fanId, purchaseId, fingerprint, startCharge }) =>
+      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint, startCharge === true),
+    confirm: ({ eventId, holdId, fanId, purchaseId, chargeId }) =>
+      confirm(ctx, eventId, holdId, fanId, purchaseId, chargeId),
     startCharge: ({ eventId, purchaseId }) => startCharge(ctx, eventId, purchaseId),
     markFailed: ({ eventId, purchaseId, reason, ifAttempts }) =>
       markPurchaseFailed(ctx, eventId, purchaseId, reason, ifAttempts === undefined ? {} : { ifAttempts }),
