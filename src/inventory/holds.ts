@@ -1,17 +1,29 @@
 /**
- * Holds: seats (one TransactWriteItems: every seat, the hold record and the fan's ledger) and
- * general admission (a conditional decrement in a transaction with the hold record and the fan's
- * ledger), release, and reading a hold. The fan's ledger (fans.ts) is what keeps a fan's held
- * plus bought seats within maxSeatsPerFan however many holds the fan sends at once.
+ * Holds: seats (one TransactWriteItems: every seat and the fan's ledger, whose entry is the hold)
+ * and general admission (a conditional decrement in a transaction with the hold record and the
+ * fan's ledger), release, and reading a hold. The fan's ledger (fans.ts) is what keeps a fan's
+ * held plus bought seats within maxSeatsPerFan however many holds the fan sends at once, and it
+ * is where a hold is read from: a hold id starts with the fan's key hash, so a hold is found in
+ * its fan's ledger and another fan's hold is told apart without a read.
  */
-import { randomUUID } from "node:crypto";
-import { GetCommand, UpdateCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
+import { randomBytes } from "node:crypto";
+import { GetCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
 import type { EventCache, SaleEvent } from "./events.js";
 import { seatExists } from "./events.js";
-import { countFan, FAN_ATTEMPTS, type FanEntry, fanHoldAction, readFan, removeFanEntry } from "./fans.js";
-import { iso, toHold } from "./items.js";
+import {
+  countFan,
+  FAN_ATTEMPTS,
+  type FanEntry,
+  fanEntryOf,
+  fanHoldAction,
+  readFan,
+  readFanByHash,
+  releaseFanEntry,
+} from "./fans.js";
+import { iso } from "./items.js";
 import {
   expirySortKey,
+  fanKeyHash,
   HOLD_ID_PATTERN,
   ID_PATTERN,
   keys,
@@ -20,17 +32,7 @@ import {
   seatIdOf,
   shardOf,
 } from "./keys.js";
-import {
-  backoff,
-  conditionalUpdate,
-  conditionFailure,
-  type Ctx,
-  guard,
-  type Item,
-  num,
-  transact,
-  type TransactItem,
-} from "./store.js";
+import { backoff, conditionalUpdate, type Ctx, guard, type Item, num, transact, type TransactItem } from "./store.js";
 import { overLimit } from "./limits.js";
 import { placesBack, reclaimExpiredAdmissions, sweepExpired } from "./sweep.js";
 import type { EventRef, Hold, HoldResult, ReleaseResult, SweepResult } from "./types.js";
@@ -47,6 +49,7 @@ function validHoldSeconds(holdSeconds: number): boolean {
   return Number.isInteger(holdSeconds) && holdSeconds >= 1 && holdSeconds <= 86_400;
 }
 
+/** A general-admission hold's record (seat holds have none: their entry in the ledger is the hold). */
 export async function getHoldItem(ctx: Ctx, eventId: string, holdId: string): Promise<Item | undefined> {
   const out = await ctx.doc.send(
     new GetCommand({ TableName: ctx.tableName, Key: keys.hold(eventId, holdId), ConsistentRead: true }),
@@ -54,11 +57,57 @@ export async function getHoldItem(ctx: Ctx, eventId: string, holdId: string): Pr
   return out.Item;
 }
 
-export async function getHold(ctx: Ctx, eventId: string, holdId: string): Promise<Hold | null> {
-  if (!ID_PATTERN.test(eventId) || !HOLD_ID_PATTERN.test(holdId)) return null;
+/**
+ * A hold id is the fan's key hash (32 hex digits, keys.ts) and 64 random bits (16 more): the
+ * ledger that has the hold is named by the id itself, so a hold is read with one GetItem, and
+ * another fan's hold is told from an unknown id by reading the ledger the id names.
+ */
+const OWNER_DIGITS = 32;
+
+/** True when `holdId` names `fanId`'s ledger (whether it has the hold is the ledger's to say). */
+export function holdOwnedBy(holdId: string, fanId: string): boolean {
+  return holdId.slice(0, OWNER_DIGITS) === fanKeyHash(fanId);
+}
+
+const newHoldId = (fanId: string): string => fanKeyHash(fanId) + randomBytes(8).toString("hex");
+
+/** A hold as the fan's ledger has it; `now` turns a held entry whose expiry has passed into `expired`. */
+export function holdOfEntry(eventId: string, fanId: string, holdId: string, e: FanEntry, now: number): Hold {
+  return {
+    holdId,
+    eventId,
+    fanId,
+    kind: e.area !== undefined ? "general_admission" : "seats",
+    seats: e.ids ?? [],
+    ...(e.area !== undefined ? { generalAdmission: { areaId: e.area, quantity: e.seats } } : {}),
+    amount: e.amount ?? 0,
+    createdAt: iso(e.createdAt ?? e.expiresAt),
+    expiresAt: iso(e.expiresAt),
+    status: e.status ?? (e.expiresAt <= now ? "expired" : "held"),
+    ...(e.purchaseId !== undefined ? { purchaseId: e.purchaseId } : {}),
+  };
+}
+
+/**
+ * The fan's entry for `holdId`, read consistently from the fan's ledger: the entry, `not_owned`
+ * when the id names another fan's ledger and that ledger has it, or null when nobody has it.
+ */
+export async function readHoldEntry(
+  ctx: Ctx,
+  eventId: string,
+  fanId: string,
+  holdId: string,
+): Promise<FanEntry | "not_owned" | null> {
+  if (holdOwnedBy(holdId, fanId)) return (await readFan(ctx, eventId, fanId)).holds.get(holdId) ?? null;
+  const other = await readFanByHash(ctx, eventId, holdId.slice(0, OWNER_DIGITS));
+  return other.holds.has(holdId) ? "not_owned" : null;
+}
+
+export async function getHold(ctx: Ctx, eventId: string, fanId: string, holdId: string): Promise<Hold | null> {
+  if (!ID_PATTERN.test(eventId) || !HOLD_ID_PATTERN.test(holdId) || !validFan(fanId)) return null;
   return guard("getHold", async () => {
-    const item = await getHoldItem(ctx, eventId, holdId);
-    return item ? toHold(item, ctx.clock()) : null;
+    const entry = await readHoldEntry(ctx, eventId, fanId, holdId);
+    return entry && entry !== "not_owned" ? holdOfEntry(eventId, fanId, holdId, entry, ctx.clock()) : null;
   });
 }
 
@@ -111,7 +160,11 @@ function seatHoldUpdate(
   };
 }
 
-function holdRecord(t: HoldTerms, amount: number, seats: string[], ga?: { areaId: string; quantity: number }): Item {
+/**
+ * A general-admission hold's record: the area's accounting needs an item whose state returns the
+ * places exactly once (release, sweep), and the sweeper finds expired ones by it (GSI2).
+ */
+function admissionRecord(t: HoldTerms, amount: number, ga: { areaId: string; quantity: number }): Item {
   return {
     ...keys.hold(t.eventId, t.holdId),
     entity: "HOLD",
@@ -119,19 +172,14 @@ function holdRecord(t: HoldTerms, amount: number, seats: string[], ga?: { areaId
     holdId: t.holdId,
     fanId: t.fanId,
     status: "held",
-    seats,
+    seats: [],
     amount,
     createdAt: iso(t.now),
     expiresAt: t.expiresAt,
-    ...(ga
-      ? {
-          areaId: ga.areaId,
-          quantity: ga.quantity,
-          // Only general-admission holds need the sweeper: seats carry their own expiry.
-          GSI2PK: keys.heldAdmissionsPartition(t.eventId, ga.areaId),
-          GSI2SK: expirySortKey(t.expiresAt, t.holdId),
-        }
-      : {}),
+    areaId: ga.areaId,
+    quantity: ga.quantity,
+    GSI2PK: keys.heldAdmissionsPartition(t.eventId, ga.areaId),
+    GSI2SK: expirySortKey(t.expiresAt, t.holdId),
   };
 }
 
@@ -144,8 +192,6 @@ function recordPut(ctx: Ctx, record: Item) {
     ReturnValuesOnConditionCheckFailure: "ALL_OLD" as const,
   };
 }
-
-const newHoldId = (): string => randomUUID().replaceAll("-", "");
 
 /**
  * A seat hold that passed every check a request can fail before the write: the fan, the hold's
@@ -217,28 +263,28 @@ export async function checkSeatHold(
   });
 }
 
-/** The hold's one transaction: the seats, the hold record and the fan's ledger (limits.ts). */
+/** The hold's one transaction: the seats and the fan's ledger, whose new entry is the hold (limits.ts). */
 export function writeSeatHold(ctx: Ctx, checked: CheckedSeatHold): Promise<HoldResult> {
   const { eventId, fanId, refs, amount, maxSeatsPerFan } = checked;
   const requested = checked.seatIds as string[];
   const seconds = checked.holdSeconds;
   return guard("hold", () =>
     holdForFan(ctx, eventId, fanId, maxSeatsPerFan, "seats", refs.length, async (now, ledgerAction) => {
-      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + seconds * 1000 };
-      const record = holdRecord(t, amount, requested);
+      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(fanId), now, expiresAt: now + seconds * 1000 };
+      const entry: FanEntry = { seats: refs.length, expiresAt: t.expiresAt, ids: requested, amount, createdAt: now };
       const items: TransactItem[] = refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, requested[i]!) }));
-      const recordIndex = items.length;
-      items.push({ Put: recordPut(ctx, record) });
       const fanIndex = items.length;
-      items.push(ledgerAction(t.holdId, { seats: refs.length, expiresAt: t.expiresAt }));
+      items.push(ledgerAction(t.holdId, entry));
+      const held = (): HoldResult => ({ ok: true, hold: holdOfEntry(eventId, fanId, t.holdId, entry, now) });
       const out = await transact(ctx, items);
-      if (out.ok) return { ok: true, hold: toHold(record, now) };
+      if (out.ok) return held();
       if (out.contention) return { ok: false, reason: "contention" };
-      // An SDK retry of a transaction that had committed: the record is there, with our hold id.
-      if (out.reasons[recordIndex]?.item?.holdId === t.holdId) return { ok: true, hold: toHold(record, now) };
+      const ledgerReason = out.reasons[fanIndex];
+      // An SDK retry of a transaction that had committed: the ledger has our entry already.
+      if (fanEntryOf(ledgerReason?.item, t.holdId)) return held();
       // The fan's ledger moved since we counted (a parallel hold of the same fan): count again.
       // Whatever the seats said, nothing is known about them until the count allows this hold.
-      if (out.reasons[fanIndex]?.code === "ConditionalCheckFailed") return "fan_changed";
+      if (ledgerReason?.code === "ConditionalCheckFailed") return "fan_changed";
       const lost: string[] = [];
       const missing: string[] = [];
       out.reasons.forEach((r, i) => {
@@ -246,7 +292,7 @@ export function writeSeatHold(ctx: Ctx, checked: CheckedSeatHold): Promise<HoldR
         (r.item ? lost : missing).push(requested[i]!);
       });
       if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
-      if (lost.length === 0) throw new Error("hold transaction cancelled on the hold record");
+      if (lost.length === 0) throw new Error("hold transaction cancelled for no stated reason");
       return { ok: false, reason: "seat_unavailable", seats: lost };
     }),
   );
@@ -286,11 +332,11 @@ async function holdForFan(
   let ledger = await readFan(ctx, eventId, fanId);
   for (let conflicts = 0; ; ) {
     const now = ctx.clock();
-    const { counted, expired } = countFan(ledger, now);
+    const { counted, ...upkeep } = countFan(ledger, now);
     const tooMany = overLimit(max, kind, seats, counted);
     if (tooMany) return tooMany;
     const seen = ledger;
-    const out = await attempt(now, (holdId, entry) => fanHoldAction(ctx, eventId, fanId, seen, expired, holdId, entry));
+    const out = await attempt(now, (holdId, entry) => fanHoldAction(ctx, eventId, fanId, seen, upkeep, holdId, entry));
     if (out === "again") continue;
     if (out !== "fan_changed") return out;
     conflicts++;
@@ -330,8 +376,11 @@ export async function holdGeneralAdmission(
 
     let reclaims = 0;
     return holdForFan(ctx, eventId, fanId, max, "general_admission", quantity, async (now, ledgerAction) => {
-      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(), now, expiresAt: now + seconds * 1000 };
-      const record = holdRecord(t, area.price * quantity, [], { areaId, quantity });
+      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(fanId), now, expiresAt: now + seconds * 1000 };
+      const amount = area.price * quantity;
+      const record = admissionRecord(t, amount, { areaId, quantity });
+      const entry: FanEntry = { seats: quantity, expiresAt: t.expiresAt, area: areaId, amount, createdAt: now };
+      const held = (): HoldResult => ({ ok: true, hold: holdOfEntry(eventId, fanId, t.holdId, entry, now) });
       const out = await transact(ctx, [
         {
           Update: {
@@ -344,11 +393,11 @@ export async function holdGeneralAdmission(
           },
         },
         { Put: recordPut(ctx, record) },
-        ledgerAction(t.holdId, { seats: quantity, expiresAt: t.expiresAt }),
+        ledgerAction(t.holdId, entry),
       ]);
-      if (out.ok) return { ok: true, hold: toHold(record, now) };
+      if (out.ok) return held();
       if (out.contention) return { ok: false, reason: "contention" };
-      if (out.reasons[1]?.item?.holdId === t.holdId) return { ok: true, hold: toHold(record, now) };
+      if (out.reasons[1]?.item?.holdId === t.holdId) return held();
       if (out.reasons[2]?.code === "ConditionalCheckFailed") return "fan_changed";
       const areaReason = out.reasons[0];
       if (areaReason?.code !== "ConditionalCheckFailed") throw new Error("GA hold cancelled on the hold record");
@@ -405,57 +454,37 @@ function releaseSeat(ctx: Ctx, eventId: string, holdId: string, ref: SeatRef): P
 
 /**
  * Gives a hold back. Seats are released one conditional write each (a seat another fan has taken
- * since the hold expired is left alone), then the record is marked released; a crash in between
- * is finished by calling release again. A general-admission hold returns its quantity in the
- * same transaction that moves its record from held to released, so it is returned exactly once.
+ * since the hold expired is left alone), then the fan's entry is marked released; a crash in
+ * between is finished by calling release again, and until then the entry counts against the fan
+ * (never for the fan) no longer than the hold's expiry. A general-admission hold returns its
+ * quantity in the same transaction that moves its record from held to released, so it is
+ * returned exactly once.
  */
 export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: string): Promise<ReleaseResult> {
-  if (!ID_PATTERN.test(eventId) || !HOLD_ID_PATTERN.test(holdId)) return { ok: false, reason: "not_found" };
+  if (!ID_PATTERN.test(eventId) || !HOLD_ID_PATTERN.test(holdId) || !validFan(fanId)) {
+    return { ok: false, reason: "not_found" };
+  }
   return guard("release", async () => {
-    const item = await getHoldItem(ctx, eventId, holdId);
-    if (!item) return { ok: false, reason: "not_found" };
-    if (item.fanId !== fanId) return { ok: false, reason: "hold_not_owned" };
-    if (item.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
-    if (item.status !== "held") {
-      // A release that died after marking the record may have left the fan's entry: finish it.
-      if (item.status === "released") await removeFanEntry(ctx, eventId, fanId, holdId);
-      return { ok: true, hold: toHold(item, ctx.clock()), releasedSeats: [] };
-    }
-
+    const entry = await readHoldEntry(ctx, eventId, fanId, holdId);
+    if (entry === "not_owned") return { ok: false, reason: "hold_not_owned" };
+    if (!entry) return { ok: false, reason: "not_found" };
     const now = ctx.clock();
-    const areaId = typeof item.areaId === "string" ? item.areaId : undefined;
-    if (areaId === undefined) {
-      const refs = (item.seats as string[]).map((s) => parseSeatId(s)).filter((r): r is SeatRef => r !== null);
+    const view = (e: FanEntry) => holdOfEntry(eventId, fanId, holdId, e, now);
+    if (entry.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
+    if (entry.status === "released") return { ok: true, hold: view(entry), releasedSeats: [] };
+
+    if (entry.area === undefined) {
+      const refs = (entry.ids ?? []).map((s) => parseSeatId(s)).filter((r): r is SeatRef => r !== null);
       const released = await Promise.all(refs.map((ref) => releaseSeat(ctx, eventId, holdId, ref)));
       const releasedSeats = refs.filter((_, i) => released[i]).map(seatIdOf);
-      let stored: Item;
-      try {
-        const out = await ctx.doc.send(
-          new UpdateCommand({
-            TableName: ctx.tableName,
-            Key: keys.hold(eventId, holdId),
-            UpdateExpression: "SET #status = :released, releasedAt = :at",
-            ConditionExpression: "#status = :held",
-            ExpressionAttributeNames: { "#status": "status" },
-            ExpressionAttributeValues: { ":released": "released", ":held": "held", ":at": iso(now) },
-            ReturnValues: "ALL_NEW",
-            ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-          }),
-        );
-        stored = out.Attributes ?? { ...item, status: "released" };
-      } catch (err) {
-        const failed = conditionFailure(err);
-        if (!failed?.item) throw err;
-        if (failed.item.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
-        stored = failed.item;
+      // Last, once the seats are back. A confirmation that committed first sold them (no seat
+      // above was ours any more) and marked the entry: then it is the answer.
+      if ((await releaseFanEntry(ctx, eventId, fanId, holdId)) === "confirmed") {
+        return { ok: false, reason: "hold_confirmed" };
       }
-      // Last, once the record no longer says held: a crash before this leaves the entry counting
-      // against the fan (never for the fan) until it expires or the release is repeated.
-      await removeFanEntry(ctx, eventId, fanId, holdId);
-      return { ok: true, hold: toHold(stored, now), releasedSeats };
+      return { ok: true, hold: view({ ...entry, status: "released" }), releasedSeats };
     }
 
-    const quantity = num(item, "quantity");
     const out = await transact(
       ctx,
       [
@@ -470,28 +499,34 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
             ReturnValuesOnConditionCheckFailure: "ALL_OLD",
           },
         },
-        { Update: placesBack(ctx, eventId, areaId, quantity) },
+        { Update: placesBack(ctx, eventId, entry.area, entry.seats) },
       ],
       10,
     );
-    let stored: Item = { ...item, status: "released" };
+    let status = "released";
     if (!out.ok) {
       if (out.contention) throw new Error("release: transactions kept colliding");
       const current = out.reasons[0]?.item;
-      if (!current) throw new Error("release: general-admission area missing");
+      if (!current) throw new Error("release: general-admission hold record missing");
       if (current.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
-      stored = current;
+      status = String(current.status);
     }
     // After the record left `held` (as for seats above): the entry only ever outlives the hold.
-    if (stored.status === "released") await removeFanEntry(ctx, eventId, fanId, holdId);
-    return { ok: true, hold: toHold(stored, now), releasedSeats: [] };
+    if (status === "released") {
+      if ((await releaseFanEntry(ctx, eventId, fanId, holdId)) === "confirmed") {
+        return { ok: false, reason: "hold_confirmed" };
+      }
+      return { ok: true, hold: view({ ...entry, status: "released" }), releasedSeats: [] };
+    }
+    // Swept as expired before us: its places are back, and the entry counts for nothing any more.
+    return { ok: true, hold: view(entry), releasedSeats: [] };
   });
 }
 
 /** The hold aggregate: holds of seats and of general-admission places, and their expiry. */
 export interface HoldStore {
   /**
-   * All or nothing, one transaction (the seats, the hold record, the fan's ledger). Refused with
+   * All or nothing, one transaction (the seats and the fan's ledger). Refused with
    * `seat_limit_exceeded` when the fan's held and bought seats at this event plus these would pass
    * maxSeatsPerFan, however many holds the fan has in flight (limits.ts), and with
    * `invalid_request` when a seat is named twice. `holdSeconds`: default the event's.
@@ -508,7 +543,8 @@ export interface HoldStore {
   ): Promise<HoldResult>;
   /** Idempotent. Seats go back only while this hold still holds them. */
   release(args: EventRef & { holdId: string; fanId: string }): Promise<ReleaseResult>;
-  get(args: EventRef & { holdId: string }): Promise<Hold | null>;
+  /** The fan's hold, from the fan's ledger; null when the fan has no such hold. */
+  get(args: EventRef & { holdId: string; fanId: string }): Promise<Hold | null>;
   /** Resets expired holds of one shard (0..SWEEP_SHARDS-1); `now` defaults to the clock. */
   sweepExpired(args: EventRef & { shard: number; now?: number }): Promise<SweepResult>;
 }
@@ -523,7 +559,7 @@ export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
     holdGeneralAdmission: ({ eventId, fanId, areaId, quantity, holdSeconds }) =>
       holdGeneralAdmission(ctx, events.forSale, eventId, fanId, areaId, quantity, holdSeconds),
     release: ({ eventId, holdId, fanId }) => release(ctx, eventId, holdId, fanId),
-    get: ({ eventId, holdId }) => getHold(ctx, eventId, holdId),
+    get: ({ eventId, holdId, fanId }) => getHold(ctx, eventId, fanId, holdId),
     sweepExpired: ({ eventId, shard, now }) => sweepExpired(ctx, eventId, shard, now ?? ctx.clock()),
   };
 }

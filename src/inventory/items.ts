@@ -9,7 +9,6 @@ import type {
   Hold,
   HoldStatus,
   OutboxRecord,
-  OutboxState,
   Purchase,
   PurchaseStatus,
   SeatStatus,
@@ -155,36 +154,36 @@ export function toSeatView(item: Item, now: number): SeatView {
   return view;
 }
 
-/** A record written before the states existed has `sent` (a boolean) instead. */
-function outboxStateOf(item: Item): OutboxState {
-  if (item.state === "unsent" || item.state === "published" || item.state === "acknowledged") return item.state;
-  return item.sent === true ? "published" : "unsent";
-}
-
-export function toOutbox(item: Item): OutboxRecord {
-  const payload = (item.payload ?? {}) as Item;
-  const ga = gaOf(payload);
+/**
+ * The outbox record of a purchase (its outbox attributes, src/inventory/outbox.ts), or null when
+ * the purchase is not confirmed and so has none.
+ */
+export function toOutbox(item: Item): OutboxRecord | null {
+  const state = item.outboxState;
+  if (state !== "unsent" && state !== "published" && state !== "acknowledged") return null;
+  const purchase = toPurchase(item);
   const publishedAt = optStr(item, "publishedAt");
   const acknowledgedAt = optStr(item, "acknowledgedAt");
+  const confirmedAt = purchase.confirmedAt ?? str(item, "outboxCreatedAt");
   return {
-    outboxId: str(item, "outboxId"),
-    eventId: str(item, "eventId"),
+    outboxId: `BookingConfirmed#${purchase.purchaseId}`,
+    eventId: purchase.eventId,
     type: "BookingConfirmed",
-    purchaseId: str(item, "purchaseId"),
-    createdAt: str(item, "createdAt"),
-    state: outboxStateOf(item),
+    purchaseId: purchase.purchaseId,
+    createdAt: optStr(item, "outboxCreatedAt") ?? confirmedAt,
+    state,
     ...(publishedAt !== undefined ? { publishedAt } : {}),
     ...(acknowledgedAt !== undefined ? { acknowledgedAt } : {}),
     checks: optNum(item, "checks") ?? 0,
     republished: optNum(item, "republished") ?? 0,
     payload: {
-      purchaseId: str(payload, "purchaseId"),
-      holdId: str(payload, "holdId"),
-      fanId: str(payload, "fanId"),
-      seats: strList(payload, "seats"),
-      ...(ga ? { generalAdmission: ga } : {}),
-      amount: num(payload, "amount"),
-      confirmedAt: str(payload, "confirmedAt"),
+      purchaseId: purchase.purchaseId,
+      holdId: purchase.holdId,
+      fanId: purchase.fanId,
+      seats: purchase.seats,
+      ...(purchase.generalAdmission ? { generalAdmission: purchase.generalAdmission } : {}),
+      amount: purchase.amount,
+      confirmedAt,
     },
   };
 }

@@ -14,8 +14,8 @@ export const SWEEP_SHARDS = 16;
 export const ID_PATTERN = /^[A-Za-z0-9_]{1,32}$/;
 /** Purchase ids come from the caller (the saga derives them from the Idempotency-Key). */
 export const PURCHASE_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
-/** Hold ids are ours: 32 lowercase hex digits. */
-export const HOLD_ID_PATTERN = /^[0-9a-f]{32}$/;
+/** Hold ids are ours: the fan's key hash (32 lowercase hex digits) and 16 random ones (holds.ts). */
+export const HOLD_ID_PATTERN = /^[0-9a-f]{48}$/;
 
 /** Rows and seat numbers are 1..MAX_ROW_OR_NUMBER, zero-padded in sort keys for natural order. */
 export const MAX_ROW_OR_NUMBER = 99_999;
@@ -83,21 +83,21 @@ export const keys = {
   hold: (eventId: string, holdId: string): ItemKey => ({ PK: `EVT#${eventId}#HOLD#${holdId}`, SK: "HOLD" }),
 
   /** The seats one fan holds and has bought at one event (the maxSeatsPerFan ledger). */
-  fan: (eventId: string, fanId: string): ItemKey => ({ PK: `EVT#${eventId}#FAN#${fanKeyHash(fanId)}`, SK: "FAN" }),
+  fan: (eventId: string, fanId: string): ItemKey => keys.fanByHash(eventId, fanKeyHash(fanId)),
+  /** The same ledger named by its hash (the first 32 hex digits of a hold id, holds.ts). */
+  fanByHash: (eventId: string, hash: string): ItemKey => ({ PK: `EVT#${eventId}#FAN#${hash}`, SK: "FAN" }),
 
   purchase: (eventId: string, purchaseId: string): ItemKey => ({
     PK: `EVT#${eventId}#PURCHASE#${purchaseId}`,
     SK: "PURCHASE",
   }),
 
-  outbox: (eventId: string, purchaseId: string): ItemKey => ({
-    PK: `EVT#${eventId}#OUTBOX#${purchaseId}`,
-    SK: "OUTBOX#BookingConfirmed",
-  }),
-  /** GSI1 partition of an event's unsent outbox records (sparse: they leave it once published). */
+  /** The outbox record of a purchase is the purchase item itself (src/inventory/outbox.ts). */
+  outbox: (eventId: string, purchaseId: string): ItemKey => keys.purchase(eventId, purchaseId),
+  /** GSI2 partition of an event's unsent outbox records (sparse: they leave it once published). */
   unsentOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNSENT`,
   /**
-   * GSI1 partition of an event's published outbox records not yet acknowledged by a consumer,
+   * GSI2 partition of an event's published outbox records not yet acknowledged by a consumer,
    * sorted by when each is next due for a check (`expirySortKey(checkAt, purchaseId)`).
    */
   unacknowledgedOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNACKED`,

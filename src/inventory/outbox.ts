@@ -1,51 +1,43 @@
 /**
- * The BookingConfirmed outbox: the record `confirm` writes in its transaction, and the states the
- * publisher and the consumer move it through.
+ * The BookingConfirmed outbox. Its record is the purchase item itself: `confirm` makes it
+ * `unsent` in the same write that confirms the purchase (no item of its own, so no extra write
+ * units in the confirmation), and the publisher and the consumer move it through:
  *
- *   unsent        written by confirm; in GSI1 `EVT#<e>#OUTBOX#UNSENT`, oldest first.
- *   published     its job was added to the bookings queue; in GSI1 `EVT#<e>#OUTBOX#UNACKED`,
+ *   unsent        set by confirm; in GSI2 `EVT#<e>#OUTBOX#UNSENT`, oldest first.
+ *   published     its job was added to the bookings queue; in GSI2 `EVT#<e>#OUTBOX#UNACKED`,
  *                 sorted by when it is next due for a check (`<checkAt ISO>#<purchaseId>`).
- *   acknowledged  a consumer finished the job; out of every index.
+ *   acknowledged  a consumer finished the job; out of GSI2 (the purchase stays in GSI1).
  *
- * The job lives in Redis, and Redis can lose it (restarted empty). Only `acknowledged` says the
- * booking reached an integrator, so a record stays in the unacknowledged index until then, and
- * the publisher re-checks it there (src/workers/outbox.ts): a job that is gone is added again.
- * Every transition is one conditional UpdateItem; a failed condition is an answer (false), never
- * an error.
+ * On the purchase item the outbox's attributes are `outboxState, outboxCreatedAt, publishedAt,
+ * checks, checkedAt, republished, republishedAt, acknowledgedAt`; the payload is the confirmed
+ * purchase itself. The job lives in Redis, and Redis can lose it (restarted empty). Only
+ * `acknowledged` says the booking reached an integrator, so a record stays in the unacknowledged
+ * index until then, and the publisher re-checks it there (src/workers/outbox.ts): a job that is
+ * gone is added again. Every transition is one conditional UpdateItem; a failed condition is an
+ * answer (false), never an error.
  */
 import { GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
-import { GSI1 } from "../dynamodb/table.js";
+import { GSI2 } from "../dynamodb/table.js";
 import { iso, toOutbox } from "./items.js";
 import { expiryBound, expirySortKey, ID_PATTERN, keys, PURCHASE_ID_PATTERN } from "./keys.js";
-import { conditionalUpdate, type Ctx, guard, type Item, type TransactItem } from "./store.js";
+import { conditionalUpdate, type Ctx, guard } from "./store.js";
 import type { EventRef, OutboxRecord } from "./types.js";
 
-/** The Put of an unsent record, one action of confirm's transaction. */
-export function outboxPutAction(
-  ctx: Ctx,
+/**
+ * What confirm's purchase update adds to make the purchase an unsent outbox record: a SET
+ * clause and its values, to be joined into that one UpdateItem.
+ */
+export function outboxUnsentSet(
   eventId: string,
   purchaseId: string,
   confirmedAt: string,
-  /** As stored: general admission flat (`areaId, quantity`), read back by toOutbox. */
-  payload: Item,
-): TransactItem {
+): { set: string; values: Record<string, unknown> } {
   return {
-    Put: {
-      TableName: ctx.tableName,
-      Item: {
-        ...keys.outbox(eventId, purchaseId),
-        entity: "OUTBOX",
-        outboxId: `BookingConfirmed#${purchaseId}`,
-        type: "BookingConfirmed",
-        eventId,
-        purchaseId,
-        createdAt: confirmedAt,
-        state: "unsent",
-        payload,
-        GSI1PK: keys.unsentOutboxPartition(eventId),
-        GSI1SK: `${confirmedAt}#${purchaseId}`,
-      },
-      ConditionExpression: "attribute_not_exists(PK)",
+    set: "outboxState = :outboxUnsent, outboxCreatedAt = :at, GSI2PK = :outboxPk, GSI2SK = :outboxSk",
+    values: {
+      ":outboxUnsent": "unsent",
+      ":outboxPk": keys.unsentOutboxPartition(eventId),
+      ":outboxSk": `${confirmedAt}#${purchaseId}`,
     },
   };
 }
@@ -58,17 +50,17 @@ async function queryIndex(ctx: Ctx, what: string, pk: string, limit: number, bef
     const out = await ctx.doc.send(
       new QueryCommand({
         TableName: ctx.tableName,
-        IndexName: GSI1,
-        KeyConditionExpression: before !== undefined ? "GSI1PK = :pk AND GSI1SK < :before" : "GSI1PK = :pk",
+        IndexName: GSI2,
+        KeyConditionExpression: before !== undefined ? "GSI2PK = :pk AND GSI2SK < :before" : "GSI2PK = :pk",
         ExpressionAttributeValues: { ":pk": pk, ...(before !== undefined ? { ":before": before } : {}) },
         Limit: Math.max(1, Math.min(limit, 1_000)),
       }),
     );
-    return (out.Items ?? []).map(toOutbox);
+    return (out.Items ?? []).map(toOutbox).filter((r): r is OutboxRecord => r !== null);
   });
 }
 
-/** Unsent outbox records of an event, oldest first (GSI1, sparse: published records leave it). */
+/** Unsent outbox records of an event, oldest first (GSI2, sparse: published records leave it). */
 export async function listUnsentOutbox(ctx: Ctx, eventId: string, limit = 100): Promise<OutboxRecord[]> {
   if (!ID_PATTERN.test(eventId)) return [];
   return queryIndex(ctx, "listUnsentOutbox", keys.unsentOutboxPartition(eventId), limit);
@@ -115,14 +107,11 @@ export async function markOutboxPublished(
   return guard("markOutboxPublished", () =>
     conditionalUpdate(ctx, {
       Key: keys.outbox(eventId, purchaseId),
-      UpdateExpression: "SET #state = :published, publishedAt = :at, checks = :zero, GSI1PK = :pk, GSI1SK = :sk",
-      // `sent = false` without a state: a record written before the states existed.
-      ConditionExpression: "#state = :unsent OR (attribute_not_exists(#state) AND sent = :false)",
-      ExpressionAttributeNames: { "#state": "state" },
+      UpdateExpression: "SET outboxState = :published, publishedAt = :at, checks = :zero, GSI2PK = :pk, GSI2SK = :sk",
+      ConditionExpression: "outboxState = :unsent",
       ExpressionAttributeValues: {
         ":published": "published",
         ":unsent": "unsent",
-        ":false": false,
         ":zero": 0,
         ":at": iso(now),
         ":pk": keys.unacknowledgedOutboxPartition(eventId),
@@ -149,9 +138,8 @@ export async function deferOutboxCheck(
   return guard("deferOutboxCheck", () =>
     conditionalUpdate(ctx, {
       Key: keys.outbox(eventId, purchaseId),
-      UpdateExpression: `SET GSI1SK = :sk, checkedAt = :at${republished ? ", republishedAt = :at" : ""} ADD checks :one${republished ? ", republished :one" : ""}`,
-      ConditionExpression: "#state = :published",
-      ExpressionAttributeNames: { "#state": "state" },
+      UpdateExpression: `SET GSI2SK = :sk, checkedAt = :at${republished ? ", republishedAt = :at" : ""} ADD checks :one${republished ? ", republished :one" : ""}`,
+      ConditionExpression: "outboxState = :published",
       ExpressionAttributeValues: {
         ":published": "published",
         ":one": 1,
@@ -172,9 +160,9 @@ export async function acknowledgeOutbox(ctx: Ctx, eventId: string, purchaseId: s
   return guard("acknowledgeOutbox", () =>
     conditionalUpdate(ctx, {
       Key: keys.outbox(eventId, purchaseId),
-      UpdateExpression: "SET #state = :acknowledged, acknowledgedAt = :at REMOVE GSI1PK, GSI1SK",
-      ConditionExpression: "attribute_exists(PK) AND (#state IN (:unsent, :published) OR attribute_not_exists(#state))",
-      ExpressionAttributeNames: { "#state": "state" },
+      UpdateExpression: "SET outboxState = :acknowledged, acknowledgedAt = :at REMOVE GSI2PK, GSI2SK",
+      // A purchase that was never confirmed has no outboxState: nothing to acknowledge.
+      ConditionExpression: "outboxState IN (:unsent, :published)",
       ExpressionAttributeValues: {
         ":acknowledged": "acknowledged",
         ":unsent": "unsent",

@@ -5,11 +5,11 @@
  */
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
-import { fanConfirmAction } from "./fans.js";
-import { getHoldItem, validFan } from "./holds.js";
+import { type FanEntry, fanConfirmAction, fanEntryOf } from "./fans.js";
+import { readHoldEntry, validFan } from "./holds.js";
 import { iso, toPurchase } from "./items.js";
 import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN, REFUND_DUE } from "./keys.js";
-import { outboxPutAction } from "./outbox.js";
+import { outboxUnsentSet } from "./outbox.js";
 import {
   type CancellationReason,
   conditionalUpdate,
@@ -47,12 +47,13 @@ export async function getPurchase(ctx: Ctx, eventId: string, purchaseId: string)
   });
 }
 
-/** Why this hold cannot be bought by this fan now, or null if it can. */
-function unusable(hold: Item, fanId: string, now: number): HoldUnusableReason | null {
-  if (hold.fanId !== fanId) return "hold_not_owned";
-  if (hold.status === "confirmed") return "hold_confirmed";
-  if (hold.status === "released") return "hold_released";
-  if (hold.status !== "held" || Number(hold.expiresAt) <= now) return "hold_expired";
+/** Why this hold (the fan's ledger entry) cannot be bought now, or null if it can. */
+function unusable(entry: FanEntry, now: number): HoldUnusableReason | null {
+  if (entry.status === "confirmed") return "hold_confirmed";
+  if (entry.status === "released") return "hold_released";
+  if (entry.status === "expired" || entry.expiresAt <= now) return "hold_expired";
+  // An entry written before entries carried the hold (a deploy mid-sale) cannot be priced.
+  if (entry.amount === undefined || (entry.ids === undefined && entry.area === undefined)) return "hold_expired";
   return null;
 }
 
@@ -75,6 +76,7 @@ export async function createPendingPurchase(
   fanId: string,
   purchaseId: string,
   fingerprint?: string,
+  startCharge = false,
 ): Promise<PendingPurchaseResult> {
   if (!PURCHASE_ID_PATTERN.test(purchaseId)) {
     return { ok: false, reason: "invalid_request", message: "purchaseId must match ^[A-Za-z0-9_-]{1,128}$" };
@@ -91,9 +93,10 @@ export async function createPendingPurchase(
         : { ok: false, reason: "purchase_conflict" };
     }
     const now = ctx.clock();
-    const hold = await getHoldItem(ctx, eventId, holdId);
+    const hold = await readHoldEntry(ctx, eventId, fanId, holdId);
+    if (hold === "not_owned") return { ok: false, reason: "hold_not_owned" };
     if (!hold) return { ok: false, reason: "not_found", what: "hold" };
-    const why = unusable(hold, fanId, now);
+    const why = unusable(hold, now);
     if (why) {
       // A concurrent retry may have written this purchase (and the saga confirmed it) between
       // our two reads: then the answer is that purchase, not the hold's state.
@@ -112,11 +115,12 @@ export async function createPendingPurchase(
       holdId,
       fanId,
       status: "pending",
-      seats: hold.seats,
-      ...(hold.areaId !== undefined ? { areaId: hold.areaId, quantity: hold.quantity } : {}),
+      seats: hold.ids ?? [],
+      ...(hold.area !== undefined ? { areaId: hold.area, quantity: hold.seats } : {}),
       amount: hold.amount,
       createdAt: iso(now),
       ...(fingerprint !== undefined ? { fingerprint } : {}),
+      ...(startCharge ? { chargeStartedAt: iso(now), chargeAttempts: 1 } : {}),
       GSI1PK: keys.purchasesPartition(eventId),
       GSI1SK: keys.purchaseSortKey("pending", purchaseId),
     };
@@ -154,6 +158,7 @@ export async function confirm(
   holdId: string,
   fanId: string,
   purchaseId: string,
+  chargeId?: string,
 ): Promise<ConfirmResult> {
   if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) {
     return { ok: false, reason: "not_found", what: "purchase" };
@@ -165,11 +170,11 @@ export async function confirm(
     const ready = await readConfirmable(ctx, order);
     if (!("now" in ready)) return ready;
     const { now } = ready;
-    const confirmation = confirmTransaction(ctx, order, ready.purchase, now);
+    const confirmation = confirmTransaction(ctx, order, ready.purchase, now, chargeId);
     const out = await transact(ctx, confirmation.items, 10);
     if (out.ok) return { ok: true, purchase: confirmation.confirmed, alreadyConfirmed: false };
     if (out.contention) return { ok: false, reason: "contention" };
-    return whyNotConfirmed(out.reasons, confirmation, ready.purchase.seats, fanId, now);
+    return whyNotConfirmed(out.reasons, confirmation, ready.purchase.seats, now);
   });
 }
 
@@ -193,7 +198,8 @@ async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { pu
   if (purchase.status !== "pending") return { ok: false, reason: "purchase_not_pending", status: purchase.status };
 
   const now = ctx.clock();
-  const hold = await getHoldItem(ctx, o.eventId, o.holdId);
+  const hold = await readHoldEntry(ctx, o.eventId, o.fanId, o.holdId);
+  if (hold === "not_owned") return { ok: false, reason: "hold_not_owned" };
   if (!hold) return { ok: false, reason: "not_found", what: "hold" };
   if (hold.status === "confirmed" && hold.purchaseId === o.purchaseId) {
     // A concurrent repeat committed between our two reads; the purchase changed in that same
@@ -201,7 +207,7 @@ async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { pu
     const stored = await getPurchaseItem(ctx, o.eventId, o.purchaseId);
     if (stored?.status === "confirmed") return { ok: true, purchase: toPurchase(stored), alreadyConfirmed: true };
   }
-  const why = unusable(hold, o.fanId, now);
+  const why = unusable(hold, now);
   if (why) return { ok: false, reason: why };
   // The hold was judged at `now`: the transaction is conditioned on that same instant.
   return { purchase, now };
@@ -209,7 +215,11 @@ async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { pu
 
 interface Confirmation {
   items: TransactItem[];
-  /** Where the hold's, the purchase's and the ledger's actions are in `items` (the seats come first). */
+  holdId: string;
+  /**
+   * Where the hold record's (general admission only; -1 otherwise), the purchase's and the
+   * ledger's actions are in `items` (the seats come first).
+   */
   holdIndex: number;
   purchaseIndex: number;
   fanIndex: number;
@@ -217,22 +227,20 @@ interface Confirmation {
 }
 
 /** Step 2: the one transaction, every action conditioned on what step 1 read still being so. */
-function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number): Confirmation {
+function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number, chargeId?: string): Confirmation {
   const { eventId, holdId, fanId, purchaseId } = o;
   const seats = purchase.seats;
   const refs = seats.map((s) => parseSeatId(s));
   if (refs.some((r) => r === null)) throw new Error(`purchase ${purchaseId} has a malformed seat id`);
   const confirmedAt = iso(now);
-  const confirmed: Purchase = { ...purchase, status: "confirmed", confirmedAt };
-  const payload = {
-    purchaseId,
-    holdId,
-    fanId,
-    seats,
-    ...(purchase.generalAdmission ? purchase.generalAdmission : {}),
-    amount: purchase.amount,
+  const confirmed: Purchase = {
+    ...purchase,
+    status: "confirmed",
     confirmedAt,
+    ...(chargeId !== undefined ? { chargeId } : {}),
   };
+  // The same write makes the purchase its own BookingConfirmed outbox record, unsent.
+  const outbox = outboxUnsentSet(eventId, purchaseId, confirmedAt);
 
   const items: TransactItem[] = refs.map((ref) => ({
     Update: {
@@ -254,31 +262,33 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
       ReturnValuesOnConditionCheckFailure: "ALL_OLD",
     },
   }));
-  const holdIndex = items.length;
-  items.push({
-    Update: {
-      TableName: ctx.tableName,
-      Key: keys.hold(eventId, holdId),
-      UpdateExpression: "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at REMOVE GSI2PK, GSI2SK",
-      ConditionExpression: "#status = :held AND fanId = :fan AND expiresAt > :now",
-      ExpressionAttributeNames: { "#status": "status" },
-      ExpressionAttributeValues: {
-        ":confirmed": "confirmed",
-        ":held": "held",
-        ":pid": purchaseId,
-        ":fan": fanId,
-        ":now": now,
-        ":at": confirmedAt,
+  // A general-admission hold's record moves with its places (a seat hold has none).
+  const holdIndex = purchase.generalAdmission ? items.length : -1;
+  if (purchase.generalAdmission)
+    items.push({
+      Update: {
+        TableName: ctx.tableName,
+        Key: keys.hold(eventId, holdId),
+        UpdateExpression: "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at REMOVE GSI2PK, GSI2SK",
+        ConditionExpression: "#status = :held AND fanId = :fan AND expiresAt > :now",
+        ExpressionAttributeNames: { "#status": "status" },
+        ExpressionAttributeValues: {
+          ":confirmed": "confirmed",
+          ":held": "held",
+          ":pid": purchaseId,
+          ":fan": fanId,
+          ":now": now,
+          ":at": confirmedAt,
+        },
+        ReturnValuesOnConditionCheckFailure: "ALL_OLD",
       },
-      ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-    },
-  });
+    });
   const purchaseIndex = items.length;
   items.push({
     Update: {
       TableName: ctx.tableName,
       Key: keys.purchase(eventId, purchaseId),
-      UpdateExpression: "SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk",
+      UpdateExpression: `SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk, ${outbox.set}${chargeId !== undefined ? ", chargeId = :charge" : ""}`,
       ConditionExpression: "#status = :pending AND holdId = :hold AND fanId = :fan",
       ExpressionAttributeNames: { "#status": "status" },
       ExpressionAttributeValues: {
@@ -288,11 +298,12 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
         ":fan": fanId,
         ":at": confirmedAt,
         ":sk": keys.purchaseSortKey("confirmed", purchaseId),
+        ...outbox.values,
+        ...(chargeId !== undefined ? { ":charge": chargeId } : {}),
       },
       ReturnValuesOnConditionCheckFailure: "ALL_OLD",
     },
   });
-  items.push(outboxPutAction(ctx, eventId, purchaseId, confirmedAt, payload));
   if (purchase.generalAdmission) {
     items.push({
       Update: {
@@ -307,18 +318,21 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number)
 
   // The fan's ledger: the hold's entry becomes bought seats (the fan's total stays the same).
   const fanIndex = items.length;
-  items.push(fanConfirmAction(ctx, eventId, fanId, holdId, seats.length + (purchase.generalAdmission?.quantity ?? 0)));
-  return { items, holdIndex, purchaseIndex, fanIndex, confirmed };
+  items.push(
+    fanConfirmAction(
+      ctx,
+      eventId,
+      fanId,
+      holdId,
+      seats.length + (purchase.generalAdmission?.quantity ?? 0),
+      purchaseId,
+    ),
+  );
+  return { items, holdId, holdIndex, purchaseIndex, fanIndex, confirmed };
 }
 
 /** Step 3: why the transaction was cancelled, from its reasons and their ALL_OLD images; no extra read. */
-function whyNotConfirmed(
-  reasons: CancellationReason[],
-  at: Confirmation,
-  seats: string[],
-  fanId: string,
-  now: number,
-): ConfirmResult {
+function whyNotConfirmed(reasons: CancellationReason[], at: Confirmation, seats: string[], now: number): ConfirmResult {
   const purchaseNow = reasons[at.purchaseIndex]?.item;
   if (purchaseNow && purchaseNow.status !== "pending") {
     const status = purchaseNow.status as PurchaseStatus;
@@ -326,8 +340,9 @@ function whyNotConfirmed(
     if (status === "confirmed") return { ok: true, purchase: toPurchase(purchaseNow), alreadyConfirmed: true };
     return { ok: false, reason: "purchase_not_pending", status };
   }
-  const holdNow = reasons[at.holdIndex]?.item;
-  const holdWhy = holdNow ? unusable(holdNow, fanId, now) : null;
+  // The hold as the ledger had it when the transaction was cancelled (its ALL_OLD image).
+  const holdNow = fanEntryOf(reasons[at.fanIndex]?.item, at.holdId);
+  const holdWhy = holdNow ? unusable(holdNow, now) : null;
   const lost = seats.filter((_, i) => reasons[i]?.code === "ConditionalCheckFailed");
   if (holdWhy) return { ok: false, reason: holdWhy, ...(lost.length ? { seats: lost } : {}) };
   if (lost.length) return { ok: false, reason: "hold_expired", seats: lost };
@@ -556,10 +571,23 @@ export interface PurchaseStore {
    * `fingerprint` (of the request) makes a retry with another body a `purchase_conflict`.
    */
   createPending(
-    args: PurchaseRef & { holdId: string; fanId: string; fingerprint?: string },
+    args: PurchaseRef & {
+      holdId: string;
+      fanId: string;
+      fingerprint?: string;
+      /**
+       * The purchase is written with its first charge attempt started (`chargeAttempts: 1`,
+       * `chargeStartedAt`: as startCharge would, in the same write). A retry that finds the
+       * purchase starts its own attempt with startCharge.
+       */
+      startCharge?: boolean;
+    },
   ): Promise<PendingPurchaseResult>;
-  /** After the charge: one transaction; a repeat returns the first result. */
-  confirm(args: PurchaseRef & { holdId: string; fanId: string }): Promise<ConfirmResult>;
+  /**
+   * After the charge: one transaction; a repeat returns the first result. `chargeId`: recorded
+   * on the purchase in the same write.
+   */
+  confirm(args: PurchaseRef & { holdId: string; fanId: string; chargeId?: string }): Promise<ConfirmResult>;
   /** Right before a charge: still pending (conditional); records the attempt and when it started. */
   startCharge(args: PurchaseRef): Promise<ChargeStartResult>;
   /** pending -> failed; `ifAttempts`: only if exactly that many charge attempts have started. */
@@ -579,9 +607,10 @@ export interface PurchaseStore {
 
 export function createPurchaseStore(ctx: Ctx): PurchaseStore {
   return {
-    createPending: ({ eventId, holdId, fanId, purchaseId, fingerprint }) =>
-      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint),
-    confirm: ({ eventId, holdId, fanId, purchaseId }) => confirm(ctx, eventId, holdId, fanId, purchaseId),
+    createPending: ({ eventId, holdId, fanId, purchaseId, fingerprint, startCharge }) =>
+      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint, startCharge === true),
+    confirm: ({ eventId, holdId, fanId, purchaseId, chargeId }) =>
+      confirm(ctx, eventId, holdId, fanId, purchaseId, chargeId),
     startCharge: ({ eventId, purchaseId }) => startCharge(ctx, eventId, purchaseId),
     markFailed: ({ eventId, purchaseId, reason, ifAttempts }) =>
       markPurchaseFailed(ctx, eventId, purchaseId, reason, ifAttempts === undefined ? {} : { ifAttempts }),

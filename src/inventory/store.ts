@@ -17,6 +17,7 @@ import {
   UpdateCommand,
   type UpdateCommandInput,
 } from "@aws-sdk/lib-dynamodb";
+import { withOperation } from "../dynamodb/capacity.js";
 import { InventoryUnavailableError } from "./types.js";
 import type { Clock } from "./types.js";
 
@@ -138,7 +139,7 @@ export function unavailable(err: unknown, what: string): InventoryUnavailableErr
 /** Runs a store call; anything unexpected becomes an InventoryUnavailableError. */
 export async function guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
   try {
-    return await fn();
+    return await withOperation(what, fn);
   } catch (err) {
     throw unavailable(err, what);
   }

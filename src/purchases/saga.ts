@@ -163,13 +163,20 @@ export interface PurchaseSaga {
   ): Promise<PurchaseOutcome | null>;
 }
 
+/**
+ * The longest queueing the reconcile job may take (a fail-fast Redis command: a 2 s timeout, one
+ * retry), which happens after the purchase's creation dates its first charge attempt.
+ */
+export const SCHEDULE_BUDGET_MS = 5_000;
+
 export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   const { inventory, payments, metrics, logger } = deps;
   const clock = deps.clock ?? Date.now;
   // A lookup that finds nothing is believed only this long after the latest attempt started: the
-  // attempt's own write may take the store's whole budget before the charge is sent, and the
-  // charge the payment timeout before the saga stops waiting for it.
-  const chargeWindowMs = deps.paymentTimeoutMs + (deps.storeRequestBudgetMs ?? 0);
+  // attempt's own write may take the store's whole budget before the charge is sent (a first
+  // attempt is dated by the purchase's creation, and the reconcile job is queued between the two:
+  // SCHEDULE_BUDGET_MS), and the charge the payment timeout before the saga stops waiting for it.
+  const chargeWindowMs = deps.paymentTimeoutMs + (deps.storeRequestBudgetMs ?? 0) + SCHEDULE_BUDGET_MS;
 
   const ended = (purchase: Purchase): PurchaseOutcome | null => {
     if (refundDue(purchase)) return null;
@@ -203,8 +210,8 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   /** Step 4 once the money is known to be taken: confirm, or compensate with a refund. */
   async function settleCharged(purchase: Purchase, chargeId: string, sessionId?: string): Promise<PurchaseOutcome> {
     const { eventId, purchaseId, holdId, fanId } = purchase;
-    await inventory.purchases.recordCharge({ eventId, purchaseId, chargeId });
-    const confirmed = await inventory.purchases.confirm({ eventId, holdId, fanId, purchaseId });
+    // The charge is recorded by the transition that follows: the confirmation, or refund_due.
+    const confirmed = await inventory.purchases.confirm({ eventId, holdId, fanId, purchaseId, chargeId });
     if (confirmed.ok) {
       if (!confirmed.alreadyConfirmed) {
         metrics.purchases.inc({ outcome: "confirmed" });
@@ -356,7 +363,15 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       const { eventId, fanId, holdId } = request;
       const purchaseId = purchaseIdOf(eventId, fanId, request.idempotencyKey);
       const fingerprint = requestFingerprint(holdId, request.paymentToken);
-      const created = await inventory.purchases.createPending({ eventId, holdId, fanId, purchaseId, fingerprint });
+      // A new purchase is written with its first charge attempt started (one write for both).
+      const created = await inventory.purchases.createPending({
+        eventId,
+        holdId,
+        fanId,
+        purchaseId,
+        fingerprint,
+        startCharge: true,
+      });
       if (!created.ok) {
         switch (created.reason) {
           case "purchase_conflict":
@@ -386,8 +401,11 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
         );
 
       // Right before the charge, conditionally: still pending (a purchase failed meanwhile is
-      // never charged), and this attempt dated and counted for the reconciler.
-      const started = await inventory.purchases.startCharge({ eventId, purchaseId });
+      // never charged), and this attempt dated and counted for the reconciler. A purchase this
+      // request wrote has its first attempt started by that write.
+      const started = created.created
+        ? { ok: true as const, purchase: created.purchase, attempt: created.purchase.chargeAttempts ?? 1 }
+        : await inventory.purchases.startCharge({ eventId, purchaseId });
       if (!started.ok) {
         if (started.reason === "not_found") return { kind: "hold_not_found" };
         return ended(started.purchase) ?? pending(started.purchase);

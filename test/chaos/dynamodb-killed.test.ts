@@ -121,13 +121,15 @@ describe("chaos: the DynamoDB endpoint killed mid-sale", () => {
     });
     expect(late.status, JSON.stringify(late.body)).toBe(201);
     const lateHold = late.body as { holdId: string };
-    expect((await c.inventory.holds.get({ eventId, holdId: lateHold.holdId }))?.fanId).toBe("latecomer");
+    expect((await c.inventory.holds.get({ eventId, holdId: lateHold.holdId, fanId: "latecomer" }))?.fanId).toBe(
+      "latecomer",
+    );
 
     // Every granted hold exists, for that fan and those seats.
     const granted = new Map<string, HoldAttempt>();
     for (const h of ledger.holds) if (h.status === 201) granted.set(h.holdId!, h);
     for (const h of granted.values()) {
-      const stored = await c.inventory.holds.get({ eventId, holdId: h.holdId! });
+      const stored = await c.inventory.holds.get({ eventId, holdId: h.holdId!, fanId: h.fanId });
       expect(stored, `hold ${h.holdId}`).not.toBeNull();
       expect(stored!.fanId).toBe(h.fanId);
       expect([...stored!.seats].sort()).toEqual([...h.seats].sort());

@@ -389,7 +389,7 @@ function paramValue(name: string): Part<string> {
     case "holdId":
       return fc.oneof(
         { weight: 6, arbitrary: fc.nat().map((i) => `pool:holdId:${i}`) },
-        { weight: 1, arbitrary: fc.stringMatching(/^[0-9a-f]{32}$/) },
+        { weight: 1, arbitrary: fc.stringMatching(/^[0-9a-f]{48}$/) },
         { weight: 1, arbitrary: fc.integer({ min: 65, max: 200 }).map((n) => "h".repeat(n)) },
         bad,
       );

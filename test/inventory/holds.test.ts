@@ -44,8 +44,8 @@ describe("hold: seats", () => {
       status: "held",
       expiresAt: new Date(now + 480_000).toISOString(),
     });
-    expect(hold.holdId).toMatch(/^[0-9a-f]{32}$/);
-    expect(await fx.inventory.holds.get({ eventId, holdId: hold.holdId })).toEqual(hold);
+    expect(hold.holdId).toMatch(/^[0-9a-f]{48}$/);
+    expect(await fx.inventory.holds.get({ eventId, holdId: hold.holdId, fanId: "fan-1" })).toEqual(hold);
     const seat = (await seatsOf(eventId)).get("A-1-1");
     expect(seat).toMatchObject({ status: "held", holdId: hold.holdId, holderId: "fan-1" });
     // The sparse available index lost it.
@@ -181,7 +181,7 @@ describe("hold: seats", () => {
     expect(seats.get("A-2-2")).toMatchObject({ status: "held", holdId: second.holdId, holderId: "fan-2" });
     // The expired hold's other seat reads available even though nobody reset it.
     expect(seats.get("A-2-1")?.status).toBe("available");
-    expect((await fx.inventory.holds.get({ eventId, holdId: first.holdId }))?.status).toBe("expired");
+    expect((await fx.inventory.holds.get({ eventId, holdId: first.holdId, fanId: "fan-1" }))?.status).toBe("expired");
   });
 
   it("1,000 fans racing for one seat with real concurrency: exactly one holds it", async () => {

@@ -15,6 +15,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { countFan, toFanLedger } from "../../src/inventory/fans.js";
 import { type Inventory, SWEEP_SHARDS } from "../../src/inventory/index.js";
+import { holdOwnedBy } from "../../src/inventory/holds.js";
 import { keys } from "../../src/inventory/keys.js";
 import { eventInput, type InventoryFixture, manualClock, setupInventory, uniqueEventId } from "./fixtures.js";
 
@@ -276,7 +277,9 @@ async function observe(
   const [page, ga, holds, bought, fanItems] = await Promise.all([
     inv.seats.listSection({ eventId, sectionId: "A", consistent: true }),
     inv.seats.generalAdmission({ eventId, areaId: "GA" }),
-    Promise.all(holdIds.map((id) => inv.holds.get({ eventId, holdId: id }))),
+    Promise.all(
+      holdIds.map((id) => inv.holds.get({ eventId, holdId: id, fanId: FANS.find((f) => holdOwnedBy(id, f))! })),
+    ),
     Promise.all(purchaseIds.map((id) => inv.purchases.get({ eventId, purchaseId: id }))),
     Promise.all(
       FANS.map((fan) =>

@@ -138,7 +138,7 @@ describe("confirm", () => {
     for (const id of ["A-1-1", "A-1-2", "A-1-3"]) {
       expect(await seat(eventId, id)).toMatchObject({ status: "sold", purchaseId: "pur_ok", holderId: "fan-1" });
     }
-    expect(await fx.inventory.holds.get({ eventId, holdId: hold.holdId })).toMatchObject({
+    expect(await fx.inventory.holds.get({ eventId, holdId: hold.holdId, fanId: "fan-1" })).toMatchObject({
       status: "confirmed",
       purchaseId: "pur_ok",
     });
@@ -294,7 +294,7 @@ describe("confirm", () => {
     expect((await seat(eventId, "A-4-1"))?.status).toBe("held");
     expect((await seat(eventId, "A-4-3"))?.status).toBe("held");
     expect((await fx.inventory.purchases.get({ eventId, purchaseId: "pur_edge" }))?.status).toBe("pending");
-    expect((await fx.inventory.holds.get({ eventId, holdId: hold.holdId }))?.status).toBe("held");
+    expect((await fx.inventory.holds.get({ eventId, holdId: hold.holdId, fanId: "fan-1" }))?.status).toBe("held");
     expect(await fx.inventory.outbox.listUnsent({ eventId })).toEqual([]);
   });
 

@@ -112,9 +112,13 @@ describe("sweepExpired", () => {
       (c) => expect(c?.seats).toMatchObject({ available: 19, held: 1, expiredHolds: 0, sold: 0 }),
     );
     expect(counts?.generalAdmission.GA).toMatchObject({ available: 8, held: 2, sold: 0 });
-    expect((await fx.inventory.holds.get({ eventId, holdId: short.holdId }))?.status).toBe("expired");
-    expect((await fx.inventory.holds.get({ eventId, holdId: long.holdId }))?.status).toBe("held");
-    expect((await fx.inventory.holds.get({ eventId, holdId: gaLong.holdId }))?.status).toBe("held");
+    expect((await fx.inventory.holds.get({ eventId, holdId: short.holdId, fanId: short.fanId }))?.status).toBe(
+      "expired",
+    );
+    expect((await fx.inventory.holds.get({ eventId, holdId: long.holdId, fanId: long.fanId }))?.status).toBe("held");
+    expect((await fx.inventory.holds.get({ eventId, holdId: gaLong.holdId, fanId: gaLong.fanId }))?.status).toBe(
+      "held",
+    );
 
     // A second pass finds nothing left to do.
     const again = total(await Promise.all(shards.map((s) => fx.inventory.holds.sweepExpired({ eventId, shard: s }))));

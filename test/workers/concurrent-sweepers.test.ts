@@ -162,7 +162,7 @@ describe("three sweepers at once", () => {
       available: TOTAL_SEATS - liveSeats.length,
     });
     for (const h of gaHolds.filter(isLive))
-      expect((await inventory.holds.get({ eventId, holdId: h.holdId }))?.status).toBe("held");
+      expect((await inventory.holds.get({ eventId, holdId: h.holdId, fanId: h.fanId }))?.status).toBe("held");
 
     // A second round of all three finds nothing left to do.
     const again = (

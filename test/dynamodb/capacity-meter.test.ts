@@ -1,0 +1,68 @@
+/**
+ * The capacity meter (src/dynamodb/capacity.ts) against the local DynamoDB: each inventory
+ * operation's units are filed under its own name, also when many operations of different kinds
+ * are in flight at once on one client, and a refused write is counted as refused.
+ */
+import { GetCommand } from "@aws-sdk/lib-dynamodb";
+import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCapacityMeter, meterCapacity } from "../../src/dynamodb/capacity.js";
+import { eventInput, type InventoryFixture, setupInventory, uniqueEventId } from "../inventory/fixtures.js";
+
+let fx: InventoryFixture;
+const meter = createCapacityMeter();
+
+beforeAll(async () => {
+  fx = await setupInventory("meter");
+  meterCapacity(fx.client, meter);
+});
+afterAll(() => fx.close());
+
+const row = (name: string) => meter.rows().find((r) => r.operation === name);
+
+describe("capacity meter", () => {
+  it("files each operation's units under its name, with many of them in flight at once", async () => {
+    const eventId = uniqueEventId("meter");
+    const created = await fx.inventory.events.create({ eventId, input: eventInput(fx.clock) });
+    expect(created.ok).toBe(true);
+    // Once, so that the event is in the process's cache and no hold below reads it.
+    expect((await fx.inventory.holds.holdSeats({ eventId, fanId: "warm", seatIds: ["A-3-1"] })).ok).toBe(true);
+    meter.reset();
+    const seats = ["A-1-1", "A-1-2", "A-1-3", "A-1-4", "A-1-5", "A-2-1", "A-2-2", "A-2-3"];
+    const doc = DynamoDBDocumentClient.from(fx.client);
+    // Eight holds of different fans, eight raw reads outside any operation, all at once.
+    const [holds] = await Promise.all([
+      Promise.all(seats.map((s, i) => fx.inventory.holds.holdSeats({ eventId, fanId: `fan${i}`, seatIds: [s] }))),
+      Promise.all(
+        seats.map(() =>
+          doc.send(new GetCommand({ TableName: fx.tableName, Key: { PK: `EVT#${eventId}`, SK: "EVENT" } })),
+        ),
+      ),
+    ]);
+    expect(holds.every((h) => h.ok)).toBe(true);
+    const hold = row("hold")!;
+    // Per hold: the ledger read, then one transaction of the seat and the ledger (2 units each).
+    expect(hold.requests).toBe(16);
+    expect(hold.writeUnits - hold.indexWriteUnits).toBe(8 * 4);
+    expect(hold.readUnits).toBe(8);
+    const other = row("other")!;
+    expect(other.requests).toBe(8);
+    expect(other.writeUnits).toBe(0);
+    expect(other.readUnits).toBe(8 * 0.5);
+    expect(meter.total().requests).toBe(24);
+  });
+
+  it("counts a refused write as refused, with no units it was not told of", async () => {
+    const eventId = uniqueEventId("meter");
+    await fx.inventory.events.create({ eventId, input: eventInput(fx.clock) });
+    const first = await fx.inventory.holds.holdSeats({ eventId, fanId: "a", seatIds: ["A-1-1"] });
+    expect(first.ok).toBe(true);
+    meter.reset();
+    const lost = await fx.inventory.holds.holdSeats({ eventId, fanId: "b", seatIds: ["A-1-1"] });
+    expect(lost).toMatchObject({ ok: false, reason: "seat_unavailable" });
+    const hold = row("hold")!;
+    expect(hold.refused).toBe(1);
+    expect(hold.requests).toBe(1);
+    expect(hold.writeUnits).toBe(0);
+  });
+});
