@@ -5,6 +5,12 @@
  * answer, so every module on a request path asks `redisReady` first and treats "not ready"
  * exactly like a failed call, at once. A Redis that is up but silent (a partition) is still bounded
  * by the client's `commandTimeout` (src/main.ts).
+ *
+ * The same holds for an ioredis Cluster: its status is the cluster's, `ready` while it serves
+ * its slots, and it emits the same `ready` and `close` events. A single master lost (until its
+ * replica takes over) leaves the Cluster ready: commands to its slots fail (a connection error,
+ * then CLUSTERDOWN, each bounded by the retries and the command timeout) and the callers treat
+ * that as any failed call; the other masters' events are served as before.
  */
 import type { RedisClient } from "./scripts.js";
 
@@ -52,8 +58,12 @@ export function requireRedis(client: RedisClient, what: string): void {
 /** True when `err` proves the command never left this process (so it changed nothing). */
 export function neverSent(err: unknown): boolean {
   if (err instanceof RedisUnavailableError) return true;
-  // ioredis with enableOfflineQueue: false refuses a command while disconnected with this message.
-  return err instanceof Error && err.message.startsWith("Stream isn't writeable");
+  // ioredis with enableOfflineQueue: false refuses a command while disconnected with this message
+  // (a Cluster, while it is not ready, with the second one).
+  return (
+    err instanceof Error &&
+    (err.message.startsWith("Stream isn't writeable") || err.message.startsWith("Cluster isn't ready"))
+  );
 }
 
 /** Resolves true once the client is ready, false after `timeoutMs` (it keeps reconnecting). */
