@@ -79,7 +79,10 @@ async function main(): Promise<void> {
     },
   });
   if (!(await waitForRedis(services.clients.redis, 10_000))) {
-    log.warn({ redis: describeRedis(infra.redis) }, "redis does not answer yet; starting anyway (waiting-room calls answer 503)");
+    log.warn(
+      { redis: describeRedis(infra.redis) },
+      "redis does not answer yet; starting anyway (waiting-room calls answer 503)",
+    );
   }
   await ensureTable(services.clients.dynamo, config.dynamodb.table);
   const runGateway = config.role !== "worker";

@@ -291,7 +291,12 @@ export function createSeatMapCache(deps: {
               k.journal,
               k.fill,
             ],
-            [sectionId, FILL_WINDOW_MS, publish, ...rows.flatMap((r) => [r.id, r.status, String(r.holdExpiresAt ?? 0)])],
+            [
+              sectionId,
+              FILL_WINDOW_MS,
+              publish,
+              ...rows.flatMap((r) => [r.id, r.status, String(r.holdExpiresAt ?? 0)]),
+            ],
             // A write whose answer was lost may still have happened: listeners hear of failures too.
           ).finally(() => wrote(eventId, [sectionId]));
         }),
