@@ -280,7 +280,7 @@ describe.sequential("the gateway and a worker on a 3-master Redis Cluster (with 
     expect(after.seats.slice(0, 3).map((s) => s.status)).toEqual(["sold", "sold", "available"]);
     expect(await expectBookingsDelivered(eventId)).toBe(1);
     await expectAudit(eventId);
-  });
+  }, 120_000);
 
   it("sells 40 seats to 60 fans at once: the audit passes and every booking is delivered", async () => {
     const eventId = events[1]!;
@@ -302,7 +302,7 @@ describe.sequential("the gateway and a worker on a 3-master Redis Cluster (with 
     expect(traffic.violations, logsOnFailure()).toEqual([]);
     await expectAudit(eventId);
     expect(await expectBookingsDelivered(eventId)).toBe(counts.confirmed);
-  });
+  }, 180_000);
 
   it("survives a master SIGKILLed during a sale: 503s with a code meanwhile, then served again, nothing oversold", async () => {
     const eventId = events[2]!;
