@@ -79,7 +79,7 @@ export function describeRedis(target: RedisTarget): string {
 export function connectRedis(target: RedisTarget, role: ConnectionRole, options?: RedisOptions): RedisClient {
   const base = options ?? (role === "commands" ? FAIL_FAST_REDIS : WAIT_FOREVER);
   if (target.kind === "server") return new Redis(target.url, base);
-  const { enableOfflineQueue, enableAutoPipelining, ...perNode } = base;
+  const { enableOfflineQueue, enableAutoPipelining, lazyConnect, ...perNode } = base;
   const clusterOptions: ClusterOptions = {
     redisOptions: {
       ...perNode,
@@ -88,6 +88,7 @@ export function connectRedis(target: RedisTarget, role: ConnectionRole, options?
     },
     ...(enableOfflineQueue !== undefined ? { enableOfflineQueue } : {}),
     ...(enableAutoPipelining !== undefined ? { enableAutoPipelining } : {}),
+    ...(lazyConnect !== undefined ? { lazyConnect } : {}),
     // A failover takes the cluster's node timeout plus an election: keep refreshing the slots
     // on a MOVED or a lost node rather than giving up on the first try.
     retryDelayOnFailover: 200,

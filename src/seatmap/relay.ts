@@ -96,7 +96,8 @@ export function createSeatChangeRelay(subscriber: RedisClient, logger: Logger): 
       }
     }
   };
-  const stopResuming = onRedisReconnect(subscriber, resume);
+  // On a cluster a failover is followed through the subscriber group instead (followShards).
+  const stopResuming = onRedisReconnect(subscriber, resume, { failovers: false });
   const stopFollowingShards = sharded
     ? followShards(subscriber as unknown as Redis, logger, {
         lost: () => {
@@ -160,9 +161,12 @@ function followShards(
   logger: Logger,
   on: { lost: () => void; back: () => void },
 ): () => void {
-  const onLost = (node: { options?: { readOnly?: boolean } } | undefined, key: string) => {
+  const onLost = (node: { options?: { readOnly?: boolean; host?: string; port?: number } } | undefined) => {
     if (node?.options?.readOnly) return;
-    logger.warn({ node: key }, "seat-change relay lost a cluster node; changes may pass unseen until it is replaced");
+    logger.warn(
+      { node: node?.options ? `${node.options.host}:${node.options.port}` : undefined },
+      "seat-change relay lost a cluster node; changes may pass unseen until it is replaced",
+    );
     on.lost();
   };
   const onReady = () => on.back();

@@ -337,6 +337,15 @@ describe.sequential("the gateway and a worker on a 3-master Redis Cluster (with 
     expect(promoted).not.toBe(dead);
 
     const ledger = await sale.done;
+    // The master lost held the queues: each gateway arms the job schedules of the events it
+    // stored again once the slot map no longer names that master (the replica may not have had
+    // the last writes). The worker stored none.
+    for (const p of gateways) {
+      for (let i = 0; !p.logs.some((l) => l.includes("event job schedules armed again")); i++) {
+        if (i > 150) throw new Error(`pid ${p.pid} did not arm its schedules again:\n${logsOnFailure()}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
     // Served again: a join and the seat map answer on both gateways.
     for (const url of gateways.map((g) => g.url!)) {
       let status = 0;
