@@ -9,13 +9,16 @@
   KEYS[3]  sm:{evt:E}:sec:S:exp   held seat id -> hold expiry ms
   KEYS[4]  sm:{evt:E}:sec:S:meta  gen, v, ids, total
   KEYS[5]  sm:{evt:E}:avail       section id -> available count
-  KEYS[6]  seatmap:{evt:E}        pub/sub channel of the event's seat changes
+  KEYS[6]  seatmap:{evt:E}        pub/sub channel of the event's seat changes (a key: on a cluster
+                                  it is a shard channel of the event's slot)
   KEYS[7]  sm:{evt:E}:sec:S:jr    stream, the section's journal
   KEYS[8]  sm:{evt:E}:sec:S:fill  string, present while a fill is open
 
   ARGV[1]  section id
   ARGV[2]  the fill window, ms (as given to seatmap-fill-begin-2)
-  ARGV[3..] triples: seat id, status (available | held | sold), hold expiry ms (0 when not held)
+  ARGV[3]  PUBLISH (one server) or SPUBLISH (a cluster: sharded pub/sub, served by the slot's
+           own shard); the relay subscribes with the matching kind (src/seatmap/relay.ts)
+  ARGV[4..] triples: seat id, status (available | held | sold), hold expiry ms (0 when not held)
 
   Returns  the new version, or 0 when the section is not cached (nothing to update; the next
            read loads it from DynamoDB) — the change is still published for live viewers.
@@ -31,7 +34,8 @@ local published = {}
 local journal = {}
 local delta = 0
 
-for i = 3, #ARGV, 3 do
+local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+for i = 4, #ARGV, 3 do
   local id, status, expiry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local c = seatCode[status]
   if c then
@@ -62,6 +66,6 @@ if #journal > 0 then
   redis.call('PEXPIRE', KEYS[7], 2 * window)
 end
 if #published > 0 then
-  redis.call('PUBLISH', KEYS[6], cjson.encode(published))
+  redis.call(publish, KEYS[6], cjson.encode(published))
 end
 return version

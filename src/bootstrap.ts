@@ -1,7 +1,8 @@
 /**
  * Finds or starts what the gateway stands on, so that `npm start` on a fresh clone works with no
  * configuration at all:
- *  - Redis: REDIS_URL; else 127.0.0.1:6379 when it answers; else a redis-server started here.
+ *  - Redis: REDIS_CLUSTER_NODES (a cluster, used as given) or REDIS_URL; else 127.0.0.1:6379 when
+ *    it answers; else a redis-server started here.
  *  - DynamoDB: DYNAMODB_ENDPOINT; else the local DynamoDB as a child process, data under DATA_DIR.
  *  - Secrets: ADMIN_TOKEN / GATEWAY_SECRET; else generated once and kept in DATA_DIR/secrets.json,
  *    so tokens stay valid across restarts.
@@ -13,12 +14,13 @@ import type { GatewayConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 import { spawnLocalDynamoDB } from "./local/dynamodb.js";
 import { redisAnswers, spawnRedis } from "./local/redis.js";
+import type { RedisTarget } from "./redis/connect.js";
 
 type Stop = () => Promise<void>;
 
 /** What the gateway stands on (not its services: those are src/services.ts). */
 export interface Infrastructure {
-  redisUrl: string;
+  redis: RedisTarget;
   dynamoEndpoint: string | undefined;
   adminToken: string;
   /**
@@ -35,7 +37,12 @@ export interface Infrastructure {
 
 const DEFAULT_REDIS = "redis://127.0.0.1:6379";
 
-async function resolveRedis(config: GatewayConfig, log: Logger, stops: Stop[]): Promise<string> {
+async function resolveRedis(config: GatewayConfig, log: Logger, stops: Stop[]): Promise<RedisTarget> {
+  if (config.redisCluster) return { kind: "cluster", ...config.redisCluster };
+  return { kind: "server", url: await resolveRedisServer(config, log, stops) };
+}
+
+async function resolveRedisServer(config: GatewayConfig, log: Logger, stops: Stop[]): Promise<string> {
   if (config.redisUrl) return config.redisUrl;
   if (await redisAnswers(DEFAULT_REDIS)) {
     log.info({ redis: DEFAULT_REDIS }, "using the Redis on the default port");
@@ -138,11 +145,11 @@ export async function startInfrastructure(config: GatewayConfig, log: Logger): P
     for (const s of stops.reverse()) await s().catch(() => {});
   };
   try {
-    const [redisUrl, dynamoEndpoint] = await Promise.all([
+    const [redis, dynamoEndpoint] = await Promise.all([
       resolveRedis(config, log, stops),
       resolveDynamo(config, log, stops),
     ]);
-    return { redisUrl, dynamoEndpoint, ...resolveSecrets(config, log), stop };
+    return { redis, dynamoEndpoint, ...resolveSecrets(config, log), stop };
   } catch (err) {
     await stop();
     throw err;

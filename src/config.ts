@@ -3,6 +3,7 @@
  * process at start with a message naming the variable, never a surprise at the first request.
  */
 import { z } from "zod";
+import { parseClusterNodes, type RedisClusterNodes } from "./redis/connect.js";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -16,6 +17,22 @@ const gatewaySchema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** Unset: 127.0.0.1:6379 if it answers, else a redis-server started by the gateway. */
   REDIS_URL: z.string().url().optional(),
+  /** A Redis Cluster instead: seed nodes `host:port,host:port,...` (not with REDIS_URL). */
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .transform((list, ctx) => {
+      try {
+        return parseClusterNodes(list);
+      } catch (err) {
+        ctx.addIssue({ code: "custom", message: (err as Error).message });
+        return z.NEVER;
+      }
+    })
+    .optional(),
+  /** AUTH password of every cluster node. */
+  REDIS_CLUSTER_PASSWORD: z.string().optional(),
+  /** TLS to every cluster node. */
+  REDIS_CLUSTER_TLS: bool.default(false),
   /** Unset: the embedded local DynamoDB, data under DATA_DIR. */
   DYNAMODB_ENDPOINT: z.string().url().optional(),
   DYNAMODB_PORT: port.default(8000),
@@ -74,6 +91,8 @@ export type GatewayConfig = {
   host: string;
   logLevel: string;
   redisUrl: string | undefined;
+  /** Set instead of `redisUrl` for a Redis Cluster (REDIS_CLUSTER_NODES). */
+  redisCluster: RedisClusterNodes | undefined;
   dynamodb: {
     endpoint: string | undefined;
     localPort: number;
@@ -117,11 +136,28 @@ function parse<T extends z.ZodType>(schema: T, env: NodeJS.ProcessEnv): z.infer<
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv): GatewayConfig {
   const roleFlag = argv.find((a) => a.startsWith("--role="))?.slice("--role=".length);
   const e = parse(gatewaySchema, roleFlag ? { ...env, ROLE: roleFlag } : env);
+  if (e.REDIS_URL && e.REDIS_CLUSTER_NODES) {
+    throw new ConfigError(
+      "invalid configuration:\n  REDIS_CLUSTER_NODES: set either REDIS_URL (one server) or REDIS_CLUSTER_NODES (a cluster), not both",
+    );
+  }
+  if (!e.REDIS_CLUSTER_NODES && (e.REDIS_CLUSTER_PASSWORD || e.REDIS_CLUSTER_TLS)) {
+    throw new ConfigError(
+      "invalid configuration:\n  REDIS_CLUSTER_NODES: REDIS_CLUSTER_PASSWORD and REDIS_CLUSTER_TLS need REDIS_CLUSTER_NODES",
+    );
+  }
   return {
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
     redisUrl: e.REDIS_URL,
+    redisCluster: e.REDIS_CLUSTER_NODES
+      ? {
+          nodes: e.REDIS_CLUSTER_NODES,
+          ...(e.REDIS_CLUSTER_PASSWORD ? { password: e.REDIS_CLUSTER_PASSWORD } : {}),
+          ...(e.REDIS_CLUSTER_TLS ? { tls: true } : {}),
+        }
+      : undefined,
     dynamodb: {
       endpoint: e.DYNAMODB_ENDPOINT,
       localPort: e.DYNAMODB_PORT,

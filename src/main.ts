@@ -14,6 +14,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
 import { waitForRedis } from "./redis/availability.js";
+import { describeRedis } from "./redis/connect.js";
 import { buildServices } from "./services.js";
 
 function loadConfigOrExit(): GatewayConfig {
@@ -37,7 +38,7 @@ async function main(): Promise<void> {
   const requestBudgetMs = config.dynamodb.timeoutMs * config.dynamodb.maxAttempts;
   let listeningPort: number | undefined;
   const services = buildServices({
-    redisUrl: infra.redisUrl,
+    redis: infra.redis,
     ...(config.paymentRedisUrl ? { paymentRedisUrl: config.paymentRedisUrl } : {}),
     dynamodb: {
       endpoint: infra.dynamoEndpoint,
@@ -78,7 +79,10 @@ async function main(): Promise<void> {
     },
   });
   if (!(await waitForRedis(services.clients.redis, 10_000))) {
-    log.warn({ redis: infra.redisUrl }, "redis does not answer yet; starting anyway (waiting-room calls answer 503)");
+    log.warn(
+      { redis: describeRedis(infra.redis) },
+      "redis does not answer yet; starting anyway (waiting-room calls answer 503)",
+    );
   }
   await ensureTable(services.clients.dynamo, config.dynamodb.table);
   const runGateway = config.role !== "worker";
@@ -131,7 +135,7 @@ function logListening(log: Logger, config: GatewayConfig, infra: Infrastructure,
     {
       url: base,
       role: config.role,
-      redis: infra.redisUrl,
+      redis: describeRedis(infra.redis),
       dynamodb: infra.dynamoEndpoint ?? "AWS",
       table: config.dynamodb.table,
     },

@@ -9,7 +9,7 @@
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DescribeTableCommand } from "@aws-sdk/client-dynamodb";
-import { Redis, type RedisOptions } from "ioredis";
+import type { RedisOptions } from "ioredis";
 import { createHoldService } from "./claims/hold-service.js";
 import { createSeatMapWrites, type SeatMapWrites } from "./claims/seat-map-writes.js";
 import { createDynamoClient } from "./dynamodb/client.js";
@@ -28,6 +28,8 @@ import type { WebhookEvent } from "./payments/webhook.js";
 import { createPurchaseSaga } from "./purchases/saga.js";
 import { createWebhookDeduplication } from "./purchases/webhook-dedup.js";
 import { requireRedis, trackRedis } from "./redis/availability.js";
+import { connectRedis, type RedisTarget } from "./redis/connect.js";
+import type { RedisClient } from "./redis/scripts.js";
 import { createSeatMapCache } from "./seatmap/cache.js";
 import { createSectionPages, type SectionPagesOptions } from "./seatmap/pages.js";
 import { createSeatChangeRelay } from "./seatmap/relay.js";
@@ -36,22 +38,14 @@ import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
 import { createQueues, type Queues, reconcileScheduler } from "./workers/queues.js";
 import { startWorkers, type Workers } from "./workers/workers.js";
 
-/**
- * Fail fast rather than queue: a claim must answer 503 (or go to DynamoDB) while Redis is away.
- * No offline queue: a command issued while disconnected is refused at once instead of waiting for
- * a reconnect (the modules also check the connection first; see src/redis/availability.ts). A
- * Redis that is connected but silent is bounded by the command timeout.
- */
-export const FAIL_FAST_REDIS: RedisOptions = {
-  maxRetriesPerRequest: 1,
-  commandTimeout: 2_000,
-  enableAutoPipelining: true,
-  enableOfflineQueue: false,
-};
-
 export interface ServicesConfig {
-  redisUrl: string;
-  /** The command connection's options (default FAIL_FAST_REDIS); a test may keep an offline queue. */
+  /** One Redis server; or `redis` (a server or a cluster, src/redis/connect.ts). One of the two. */
+  redisUrl?: string;
+  redis?: RedisTarget;
+  /**
+   * The command connection's options (default FAIL_FAST_REDIS; on a cluster, each node's); a test
+   * may keep an offline queue.
+   */
   redisOptions?: RedisOptions;
   /** The simulated provider's ledger in a Redis of its own (PAYMENT_REDIS_URL); default `redisUrl`. */
   paymentRedisUrl?: string;
@@ -112,7 +106,7 @@ export interface Services extends AppDeps {
   /** Present when `queues` was asked for. */
   queues?: Queues;
   eventJobs?: EventJobs;
-  clients: { redis: Redis; subscriber: Redis; paymentRedis?: Redis; dynamo: DynamoDBClient };
+  clients: { redis: RedisClient; subscriber: RedisClient; paymentRedis?: RedisClient; dynamo: DynamoDBClient };
   /** Starts this process's BullMQ workers (once; later calls return the same ones). */
   startWorkers(options?: { concurrency?: number }): Workers;
   /** Stops what was built, in order: workers (their current jobs finish), queues, the relay, clients. */
@@ -121,7 +115,8 @@ export interface Services extends AppDeps {
 
 export function buildServices(config: ServicesConfig): Services {
   const { logger, metrics } = config;
-  const clients = openClients(config);
+  const target = redisTargetOf(config);
+  const clients = openClients(config, target);
   const { redis, subscriber, paymentRedis, dynamo } = clients;
   const tableName = config.dynamodb.table;
 
@@ -131,7 +126,14 @@ export function buildServices(config: ServicesConfig): Services {
     ...(config.clock ? { clock: config.clock } : {}),
     ...(config.dynamoRequestBudgetMs ? { requestBudgetMs: config.dynamoRequestBudgetMs } : {}),
   });
-  const seatMap = createSeatMapCache({ redis, source: sectionSource(inventory), metrics, logger });
+  const seatMap = createSeatMapCache({
+    redis,
+    source: sectionSource(inventory),
+    metrics,
+    logger,
+    // The relay subscribes on the same kind: sharded on a cluster (src/seatmap/relay.ts).
+    shardedPubSub: target.kind === "cluster",
+  });
   const seatMapWrites = createSeatMapWrites({ seatMap, logger });
   const waitingRoom = createWaitingRoom({
     redis,
@@ -192,7 +194,7 @@ export function buildServices(config: ServicesConfig): Services {
     clients,
     startWorkers(options = {}) {
       workers ??= startWorkers({
-        redisUrl: config.redisUrl,
+        redis: target,
         inventory,
         seatMap,
         seatMapWrites,
@@ -218,7 +220,7 @@ export function buildServices(config: ServicesConfig): Services {
 }
 
 /** The configured provider, else the simulated one with its ledger in `ledger`. */
-function paymentsOf(config: ServicesConfig, ledger: Redis, paymentTimeoutMs: number): PaymentProvider {
+function paymentsOf(config: ServicesConfig, ledger: RedisClient, paymentTimeoutMs: number): PaymentProvider {
   return (
     config.payments ??
     createSimulatedProvider({
@@ -231,7 +233,7 @@ function paymentsOf(config: ServicesConfig, ledger: Redis, paymentTimeoutMs: num
   );
 }
 
-function healthProbes(redis: Redis, dynamo: DynamoDBClient, tableName: string): AppDeps["health"] {
+function healthProbes(redis: RedisClient, dynamo: DynamoDBClient, tableName: string): AppDeps["health"] {
   return {
     redis: {
       check: async () => {
@@ -243,14 +245,22 @@ function healthProbes(redis: Redis, dynamo: DynamoDBClient, tableName: string): 
   };
 }
 
+export function redisTargetOf(config: Pick<ServicesConfig, "redis" | "redisUrl">): RedisTarget {
+  if (config.redis && config.redisUrl) throw new Error("services: give `redis` or `redisUrl`, not both");
+  if (config.redis) return config.redis;
+  if (config.redisUrl) return { kind: "server", url: config.redisUrl };
+  throw new Error("services: no Redis (`redis` or `redisUrl`)");
+}
+
 /** Each client once: Redis for commands, for pub/sub and (when apart) the payment ledger; DynamoDB. */
-function openClients(config: ServicesConfig): Services["clients"] {
-  const redis = new Redis(config.redisUrl, config.redisOptions ?? FAIL_FAST_REDIS);
+function openClients(config: ServicesConfig, target: RedisTarget): Services["clients"] {
+  const redis = connectRedis(target, "commands", config.redisOptions);
   // The subscriber keeps its offline queue: a subscription asked for while Redis is away is sent
-  // when it is back, and ioredis subscribes every channel again after a reconnect.
-  const subscriber = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+  // when it is back, and ioredis subscribes every channel again after a reconnect (on a cluster,
+  // after the slots moved).
+  const subscriber = connectRedis(target, "subscriber");
   const paymentRedis = config.paymentRedisUrl
-    ? new Redis(config.paymentRedisUrl, config.redisOptions ?? FAIL_FAST_REDIS)
+    ? connectRedis({ kind: "server", url: config.paymentRedisUrl }, "commands", config.redisOptions)
     : undefined;
   for (const [client, name] of [
     [redis, "redis"],
@@ -275,7 +285,7 @@ function openClients(config: ServicesConfig): Services["clients"] {
  * unhandled. Production logs them at warn, one line per client every 10 s, and says when the
  * connection is back; elsewhere they go to debug.
  */
-function watchConnection(client: Redis, name: string, logger: Logger, loud: boolean): void {
+function watchConnection(client: RedisClient, name: string, logger: Logger, loud: boolean): void {
   if (!loud) {
     client.on("error", (err: Error) => logger.debug({ err: err.message }, `${name} connection error`));
     return;

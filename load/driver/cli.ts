@@ -1,11 +1,13 @@
 /**
  * `npm run load -- <scenario> [--fans N] [--rate R] [--duration S] [--base-url URL] [--event ID]
  *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S]
- *  [--threshold EXPR]... [--out DIR] [--json]`
+ *  [--threshold EXPR]... [--out DIR] [--json] [--redis-cluster | --redis-cluster-nodes HOST:PORT,...]`
  *
  * scenarios: spike, hot-seat, abandon, bots, soak (scenarios/*.ts). --base-url takes several gateways,
  * comma-separated (each request goes to the next in turn). Without --base-url it starts its own gateway
- * (redis-server, local DynamoDB, src/main.ts) and audits the event at the end. Each run's record
+ * (redis-server, local DynamoDB, src/main.ts) and audits the event at the end. `--redis-cluster`
+ * puts that gateway on a local Redis Cluster of 3 masters started for the run;
+ * `--redis-cluster-nodes` on the cluster whose seed nodes are given (REDIS_CLUSTER_NODES). Each run's record
  * goes to its own file, <out>/load-<scenario>-<time>.json. Exit 1 when the audit fails or a bot
  * request was accepted, 99 when a threshold failed (as k6), else 0.
  */
@@ -19,7 +21,8 @@ import { exitCodeFor, parseThreshold, type Threshold } from "./thresholds.js";
 
 export const USAGE = `usage: npm run load -- <${SCENARIO_NAMES.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL[,URL...]]
        [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S]
-       [--threshold 'http_req_failed<0.01'] [--threshold 'p(99)<500'] ... [--out DIR] [--json]`;
+       [--threshold 'http_req_failed<0.01'] [--threshold 'p(99)<500'] ... [--out DIR] [--json]
+       [--redis-cluster | --redis-cluster-nodes host:port,...]`;
 
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
@@ -38,6 +41,8 @@ const { values, positionals } = parseArgs({
     connections: { type: "string" },
     "max-poll": { type: "string" },
     json: { type: "boolean", default: false },
+    "redis-cluster": { type: "boolean", default: false },
+    "redis-cluster-nodes": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -64,6 +69,15 @@ try {
   process.exit(2);
 }
 
+if (values["redis-cluster"] && values["redis-cluster-nodes"]) {
+  process.stderr.write(`--redis-cluster starts a cluster, --redis-cluster-nodes names one: not both\n${USAGE}\n`);
+  process.exit(2);
+}
+if ((values["redis-cluster"] || values["redis-cluster-nodes"]) && values["base-url"]) {
+  process.stderr.write(`--redis-cluster is for the driver's own gateway, not with --base-url\n${USAGE}\n`);
+  process.exit(2);
+}
+
 const result = await runScenario({
   scenario,
   fans: values.fans ? num(values.fans, d.fans) : d.fans,
@@ -77,6 +91,8 @@ const result = await runScenario({
   ...(values.seats ? { seats: num(values.seats, 0) } : {}),
   ...(values.connections ? { connections: num(values.connections, 256) } : {}),
   ...(values["max-poll"] ? { maxPollSeconds: num(values["max-poll"], 0) } : {}),
+  ...(values["redis-cluster"] ? { redisCluster: true } : {}),
+  ...(values["redis-cluster-nodes"] ? { redisCluster: values["redis-cluster-nodes"] } : {}),
   progress: (line) => process.stdout.write(`${line}\n`),
 });
 const run = toRunRecord(result, {

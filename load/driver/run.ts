@@ -6,7 +6,7 @@
  * `admitted`.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { Redis } from "ioredis";
+import { connectRedis } from "../../src/redis/connect.js";
 import { type AuditReport, auditEvent } from "../../src/audit/audit.js";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { createInventory } from "../../src/inventory/index.js";
@@ -58,6 +58,8 @@ export interface RunOptions {
   thresholds?: readonly Threshold[];
   /** Stores the driver's own gateway uses (default: spawned ones). */
   redisUrl?: string;
+  /** Its own gateway on a Redis Cluster: `true` starts a local one (3 masters); a string: seed nodes. */
+  redisCluster?: boolean | string;
   dynamoEndpoint?: string;
   progress?: (line: string) => void;
 }
@@ -105,6 +107,7 @@ function startOwnStack(o: RunOptions): Promise<Stack> | undefined {
   if (o.baseUrl) return undefined;
   return startStack({
     ...(o.redisUrl ? { redisUrl: o.redisUrl } : {}),
+    ...(o.redisCluster ? { redisCluster: o.redisCluster } : {}),
     ...(o.dynamoEndpoint ? { dynamoEndpoint: o.dynamoEndpoint } : {}),
   });
 }
@@ -275,7 +278,7 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
 
 async function runAudit(stack: Stack, eventId: string): Promise<NonNullable<RunResult["audit"]>> {
   const dynamo = createDynamoClient({ endpoint: stack.dynamoEndpoint, region: "us-east-1" });
-  const redis = new Redis(stack.redisUrl, { maxRetriesPerRequest: 1 });
+  const redis = connectRedis(stack.redis, "commands", { maxRetriesPerRequest: 1 });
   try {
     const report: AuditReport = await auditEvent(
       {

@@ -1,6 +1,7 @@
 /**
- * A gateway of the driver's own: a free-port redis-server, the local DynamoDB, and src/main.ts
- * in a child process (PORT=0, no demo event). Its rate limits are on, at their defaults: the
+ * A gateway of the driver's own: a free-port redis-server (or, with `redisCluster`, a Redis
+ * Cluster: one started here, 3 masters, or the seed nodes given), the local DynamoDB, and
+ * src/main.ts in a child process (PORT=0, no demo event). Its rate limits are on, at their defaults: the
  * driver carries the gateway's load-test token, which lifts the per-IP limit (every fan comes
  * from this one host) and leaves the per-fan one, as fans meet it.
  */
@@ -12,14 +13,16 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type SpawnedDynamoDB, spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
-import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
+import { type SpawnedRedis, type SpawnedRedisCluster, spawnRedis, spawnRedisCluster } from "../../src/local/redis.js";
+import { parseClusterNodes, type RedisTarget } from "../../src/redis/connect.js";
 
 export interface Stack {
   url: string;
   adminToken: string;
   /** The gateway's LOAD_TEST_TOKEN. */
   loadTestToken: string;
-  redisUrl: string;
+  /** The gateway's Redis: a server or a cluster. */
+  redis: RedisTarget;
   dynamoEndpoint: string;
   table: string;
   gateway: ChildProcess;
@@ -51,13 +54,30 @@ function listeningUrl(gateway: ChildProcess, logs: string[]): Promise<string> {
 }
 
 export async function startStack(
-  options: { redisUrl?: string; dynamoEndpoint?: string; env?: Record<string, string> } = {},
+  options: {
+    redisUrl?: string;
+    /** `true`: a local cluster of 3 masters started here; a string: seed nodes (REDIS_CLUSTER_NODES). */
+    redisCluster?: boolean | string;
+    dynamoEndpoint?: string;
+    env?: Record<string, string>;
+  } = {},
 ): Promise<Stack> {
-  const redis: SpawnedRedis | undefined = options.redisUrl ? undefined : await spawnRedis();
+  if (options.redisUrl && options.redisCluster) throw new Error("give a Redis URL or a Redis Cluster, not both");
+  const ownCluster: SpawnedRedisCluster | undefined =
+    options.redisCluster === true ? await spawnRedisCluster({ masters: 3 }) : undefined;
+  const redis: SpawnedRedis | undefined = options.redisUrl || options.redisCluster ? undefined : await spawnRedis();
   const dynamo: SpawnedDynamoDB | undefined = options.dynamoEndpoint
     ? undefined
     : await spawnLocalDynamoDB({ port: 0 });
-  const redisUrl = options.redisUrl ?? redis!.url;
+  const target: RedisTarget = ownCluster
+    ? { kind: "cluster", nodes: ownCluster.nodes }
+    : typeof options.redisCluster === "string"
+      ? { kind: "cluster", nodes: parseClusterNodes(options.redisCluster) }
+      : { kind: "server", url: options.redisUrl ?? redis!.url };
+  const redisEnv: Record<string, string> =
+    target.kind === "cluster"
+      ? { REDIS_CLUSTER_NODES: target.nodes.map((n) => `${n.host}:${n.port}`).join(","), REDIS_URL: "" }
+      : { REDIS_URL: target.url, REDIS_CLUSTER_NODES: "" };
   const dynamoEndpoint = options.dynamoEndpoint ?? dynamo!.endpoint;
   const adminToken = `load_${randomBytes(12).toString("hex")}`;
   const loadTestToken = `loadgen_${randomBytes(12).toString("hex")}`;
@@ -72,7 +92,7 @@ export async function startStack(
       LOG_LEVEL: "info",
       LOAD_TEST_TOKEN: loadTestToken,
       DEMO_EVENT: "false",
-      REDIS_URL: redisUrl,
+      ...redisEnv,
       DYNAMODB_ENDPOINT: dynamoEndpoint,
       DYNAMODB_TABLE: table,
       ADMIN_TOKEN: adminToken,
@@ -87,6 +107,7 @@ export async function startStack(
   gateway.stderr?.on("data", (d: Buffer) => logs.push(d.toString()));
   const stopStores = async () => {
     await redis?.close();
+    await ownCluster?.close();
     await dynamo?.close();
     rmSync(dataDir, { recursive: true, force: true });
   };
@@ -102,7 +123,7 @@ export async function startStack(
     url,
     adminToken,
     loadTestToken,
-    redisUrl,
+    redis: target,
     dynamoEndpoint,
     table,
     gateway,

@@ -5,9 +5,9 @@
  * cannot be told from a repeat: `unknown`, and the webhook answers 503 so the provider delivers
  * again later. Processing is idempotent anyway (the saga's resolve): this only saves the work.
  */
-import type { Redis } from "ioredis";
 import type { Logger } from "../logger.js";
 import { redisReady, requireRedis } from "../redis/availability.js";
+import type { RedisClient } from "../redis/scripts.js";
 
 const SEEN_SECONDS = 7 * 86_400;
 const seenKey = (id: string) => `webhook:{pay}:seen:${id}`;
@@ -19,7 +19,7 @@ export interface WebhookDeduplication {
   forget(eventId: string): Promise<void>;
 }
 
-export function createWebhookDeduplication(redis: Redis, logger: Logger): WebhookDeduplication {
+export function createWebhookDeduplication(redis: RedisClient, logger: Logger): WebhookDeduplication {
   return {
     async firstDelivery(id) {
       try {

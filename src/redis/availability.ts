@@ -5,7 +5,14 @@
  * answer, so every module on a request path asks `redisReady` first and treats "not ready"
  * exactly like a failed call, at once. A Redis that is up but silent (a partition) is still bounded
  * by the client's `commandTimeout` (src/main.ts).
+ *
+ * The same holds for an ioredis Cluster: its status is the cluster's, `ready` while it serves
+ * its slots, and it emits the same `ready` and `close` events. A single master lost (until its
+ * replica takes over) leaves the Cluster ready: commands to its slots fail (a connection error,
+ * then CLUSTERDOWN, each bounded by the retries and the command timeout) and the callers treat
+ * that as any failed call; the other masters' events are served as before.
  */
+import type { Cluster, Redis } from "ioredis";
 import type { RedisClient } from "./scripts.js";
 
 /** Thrown instead of sending a command that cannot be answered now. Nothing was sent. */
@@ -52,8 +59,12 @@ export function requireRedis(client: RedisClient, what: string): void {
 /** True when `err` proves the command never left this process (so it changed nothing). */
 export function neverSent(err: unknown): boolean {
   if (err instanceof RedisUnavailableError) return true;
-  // ioredis with enableOfflineQueue: false refuses a command while disconnected with this message.
-  return err instanceof Error && err.message.startsWith("Stream isn't writeable");
+  // ioredis with enableOfflineQueue: false refuses a command while disconnected with this message
+  // (a Cluster, while it is not ready, with the second one).
+  return (
+    err instanceof Error &&
+    (err.message.startsWith("Stream isn't writeable") || err.message.startsWith("Cluster isn't ready"))
+  );
 }
 
 /** Resolves true once the client is ready, false after `timeoutMs` (it keeps reconnecting). */
@@ -75,8 +86,19 @@ export function waitForRedis(client: RedisClient, timeoutMs: number): Promise<bo
  * Calls `onReconnect` each time the client becomes ready again after having lost its connection
  * (not on the first connection). Redis may have come back empty: whatever lives only in Redis and
  * can be rebuilt (job schedules, subscriptions) is rebuilt from there. Returns the unsubscriber.
+ *
+ * On a Cluster a lost master does not close the client, yet its slots may come back with less
+ * than they held (a replica promoted before it had every write, or the master restarted empty):
+ * unless `failovers` is false, `onReconnect` is also called once every master lost since the last
+ * call is replaced in the slot map or connected again.
  */
-export function onRedisReconnect(client: RedisClient, onReconnect: () => void): () => void {
+export function onRedisReconnect(
+  client: RedisClient,
+  onReconnect: () => void,
+  options: { failovers?: boolean } = {},
+): () => void {
+  const stopFailovers =
+    client.isCluster && options.failovers !== false ? onMasterReplaced(client as Cluster, onReconnect) : () => {};
   let lost = false;
   const onClose = () => {
     lost = true;
@@ -89,7 +111,39 @@ export function onRedisReconnect(client: RedisClient, onReconnect: () => void): 
   client.on("close", onClose);
   client.on("ready", onReady);
   return () => {
+    stopFailovers();
     client.off("close", onClose);
     client.off("ready", onReady);
+  };
+}
+
+/** See onRedisReconnect: masters lost (ioredis `-node`), then replaced (`refresh`) or back (`+node`, ready). */
+function onMasterReplaced(cluster: Cluster, onReplaced: () => void): () => void {
+  const lost = new Set<string>();
+  const keyOf = (node: Redis) => `${node.options.host}:${node.options.port}`;
+  const settle = (key: string) => {
+    if (lost.delete(key) && lost.size === 0) onReplaced();
+  };
+  const onNodeLost = (node: Redis | undefined) => {
+    // A replica's connection serves no slot (scaleReads: master).
+    if (node && !node.options.readOnly) lost.add(keyOf(node));
+  };
+  const onNodeAdded = (node: Redis | undefined) => {
+    if (!node || !lost.has(keyOf(node))) return;
+    // The connection object comes first (lazily); only a connection made counts.
+    node.once("ready", () => settle(keyOf(node)));
+  };
+  const onRefresh = () => {
+    if (lost.size === 0) return;
+    const masters = new Set(cluster.slots.map((nodes) => nodes?.[0]));
+    for (const key of [...lost]) if (!masters.has(key)) settle(key);
+  };
+  cluster.on("-node", onNodeLost);
+  cluster.on("+node", onNodeAdded);
+  cluster.on("refresh", onRefresh);
+  return () => {
+    cluster.off("-node", onNodeLost);
+    cluster.off("+node", onNodeAdded);
+    cluster.off("refresh", onRefresh);
   };
 }

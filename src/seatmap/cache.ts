@@ -138,6 +138,11 @@ export function createSeatMapCache(deps: {
   source: SectionSource;
   metrics: Metrics;
   logger: Logger;
+  /**
+   * Publish changes with SPUBLISH (sharded pub/sub, on a Redis Cluster) instead of PUBLISH; the
+   * relay must subscribe with the same kind (src/seatmap/relay.ts). Default false.
+   */
+  shardedPubSub?: boolean;
 }): SeatMapCache {
   const { redis, source, metrics } = deps;
   trackRedis(redis);
@@ -152,6 +157,7 @@ export function createSeatMapCache(deps: {
     }
   };
   const run = registerScripts(redis, seatMapScripts);
+  const publish = deps.shardedPubSub ? "SPUBLISH" : "PUBLISH";
 
   const script = async <T>(name: keyof typeof seatMapScripts.files, keys: string[], args: (string | number)[]) => {
     requireRedis(redis, name);
@@ -285,7 +291,12 @@ export function createSeatMapCache(deps: {
               k.journal,
               k.fill,
             ],
-            [sectionId, FILL_WINDOW_MS, ...rows.flatMap((r) => [r.id, r.status, String(r.holdExpiresAt ?? 0)])],
+            [
+              sectionId,
+              FILL_WINDOW_MS,
+              publish,
+              ...rows.flatMap((r) => [r.id, r.status, String(r.holdExpiresAt ?? 0)]),
+            ],
             // A write whose answer was lost may still have happened: listeners hear of failures too.
           ).finally(() => wrote(eventId, [sectionId]));
         }),

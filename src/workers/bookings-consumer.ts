@@ -11,15 +11,15 @@
  * the handler must still treat a purchase id it has seen as done.
  */
 import { type Job, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import type { Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
+import type { RedisClient } from "../redis/scripts.js";
 import type { BookingConfirmedJob } from "./outbox.js";
 import { QUEUE_PREFIX, queueNames } from "./queues.js";
 
 export interface BookingsConsumerOptions {
   /** A connection of its own with `maxRetriesPerRequest: null` (a BullMQ Worker blocks on it). */
-  connection: Redis;
+  connection: RedisClient;
   inventory: Pick<Inventory, "outbox">;
   /** The integrator's work. A rejection fails the attempt; BullMQ retries it with backoff. */
   handle(booking: BookingConfirmedJob, job: Job<BookingConfirmedJob>): Promise<void>;

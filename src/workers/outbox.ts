@@ -22,9 +22,9 @@
  * job still there.
  */
 import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
 import type { Inventory, OutboxRecord } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
+import type { RedisClient } from "../redis/scripts.js";
 import { type OutboxJob, QUEUE_PREFIX, queueNames } from "./queues.js";
 
 export const BOOKING_CONFIRMED = "BookingConfirmed";
@@ -104,7 +104,7 @@ export function bookingJobOf(record: OutboxRecord): BookingConfirmedJob {
 
 /** The producer side of the bookings queue (no blocking connection). */
 export function createBookingsQueue(
-  connection: Redis,
+  connection: RedisClient,
   options: { prefix?: string; logger?: Logger } = {},
 ): Queue<BookingConfirmedJob> {
   const queue = new Queue<BookingConfirmedJob>(queueNames.bookings, {

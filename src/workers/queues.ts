@@ -4,10 +4,10 @@
  * get their own connections (BullMQ needs a blocking one per worker).
  */
 import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
 import { SWEEP_SHARDS } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import { requireRedis, trackRedis } from "../redis/availability.js";
+import type { RedisClient } from "../redis/scripts.js";
 
 export const QUEUE_PREFIX = "{onsale}";
 
@@ -53,7 +53,7 @@ export const OUTBOX_EVERY_MS = 1_000;
 
 export interface Queues {
   /** The producers' connection (its status says whether adding a job can succeed now). */
-  connection: Redis;
+  connection: RedisClient;
   sweep: Queue<SweepJob>;
   seatMapRefresh: Queue<SeatMapRefreshJob>;
   reconcile: Queue<ReconcileJob>;
@@ -66,7 +66,7 @@ export interface Queues {
  * reports its connection's errors (every reconnect attempt while Redis is away) to `logger` at
  * debug level: without a listener BullMQ would print each one to stderr.
  */
-export function createQueues(connection: Redis, logger?: Logger): Queues {
+export function createQueues(connection: RedisClient, logger?: Logger): Queues {
   trackRedis(connection);
   const options = { connection, prefix: QUEUE_PREFIX };
   const sweep = new Queue<SweepJob>(queueNames.sweep, {

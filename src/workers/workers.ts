@@ -5,11 +5,12 @@
  * cache updates in Redis).
  */
 import { type Job, Worker } from "bullmq";
-import { Redis } from "ioredis";
 import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import type { Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
+import { connectRedis, type RedisTarget } from "../redis/connect.js";
+import type { RedisClient } from "../redis/scripts.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
 import { createBookingsQueue, publishOutbox } from "./outbox.js";
 import {
@@ -22,7 +23,8 @@ import {
 } from "./queues.js";
 
 export interface WorkerDeps {
-  redisUrl: string;
+  /** One server or a cluster (src/redis/connect.ts); each worker opens its own blocking connection. */
+  redis: RedisTarget;
   inventory: Inventory;
   /** Sections are rebuilt from the store on the refresh job. */
   seatMap: Pick<SeatMapCache, "rebuild">;
@@ -101,10 +103,10 @@ export async function reconcileJob(
 }
 
 export function startWorkers(deps: WorkerDeps): Workers {
-  const connections: Redis[] = [];
+  const connections: RedisClient[] = [];
   const connection = () => {
     // BullMQ's blocking commands need retries without limit on their own connection.
-    const c = new Redis(deps.redisUrl, { maxRetriesPerRequest: null });
+    const c = connectRedis(deps.redis, "blocking");
     c.on("error", (err) => deps.logger.warn({ err: err.message }, "worker redis connection error"));
     connections.push(c);
     return c;

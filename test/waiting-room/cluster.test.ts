@@ -3,15 +3,8 @@
  * down after): join, status and admission, the lottery, settings. Events are picked so that the
  * three of them live on three different nodes.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
-import { Cluster, Redis } from "ioredis";
+import type { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, spawnRedis, type SpawnedRedis } from "../../src/local/redis.js";
 import {
   createWaitingRoom,
   lotteryOrder,
@@ -19,80 +12,18 @@ import {
   waitingRoomKeys,
   type WaitingRoom,
 } from "../../src/waiting-room/index.js";
+import { clusterClient, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
 import { SECRET, eventId, fanOut, fans, ok, until } from "./helpers.js";
 
-const run = promisify(execFile);
-
-function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once("error", () => resolve(false));
-    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
-  });
-}
-
-/** A free port whose cluster bus port (port + 10000) is free too. */
-async function clusterPort(taken: Set<number>): Promise<number> {
-  for (;;) {
-    const port = await freePort();
-    if (port <= 55_000 && !taken.has(port) && (await portIsFree(port + 10_000))) return port;
-  }
-}
-
-let dir = "";
-const nodes: SpawnedRedis[] = [];
+let redisCluster: SpawnedRedisCluster | undefined;
 const clients: Cluster[] = [];
 let rooms: WaitingRoom[] = [];
 /** One event id per cluster node. */
 let events: string[] = [];
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "wr-cluster-"));
-  const taken = new Set<number>();
-  for (let i = 0; i < 3; i++) {
-    const port = await clusterPort(taken);
-    taken.add(port);
-    nodes.push(
-      await spawnRedis({
-        port,
-        extraArgs: [
-          "--cluster-enabled",
-          "yes",
-          "--cluster-config-file",
-          join(dir, `nodes-${port}.conf`),
-          "--cluster-node-timeout",
-          "5000",
-          "--dir",
-          dir,
-        ],
-      }),
-    );
-  }
-  await run("redis-cli", [
-    "--cluster",
-    "create",
-    ...nodes.map((n) => `127.0.0.1:${n.port}`),
-    "--cluster-replicas",
-    "0",
-    "--cluster-yes",
-  ]);
-  for (const n of nodes) {
-    const probe = new Redis(n.url);
-    await until(
-      async () => ((await probe.cluster("INFO")).includes("cluster_state:ok") ? true : undefined),
-      20_000,
-      100,
-    );
-    probe.disconnect();
-  }
-  for (let i = 0; i < 2; i++) {
-    const cluster = new Cluster(nodes.map((n) => ({ host: "127.0.0.1", port: n.port })));
-    await new Promise<void>((resolve, reject) => {
-      cluster.once("ready", () => resolve());
-      cluster.once("error", reject);
-    });
-    clients.push(cluster);
-  }
+  redisCluster = await spawnRedisCluster({ masters: 3 });
+  for (let i = 0; i < 2; i++) clients.push(await clusterClient(redisCluster));
   rooms = clients.map((redis) => createWaitingRoom({ redis, secret: SECRET }));
 
   const owners = new Map<string, string>();
@@ -122,8 +53,7 @@ async function eventBeside(evt: string): Promise<string> {
 
 afterAll(async () => {
   for (const c of clients) c.disconnect();
-  await Promise.all(nodes.map((n) => n.close()));
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await redisCluster?.close();
 });
 
 const past = () => Date.now() - 1_000;
