@@ -8,7 +8,8 @@
  * them in Redis, so an event is armed:
  *  - when it is stored (the event service, after a PUT or the demo's creation);
  *  - at startup, for the latest stored events that have not ended (a Redis that came back empty
- *    while no process that had armed them was running has none);
+ *    while no process that had armed them was running has none; BullMQ runs a new scheduler's
+ *    first job at once);
  *  - again on every Redis reconnect, for every event this process armed (./reschedule.ts), each
  *    backstop run once at once as well (changes made while Redis was away missed the cache).
  *
@@ -111,7 +112,8 @@ export function createEventJobs(options: {
           if (event.jobsEndedAt !== undefined) continue;
           try {
             rescheduler.remember(event.eventId);
-            await armNow(event, true);
+            // No run at once: a Redis that lost the schedulers runs each new one at once anyway.
+            await armNow(event, false);
             armed++;
           } catch (err) {
             // Remembered all the same: the next reconnect arms it.

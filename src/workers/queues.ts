@@ -45,7 +45,7 @@ export const OUTBOX_EVERY_MS = 60_000;
 
 export interface SweepJob {
   eventId: string;
-  /** Absent: every shard (the backstop). */
+  /** Absent: every shard (a closed event's end run). */
   shard?: number;
 }
 
@@ -195,12 +195,11 @@ export function createQueues(connection: Redis, logger?: Logger): Queues {
 /** The ids of an event's job schedulers (the slow backstops of a live event). */
 export function schedulerIds(eventId: string) {
   return {
-    sweep: `sweep:${eventId}`,
+    /** One per shard, as the hold-driven sweeps, so shards spread over workers. */
+    sweeps: Array.from({ length: SWEEP_SHARDS }, (_, shard) => `sweep:${eventId}:${shard}`),
     refresh: `refresh:${eventId}`,
     reconcile: `reconcile:${eventId}`,
     outbox: `outbox:${eventId}`,
-    /** Before work-driven sweeps: one scheduler per shard, every 5 s. Removed wherever found. */
-    legacySweeps: Array.from({ length: SWEEP_SHARDS }, (_, shard) => `sweep:${eventId}:${shard}`),
   };
 }
 
@@ -224,7 +223,9 @@ export async function scheduleEvent(
   if (options.kick) {
     const at = Math.floor(Date.now() / SWEEP_BUCKET_MS);
     kicks.push(
-      queues.sweep.add("sweep", { eventId }, { jobId: `sweep-${eventId}-all-${at}` }),
+      ...ids.sweeps.map((_, shard) =>
+        queues.sweep.add("sweep", { eventId, shard }, { jobId: `sweep-${eventId}-${shard}-k${at}` }),
+      ),
       queues.seatMapRefresh.add(
         "refresh",
         { eventId, kind: "event", sectionIds },
@@ -240,8 +241,10 @@ export async function scheduleEvent(
   }
   await Promise.all([
     ...kicks,
-    ...ids.legacySweeps.map((id) => queues.sweep.removeJobScheduler(id)),
-    queues.sweep.upsertJobScheduler(ids.sweep, { every: SWEEP_EVERY_MS }, { name: "sweep", data: { eventId } }),
+    // The ids of the 5 s schedulers before: upserted, they take the new interval.
+    ...ids.sweeps.map((id, shard) =>
+      queues.sweep.upsertJobScheduler(id, { every: SWEEP_EVERY_MS }, { name: "sweep", data: { eventId, shard } }),
+    ),
     queues.seatMapRefresh.upsertJobScheduler(
       ids.refresh,
       { every: REFRESH_EVERY_MS },
@@ -261,7 +264,7 @@ export async function unscheduleEvent(queues: Queues, eventId: string): Promise<
   requireRedis(queues.connection, "remove event job schedulers");
   const ids = schedulerIds(eventId);
   await Promise.all([
-    ...[ids.sweep, ...ids.legacySweeps].map((id) => queues.sweep.removeJobScheduler(id)),
+    ...ids.sweeps.map((id) => queues.sweep.removeJobScheduler(id)),
     queues.seatMapRefresh.removeJobScheduler(ids.refresh),
     queues.reconcile.removeJobScheduler(ids.reconcile),
     queues.outbox.removeJobScheduler(ids.outbox),

@@ -151,6 +151,10 @@ export function startWorkers(deps: WorkerDeps): Workers {
     concurrency: deps.concurrency ?? 4,
     // A killed worker's job is taken over after this long.
     lockDuration: 30_000,
+    // Every job is idempotent, so one that was running in several workers killed in a row is
+    // run again, not failed for good (BullMQ's default fails it at its second stall): a long
+    // sweep of every shard of an event is the likeliest to be in flight at each kill.
+    maxStalledCount: 5,
     name,
   });
 

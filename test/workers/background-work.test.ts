@@ -15,7 +15,7 @@ import { Redis } from "ioredis";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../../src/http/app.js";
-import { keys, shardOf } from "../../src/inventory/keys.js";
+import { keys, SWEEP_SHARDS, shardOf } from "../../src/inventory/keys.js";
 import { purchaseIdOf } from "../../src/purchases/saga.js";
 import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
 import { buildServices, type ServicesConfig } from "../../src/services.js";
@@ -50,6 +50,8 @@ interface Rig {
 }
 
 const logger = pino({ level: "silent" });
+/** A live event's backstops: a sweep per shard, the seat-map rebuild, the reconcile, the outbox. */
+const LIVE_SCHEDULERS = SWEEP_SHARDS + 3;
 
 async function startRig(
   options: { config?: Partial<ServicesConfig>; workers?: Pick<WorkerDeps, "outbox" | "ending"> } = {},
@@ -312,7 +314,7 @@ describe("an event's jobs end with it", () => {
     const live = uniqueId("lv");
     expect((await putEvent(gw, ending, eventInput({ holdSeconds: 2 }))).status).toBe(201);
     expect((await putEvent(gw, live, eventInput({ holdSeconds: 2 }))).status).toBe(201);
-    expect((await jobsOf(gw, ending)).schedulers).toHaveLength(4);
+    expect((await jobsOf(gw, ending)).schedulers).toHaveLength(LIVE_SCHEDULERS);
 
     // Work left at the close: a hold to sweep, a bought seat's booking, a purchase left pending
     // (no charge, no reconcile job), and a confirmation whose booking job was never added.
@@ -374,7 +376,7 @@ describe("an event's jobs end with it", () => {
     expect(Date.parse(ended!.jobsEndedAt!)).toBeGreaterThanOrEqual(Date.parse(bodies[0]!.jobsEndAt));
 
     expect(await jobsOf(gw, ending)).toEqual({ schedulers: [], jobs: [] });
-    expect((await jobsOf(gw, live)).schedulers).toHaveLength(4);
+    expect((await jobsOf(gw, live)).schedulers).toHaveLength(LIVE_SCHEDULERS);
 
     // A reconnect arms what this process remembers, as it is now: the ended event is forgotten.
     gw.deps.clients.redis.disconnect(true);
@@ -401,6 +403,6 @@ describe("an event's jobs end with it", () => {
       await restarted.close();
     }
     expect(await jobsOf(gw, ending)).toEqual({ schedulers: [], jobs: [] });
-    expect((await jobsOf(gw, live)).schedulers).toHaveLength(4);
+    expect((await jobsOf(gw, live)).schedulers).toHaveLength(LIVE_SCHEDULERS);
   }, 300_000);
 });
