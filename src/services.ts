@@ -35,8 +35,9 @@ import { createSectionPages, type SectionPagesOptions } from "./seatmap/pages.js
 import { createSeatChangeRelay } from "./seatmap/relay.js";
 import { createWaitingRoom } from "./waiting-room/index.js";
 import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
-import { createQueues, type Queues, reconcileScheduler } from "./workers/queues.js";
-import { startWorkers, type Workers } from "./workers/workers.js";
+import { bookingPublisher } from "./workers/outbox.js";
+import { createQueues, type Queues, reconcileScheduler, sweepScheduler } from "./workers/queues.js";
+import { startWorkers, type WorkerDeps, type Workers } from "./workers/workers.js";
 
 export interface ServicesConfig {
   /** One Redis server; or `redis` (a server or a cluster, src/redis/connect.ts). One of the two. */
@@ -97,6 +98,11 @@ export interface ServicesConfig {
    * debug level, as a test that stops Redis expects them.
    */
   logConnections?: boolean;
+  /**
+   * After a close, how long a hold may still be made elsewhere (default: the event cache's 60 s
+   * plus the DynamoDB request budget); the event's end waits that plus holdSeconds. Tests shorten it.
+   */
+  eventCloseGraceMs?: number;
 }
 
 export interface Services extends AppDeps {
@@ -108,7 +114,7 @@ export interface Services extends AppDeps {
   eventJobs?: EventJobs;
   clients: { redis: RedisClient; subscriber: RedisClient; paymentRedis?: RedisClient; dynamo: DynamoDBClient };
   /** Starts this process's BullMQ workers (once; later calls return the same ones). */
-  startWorkers(options?: { concurrency?: number }): Workers;
+  startWorkers(options?: Pick<WorkerDeps, "concurrency" | "outbox" | "ending">): Workers;
   /** Stops what was built, in order: workers (their current jobs finish), queues, the relay, clients. */
   close(): Promise<void>;
 }
@@ -142,7 +148,8 @@ export function buildServices(config: ServicesConfig): Services {
     restore: roomSource(inventory),
   });
   const queues = config.queues ? createQueues(redis, logger) : undefined;
-  const eventJobs = queues ? createEventJobs({ queues, redis, inventory, logger }) : undefined;
+  const closeGrace = config.eventCloseGraceMs ? { closeGraceMs: config.eventCloseGraceMs } : {};
+  const eventJobs = queues ? createEventJobs({ queues, redis, inventory, logger, ...closeGrace }) : undefined;
 
   const paymentTimeoutMs = config.paymentTimeoutMs ?? 3_000;
   const purchases = createPurchaseSaga({
@@ -155,7 +162,7 @@ export function buildServices(config: ServicesConfig): Services {
     paymentTimeoutMs,
     ...(config.dynamoRequestBudgetMs ? { storeRequestBudgetMs: config.dynamoRequestBudgetMs } : {}),
     ...(config.clock ? { clock: config.clock } : {}),
-    ...(queues ? { reconciler: reconcileScheduler(queues) } : {}),
+    ...(queues ? { reconciler: reconcileScheduler(queues), bookings: bookingPublisher(queues) } : {}),
   });
   const limits = { ...defaultLimits, ...config.limits };
   const relay = createSeatChangeRelay(subscriber, logger);
@@ -173,7 +180,13 @@ export function buildServices(config: ServicesConfig): Services {
     relay,
     sectionPages: createSectionPages({ seatMap, relay, logger, ...config.sectionPages }),
     streams: createStreamSlots(limits),
-    events: createEventService({ inventory, waitingRoom, seatMap, ...(eventJobs ? { jobs: eventJobs } : {}) }),
+    events: createEventService({
+      inventory,
+      waitingRoom,
+      seatMap,
+      ...(eventJobs ? { jobs: eventJobs } : {}),
+      ...closeGrace,
+    }),
     holds: createHoldService({
       inventory,
       seatMap,
@@ -181,6 +194,7 @@ export function buildServices(config: ServicesConfig): Services {
       metrics,
       logger,
       ...(config.shieldLeaseMs ? { leaseMs: config.shieldLeaseMs } : {}),
+      ...(queues ? { sweeps: sweepScheduler(queues) } : {}),
     }),
     rateLimiter: createRateLimiter(redis, { metrics, logger }),
     purchases,
@@ -202,6 +216,8 @@ export function buildServices(config: ServicesConfig): Services {
         paymentTimeoutMs,
         logger,
         ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+        ...(options.outbox ? { outbox: options.outbox } : {}),
+        ...(options.ending ? { ending: options.ending } : {}),
       });
       return workers;
     },

@@ -4,7 +4,7 @@
  * when it cannot answer, the shield is skipped and DynamoDB alone arbitrates. What a hold may ask
  * for (the event, the seat limit, a seat named twice) is the inventory's to decide, once.
  */
-import type { HoldResult, Inventory, ReleaseResult } from "../inventory/index.js";
+import { type HoldResult, type Inventory, type ReleaseResult, shardOf } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
@@ -38,7 +38,15 @@ export interface HoldService {
   release(request: { eventId: string; holdId: string; fanId: string }): Promise<ReleaseResult>;
 }
 
+/** Where a hold's expiry asks for its sweep (src/workers/queues.ts sweepScheduler). */
+export interface SweepScheduler {
+  /** The shards `shards` of the event hold something until `expiresAt` (epoch ms). */
+  expiring(eventId: string, shards: readonly number[], expiresAt: number): Promise<void>;
+}
+
 export interface HoldServiceOptions {
+  /** Absent (some tests): no sweep is asked for; the backstop sweeps. */
+  sweeps?: SweepScheduler;
   inventory: Inventory;
   /** For the shield. */
   seatMap: Pick<SeatMapCache, "shield">;
@@ -52,6 +60,20 @@ export interface HoldServiceOptions {
 export function createHoldService(options: HoldServiceOptions): HoldService {
   const { inventory, seatMap, seatMapWrites, metrics, logger } = options;
   const leaseMs = options.leaseMs ?? 3_000;
+
+  /**
+   * A granted hold asks for the sweep of its shards at its expiry. Fire and forget: a hold is
+   * never refused or slowed for it, and an expired hold is free to the next fan anyway (the hold
+   * condition); a sweep that is lost only leaves the stored status to the backstop.
+   */
+  const sweepAtExpiry = (result: HoldResult, shards: () => number[]) => {
+    if (!result.ok || !options.sweeps) return;
+    options.sweeps
+      .expiring(result.hold.eventId, shards(), Date.parse(result.hold.expiresAt))
+      .catch((err: unknown) =>
+        logger.debug({ err: (err as Error).message }, "hold's sweep not queued; the backstop sweeps it"),
+      );
+  };
 
   /** Counts one claim-path write, by what it was for in the fan's terms (hold, release). */
   const counted = async <R extends { ok: boolean; reason?: string }>(
@@ -97,6 +119,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         // One seat or many, a hold is one transaction: the seats, the hold record and the fan's ledger.
         const result = await counted("hold", () => inventory.holds.writeSeats(check.checked));
         if (result.ok) {
+          sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
           void seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
         } else if (result.reason === "seat_unavailable") {
           metrics.conflicts.inc({ stage: "dynamodb" });
@@ -108,8 +131,14 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       }
     },
 
-    holdGeneralAdmission: ({ eventId, fanId, areaId, quantity, holdSeconds }) =>
-      counted("hold", () => inventory.holds.holdGeneralAdmission({ eventId, fanId, areaId, quantity, holdSeconds })),
+    async holdGeneralAdmission({ eventId, fanId, areaId, quantity, holdSeconds }) {
+      const result = await counted("hold", () =>
+        inventory.holds.holdGeneralAdmission({ eventId, fanId, areaId, quantity, holdSeconds }),
+      );
+      // An area is swept by the shard its id falls in (src/inventory/sweep.ts).
+      sweepAtExpiry(result, () => [shardOf(areaId)]);
+      return result;
+    },
 
     async release({ eventId, holdId, fanId }) {
       const result = await counted("release", () => inventory.holds.release({ eventId, holdId, fanId }));

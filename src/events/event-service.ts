@@ -18,7 +18,7 @@ import type {
 import type { Logger } from "../logger.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
 import type { ConfigureResult, WaitingRoom } from "../waiting-room/index.js";
-import type { EventJobs } from "../workers/event-jobs.js";
+import { type EventJobs, endRunAt } from "../workers/event-jobs.js";
 
 export type PutEventOutcome =
   | Exclude<CreateEventResult, { ok: true }>
@@ -51,6 +51,13 @@ export interface EventService {
   /** Seats and areas by status, from the authoritative store; null for an unknown event. */
   counts(eventId: string): Promise<EventCounts | null>;
   generalAdmission(eventId: string, areaId: string): Promise<GeneralAdmissionCounts | null>;
+  /**
+   * Closes the sale: holds are refused from now on (in this process at once, in the others within
+   * their event cache's 60 s), the event's backstops are removed, and its end is scheduled for
+   * when its last hold can have expired (src/workers/event-jobs.ts). A repeat keeps the first
+   * closing time. Null when there is no complete event.
+   */
+  close(eventId: string, log: Logger): Promise<{ event: EventDefinition; jobsEndAt: string } | null>;
 }
 
 export function createEventService(deps: {
@@ -59,6 +66,8 @@ export function createEventService(deps: {
   seatMap: Pick<SeatMapCache, "rebuild">;
   /** Absent when no queues are wired (some tests): nothing is armed. */
   jobs?: Pick<EventJobs, "arm">;
+  /** The grace after a close before the last hold can expire (default CLOSE_GRACE_MS). */
+  closeGraceMs?: number;
 }): EventService {
   const { inventory, waitingRoom, seatMap, jobs } = deps;
 
@@ -108,6 +117,15 @@ export function createEventService(deps: {
       if (!room.ok) log.debug({ reason: room.reason }, "waiting room kept as it was");
       await armJobs(event, log);
       return true;
+    },
+
+    async close(eventId, log) {
+      const event = await inventory.events.close({ eventId });
+      if (!event) return null;
+      // Stored first: a Redis that cannot take the change now gets it on the next reconnect or start.
+      await armJobs(event, log);
+      log.info({ closedAt: event.closedAt }, "event closed");
+      return { event, jobsEndAt: new Date(endRunAt(event, deps.closeGraceMs)).toISOString() };
     },
 
     cached: (eventId) => inventory.events.cached({ eventId }),

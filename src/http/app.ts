@@ -11,6 +11,7 @@ import { InventoryUnavailableError } from "../inventory/index.js";
 import type { AppDeps, AppEnv, CachedReads } from "./context.js";
 import { requestContext } from "./request-context.js";
 import { ApiError, errorBody } from "./errors.js";
+import { closeEventRoute } from "./routes/admin/close-event.js";
 import { putEventRoute } from "./routes/admin/put-event.js";
 import { statsRoute } from "./routes/admin/stats.js";
 import { patchWaitingRoomRoute } from "./routes/admin/waiting-room.js";
@@ -89,6 +90,7 @@ export function buildApp(deps: AppDeps) {
     healthRoutes,
     serviceRoutes,
     putEventRoute,
+    closeEventRoute,
     patchWaitingRoomRoute,
     statsRoute,
     joinRoute,

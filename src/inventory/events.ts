@@ -3,7 +3,7 @@
  * layout the hold path prices seats with.
  */
 import { randomUUID } from "node:crypto";
-import { BatchWriteCommand, GetCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
+import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
 import { iso, toEvent } from "./items.js";
 import { ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
@@ -86,9 +86,49 @@ export async function saveRoomSettings(
   );
 }
 
+/**
+ * The operator closes the sale: `closedAt` is set once (a repeat keeps the first), and holds are
+ * refused from then on (`onSale` below; another gateway's cache sees it within EVENT_CACHE_MS).
+ * The closed event, or null when there is no complete event.
+ */
+export async function closeEvent(ctx: Ctx, eventId: string): Promise<EventDefinition | null> {
+  if (!ID_PATTERN.test(eventId)) return null;
+  return guard("closeEvent", async () => {
+    try {
+      const out = await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.event(eventId),
+          UpdateExpression: "SET closedAt = if_not_exists(closedAt, :at)",
+          ConditionExpression: "attribute_exists(PK) AND layoutComplete = :true",
+          ExpressionAttributeValues: { ":at": iso(ctx.clock()), ":true": true },
+          ReturnValues: "ALL_NEW",
+        }),
+      );
+      return out.Attributes ? toEvent(out.Attributes) : null;
+    } catch (err) {
+      if (conditionFailure(err)) return null;
+      throw err;
+    }
+  });
+}
+
+/** A closed event's jobs are all gone from Redis: nothing arms it again. False if not closed. */
+export async function markEventJobsEnded(ctx: Ctx, eventId: string): Promise<boolean> {
+  if (!ID_PATTERN.test(eventId)) return false;
+  return guard("markEventJobsEnded", () =>
+    conditionalUpdate(ctx, {
+      Key: keys.event(eventId),
+      UpdateExpression: "SET jobsEndedAt = if_not_exists(jobsEndedAt, :at)",
+      ConditionExpression: "attribute_exists(closedAt)",
+      ExpressionAttributeValues: { ":at": iso(ctx.clock()) },
+    }),
+  );
+}
+
 export interface SaleEvent {
   event: EventDefinition;
-  /** Layout complete and onSaleAt passed, by the inventory's clock at the time of asking. */
+  /** Layout complete, onSaleAt passed and not closed, by the inventory's clock at the time of asking. */
   onSale: boolean;
   sections: Map<string, SectionInput>;
   areas: Map<string, GeneralAdmissionInput>;
@@ -136,7 +176,8 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
       areas: new Map(event.generalAdmission.map((g) => [g.id, g])),
     };
   };
-  const onSale = (event: EventDefinition) => event.layoutComplete && Date.parse(event.onSaleAt) <= ctx.clock();
+  const onSale = (event: EventDefinition) =>
+    event.layoutComplete && Date.parse(event.onSaleAt) <= ctx.clock() && event.closedAt === undefined;
   const miss = async (eventId: string): Promise<Layout | null> => {
     if (cache.size > 1_000) cache.clear();
     const entry: { layout: Promise<Layout | null>; until: number; loaded?: Layout | null } = {
@@ -629,6 +670,10 @@ export interface EventStore {
    * are not listed.
    */
   list(args: { limit: number }): Promise<EventDefinition[]>;
+  /** Closes the sale (holds refused from then on); the event, or null for no complete event. */
+  close(args: EventRef): Promise<EventDefinition | null>;
+  /** Records that a closed event's jobs are all gone; false when it is not closed. */
+  markJobsEnded(args: EventRef): Promise<boolean>;
 }
 
 export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: number): EventStore {
@@ -646,6 +691,15 @@ export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: nu
     hasSection: ({ eventId, sectionId }) => cache.hasSection(eventId, sectionId),
     saveRoomSettings: ({ eventId, settings }) => saveRoomSettings(ctx, eventId, settings),
     list: ({ limit }) => listEvents(ctx, limit),
+    async close({ eventId }) {
+      try {
+        return await closeEvent(ctx, eventId);
+      } finally {
+        // This process refuses holds at once; the others within their cache's time.
+        cache.forget(eventId);
+      }
+    },
+    markJobsEnded: ({ eventId }) => markEventJobsEnded(ctx, eventId),
   };
 }
 

@@ -10,7 +10,8 @@ export {
   type SeatReads,
 } from "./inventory.js";
 export { MAX_SEATS_PER_FAN, MAX_SEATS_PER_HOLD, TRANSACTION_MAX_ITEMS } from "./limits.js";
-export { parseSeatId, REFUND_DUE, seatIdOf, SWEEP_SHARDS, type SeatRef } from "./keys.js";
+export { DEFAULT_REQUEST_BUDGET_MS, EVENT_CACHE_MS } from "./events.js";
+export { parseSeatId, REFUND_DUE, seatIdOf, shardOf, SWEEP_SHARDS, type SeatRef } from "./keys.js";
 export type { SeatPageOptions } from "./reads.js";
 export { eventInputSchema, MAX_SEATS_PER_EVENT, parseEventInput } from "./schema.js";
 export * from "./types.js";

@@ -56,6 +56,8 @@ export function toEvent(item: Item): EventDefinition {
     totalSeats: num(item, "totalSeats"),
     createdAt: str(item, "createdAt"),
     updatedAt: str(item, "updatedAt"),
+    ...(optStr(item, "closedAt") !== undefined ? { closedAt: str(item, "closedAt") } : {}),
+    ...(optStr(item, "jobsEndedAt") !== undefined ? { jobsEndedAt: str(item, "jobsEndedAt") } : {}),
     ...(item.roomSettings && typeof item.roomSettings === "object"
       ? {
           roomSettings: {

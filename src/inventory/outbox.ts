@@ -60,10 +60,20 @@ async function queryIndex(ctx: Ctx, what: string, pk: string, limit: number, bef
   });
 }
 
-/** Unsent outbox records of an event, oldest first (GSI2, sparse: published records leave it). */
-export async function listUnsentOutbox(ctx: Ctx, eventId: string, limit = 100): Promise<OutboxRecord[]> {
+/**
+ * Unsent outbox records of an event, oldest first (GSI2, sparse: published records leave it).
+ * `olderThanMs`: only those confirmed more than this long before the clock's now (the key
+ * condition stops there: younger records are not read).
+ */
+export async function listUnsentOutbox(
+  ctx: Ctx,
+  eventId: string,
+  limit = 100,
+  olderThanMs?: number,
+): Promise<OutboxRecord[]> {
   if (!ID_PATTERN.test(eventId)) return [];
-  return queryIndex(ctx, "listUnsentOutbox", keys.unsentOutboxPartition(eventId), limit);
+  const before = olderThanMs !== undefined ? iso(ctx.clock() - olderThanMs) : undefined;
+  return queryIndex(ctx, "listUnsentOutbox", keys.unsentOutboxPartition(eventId), limit, before);
 }
 
 /**
@@ -177,7 +187,8 @@ type OutboxRef = EventRef & { purchaseId: string };
 
 /** The BookingConfirmed outbox: unsent -> published -> acknowledged (see the top of this file). */
 export interface OutboxStore {
-  listUnsent(args: EventRef & { limit?: number }): Promise<OutboxRecord[]>;
+  /** Oldest first; `olderThanMs`: only records confirmed more than this long ago. */
+  listUnsent(args: EventRef & { limit?: number; olderThanMs?: number }): Promise<OutboxRecord[]>;
   /** Published, not acknowledged, due for a check at the clock's now (most overdue first). */
   listDue(args: EventRef & { limit?: number }): Promise<OutboxRecord[]>;
   get(args: OutboxRef): Promise<OutboxRecord | null>;
@@ -189,7 +200,7 @@ export interface OutboxStore {
 
 export function createOutboxStore(ctx: Ctx): OutboxStore {
   return {
-    listUnsent: ({ eventId, limit }) => listUnsentOutbox(ctx, eventId, limit),
+    listUnsent: ({ eventId, limit, olderThanMs }) => listUnsentOutbox(ctx, eventId, limit, olderThanMs),
     listDue: ({ eventId, limit }) => listDueUnacknowledgedOutbox(ctx, eventId, limit),
     get: ({ eventId, purchaseId }) => getOutboxRecord(ctx, eventId, purchaseId),
     markPublished: ({ eventId, purchaseId, checkAfterMs }) =>

@@ -59,6 +59,13 @@ export interface EventDefinition extends EventInput {
    * that a room Redis lost is restored with them, not with the PUT's. Absent until a change.
    */
   roomSettings?: OperatorRoomSettings;
+  /** When the operator closed the sale (POST .../close): holds are refused from then on. */
+  closedAt?: string;
+  /**
+   * When a closed event's remaining work was done and every job of it removed from Redis
+   * (src/workers/event-jobs.ts): nothing arms it any more.
+   */
+  jobsEndedAt?: string;
 }
 
 export interface OperatorRoomSettings {

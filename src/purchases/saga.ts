@@ -86,6 +86,11 @@ export interface PurchaseSagaDeps {
   metrics: Metrics;
   logger: Logger;
   reconciler?: ReconcileScheduler;
+  /**
+   * Adds a confirmed purchase's BookingConfirmed job (src/workers/outbox.ts bookingPublisher), so
+   * its consumer acknowledges the outbox record from `unsent`. Absent: the publisher adds it.
+   */
+  bookings?: { confirmed(purchase: Purchase): Promise<void> };
   paymentTimeoutMs: number;
   /**
    * The longest a store write may take (DYNAMODB_TIMEOUT_MS x DYNAMODB_MAX_ATTEMPTS): a charge
@@ -216,6 +221,13 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       if (!confirmed.alreadyConfirmed) {
         metrics.purchases.inc({ outcome: "confirmed" });
         void deps.seatMapWrites.sold(eventId, confirmed.purchase.seats);
+        // Right after the commit; a crash or a Redis away here leaves the record unsent, and the
+        // outbox publisher adds the same job (same id) once the record is past its margin.
+        deps.bookings
+          ?.confirmed(confirmed.purchase)
+          .catch((err: unknown) =>
+            logger.debug({ err: (err as Error).message, purchaseId }, "booking not queued; the outbox publisher will"),
+          );
       }
       await completeSession(eventId, sessionId);
       return { kind: "confirmed", purchase: confirmed.purchase };

@@ -1,27 +1,55 @@
 /**
- * An event's background jobs (sweeps per shard, the seat-map refresh, the reconcile backstop, the
- * outbox publisher) armed in one place. BullMQ keeps job schedulers in Redis, so they are armed:
- *  - when an event is stored (the event service, after a PUT or the demo's creation);
- *  - at startup, for the latest stored events (a Redis that came back empty while no process that
- *    had armed them was running has none);
- *  - again on every Redis reconnect, for every event this process armed (./reschedule.ts): a Redis
- *    restarted empty loses them all.
- * Upserts are idempotent: every process may arm every event, as often as it likes. No read of an
- * event arms anything any more (a cached read that scheduled jobs was a side effect nobody saw).
+ * An event's background jobs, armed and ended in one place.
+ *
+ * While an event is live (stored, not closed) it has slow backstops only (./queues.ts
+ * scheduleEvent: every shard swept, pending purchases and the outbox looked at, the seat-map cache
+ * rebuilt, each every few minutes), for work whose own job was lost; the work itself brings its
+ * jobs (a hold its sweep, a purchase its reconcile job, a confirmation its booking). BullMQ keeps
+ * them in Redis, so an event is armed:
+ *  - when it is stored (the event service, after a PUT or the demo's creation);
+ *  - at startup, for the latest stored events that have not ended (a Redis that came back empty
+ *    while no process that had armed them was running has none; BullMQ runs a new scheduler's
+ *    first job at once);
+ *  - again on every Redis reconnect, for every event this process armed (./reschedule.ts), each
+ *    backstop run once at once as well (changes made while Redis was away missed the cache).
+ *
+ * An event ends when the operator closes it (POST /v1/admin/events/{eventId}/close): holds are
+ * refused from then on, its backstops are removed, and one end run is delayed until its last hold
+ * can have expired (the close, plus another gateway's cache of the on-sale event, plus the request
+ * budget, plus holdSeconds). The end runs (./event-end.ts) finish the remaining work and then
+ * remove every job of the event and mark it `jobsEndedAt`: nothing arms it again.
+ * Arms are idempotent: every process may arm every event, as often as it likes.
  */
-import type { EventDefinition, Inventory } from "../inventory/index.js";
+import { DEFAULT_REQUEST_BUDGET_MS, EVENT_CACHE_MS, type EventDefinition, type Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
-import { type Queues, scheduleEvent } from "./queues.js";
-import { MAX_REMEMBERED_EVENTS, rescheduleOnReconnect } from "./reschedule.js";
+import { type Queues, SWEEP_BUCKET_MS, scheduleEvent, scheduleEventEnd, unscheduleEvent } from "./queues.js";
+import { type ArmOutcome, MAX_REMEMBERED_EVENTS, rescheduleOnReconnect } from "./reschedule.js";
+
+/** How long after the close a hold may still be made: another gateway's cached event, then the write. */
+export const CLOSE_GRACE_MS = EVENT_CACHE_MS + DEFAULT_REQUEST_BUDGET_MS;
+
+export type ArmableEvent = Pick<EventDefinition, "eventId" | "sections" | "holdSeconds" | "closedAt" | "jobsEndedAt">;
 
 export interface EventJobs {
-  /** Arms the event's jobs now (throws when Redis cannot take them) and on every reconnect after. */
-  arm(event: Pick<EventDefinition, "eventId" | "sections">): Promise<void>;
+  /**
+   * Arms the event's jobs as it is (live: its backstops; closed: its end; ended: nothing) now,
+   * throwing when Redis cannot take them, and on every reconnect after.
+   */
+  arm(event: ArmableEvent): Promise<ArmOutcome>;
   /** Arms the jobs of the latest stored events; resolves with how many were armed. Never throws. */
   armStored(): Promise<number>;
+  /** The events this process arms again on a reconnect. */
+  remembered(): string[];
   /** Stops following the Redis connection. */
   close(): void;
+}
+
+/** When a closed event's first end run is due: once its last hold can have expired. */
+export function endRunAt(event: ArmableEvent, closeGraceMs = CLOSE_GRACE_MS): number {
+  const closedAt = Date.parse(event.closedAt ?? new Date().toISOString());
+  const lastExpiry = closedAt + closeGraceMs + event.holdSeconds * 1_000;
+  return Math.ceil(lastExpiry / SWEEP_BUCKET_MS) * SWEEP_BUCKET_MS;
 }
 
 export function createEventJobs(options: {
@@ -29,18 +57,51 @@ export function createEventJobs(options: {
   redis: RedisClient;
   inventory: Pick<Inventory, "events">;
   logger: Logger;
+  /** Default CLOSE_GRACE_MS (tests shorten it, with the event cache it stands for). */
+  closeGraceMs?: number;
 }): EventJobs {
   const { queues, inventory, logger } = options;
-  const rescheduler = rescheduleOnReconnect(
-    options.redis,
-    (eventId, sectionIds) => scheduleEvent(queues, eventId, sectionIds),
-    logger,
-  );
-  const arm = (event: Pick<EventDefinition, "eventId" | "sections">) =>
-    rescheduler.schedule(
+
+  const armNow = async (event: ArmableEvent, kick: boolean): Promise<ArmOutcome> => {
+    if (event.jobsEndedAt !== undefined) return "ended";
+    if (event.closedAt !== undefined) {
+      await unscheduleEvent(queues, event.eventId);
+      // The same first run id from every gateway: one chain of end runs.
+      await scheduleEventEnd(
+        queues,
+        { eventId: event.eventId, run: 0 },
+        endRunAt(event, options.closeGraceMs) - Date.now(),
+      );
+      return "ending";
+    }
+    await scheduleEvent(
+      queues,
       event.eventId,
       event.sections.map((s) => s.id),
+      { kick },
     );
+    return "live";
+  };
+
+  const rescheduler = rescheduleOnReconnect(
+    options.redis,
+    async (eventId) => {
+      const event = await inventory.events.get({ eventId });
+      return event ? armNow(event, true) : "missing";
+    },
+    logger,
+  );
+
+  const arm = async (event: ArmableEvent) => {
+    if (event.jobsEndedAt !== undefined) {
+      rescheduler.forget(event.eventId);
+      return "ended" as const;
+    }
+    // Remembered first: one that Redis cannot take now is armed on the next reconnect.
+    rescheduler.remember(event.eventId);
+    return armNow(event, false);
+  };
+
   return {
     arm,
     async armStored() {
@@ -48,8 +109,11 @@ export function createEventJobs(options: {
       try {
         // One at a time, as on a reconnect: startup is no moment to flood Redis either.
         for (const event of await inventory.events.list({ limit: MAX_REMEMBERED_EVENTS })) {
+          if (event.jobsEndedAt !== undefined) continue;
           try {
-            await arm(event);
+            rescheduler.remember(event.eventId);
+            // No run at once: a Redis that lost the schedulers runs each new one at once anyway.
+            await armNow(event, false);
             armed++;
           } catch (err) {
             // Remembered all the same: the next reconnect arms it.
@@ -64,6 +128,7 @@ export function createEventJobs(options: {
       }
       return armed;
     },
+    remembered: rescheduler.events,
     close: rescheduler.close,
   };
 }

@@ -21,27 +21,29 @@
  * far longer than the longest gap between two checks of a record, so a check finds a finished
  * job still there.
  */
-import { Queue } from "bullmq";
-import type { Inventory, OutboxRecord } from "../inventory/index.js";
+import type { Queue } from "bullmq";
+import type { Inventory, OutboxRecord, Purchase } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
-import type { RedisClient } from "../redis/scripts.js";
-import { type OutboxJob, QUEUE_PREFIX, queueNames } from "./queues.js";
+import { requireRedis } from "../redis/availability.js";
+import {
+  addBookingJob as addJob,
+  BOOKING_CONFIRMED,
+  BOOKING_RETENTION_SECONDS,
+  type BookingConfirmedJob,
+  bookingJobId,
+  createBookingsQueue,
+  type OutboxJob,
+  type Queues,
+} from "./queues.js";
 
-export const BOOKING_CONFIRMED = "BookingConfirmed";
+export { BOOKING_CONFIRMED, BOOKING_RETENTION_SECONDS, type BookingConfirmedJob, bookingJobId, createBookingsQueue };
 
-/** How long a booking job is kept after it completes or fails: the window of duplicate detection. */
-export const BOOKING_RETENTION_SECONDS = 7 * 24 * 3600;
-
-/** The job integrators receive on the bookings queue. */
-export interface BookingConfirmedJob {
-  type: typeof BOOKING_CONFIRMED;
-  eventId: string;
-  outboxId: string;
-  purchaseId: string;
-  /** When the purchase was confirmed (the outbox record's creation, same transaction). */
-  createdAt: string;
-  payload: OutboxRecord["payload"];
-}
+/**
+ * The publisher leaves an unsent record alone until it is this old: the saga adds its job right
+ * after the confirmation, and the consumer's acknowledgment takes it out of the unsent index, so
+ * an unsent record older than this is a crash (or a Redis away) between the two.
+ */
+export const OUTBOX_UNSENT_MARGIN_MS = 10_000;
 
 /** The first check of a published record comes this long after it was published. */
 export const OUTBOX_CHECK_AFTER_MS = 30_000;
@@ -66,6 +68,8 @@ export interface PublishOutboxDeps {
   checkAfterMs?: number;
   /** Default OUTBOX_MAX_CHECK_AFTER_MS. */
   maxCheckAfterMs?: number;
+  /** Default OUTBOX_UNSENT_MARGIN_MS (0: every unsent record). */
+  unsentMarginMs?: number;
 }
 
 export interface PublishOutboxResult {
@@ -83,14 +87,6 @@ export interface PublishOutboxResult {
   republished: number;
 }
 
-/**
- * BullMQ refuses a custom id that is an integer or contains `:` (Job.validateOptions), so the
- * separator is `-`; a purchase id matches `^[A-Za-z0-9_-]{1,128}$`, and starts with its event id.
- */
-export function bookingJobId(purchaseId: string): string {
-  return `${BOOKING_CONFIRMED}-${purchaseId}`;
-}
-
 export function bookingJobOf(record: OutboxRecord): BookingConfirmedJob {
   return {
     type: BOOKING_CONFIRMED,
@@ -102,33 +98,48 @@ export function bookingJobOf(record: OutboxRecord): BookingConfirmedJob {
   };
 }
 
-/** The producer side of the bookings queue (no blocking connection). */
-export function createBookingsQueue(
-  connection: RedisClient,
-  options: { prefix?: string; logger?: Logger } = {},
-): Queue<BookingConfirmedJob> {
-  const queue = new Queue<BookingConfirmedJob>(queueNames.bookings, {
-    connection,
-    prefix: options.prefix ?? QUEUE_PREFIX,
-    defaultJobOptions: {
-      attempts: 10,
-      backoff: { type: "exponential", delay: 1_000 },
-      removeOnComplete: { age: BOOKING_RETENTION_SECONDS },
-      removeOnFail: { age: BOOKING_RETENTION_SECONDS },
-    },
-  });
-  // Connection errors while Redis is away: without a listener BullMQ prints each one to stderr.
-  queue.on("error", (err: Error) => options.logger?.debug({ queue: queue.name, err: err.message }, "queue error"));
-  return queue;
+async function addBookingJob(bookings: Queue<BookingConfirmedJob>, record: OutboxRecord): Promise<void> {
+  await addJob(bookings, bookingJobOf(record));
 }
 
-async function addBookingJob(bookings: Queue<BookingConfirmedJob>, record: OutboxRecord): Promise<void> {
-  await bookings.add(BOOKING_CONFIRMED, bookingJobOf(record), {
-    jobId: bookingJobId(record.purchaseId),
-    // Per job, so the duplicate window holds whoever built the queue.
-    removeOnComplete: { age: BOOKING_RETENTION_SECONDS },
-    removeOnFail: { age: BOOKING_RETENTION_SECONDS },
-  });
+/**
+ * A confirmed purchase's booking, as the publisher would build it from the outbox record the
+ * confirmation wrote (same transaction, same `confirmedAt`, same payload).
+ */
+export function bookingOfPurchase(purchase: Purchase & { confirmedAt: string }): BookingConfirmedJob {
+  const { purchaseId, holdId, fanId, seats, generalAdmission, amount, confirmedAt } = purchase;
+  return {
+    type: BOOKING_CONFIRMED,
+    eventId: purchase.eventId,
+    outboxId: `${BOOKING_CONFIRMED}#${purchaseId}`,
+    purchaseId,
+    createdAt: confirmedAt,
+    payload: {
+      purchaseId,
+      holdId,
+      fanId,
+      seats,
+      ...(generalAdmission ? { generalAdmission } : {}),
+      amount,
+      confirmedAt,
+    },
+  };
+}
+
+/**
+ * The saga's side of the outbox's common path: the booking's job added right after the
+ * confirmation commits, under the id the publisher would use, so the record is acknowledged from
+ * `unsent` by its consumer and never marked `published` (one write per purchase, not two). A
+ * crash or a Redis away in between leaves the record unsent: the publisher's backstop adds it.
+ */
+export function bookingPublisher(queues: Pick<Queues, "bookings" | "connection">) {
+  return {
+    async confirmed(purchase: Purchase): Promise<void> {
+      if (!purchase.confirmedAt) return;
+      requireRedis(queues.connection, "queue the booking");
+      await addJob(queues.bookings, bookingOfPurchase({ ...purchase, confirmedAt: purchase.confirmedAt }));
+    },
+  };
 }
 
 function checkDelay(deps: Pick<PublishOutboxDeps, "checkAfterMs" | "maxCheckAfterMs">, checks: number): number {
@@ -190,7 +201,8 @@ export async function checkPublishedRecord(
 }
 
 /**
- * Publishes every unsent outbox record of one event, then checks the published ones that are
+ * Publishes every unsent outbox record of one event older than the margin (the saga added the
+ * younger ones' jobs itself), then checks the published ones that are
  * due. Idempotent and safe to run from many workers at once; a store or Redis failure rejects
  * (BullMQ retries the job), and whatever was not marked is picked up by the next run under the
  * same job ids.
@@ -199,6 +211,7 @@ export async function publishOutbox(deps: PublishOutboxDeps, job: OutboxJob): Pr
   const pageSize = deps.pageSize ?? 100;
   const maxPages = deps.maxPages ?? 50;
   const maxCheckPages = deps.maxCheckPages ?? 1;
+  const margin = deps.unsentMarginMs ?? OUTBOX_UNSENT_MARGIN_MS;
   const log = deps.logger.child({ job: "outbox", eventId: job.eventId });
   const result: PublishOutboxResult = {
     published: 0,
@@ -210,7 +223,11 @@ export async function publishOutbox(deps: PublishOutboxDeps, job: OutboxJob): Pr
   };
 
   for (let page = 0; page < maxPages; page++) {
-    const records = await deps.inventory.outbox.listUnsent({ eventId: job.eventId, limit: pageSize });
+    const records = await deps.inventory.outbox.listUnsent({
+      eventId: job.eventId,
+      limit: pageSize,
+      ...(margin > 0 ? { olderThanMs: margin } : {}),
+    });
     let marked = 0;
     for (const record of records) {
       const first = await publishRecord(deps, record);

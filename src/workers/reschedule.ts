@@ -1,19 +1,23 @@
 /**
- * BullMQ job schedulers (sweeps, seat-map refresh, the reconcile backstop, the outbox) live in
- * Redis: when Redis comes back empty they are gone, and with them every sweep and every pending
- * purchase's safety net. Events are armed by ./event-jobs.ts (when stored, and at startup); this
- * wrapper remembers which events it armed and arms them all again as soon as the Redis connection
- * is back (upserts are idempotent, so a reconnect that lost nothing costs a few commands).
+ * BullMQ job schedulers and delayed jobs (backstops, sweeps, an ended event's end runs) live in
+ * Redis: when Redis comes back empty they are gone, and with them every pending purchase's safety
+ * net. Events are armed by ./event-jobs.ts (when stored, and at startup); this wrapper remembers
+ * which events it armed and arms them all again as soon as the Redis connection is back. The arm
+ * reads the event first, so one closed or ended elsewhere meanwhile is armed as it is now (its
+ * end, or nothing) and an ended one is forgotten here.
  */
 import type { Logger } from "../logger.js";
 import { onRedisReconnect } from "../redis/availability.js";
 import type { RedisClient } from "../redis/scripts.js";
 
-export type ScheduleEvent = (eventId: string, sectionIds: string[]) => Promise<void>;
+/** What an arm found the event to be: live (backstops armed), ending (its end), ended or gone. */
+export type ArmOutcome = "live" | "ending" | "ended" | "missing";
 
 export interface Rescheduler {
-  /** Arms the event's schedules (as `schedule` does) and remembers it for the next reconnect. */
-  schedule: ScheduleEvent;
+  /** Remembers the event for the next reconnect (after it was armed by the caller). */
+  remember(eventId: string): void;
+  /** Forgets it: the reconnect no longer arms it. */
+  forget(eventId: string): void;
   /** The events armed again on the next reconnect. */
   events(): string[];
   /** Arms every remembered event again now; resolves with how many succeeded. */
@@ -25,14 +29,19 @@ export interface Rescheduler {
 /** At most this many events are remembered (the most recently armed). */
 export const MAX_REMEMBERED_EVENTS = 1_000;
 
-export function rescheduleOnReconnect(redis: RedisClient, schedule: ScheduleEvent, logger: Logger): Rescheduler {
-  const remembered = new Map<string, string[]>();
+export function rescheduleOnReconnect(
+  redis: RedisClient,
+  /** Reads the event and arms it as it is now (a reconnect: run each backstop once too). */
+  rearm: (eventId: string) => Promise<ArmOutcome>,
+  logger: Logger,
+): Rescheduler {
+  const remembered = new Set<string>();
 
-  const remember = (eventId: string, sectionIds: string[]) => {
+  const remember = (eventId: string) => {
     remembered.delete(eventId);
-    remembered.set(eventId, sectionIds);
+    remembered.add(eventId);
     if (remembered.size > MAX_REMEMBERED_EVENTS) {
-      const oldest = remembered.keys().next().value;
+      const oldest = remembered.values().next().value;
       if (oldest !== undefined) remembered.delete(oldest);
     }
   };
@@ -40,9 +49,10 @@ export function rescheduleOnReconnect(redis: RedisClient, schedule: ScheduleEven
   const rescheduleAll = async () => {
     let done = 0;
     // One event at a time: a reconnect is no moment to flood the fresh Redis.
-    for (const [eventId, sectionIds] of [...remembered]) {
+    for (const eventId of [...remembered]) {
       try {
-        await schedule(eventId, sectionIds);
+        const outcome = await rearm(eventId);
+        if (outcome === "ended" || outcome === "missing") remembered.delete(eventId);
         done++;
       } catch (err) {
         logger.warn({ err: (err as Error).message, eventId }, "could not schedule the event's jobs again");
@@ -59,11 +69,9 @@ export function rescheduleOnReconnect(redis: RedisClient, schedule: ScheduleEven
   });
 
   return {
-    async schedule(eventId, sectionIds) {
-      remember(eventId, sectionIds);
-      await schedule(eventId, sectionIds);
-    },
-    events: () => [...remembered.keys()],
+    remember,
+    forget: (eventId) => void remembered.delete(eventId),
+    events: () => [...remembered],
     rescheduleAll,
     close: stop,
   };

@@ -6,14 +6,16 @@
  */
 import { type Job, Worker } from "bullmq";
 import type { SeatMapWrites } from "../claims/seat-map-writes.js";
-import type { Inventory } from "../inventory/index.js";
+import { type Inventory, SWEEP_SHARDS, type SweepResult } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import { connectRedis, type RedisTarget } from "../redis/connect.js";
 import type { RedisClient } from "../redis/scripts.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
-import { createBookingsQueue, publishOutbox } from "./outbox.js";
+import { endEventJob } from "./event-end.js";
+import { type PublishOutboxDeps, publishOutbox } from "./outbox.js";
 import {
+  createQueues,
   type OutboxJob,
   QUEUE_PREFIX,
   queueNames,
@@ -36,6 +38,10 @@ export interface WorkerDeps {
   logger: Logger;
   /** Jobs of one worker in flight at once. */
   concurrency?: number;
+  /** The publisher's timings (tests shorten them); defaults in ./outbox.ts. */
+  outbox?: Pick<PublishOutboxDeps, "checkAfterMs" | "maxCheckAfterMs" | "unsentMarginMs">;
+  /** A closed event's end runs (tests shorten them); defaults in ./event-end.ts. */
+  ending?: { recheckMs?: number; quietMs?: number };
 }
 
 export interface Workers {
@@ -43,10 +49,26 @@ export interface Workers {
   close(): Promise<void>;
 }
 
+/** One shard of the event, or every shard (the backstop's job names none). */
 export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrites">, job: SweepJob) {
-  const result = await deps.inventory.holds.sweepExpired({ eventId: job.eventId, shard: job.shard });
-  await deps.seatMapWrites.released(job.eventId, result.releasedSeats);
-  return result;
+  const shards = job.shard === undefined ? Array.from({ length: SWEEP_SHARDS }, (_, s) => s) : [job.shard];
+  const total: SweepResult = {
+    examined: 0,
+    seatsReleased: 0,
+    releasedSeats: [],
+    generalAdmissionHoldsExpired: 0,
+    generalAdmissionQuantityReturned: 0,
+  };
+  for (const shard of shards) {
+    const result = await deps.inventory.holds.sweepExpired({ eventId: job.eventId, shard });
+    await deps.seatMapWrites.released(job.eventId, result.releasedSeats);
+    total.examined += result.examined;
+    total.seatsReleased += result.seatsReleased;
+    total.releasedSeats.push(...result.releasedSeats);
+    total.generalAdmissionHoldsExpired += result.generalAdmissionHoldsExpired;
+    total.generalAdmissionQuantityReturned += result.generalAdmissionQuantityReturned;
+  }
+  return total;
 }
 
 export async function seatMapRefreshJob(deps: Pick<WorkerDeps, "seatMap">, job: SeatMapRefreshJob) {
@@ -64,11 +86,11 @@ export class StillPending extends Error {
  * Resolves pending purchases from the provider's answer (lookup): confirms if charged and the
  * hold is still good, refunds if charged and the seats are lost, fails if never charged. A
  * purchase still pending afterwards (too young, provider down) makes the job fail, so BullMQ
- * retries it with backoff.
+ * retries it with backoff; the event's backstop likewise while any is left.
  */
 export async function reconcileJob(
   deps: Pick<WorkerDeps, "inventory" | "purchases" | "paymentTimeoutMs">,
-  job: ReconcileJob,
+  job: Exclude<ReconcileJob, { kind: "end" }>,
 ) {
   const minAgeMs = deps.paymentTimeoutMs;
   if (job.kind === "purchase") {
@@ -79,6 +101,20 @@ export async function reconcileJob(
     if (outcome?.kind === "pending") throw new StillPending(`purchase ${job.purchaseId} is still pending`);
     return { purchaseId: job.purchaseId, outcome: outcome?.kind ?? "not_found" };
   }
+  // Work left (a purchase too young, a provider down): the job fails and BullMQ tries it again
+  // with backoff, until none is left; the next backstop is minutes away.
+  const outcomes = await reconcileEvent(deps, job.eventId);
+  if ((outcomes.pending ?? 0) > 0 || (outcomes.error ?? 0) > 0)
+    throw new StillPending(`event ${job.eventId}: ${JSON.stringify(outcomes)}`);
+  return outcomes;
+}
+
+/** The backstop: every pending (or refund-due) purchase of the event; outcomes counted by kind. */
+export async function reconcileEvent(
+  deps: Pick<WorkerDeps, "inventory" | "purchases" | "paymentTimeoutMs">,
+  eventId: string,
+): Promise<Record<string, number>> {
+  const minAgeMs = deps.paymentTimeoutMs;
   const outcomes: Record<string, number> = {};
   // Pending purchases, and failed ones whose refund was decided but not finished (refund_due: a
   // crash or a provider error between the decision and the refund; they sort apart, so this reads
@@ -87,12 +123,12 @@ export async function reconcileJob(
     let cursor: string | undefined;
     do {
       const page = await deps.inventory.purchases.list({
-        eventId: job.eventId,
+        eventId,
         ...filter,
         ...(cursor ? { cursor } : {}),
       });
       for (const p of page.purchases) {
-        const outcome = await deps.purchases.resolve(job.eventId, p.purchaseId, { minAgeMs }).catch(() => null);
+        const outcome = await deps.purchases.resolve(eventId, p.purchaseId, { minAgeMs }).catch(() => null);
         const kind = outcome?.kind ?? "error";
         outcomes[kind] = (outcomes[kind] ?? 0) + 1;
       }
@@ -117,19 +153,45 @@ export function startWorkers(deps: WorkerDeps): Workers {
     concurrency: deps.concurrency ?? 4,
     // A killed worker's job is taken over after this long.
     lockDuration: 30_000,
+    // Every job is idempotent, so one that was running in several workers killed in a row is
+    // run again, not failed for good (BullMQ's default fails it at its second stall): a long
+    // sweep of every shard of an event is the likeliest to be in flight at each kill.
+    maxStalledCount: 5,
     name,
   });
 
-  const logged =
-    <T>(queue: string, run: (data: T) => Promise<unknown>) =>
+  const loggedJob =
+    <T>(queue: string, run: (job: Job<T>) => Promise<unknown>) =>
     async (job: Job<T>) => {
       const log = deps.logger.child({ queue, jobId: job.id });
-      const result = await run(job.data);
+      const result = await run(job);
       log.debug({ result }, "job done");
       return result;
     };
+  const logged = <T>(queue: string, run: (data: T) => Promise<unknown>) => loggedJob<T>(queue, (job) => run(job.data));
 
-  const bookings = createBookingsQueue(connection(), { prefix: QUEUE_PREFIX, logger: deps.logger });
+  // Producers: the bookings the publisher adds, and the end runs' next runs and removals.
+  const queues = createQueues(connection(), deps.logger);
+  const bookings = queues.bookings;
+  const publish = (eventId: string) =>
+    publishOutbox({ inventory: deps.inventory, bookings, logger: deps.logger, ...deps.outbox }, { eventId });
+  const reconcileOrEnd = (job: Job<ReconcileJob>) => {
+    const data = job.data;
+    if (data.kind !== "end") return reconcileJob(deps, data);
+    return endEventJob(
+      {
+        inventory: deps.inventory,
+        queues,
+        logger: deps.logger,
+        sweepAll: (eventId) => sweepJob(deps, { eventId }),
+        reconcile: (eventId) => reconcileEvent(deps, eventId),
+        publish,
+        ...deps.ending,
+      },
+      data,
+      job.id,
+    );
+  };
   const workers = [
     new Worker<SweepJob>(
       queueNames.sweep,
@@ -143,14 +205,12 @@ export function startWorkers(deps: WorkerDeps): Workers {
     ),
     new Worker<ReconcileJob>(
       queueNames.reconcile,
-      logged(queueNames.reconcile, (d: ReconcileJob) => reconcileJob(deps, d)),
+      loggedJob(queueNames.reconcile, reconcileOrEnd),
       common("reconciler"),
     ),
     new Worker<OutboxJob>(
       queueNames.outbox,
-      logged(queueNames.outbox, (d: OutboxJob) =>
-        publishOutbox({ inventory: deps.inventory, bookings, logger: deps.logger }, d),
-      ),
+      logged(queueNames.outbox, (d: OutboxJob) => publish(d.eventId)),
       // One publisher run per event at a time is plenty; the job ids make repeats harmless anyway.
       { ...common("outbox"), concurrency: 1 },
     ),
@@ -166,7 +226,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
     workers,
     close: async () => {
       await Promise.all(workers.map((w) => w.close()));
-      await bookings.close();
+      await queues.close();
       for (const c of connections) c.disconnect();
     },
   };

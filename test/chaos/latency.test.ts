@@ -69,10 +69,11 @@ async function newEvent(c: Cluster, prefix: string, holdSeconds: number): Promis
   return { eventId, fans: await admitFans(c.traffic, eventId, fanIds("fan")) };
 }
 
-/** The write of a hold: its transaction (not a confirmation), or the single-seat conditional update. */
+/** The write of a hold: its transaction (seats and ledger, or area, record and ledger), not a confirmation. */
 const isHoldWrite = (r: ProxiedRequest) =>
-  (r.target === "TransactWriteItems" && !isConfirmTransaction(r) && r.body.includes('"entity":{"S":"HOLD"}')) ||
-  (r.target === "UpdateItem" && r.body.includes("holdExpiresAt = :exp"));
+  r.target === "TransactWriteItems" &&
+  !isConfirmTransaction(r) &&
+  (r.body.includes("holdExpiresAt = :exp") || r.body.includes('"entity":{"S":"HOLD"}'));
 
 const fmt = (n: number) => (Number.isNaN(n) ? "-" : String(Math.round(n)));
 

@@ -203,13 +203,13 @@ export async function startDynamoProxy(upstream: string, options: { port?: numbe
   };
 }
 
-/** The confirm transaction of a purchase (src/inventory/purchases.ts confirm): it writes the BookingConfirmed outbox record. */
+/** The confirm transaction of a purchase (src/inventory/purchases.ts confirm): it makes the purchase its BookingConfirmed outbox record, unsent. */
 export const isConfirmTransaction: RequestPredicate = (r) =>
-  r.target === "TransactWriteItems" && r.body.includes('"BookingConfirmed#');
+  r.target === "TransactWriteItems" && r.body.includes('":outboxUnsent":{"S":"unsent"}');
 
-/** The purchase id a confirm transaction confirms (its outbox record's `purchaseId`), or null. */
+/** The purchase id a confirm transaction confirms (the key of its purchase update), or null. */
 export function purchaseOfConfirm(r: ProxiedRequest): string | null {
   if (!isConfirmTransaction(r)) return null;
-  const m = /"outboxId":\{"S":"BookingConfirmed#([^"]+)"\}/.exec(r.body);
+  const m = /"PK":\{"S":"EVT#[^#"]+#PURCHASE#([^"]+)"\}/.exec(r.body);
   return m?.[1] ?? null;
 }

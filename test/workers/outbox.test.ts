@@ -185,7 +185,10 @@ describe("publishOutbox", () => {
     const ids = await confirmPurchases(fx, 5);
     const bookings = fx.queue();
 
-    const first = await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    const first = await publishOutbox(
+      { unsentMarginMs: 0, inventory: fx.inventory, bookings, logger },
+      { eventId: fx.eventId },
+    );
     expect(first).toEqual({ ...NOTHING, published: 5, marked: 5 });
     await expectOneJobPerPurchase(bookings, ids);
     expect(await fx.inventory.outbox.listUnsent({ eventId: fx.eventId })).toEqual([]);
@@ -206,13 +209,19 @@ describe("publishOutbox", () => {
     expect(job?.opts.removeOnComplete).toEqual({ age: BOOKING_RETENTION_SECONDS });
 
     // Again: nothing unsent, nothing added, and no published record due for a check yet.
-    const second = await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    const second = await publishOutbox(
+      { unsentMarginMs: 0, inventory: fx.inventory, bookings, logger },
+      { eventId: fx.eventId },
+    );
     expect(second).toEqual(NOTHING);
     await expectOneJobPerPurchase(bookings, ids);
 
     // A purchase confirmed later is published by the next run, alone.
     const [later] = await confirmPurchases(fx, 1, 5);
-    const third = await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    const third = await publishOutbox(
+      { unsentMarginMs: 0, inventory: fx.inventory, bookings, logger },
+      { eventId: fx.eventId },
+    );
     expect(third).toEqual({ ...NOTHING, published: 1, marked: 1 });
     await expectOneJobPerPurchase(bookings, [...ids, later!]);
   });
@@ -222,7 +231,7 @@ describe("publishOutbox", () => {
     const ids = await confirmPurchases(fx, 7);
     const bookings = fx.queue();
     const result = await publishOutbox(
-      { inventory: fx.inventory, bookings, logger, pageSize: 3 },
+      { unsentMarginMs: 0, inventory: fx.inventory, bookings, logger, pageSize: 3 },
       { eventId: fx.eventId },
     );
     expect(result).toEqual({ ...NOTHING, published: 7, marked: 7 });
@@ -233,7 +242,8 @@ describe("publishOutbox", () => {
     const fx = await setup();
     const ids = await confirmPurchases(fx, 4);
     const bookings = fx.queue();
-    const run = () => publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    const run = () =>
+      publishOutbox({ unsentMarginMs: 0, inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
     await run();
 
     // Due after OUTBOX_CHECK_AFTER_MS, not a moment before: the runs in between read nothing.
@@ -258,7 +268,9 @@ describe("publishOutbox", () => {
     const queues = [fx.queue(), fx.queue(), fx.queue()];
 
     const results = await Promise.all(
-      queues.map((bookings) => publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId })),
+      queues.map((bookings) =>
+        publishOutbox({ unsentMarginMs: 0, inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId }),
+      ),
     );
     // Each record is marked published by exactly one of them, whatever they added.
     expect(results.reduce((n, r) => n + r.marked, 0)).toBe(12);
@@ -283,9 +295,9 @@ describe("publishOutbox", () => {
         },
       },
     };
-    await expect(publishOutbox({ inventory: crashing, bookings, logger }, { eventId: fx.eventId })).rejects.toThrow(
-      "crashed between add and mark",
-    );
+    await expect(
+      publishOutbox({ unsentMarginMs: 0, inventory: crashing, bookings, logger }, { eventId: fx.eventId }),
+    ).rejects.toThrow("crashed between add and mark");
     await expectOneJobPerPurchase(bookings, ids.slice(0, 2));
     expect((await fx.inventory.outbox.listUnsent({ eventId: fx.eventId })).map((r) => r.purchaseId)).toEqual(
       ids.slice(1),
@@ -310,7 +322,10 @@ describe("publishOutbox", () => {
     );
     expect([...consumed].sort()).toEqual(ids.slice(0, 2).sort());
 
-    const healed = await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    const healed = await publishOutbox(
+      { unsentMarginMs: 0, inventory: fx.inventory, bookings, logger },
+      { eventId: fx.eventId },
+    );
     expect(healed).toEqual({ ...NOTHING, published: 3, marked: 3 });
     expect(await fx.inventory.outbox.listUnsent({ eventId: fx.eventId })).toEqual([]);
     // The crashed record's job was completed and kept: the re-add was ignored, not run again.
@@ -325,7 +340,10 @@ describe("publishOutbox", () => {
       { timeoutMs: 30_000 },
     );
     fx.clock.advance(OUTBOX_CHECK_AFTER_MS);
-    const checked = await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    const checked = await publishOutbox(
+      { unsentMarginMs: 0, inventory: fx.inventory, bookings, logger },
+      { eventId: fx.eventId },
+    );
     expect(checked).toEqual({ ...NOTHING, checked: 4, acknowledged: 4 });
     expect(await states(fx, ids)).toEqual(all(ids, "acknowledged"));
     expect([...consumed].sort()).toEqual([...ids].sort());
@@ -337,7 +355,7 @@ describe("the bookings consumer", () => {
     const fx = await setup();
     const ids = await confirmPurchases(fx, 3);
     const bookings = fx.queue();
-    await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    await publishOutbox({ unsentMarginMs: 0, inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
     const seen = new Map<string, number>();
     const counted = countingAcks(fx.inventory);
     consumer(fx, seen, counted.store);
@@ -367,9 +385,9 @@ describe("the bookings consumer", () => {
 
     // Nothing is left for the publisher to check: acknowledged records left the index.
     fx.clock.advance(OUTBOX_MAX_CHECK_AFTER_MS);
-    expect(await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId })).toEqual(
-      NOTHING,
-    );
+    expect(
+      await publishOutbox({ unsentMarginMs: 0, inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId }),
+    ).toEqual(NOTHING);
   });
 });
 
@@ -382,7 +400,7 @@ describe("BookingConfirmed through a Redis data loss", () => {
     const ids = await confirmPurchases(fx, 6);
     const bookings = fx.queue();
 
-    await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    await publishOutbox({ unsentMarginMs: 0, inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
     await expectOneJobPerPurchase(bookings, ids);
 
     // Redis comes back empty before any integrator consumed a single job.
@@ -404,7 +422,7 @@ describe("BookingConfirmed through a Redis data loss", () => {
       "every booking consumed",
       async () => {
         fx.clock.advance(10_000);
-        await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+        await publishOutbox({ unsentMarginMs: 0, inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
         return [...seen.keys()].sort();
       },
       (consumed) => consumed.length === ids.length,
@@ -417,7 +435,7 @@ describe("BookingConfirmed through a Redis data loss", () => {
       "every record acknowledged",
       async () => {
         fx.clock.advance(OUTBOX_MAX_CHECK_AFTER_MS);
-        await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+        await publishOutbox({ unsentMarginMs: 0, inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
         return states(fx, ids);
       },
       (s) => Object.values(s).every((x) => x === "acknowledged"),
@@ -436,7 +454,7 @@ describe("BookingConfirmed through a Redis data loss", () => {
     const fx = await setup({ redisUrl: db.url });
     const ids = await confirmPurchases(fx, 4);
     const bookings = fx.queue();
-    await publishOutbox({ inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
+    await publishOutbox({ unsentMarginMs: 0, inventory: fx.inventory, bookings, logger }, { eventId: fx.eventId });
 
     // The handler finishes each booking, but DynamoDB does not take the acknowledgment.
     const seen = new Map<string, number>();
@@ -473,7 +491,7 @@ describe("BookingConfirmed through a Redis data loss", () => {
       "every record acknowledged",
       async () => {
         fx.clock.advance(OUTBOX_MAX_CHECK_AFTER_MS);
-        await publishOutbox({ inventory: counted.store, bookings, logger }, { eventId: fx.eventId });
+        await publishOutbox({ unsentMarginMs: 0, inventory: counted.store, bookings, logger }, { eventId: fx.eventId });
         return states(fx, ids);
       },
       (s) => Object.values(s).every((x) => x === "acknowledged"),
@@ -503,7 +521,10 @@ describe("BookingConfirmed through a Redis data loss", () => {
     const publishers = [fx.queue(), fx.queue(), fx.queue()];
     const runAll = () =>
       mapLimit(publishers, publishers.length, (bookings) =>
-        publishOutbox({ inventory: counted.store, bookings, logger, pageSize: 7 }, { eventId: fx.eventId }),
+        publishOutbox(
+          { unsentMarginMs: 0, inventory: counted.store, bookings, logger, pageSize: 7 },
+          { eventId: fx.eventId },
+        ),
       );
 
     // First round: the three publishers at once, with the consumers taking jobs; then the data
