@@ -8,7 +8,10 @@
  *     DynamoDB endpoint;
  *   - the raw Redis EVALSHA rate, beside the waiting-room join through the module;
  *   - memory: gateway RSS with BENCH_SSE open SSE streams; Redis bytes per waiting fan with
- *     BENCH_QUEUED fans queued (INFO memory before/after, joins through the module).
+ *     BENCH_QUEUED fans queued (INFO memory before/after, joins through the module);
+ *   - the DynamoDB units a sold seat costs, background included (scripts/bench-cost.ts).
+ * With LOCAL_DYNAMODB_MODE=aws the local DynamoDB throttles and conflicts as DynamoDB does, and the
+ * sell-out prints each partition's peak units/s against its limit.
  *
  * Knobs (environment): BENCH_SECONDS (5), BENCH_CONNECTIONS (32), BENCH_FANS (2000),
  * BENCH_SELLOUT_SEATS (10000), BENCH_SELLOUT_FANS (20000), BENCH_CONCURRENCY (64),
@@ -16,6 +19,7 @@
  * REDIS_URL / DYNAMODB_ENDPOINT: use them instead of spawning (the memory figures then include
  * whatever else lives there).
  */
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Agent, get } from "node:http";
@@ -28,6 +32,7 @@ import { z } from "zod";
 import { createDynamoClient } from "../src/dynamodb/client.js";
 import { ensureTable } from "../src/dynamodb/table.js";
 import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
+import { fetchLocalDynamoReport, formatPartitionReport } from "../src/local/dynamodb-report.js";
 import { spawnRedis } from "../src/local/redis.js";
 import { createWaitingRoom } from "../src/waiting-room/index.js";
 import { admitAll, benchGateway, putBenchEvent, startServer } from "./bench-gateway.js";
@@ -181,6 +186,8 @@ try {
     });
 
     step("sell-out: fans hold one seat each and buy it");
+    // The local DynamoDB's per-partition counts start here (aws mode only: LOCAL_DYNAMODB_MODE=aws).
+    const partitions = dynamoSpawned ? await fetchLocalDynamoReport(dynamoEndpoint, { reset: true }) : undefined;
     const before = await (await fetch(`${gw.url}/metrics`)).text();
     // The fans' view of the map: what they have seen taken is gone (a perfectly fresh seat map).
     const believed = new Set(seatIds);
@@ -233,6 +240,16 @@ try {
       unit: "s",
       note: `${sold} sold, ${conflicts} conflicts (409), ${(holdWrites / Math.max(1, sold)).toFixed(2)} DynamoDB hold writes per seat sold`,
     });
+    if (partitions?.mode === "aws") {
+      const report = await fetchLocalDynamoReport(dynamoEndpoint);
+      process.stderr.write(
+        `\nsell-out, per partition (aws mode), the hottest first:\n${formatPartitionReport(report, { top: 12 })}\n\n`,
+      );
+      const throttled = report.partitions.reduce((n, p) => n + p.throttledRequests, 0);
+      const conflicts = report.partitions.reduce((n, p) => n + p.conflicts, 0);
+      rows.push({ figure: "sell-out: DynamoDB requests throttled (aws mode)", value: throttled, unit: "requests" });
+      rows.push({ figure: "sell-out: DynamoDB transaction conflicts (aws mode)", value: conflicts, unit: "requests" });
+    }
     rows.push({
       figure: "sell-out claims (hold + buy per seat)",
       value: Math.round(claimsPerSecond),
@@ -328,6 +345,46 @@ try {
   } finally {
     for (const c of clients) c.disconnect();
     await memRedis?.close();
+  }
+
+  // ---- 6. the cost of a sold seat (scripts/bench-cost.ts, its own Redis and DynamoDB) ----
+  step("cost: DynamoDB units per sold seat, per operation");
+  const cost = await new Promise<string>((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "scripts/bench-cost.ts"], {
+      env: { ...process.env, COST_JSON: "1", COST_IDLE_SECONDS: "10" },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (b: Buffer) => {
+      out += b.toString();
+    });
+    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`bench-cost exited with ${code}`))));
+  });
+  const costs = JSON.parse(cost.trim().split("\n").pop()!) as {
+    writeUnitsPerSeat: number;
+    readUnitsPerSeat: number;
+    indexWriteUnitsPerSeat: number;
+    phases: { phase: string; seconds: number; sold: number; total: { readUnits: number; writeUnits: number } }[];
+  };
+  const idle = costs.phases.find((p) => p.phase.startsWith("idle"));
+  rows.push({
+    figure: "cost of a sold seat: write units",
+    value: Number(costs.writeUnitsPerSeat.toFixed(2)),
+    unit: "WCU",
+    note: `${(costs.writeUnitsPerSeat - costs.indexWriteUnitsPerSeat).toFixed(2)} table + ${costs.indexWriteUnitsPerSeat.toFixed(2)} index (npm run bench:cost has the table per operation)`,
+  });
+  rows.push({
+    figure: "cost of a sold seat: read units",
+    value: Number(costs.readUnitsPerSeat.toFixed(2)),
+    unit: "RCU",
+  });
+  if (idle) {
+    rows.push({
+      figure: "background reads of an idle event",
+      value: Number((idle.total.readUnits / idle.seconds).toFixed(2)),
+      unit: "RCU/s",
+      note: `${idle.seconds} s right after its sale, writes ${(idle.total.writeUnits / idle.seconds).toFixed(2)}/s`,
+    });
   }
 
   // ---- print ----

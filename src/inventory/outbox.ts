@@ -16,11 +16,12 @@
  * gone is added again. Every transition is one conditional UpdateItem; a failed condition is an
  * answer (false), never an error.
  */
-import { GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
+import { randomUUID } from "node:crypto";
+import { GetCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI2 } from "../dynamodb/table.js";
 import { iso, toOutbox } from "./items.js";
 import { expiryBound, expirySortKey, ID_PATTERN, keys, PURCHASE_ID_PATTERN } from "./keys.js";
-import { conditionalUpdate, type Ctx, guard } from "./store.js";
+import { conditionalUpdate, conditionFailure, type Ctx, guard } from "./store.js";
 import type { EventRef, OutboxRecord } from "./types.js";
 
 /**
@@ -167,20 +168,37 @@ export async function deferOutboxCheck(
  */
 export async function acknowledgeOutbox(ctx: Ctx, eventId: string, purchaseId: string): Promise<boolean> {
   if (!valid(eventId, purchaseId)) return false;
-  return guard("acknowledgeOutbox", () =>
-    conditionalUpdate(ctx, {
-      Key: keys.outbox(eventId, purchaseId),
-      UpdateExpression: "SET outboxState = :acknowledged, acknowledgedAt = :at REMOVE GSI2PK, GSI2SK",
-      // A purchase that was never confirmed has no outboxState: nothing to acknowledge.
-      ConditionExpression: "outboxState IN (:unsent, :published)",
-      ExpressionAttributeValues: {
-        ":acknowledged": "acknowledged",
-        ":unsent": "unsent",
-        ":published": "published",
-        ":at": iso(ctx.clock()),
-      },
-    }),
-  );
+  // Signed with a nonce: when an SDK retry of this very request (the first attempt applied, its
+  // answer lost) fails the condition, the image says the acknowledgement was this call's, so the
+  // answer is still true, and it is true for exactly one caller.
+  const nonce = randomUUID();
+  return guard("acknowledgeOutbox", async () => {
+    try {
+      await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.outbox(eventId, purchaseId),
+          UpdateExpression:
+            "SET outboxState = :acknowledged, acknowledgedAt = :at, acknowledgedBy = :nonce REMOVE GSI2PK, GSI2SK",
+          // A purchase that was never confirmed has no outboxState: nothing to acknowledge.
+          ConditionExpression: "outboxState IN (:unsent, :published)",
+          ExpressionAttributeValues: {
+            ":acknowledged": "acknowledged",
+            ":unsent": "unsent",
+            ":published": "published",
+            ":at": iso(ctx.clock()),
+            ":nonce": nonce,
+          },
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+      return true;
+    } catch (err) {
+      const failed = conditionFailure(err);
+      if (!failed) throw err;
+      return failed.item?.acknowledgedBy === nonce;
+    }
+  });
 }
 
 type OutboxRef = EventRef & { purchaseId: string };
