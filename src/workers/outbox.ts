@@ -211,7 +211,8 @@ export async function publishOutbox(deps: PublishOutboxDeps, job: OutboxJob): Pr
   const pageSize = deps.pageSize ?? 100;
   const maxPages = deps.maxPages ?? 50;
   const maxCheckPages = deps.maxCheckPages ?? 1;
-  const margin = deps.unsentMarginMs ?? OUTBOX_UNSENT_MARGIN_MS;
+  // After a reconnect no record is too young: its job may have gone with the Redis it was added to.
+  const margin = job.afterReconnect ? 0 : (deps.unsentMarginMs ?? OUTBOX_UNSENT_MARGIN_MS);
   const log = deps.logger.child({ job: "outbox", eventId: job.eventId });
   const result: PublishOutboxResult = {
     published: 0,

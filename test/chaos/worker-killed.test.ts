@@ -163,7 +163,8 @@ describe("chaos: the worker killed mid-job, repeatedly", () => {
     }
     for (const id of confirmed) expect(bookings.added.get(bookingJobId(id)), `BookingConfirmed of ${id}`).toBe(1);
     expect([...bookings.added.keys()].sort()).toEqual(confirmed.map(bookingJobId).sort());
-    expect(await c.inventory.outbox.listUnsent({ eventId })).toEqual([]);
+    // The records may still say unsent: the saga added each job itself, and no consumer runs here
+    // to acknowledge them (the publisher takes an unsent record only once it is 10 s old).
     log("every booking published once");
 
     // Full form: every job the kills interrupted is taken back (30-90 s) and ends.
