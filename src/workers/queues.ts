@@ -40,7 +40,11 @@ export const SWEEP_BUCKET_MS = 5_000;
  */
 export const SWEEP_EVERY_MS = 5 * 60_000;
 export const REFRESH_EVERY_MS = 10 * 60_000;
-export const RECONCILE_EVERY_MS = 5 * 60_000;
+/**
+ * 30 s: money taken and not settled is the one background case a fan waits on (a purchase whose
+ * own job ran out of attempts, or was lost); two index Queries of what is pending, per live event.
+ */
+export const RECONCILE_EVERY_MS = 30_000;
 /**
  * 15 s: a booking whose job the saga could not add (Redis away at that moment) is published within
  * 25 s with its 10 s margin; the run costs one empty Query while nothing is waiting.
