@@ -186,10 +186,21 @@ describe.concurrent("the fan's pages in a browser", () => {
       await seat(p, "A-2-5").click();
     }
 
-    // Both press Hold at the same moment; DynamoDB lets exactly one have the seat. (Not `force`:
-    // a forced click fails at once when the button is caught outside the viewport mid-layout,
-    // where a normal one waits for it to settle, a frame or two.)
-    await Promise.all([a.page, b.page].map((p) => p.getByRole("button", { name: "Hold this seat" }).click()));
+    // Both press Hold at the same moment; DynamoDB lets exactly one have the seat. The press is
+    // the button's own click() in each page, not Playwright's click: that one waits for the button
+    // to be stable and enabled, and when the winner's hold reaches the loser's map over the stream
+    // first, the loser's page rightly drops the seat from its pick and disables Hold, so the
+    // waiting click never lands (CI saw it time out). A fan who loses before pressing is told the
+    // same way as one who pressed and lost.
+    await Promise.all([a.page, b.page].map((p) => p.locator("#map-hold:not([disabled])").waitFor()));
+    await Promise.all(
+      [a.page, b.page].map((p) =>
+        p.locator("#map-hold").evaluate((el) => {
+          const hold = el as unknown as { disabled: boolean; click(): void };
+          if (!hold.disabled) hold.click();
+        }),
+      ),
+    );
     const lostText = "Sorry, another fan just got seat A-2-5.";
     const outcome = async (p: Page) => {
       await Promise.race([p.getByRole("heading", { name: "Checkout" }).waitFor(), p.getByText(lostText).waitFor()]);
