@@ -116,7 +116,13 @@ describe("chaos: a gateway killed between the charge and the confirmation", () =
         // `failed` with REFUND_DUE is a refund under way, not an end.
         if (p && p.status !== "pending" && p.failureReason !== REFUND_DUE) settled.set(id, p.status);
       }
-      if (Date.now() > settleDeadline) throw new Error(`unsettled: ${stalled.filter((id) => !settled.has(id))}`);
+      if (Date.now() > settleDeadline) {
+        const left = stalled.filter((id) => !settled.has(id));
+        const items = await Promise.all(
+          left.map((id) => c.inventory.purchases.get({ eventId: eventOf(id), purchaseId: id })),
+        );
+        throw new Error(`unsettled: ${JSON.stringify(items)}`);
+      }
       await sleep(100);
     }
     const reconcileMs = Date.now() - killedAt;
