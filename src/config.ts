@@ -63,6 +63,8 @@ const gatewaySchema = z.object({
    * skip the per-IP limit, never the per-fan one, so a load test runs with the limits on. Unset: off.
    */
   LOAD_TEST_TOKEN: z.string().min(16).optional(),
+  /** A bearer token /metrics asks for (Authorization: Bearer ...); unset: /metrics is open. */
+  METRICS_TOKEN: z.string().min(16).optional(),
   TRUST_PROXY: bool.default(false),
   /**
    * How long an idle kept-alive connection stays open; above a load balancer's idle timeout (60 s
@@ -110,6 +112,7 @@ export type GatewayConfig = {
   rateLimitPerIp: number;
   rateLimitPerFan: number;
   loadTestToken: string | undefined;
+  metricsToken: string | undefined;
   trustProxy: boolean;
   httpKeepAliveTimeoutMs: number;
   sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
@@ -175,6 +178,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     rateLimitPerIp: e.RATE_LIMIT_PER_IP,
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
     loadTestToken: e.LOAD_TEST_TOKEN,
+    metricsToken: e.METRICS_TOKEN,
     trustProxy: e.TRUST_PROXY,
     httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     sse: {

@@ -51,6 +51,7 @@ async function main(): Promise<void> {
     metrics: createMetrics({ defaultMetrics: true }),
     logConnections: true,
     adminToken: infra.adminToken,
+    ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
     gatewaySecret: infra.gatewaySecret,
     webhookSecret,
     limits: {

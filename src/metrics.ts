@@ -1,6 +1,12 @@
 /**
  * Prometheus instruments, one registry per process (built by main.ts, or per test), never the
  * module-level default registry, so several apps in one test process do not collide.
+ *
+ * Every series sums right across pods: counters and histograms count what their own process did,
+ * and the gauges of figures every process can read alike (an event's line, sessions, queue
+ * depths, all in Redis) are exported by one process at a time (src/metrics-reporter.ts), marked
+ * by `gateway_event_gauges_reporter` = 1. docs/observability.md lists the series and the
+ * dashboard (grafana/onsale-gateway.json) built on them.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
@@ -17,21 +23,26 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: [registry],
     }),
+    reporter: new Gauge({
+      name: "gateway_event_gauges_reporter",
+      help: "1 in the one process that exports the event-wide gauges (waiting, admitted, active sessions, queue jobs)",
+      registers: [registry],
+    }),
     waiting: new Gauge({
       name: "gateway_waiting_fans",
-      help: "Fans waiting in line, by event",
+      help: "Fans waiting in line, by event (exported by the reporter process only)",
       labelNames: ["event"] as const,
       registers: [registry],
     }),
     admitted: new Gauge({
       name: "gateway_admitted_fans",
-      help: "Fans admitted so far, by event",
+      help: "Fans admitted so far, by event (exported by the reporter process only)",
       labelNames: ["event"] as const,
       registers: [registry],
     }),
     active: new Gauge({
       name: "gateway_active_sessions",
-      help: "Active purchase sessions, by event",
+      help: "Active purchase sessions, by event (exported by the reporter process only)",
       labelNames: ["event"] as const,
       registers: [registry],
     }),
@@ -62,6 +73,32 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       name: "gateway_dynamodb_commands_total",
       help: "Every DynamoDB command sent, by command and outcome (ok, or the error name)",
       labelNames: ["command", "outcome"] as const,
+      registers: [registry],
+    }),
+    dynamoDuration: new Histogram({
+      name: "gateway_dynamodb_command_duration_seconds",
+      help: "DynamoDB command latency, the SDK's retries included, by command and outcome (ok, error)",
+      labelNames: ["command", "outcome"] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    dynamoAttemptErrors: new Counter({
+      name: "gateway_dynamodb_attempt_errors_total",
+      help: "DynamoDB attempts that failed, retried by the SDK or not, by command and error (ThrottlingException, ...)",
+      labelNames: ["command", "error"] as const,
+      registers: [registry],
+    }),
+    jobDuration: new Histogram({
+      name: "gateway_job_duration_seconds",
+      help: "Background job run time by queue and outcome (ok, error)",
+      labelNames: ["queue", "outcome"] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+    queueJobs: new Gauge({
+      name: "gateway_queue_jobs",
+      help: "Background jobs by queue and state (waiting, delayed, active, failed; exported by the reporter process only)",
+      labelNames: ["queue", "state"] as const,
       registers: [registry],
     }),
     redisScripts: new Counter({

@@ -36,7 +36,8 @@ import { createSeatChangeRelay } from "./seatmap/relay.js";
 import { createWaitingRoom } from "./waiting-room/index.js";
 import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
 import { bookingPublisher } from "./workers/outbox.js";
-import { createQueues, type Queues, reconcileScheduler, sweepScheduler } from "./workers/queues.js";
+import { createQueues, type Queues, queueJobCounts, reconcileScheduler, sweepScheduler } from "./workers/queues.js";
+import { createMetricsReporter } from "./metrics-reporter.js";
 import { startWorkers, type WorkerDeps, type Workers } from "./workers/workers.js";
 
 export interface ServicesConfig {
@@ -62,6 +63,8 @@ export interface ServicesConfig {
   logger: Logger;
   metrics: Metrics;
   adminToken: string;
+  /** The bearer token /metrics asks for (METRICS_TOKEN); none: open. */
+  metricsToken?: string;
   gatewaySecret: string;
   /** Webhook signing secret; default derived from the gateway secret. */
   webhookSecret?: string;
@@ -173,6 +176,9 @@ export function buildServices(config: ServicesConfig): Services {
     metrics,
     limits,
     adminToken: config.adminToken,
+    ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
+    metricsReporter: createMetricsReporter(redis, { scope: tableName }),
+    ...(queues ? { queueJobCounts: () => queueJobCounts(queues) } : {}),
     inventory,
     waitingRoom,
     seatMap,
@@ -215,6 +221,7 @@ export function buildServices(config: ServicesConfig): Services {
         purchases,
         paymentTimeoutMs,
         logger,
+        metrics,
         ...(options.concurrency ? { concurrency: options.concurrency } : {}),
         ...(options.outbox ? { outbox: options.outbox } : {}),
         ...(options.ending ? { ending: options.ending } : {}),

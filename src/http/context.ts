@@ -5,6 +5,7 @@ import type { EventService } from "../events/event-service.js";
 import type { EventDefinition, GeneralAdmissionCounts } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
+import type { MetricsReporter } from "../metrics-reporter.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import type { WebhookDeduplication } from "../purchases/webhook-dedup.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
@@ -56,6 +57,12 @@ export interface AppDeps {
   health: { redis: HealthProbe; dynamodb: HealthProbe };
   limits: GatewayLimits;
   adminToken: string;
+  /** /metrics asks for this bearer token when set (METRICS_TOKEN). */
+  metricsToken?: string;
+  /** Which process exports the event-wide gauges (src/metrics-reporter.ts). */
+  metricsReporter: MetricsReporter;
+  /** Background jobs by queue and state, read from Redis at scrape time; absent without queues. */
+  queueJobCounts?: () => Promise<Record<string, Record<string, number>>>;
   waitingRoom: WaitingRoom;
   seatMap: SeatMapCache;
   relay: SeatChangeRelay;

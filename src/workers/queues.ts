@@ -206,6 +206,16 @@ export function createQueues(connection: RedisClient, logger?: Logger): Queues {
 }
 
 /** The ids of an event's job schedulers (the slow backstops of a live event). */
+/** The states a queue-depth gauge reports. */
+export const QUEUE_STATES = ["waiting", "delayed", "active", "failed"] as const;
+
+/** Jobs of every queue by state (a few Redis commands per queue); for /metrics. */
+export async function queueJobCounts(queues: Queues): Promise<Record<string, Record<string, number>>> {
+  const all = [queues.sweep, queues.seatMapRefresh, queues.reconcile, queues.outbox, queues.bookings] as Queue[];
+  const counts = await Promise.all(all.map((q) => q.getJobCounts(...QUEUE_STATES)));
+  return Object.fromEntries(all.map((q, i) => [q.name, counts[i]!]));
+}
+
 export function schedulerIds(eventId: string) {
   return {
     /** One per shard, as the hold-driven sweeps, so shards spread over workers. */

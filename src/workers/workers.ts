@@ -8,6 +8,7 @@ import { type Job, Worker } from "bullmq";
 import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import { type Inventory, SWEEP_SHARDS, type SweepResult } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import { connectRedis, type RedisTarget } from "../redis/connect.js";
 import type { RedisClient } from "../redis/scripts.js";
@@ -36,6 +37,8 @@ export interface WorkerDeps {
   /** A pending purchase younger than this may still have a charge in flight: left alone. */
   paymentTimeoutMs: number;
   logger: Logger;
+  /** Job run times (gateway_job_duration_seconds); none in tests that do not read them. */
+  metrics?: Pick<Metrics, "jobDuration">;
   /** Jobs of one worker in flight at once. */
   concurrency?: number;
   /** The publisher's timings (tests shorten them); defaults in ./outbox.ts. */
@@ -164,9 +167,18 @@ export function startWorkers(deps: WorkerDeps): Workers {
     <T>(queue: string, run: (job: Job<T>) => Promise<unknown>) =>
     async (job: Job<T>) => {
       const log = deps.logger.child({ queue, jobId: job.id });
-      const result = await run(job);
-      log.debug({ result }, "job done");
-      return result;
+      const started = performance.now();
+      const timed = (outcome: "ok" | "error") =>
+        deps.metrics?.jobDuration.observe({ queue, outcome }, (performance.now() - started) / 1000);
+      try {
+        const result = await run(job);
+        timed("ok");
+        log.debug({ result }, "job done");
+        return result;
+      } catch (err) {
+        timed("error");
+        throw err;
+      }
     };
   const logged = <T>(queue: string, run: (data: T) => Promise<unknown>) => loggedJob<T>(queue, (job) => run(job.data));
 

@@ -13,8 +13,10 @@
  *
  * Property: every answer is a 2xx/3xx (the input happened to be valid) or a 4xx carrying the
  * JSON error body `{error: {code, message, requestId}}`; no 5xx; no stack trace or server path in
- * any body. After the run: the gateway counted no 5xx (/metrics), it is still up, and its RSS
- * grew less than 64 MiB from after the warm-up.
+ * any body. After the run: the gateway counted no 5xx (/metrics), it is still up, and from after
+ * the warm-up to the end, each time after a full garbage collection (through the inspector,
+ * test/support/inspector.ts), the live V8 heap grew less than LIVE_HEAP_GROWTH_LIMIT (a leak) and
+ * the RSS less than RSS_GROWTH_LIMIT (native memory: sockets, zlib, buffers).
  */
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import fc from "fast-check";
@@ -30,7 +32,6 @@ import {
   call,
   encodeRequest,
   type Fan,
-  gauge,
   leaksInternals,
   putEvent,
   type RawOutcome,
@@ -43,11 +44,15 @@ import {
   startChaosGateway,
 } from "./support/http.js";
 import { recordScenario } from "./support/report.js";
+import { connectInspector, type Inspector, inspectorUrlOf } from "../support/inspector.js";
 import { scaled } from "./support/scale.js";
 
 const RUNS = scaled(25, 160);
 const BATCH = scaled(24, 40);
 const WARM_UP_RUNS = scaled(6, 12);
+/** Bytes of live heap (after a full GC) the fuzzed run may add: measured +X MiB (see below). */
+const LIVE_HEAP_GROWTH_LIMIT = 16 * 1024 * 1024;
+/** Bytes of RSS (after a full GC) the fuzzed run may add. */
 const RSS_GROWTH_LIMIT = 64 * 1024 * 1024;
 
 const EVENT = "fuzz_evt";
@@ -856,11 +861,16 @@ async function runBatch(gw: ChaosGateway, batch: { spec: Spec; endpoint: Endpoin
 // ---------------------------------------------------------------------------------------------
 
 let gw: ChaosGateway;
+let inspector: Inspector | undefined;
 let doc: OpenApiDoc;
 let endpoints: Endpoint[];
 
 beforeAll(async () => {
-  gw = await startChaosGateway({ TRUST_PROXY: "true", PAYMENT_TIMEOUT_MS: "1500" });
+  // The inspector on loopback: the memory check collects garbage before it reads the heap.
+  gw = await startChaosGateway({ TRUST_PROXY: "true", PAYMENT_TIMEOUT_MS: "1500" }, ["--inspect=127.0.0.1:0"]);
+  const wsUrl = inspectorUrlOf(gw.process.logs);
+  if (!wsUrl) throw new Error(`the fuzzed gateway printed no inspector address:\n${gw.process.logs.join("\n")}`);
+  inspector = await connectInspector(wsUrl);
   // Holds of a few seconds: seats come back while the run lasts, so valid holds and purchases keep
   // reaching DynamoDB instead of meeting the seat limit or sold-out seats after the first batches.
   await putEvent(gw, EVENT, smallEvent({ holdSeconds: 4, maxSeatsPerFan: 10 }));
@@ -900,6 +910,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
+  inspector?.close();
   await gw?.stop();
 }, 60_000);
 
@@ -927,8 +938,11 @@ describe("bad input: a property-based HTTP fuzzer over every endpoint", () => {
       }),
       { numRuns: WARM_UP_RUNS, endOnFailure: true, reporter: shortReport },
     );
-    const rssBefore = rssBytes(gw.pid);
-    const heapBefore = await gauge(gw.url, "nodejs_heap_size_used_bytes");
+    const live = async () => {
+      await inspector!.collectGarbage();
+      return { rss: rssBytes(gw.pid), heap: (await inspector!.memoryUsage()).heapUsed };
+    };
+    const before = await live();
 
     await fc.assert(
       fc.asyncProperty(batchArb, async (batch) => {
@@ -938,8 +952,7 @@ describe("bad input: a property-based HTTP fuzzer over every endpoint", () => {
       }),
       { numRuns: RUNS, endOnFailure: true, reporter: shortReport },
     );
-    const rssAfter = rssBytes(gw.pid);
-    const heapAfter = await gauge(gw.url, "nodejs_heap_size_used_bytes");
+    const after = await live();
     const seconds = (Date.now() - started) / 1000;
 
     // Still up, still answering, and it counted no 5xx of its own (including answers no one read).
@@ -957,8 +970,8 @@ describe("bad input: a property-based HTTP fuzzer over every endpoint", () => {
     const notes =
       `${tally.requests} fuzzed requests in ${seconds.toFixed(0)} s, ${BATCH} in flight at once; statuses ${statuses}; ` +
       `${tally.expectedNoResponse} unanswered on purpose (a Content-Length longer than the body, refused chunking); ` +
-      `RSS ${mib(rssBefore)} -> ${mib(rssAfter)} MiB (+${mib(rssAfter - rssBefore)}), ` +
-      `V8 heap used ${mib(heapBefore)} -> ${mib(heapAfter)} MiB`;
+      `after a full GC: V8 heap used ${mib(before.heap)} -> ${mib(after.heap)} MiB (+${mib(after.heap - before.heap)}), ` +
+      `RSS ${mib(before.rss)} -> ${mib(after.rss)} MiB (+${mib(after.rss - before.rss)}) on Node ${process.version}`;
     console.log(`fuzz: ${notes}; 5xx counted by the gateway ${JSON.stringify(counted5xx)}`);
     recordScenario({
       scenario: "bad input: HTTP fuzzer",
@@ -975,7 +988,8 @@ describe("bad input: a property-based HTTP fuzzer over every endpoint", () => {
     expect(counted5xx).toEqual({});
     expect(errorLogs).toEqual([]);
     expect(tally.noResponse).toBe(0);
-    expect(rssAfter - rssBefore).toBeLessThan(RSS_GROWTH_LIMIT);
+    expect(after.heap - before.heap).toBeLessThan(LIVE_HEAP_GROWTH_LIMIT);
+    expect(after.rss - before.rss).toBeLessThan(RSS_GROWTH_LIMIT);
     expect(audit.report.ok, JSON.stringify(audit.report.checks.filter((c) => c.status === "fail"))).toBe(true);
     expect(audit.oversells).toBe(0);
     expect(audit.lostPurchases).toBe(0);

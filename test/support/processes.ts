@@ -36,13 +36,21 @@ export interface MainProcessOptions {
   /** Added to this process's environment (PORT=0, HOST=127.0.0.1 and LOG_LEVEL=info unless given). */
   env: Record<string, string>;
   timeoutMs?: number;
+  /** Options for node before the script (`--inspect=127.0.0.1:0`, say). */
+  nodeArgs?: string[];
 }
 
 const MAX_LOG_LINES = 5_000;
 
 export async function startMainProcess(options: MainProcessOptions): Promise<MainProcess> {
   const timeoutMs = options.timeoutMs ?? 30_000;
-  const args = ["--import", "tsx", "src/main.ts", ...(options.role ? [`--role=${options.role}`] : [])];
+  const args = [
+    ...(options.nodeArgs ?? []),
+    "--import",
+    "tsx",
+    "src/main.ts",
+    ...(options.role ? [`--role=${options.role}`] : []),
+  ];
   const child = spawn(process.execPath, args, {
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -98,8 +106,12 @@ export async function startMainProcess(options: MainProcessOptions): Promise<Mai
 }
 
 /** The gateway (src/main.ts, ROLE from `env`, default all) as a child; ready once it listens. */
-export async function startGatewayProcess(env: Record<string, string>, timeoutMs = 30_000): Promise<GatewayProcess> {
-  const started = await startMainProcess({ env, timeoutMs });
+export async function startGatewayProcess(
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  nodeArgs: string[] = [],
+): Promise<GatewayProcess> {
+  const started = await startMainProcess({ env, timeoutMs, nodeArgs });
   if (started.url === undefined) throw new Error("the gateway process gave no URL");
   return { ...started, url: started.url };
 }

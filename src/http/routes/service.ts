@@ -3,11 +3,14 @@
  * interactive API docs (Swagger UI, served from the installed swagger-ui-dist package, so the
  * page works with no internet).
  */
+import { createHash, timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Hono } from "hono";
 import type { AppEnv } from "../context.js";
+import { ApiError } from "../errors.js";
+import { bearerToken } from "../middleware/admin-auth.js";
 
 const require = createRequire(import.meta.url);
 const swaggerDir = dirname(require.resolve("swagger-ui-dist/package.json"));
@@ -34,19 +37,46 @@ const docsPage = `<!doctype html>
 
 const initScript = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#ui", deepLinking: true });`;
 
+/** The presented bearer token is `expected`, compared in constant time over both hashes. */
+function bearerMatches(header: string | undefined, expected: string): boolean {
+  const token = bearerToken(header);
+  if (!token) return false;
+  const digest = (t: string) => createHash("sha256").update(t).digest();
+  return timingSafeEqual(digest(token), digest(expected));
+}
+
 export const serviceRoutes = new Hono<AppEnv>()
   .get("/metrics", async (c) => {
-    const { metrics, waitingRoom } = c.get("deps");
-    // Queue gauges are read from Redis at scrape time, for the events this process has served.
-    await Promise.all(
-      [...c.get("reads").seenEvents].slice(0, 100).map(async (event) => {
-        const room = await waitingRoom.stats(event);
-        if (!room.ok) return;
-        metrics.waiting.set({ event }, room.stats.waiting);
-        metrics.admitted.set({ event }, room.stats.admitted);
-        metrics.active.set({ event }, room.stats.active);
-      }),
-    );
+    const deps = c.get("deps");
+    const { metrics, waitingRoom } = deps;
+    if (deps.metricsToken && !bearerMatches(c.req.header("authorization"), deps.metricsToken)) {
+      throw new ApiError("unauthenticated", "/metrics asks for the METRICS_TOKEN bearer token");
+    }
+    // The event-wide gauges come from Redis, the same for every process: exported by one of them
+    // (src/metrics-reporter.ts), for every event any process served lately.
+    const report = await deps.metricsReporter.report(c.get("reads").seenEvents);
+    metrics.reporter.set(report.reporter ? 1 : 0);
+    metrics.waiting.reset();
+    metrics.admitted.reset();
+    metrics.active.reset();
+    metrics.queueJobs.reset();
+    if (report.reporter) {
+      await Promise.all([
+        ...report.events.map(async (event) => {
+          const room = await waitingRoom.stats(event);
+          if (!room.ok) return;
+          metrics.waiting.set({ event }, room.stats.waiting);
+          metrics.admitted.set({ event }, room.stats.admitted);
+          metrics.active.set({ event }, room.stats.active);
+        }),
+        (async () => {
+          const counts = await deps.queueJobCounts?.().catch(() => undefined);
+          for (const [queue, states] of Object.entries(counts ?? {})) {
+            for (const [state, n] of Object.entries(states)) metrics.queueJobs.set({ queue, state }, n);
+          }
+        })(),
+      ]);
+    }
     c.header("Content-Type", metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());
   })

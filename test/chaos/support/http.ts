@@ -41,7 +41,10 @@ export interface ChaosGateway {
 }
 
 /** A gateway process (ROLE=all: gateway and workers) on a Redis database and a table of its own. */
-export async function startChaosGateway(env: Record<string, string> = {}): Promise<ChaosGateway> {
+export async function startChaosGateway(
+  env: Record<string, string> = {},
+  nodeArgs: string[] = [],
+): Promise<ChaosGateway> {
   const db = await claimRedisDatabase();
   const tableName = `chaos_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
   let gw: GatewayProcess;
@@ -60,6 +63,7 @@ export async function startChaosGateway(env: Record<string, string> = {}): Promi
         ...env,
       },
       90_000,
+      nodeArgs,
     );
   } catch (err) {
     await db.release();

@@ -82,5 +82,8 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
         throw new ApiError("unavailable", "the waiting room is unavailable; retry shortly", { retryAfter: 2 });
     }
   }
+  // The event's line gauges on /metrics (src/metrics-reporter.ts) start with its first join here.
+  const seen = c.get("reads").seenEvents;
+  if (seen.size < 1_000) seen.add(eventId);
   return c.json({ queueToken: result.queueToken, ...placeView(result.place) }, result.created ? 201 : 200);
 });
