@@ -52,6 +52,7 @@ async function main(): Promise<void> {
     logConnections: true,
     adminToken: infra.adminToken,
     gatewaySecret: infra.gatewaySecret,
+    tokenSigningKeys: infra.tokenSigningKeys,
     webhookSecret,
     limits: {
       ratePerIp: config.rateLimitPerIp,

@@ -33,7 +33,7 @@ import type { RedisClient } from "./redis/scripts.js";
 import { createSeatMapCache } from "./seatmap/cache.js";
 import { createSectionPages, type SectionPagesOptions } from "./seatmap/pages.js";
 import { createSeatChangeRelay } from "./seatmap/relay.js";
-import { createWaitingRoom } from "./waiting-room/index.js";
+import { createWaitingRoom, type SigningKeyInput } from "./waiting-room/index.js";
 import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
 import { bookingPublisher } from "./workers/outbox.js";
 import { createQueues, type Queues, reconcileScheduler, sweepScheduler } from "./workers/queues.js";
@@ -63,6 +63,11 @@ export interface ServicesConfig {
   metrics: Metrics;
   adminToken: string;
   gatewaySecret: string;
+  /**
+   * ES256 or EdDSA keys that sign queue and access tokens (TOKEN_SIGNING_KEYS, or the key bootstrap
+   * keeps in DATA_DIR); unset: HS256 with `gatewaySecret`.
+   */
+  tokenSigningKeys?: readonly SigningKeyInput[] | undefined;
   /** Webhook signing secret; default derived from the gateway secret. */
   webhookSecret?: string;
   limits?: Partial<GatewayLimits>;
@@ -144,6 +149,7 @@ export function buildServices(config: ServicesConfig): Services {
   const waitingRoom = createWaitingRoom({
     redis,
     secret: config.gatewaySecret,
+    signingKeys: config.tokenSigningKeys,
     logger,
     restore: roomSource(inventory),
   });
