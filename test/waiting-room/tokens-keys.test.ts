@@ -207,8 +207,28 @@ describe.each(ALGS)("%s tokens", (alg) => {
     }
   });
 
+  it("check the claims of a token verified before on every call: expiry, kind, event; a tampered copy is refused", () => {
+    let clock = NOW;
+    const clocked = createTokenService({ keys: [key], now: () => clock });
+    const token = clocked.signAccessToken({ ...access, expiresAt: new Date(NOW + 10_000) });
+    expect(clocked.verifyAccessToken(token, "finals").ok).toBe(true); // remembered from here
+    expect(clocked.verifyAccessToken(token, "finals").ok).toBe(true);
+    expect(clocked.verifyAccessToken(token, "semis")).toEqual({ ok: false, reason: "wrong_event" });
+    expect(clocked.verifyQueueToken(token, "finals")).toEqual({ ok: false, reason: "wrong_kind" });
+    const [h, p, s] = segments(token);
+    const tampered = b64({ ...JSON.parse(Buffer.from(p, "base64url").toString()), sub: "mallory" });
+    expect(clocked.verifyAccessToken(`${h}.${tampered}.${s}`, "finals")).toEqual({
+      ok: false,
+      reason: "bad_signature",
+    });
+    clock = NOW + 11_000;
+    expect(clocked.verifyAccessToken(token, "finals")).toEqual({ ok: false, reason: "expired" });
+  });
+
   it("never accept a mutation of a valid token (property)", () => {
     const real = tokens.signAccessToken(access);
+    // verified first, so the service remembers it: no mutation may ride on that
+    expect(tokens.verifyAccessToken(real, "finals").ok).toBe(true);
     const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/ é";
     const char = fc.integer({ min: 0, max: alphabet.length - 1 }).map((i) => alphabet[i] as string);
     const at = fc.integer({ min: 0, max: real.length });
