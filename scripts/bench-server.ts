@@ -2,6 +2,8 @@
  * The server side of `npm run bench:gateway`, in its own process so client and server each get
  * a core: `hello` is a bare Hono hello-world (the ceiling); `gateway` is the full gateway with
  * rate limits and seat-map stream caps off. Prints one JSON line with `listening` when ready.
+ * TOKEN_ALG=ES256|EdDSA (inherited from `npm run bench:gateway`'s environment) signs tokens with
+ * a key generated here, to measure what a key set costs the status poll and the claims.
  */
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -14,6 +16,7 @@ import { buildApp } from "../src/http/app.js";
 import { listenApp } from "../src/http/serve.js";
 import { createMetrics } from "../src/metrics.js";
 import { buildServices } from "../src/services.js";
+import { generateSigningKey } from "../src/waiting-room/index.js";
 
 const env = z
   .object({
@@ -23,6 +26,7 @@ const env = z
     DYNAMODB_TABLE: z.string().default("bench"),
     ADMIN_TOKEN: z.string().default("bench-operator-token-000"),
     GATEWAY_SECRET: z.string().default("bench-gateway-secret-0123456789abcdef"),
+    TOKEN_ALG: z.enum(["HS256", "ES256", "EdDSA"]).default("HS256"),
   })
   .parse(process.env);
 
@@ -42,6 +46,7 @@ if (env.MODE === "hello") {
     metrics: createMetrics(),
     adminToken: env.ADMIN_TOKEN,
     gatewaySecret: env.GATEWAY_SECRET,
+    ...(env.TOKEN_ALG === "HS256" ? {} : { tokenSigningKeys: [generateSigningKey(env.TOKEN_ALG)] }),
     // One host is every client: the per-IP limits are off, and the stream caps too (the memory
     // figure opens BENCH_SSE streams from 127.0.0.1).
     limits: {

@@ -5,7 +5,8 @@
  *    it answers; else a redis-server started here.
  *  - DynamoDB: DYNAMODB_ENDPOINT; else the local DynamoDB as a child process, data under DATA_DIR.
  *  - Secrets: ADMIN_TOKEN / GATEWAY_SECRET; else generated once and kept in DATA_DIR/secrets.json,
- *    so tokens stay valid across restarts.
+ *    so tokens stay valid across restarts. With TOKEN_ALG ES256 or EdDSA and no TOKEN_SIGNING_KEYS,
+ *    the same for a signing key of that algorithm (`tokenSigningKeys` in the file, one per algorithm).
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -15,6 +16,7 @@ import type { Logger } from "./logger.js";
 import { spawnLocalDynamoDB } from "./local/dynamodb.js";
 import { redisAnswers, spawnRedis } from "./local/redis.js";
 import type { RedisTarget } from "./redis/connect.js";
+import { type AsymmetricAlgorithm, generateSigningKey, type SigningKeyInput } from "./waiting-room/index.js";
 
 type Stop = () => Promise<void>;
 
@@ -31,6 +33,8 @@ export interface Infrastructure {
   /** DATA_DIR/secrets.json, when the secrets file was used. */
   secretsFile: string | undefined;
   gatewaySecret: string;
+  /** The ES256 or EdDSA keys that sign tokens (TOKEN_SIGNING_KEYS, or kept in DATA_DIR); undefined: HS256. */
+  tokenSigningKeys: SigningKeyInput[] | undefined;
   /** Stops what bootstrap started, in reverse order. */
   stop: Stop;
 }
@@ -105,9 +109,12 @@ export async function dynamoAnswers(endpoint: string): Promise<boolean> {
 interface StoredSecrets {
   adminToken: string;
   gatewaySecret: string;
+  /** A generated signing key per algorithm, for TOKEN_ALG ES256 or EdDSA without TOKEN_SIGNING_KEYS. */
+  tokenSigningKeys?: Partial<Record<AsymmetricAlgorithm, SigningKeyInput>>;
 }
 
-type ResolvedSecrets = StoredSecrets & Pick<Infrastructure, "adminTokenSource" | "secretsFile">;
+type ResolvedSecrets = Omit<StoredSecrets, "tokenSigningKeys"> &
+  Pick<Infrastructure, "adminTokenSource" | "secretsFile">;
 
 function resolveSecrets(config: GatewayConfig, log: Logger): ResolvedSecrets {
   if (config.adminToken && config.gatewaySecret) {
@@ -127,7 +134,7 @@ function resolveSecrets(config: GatewayConfig, log: Logger): ResolvedSecrets {
     gatewaySecret: config.gatewaySecret ?? stored.gatewaySecret ?? randomBytes(48).toString("base64url"),
   };
   if (secrets.adminToken !== stored.adminToken || secrets.gatewaySecret !== stored.gatewaySecret) {
-    writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+    writeFileSync(file, `${JSON.stringify({ ...stored, ...secrets }, null, 2)}\n`, { mode: 0o600 });
     chmodSync(file, 0o600);
     log.info({ file }, "generated secrets for this data directory (set ADMIN_TOKEN and GATEWAY_SECRET in production)");
   }
@@ -137,6 +144,30 @@ function resolveSecrets(config: GatewayConfig, log: Logger): ResolvedSecrets {
       ? "stored"
       : "generated";
   return { ...secrets, adminTokenSource, secretsFile: file };
+}
+
+/**
+ * The configured key set; else, for TOKEN_ALG ES256 or EdDSA, the key of that algorithm kept in
+ * DATA_DIR/secrets.json, generated on the first start that asks for it (one gateway's key: several
+ * gateways, or any verifier outside, need TOKEN_SIGNING_KEYS).
+ */
+function resolveTokenKeys(config: GatewayConfig, log: Logger): SigningKeyInput[] | undefined {
+  const { alg, signingKeys } = config.tokens;
+  if (signingKeys || alg === "HS256") return signingKeys;
+  mkdirSync(config.dataDir, { recursive: true });
+  const file = join(config.dataDir, "secrets.json");
+  const stored = (existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) : {}) as Partial<StoredSecrets>;
+  const kept = stored.tokenSigningKeys?.[alg];
+  if (kept) return [{ ...kept, state: "active" }];
+  const key = generateSigningKey(alg);
+  const next = { ...stored, tokenSigningKeys: { ...stored.tokenSigningKeys, [alg]: key } };
+  writeFileSync(file, `${JSON.stringify(next, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  log.info(
+    { file, alg, kid: key.kid },
+    "generated a token signing key for this data directory (set TOKEN_SIGNING_KEYS in production: every gateway signs with the same keys)",
+  );
+  return [key];
 }
 
 export async function startInfrastructure(config: GatewayConfig, log: Logger): Promise<Infrastructure> {
@@ -149,7 +180,8 @@ export async function startInfrastructure(config: GatewayConfig, log: Logger): P
       resolveRedis(config, log, stops),
       resolveDynamo(config, log, stops),
     ]);
-    return { redis, dynamoEndpoint, ...resolveSecrets(config, log), stop };
+    const secrets = resolveSecrets(config, log);
+    return { redis, dynamoEndpoint, ...secrets, tokenSigningKeys: resolveTokenKeys(config, log), stop };
   } catch (err) {
     await stop();
     throw err;

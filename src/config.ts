@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { parseClusterNodes, type RedisClusterNodes } from "./redis/connect.js";
+import { loadTokenSigning, type TokenSigningConfig } from "./waiting-room/token-config.js";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -118,6 +119,8 @@ export type GatewayConfig = {
   sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
   demoEvent: boolean;
   role: "all" | "gateway" | "worker";
+  /** TOKEN_ALG and TOKEN_SIGNING_KEYS (src/waiting-room/token-config.ts). */
+  tokens: TokenSigningConfig;
 };
 
 export class ConfigError extends Error {
@@ -133,6 +136,13 @@ function parse<T extends z.ZodType>(schema: T, env: NodeJS.ProcessEnv): z.infer<
     throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
   }
   return result.data;
+}
+
+/** TOKEN_ALG and TOKEN_SIGNING_KEYS, each fault named, as every other variable's. */
+function tokenSigningOrThrow(env: NodeJS.ProcessEnv): TokenSigningConfig {
+  const result = loadTokenSigning(env.TOKEN_ALG || undefined, env.TOKEN_SIGNING_KEYS || undefined);
+  if (!result.ok) throw new ConfigError(`invalid configuration:\n  ${result.variable}: ${result.message}`);
+  return result.config;
 }
 
 /** `--role=<role>` on the command line wins over ROLE (npm run gateway / npm run worker use it). */
@@ -189,6 +199,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     },
     demoEvent: e.DEMO_EVENT,
     role: e.ROLE,
+    tokens: tokenSigningOrThrow(env),
   };
 }
 

@@ -24,6 +24,13 @@ export function createLogger(options: { level: string; name?: string }): Logger 
         "config.gatewaySecret",
         "loadTestToken",
         "config.loadTestToken",
+        // token signing keys (TOKEN_SIGNING_KEYS): a key, a list of them, or the config holding it
+        "privateKeyPem",
+        "*.privateKeyPem",
+        "[*].privateKeyPem",
+        "*[*].privateKeyPem",
+        "config.tokens.signingKeys[*].privateKeyPem",
+        "tokens.signingKeys[*].privateKeyPem",
       ],
       censor: "[redacted]",
     },

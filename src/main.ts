@@ -53,6 +53,7 @@ async function main(): Promise<void> {
     adminToken: infra.adminToken,
     ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
     gatewaySecret: infra.gatewaySecret,
+    tokenSigningKeys: infra.tokenSigningKeys,
     webhookSecret,
     limits: {
       ratePerIp: config.rateLimitPerIp,

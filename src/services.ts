@@ -33,7 +33,7 @@ import type { RedisClient } from "./redis/scripts.js";
 import { createSeatMapCache } from "./seatmap/cache.js";
 import { createSectionPages, type SectionPagesOptions } from "./seatmap/pages.js";
 import { createSeatChangeRelay } from "./seatmap/relay.js";
-import { createWaitingRoom } from "./waiting-room/index.js";
+import { createWaitingRoom, type SigningKeyInput } from "./waiting-room/index.js";
 import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
 import { bookingPublisher } from "./workers/outbox.js";
 import { createQueues, type Queues, queueJobCounts, reconcileScheduler, sweepScheduler } from "./workers/queues.js";
@@ -66,6 +66,11 @@ export interface ServicesConfig {
   /** The bearer token /metrics asks for (METRICS_TOKEN); none: open. */
   metricsToken?: string;
   gatewaySecret: string;
+  /**
+   * ES256 or EdDSA keys that sign queue and access tokens (TOKEN_SIGNING_KEYS, or the key bootstrap
+   * keeps in DATA_DIR); unset: HS256 with `gatewaySecret`.
+   */
+  tokenSigningKeys?: readonly SigningKeyInput[] | undefined;
   /** Webhook signing secret; default derived from the gateway secret. */
   webhookSecret?: string;
   limits?: Partial<GatewayLimits>;
@@ -147,6 +152,7 @@ export function buildServices(config: ServicesConfig): Services {
   const waitingRoom = createWaitingRoom({
     redis,
     secret: config.gatewaySecret,
+    signingKeys: config.tokenSigningKeys,
     logger,
     restore: roomSource(inventory),
   });

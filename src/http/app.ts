@@ -16,6 +16,7 @@ import { putEventRoute } from "./routes/admin/put-event.js";
 import { statsRoute } from "./routes/admin/stats.js";
 import { patchWaitingRoomRoute } from "./routes/admin/waiting-room.js";
 import { healthRoutes } from "./routes/health.js";
+import { jwksRoute } from "./routes/jwks.js";
 import { createHoldRoute } from "./routes/holds/create.js";
 import { purchaseRoute } from "./routes/purchases/create.js";
 import { getPurchaseRoute } from "./routes/purchases/get.js";
@@ -89,6 +90,7 @@ export function buildApp(deps: AppDeps) {
   for (const routes of [
     healthRoutes,
     serviceRoutes,
+    jwksRoute,
     putEventRoute,
     closeEventRoute,
     patchWaitingRoomRoute,

@@ -17,3 +17,12 @@ export type {
   TokenKind,
   TokenService,
 } from "./tokens.js";
+export { generateSigningKey, jwksOf, loadSigningKeys, parseSigningKeys, TOKEN_ALGORITHMS } from "./signing-keys.js";
+export type {
+  AsymmetricAlgorithm,
+  JsonWebKeySet,
+  PublicJwk,
+  SigningKeyInput,
+  SigningKeySet,
+  TokenAlgorithm,
+} from "./signing-keys.js";

@@ -13,9 +13,10 @@ const ACCESS_TOKENS_KEPT = 20_000;
 export type PlaceReader = (f: Fields, eventId: string, fanId: string) => FanPlace;
 
 export function createPlaceReader(tokens: TokenService): PlaceReader {
-  // An admitted fan polls with the same session until it ends, and the access token is a pure
-  // function of the session (iat = admission, exp = session expiry, deterministic HS256): signed
-  // once per session here, not once per poll.
+  // An admitted fan polls with the same session until it ends, and the access token's claims are a
+  // pure function of the session (iat = admission, exp = session expiry): signed once per session
+  // here, not once per poll (and so the same on every poll to this process with ES256 too, whose
+  // signatures carry a random nonce).
   const accessTokens = new Map<string, string>();
   function accessTokenFor(input: Parameters<TokenService["signAccessToken"]>[0]): string {
     const key = [

@@ -1,6 +1,7 @@
 /**
- * Queue tokens and access tokens: HS256 JWTs signed with the gateway secret. They verify without
- * Redis. The `kind` claim keeps them apart: a queue token is never accepted where an access token
+ * Queue tokens and access tokens: JWTs signed with the gateway secret (HS256, the default) or with
+ * the active key of an asymmetric key set (ES256 or EdDSA, src/waiting-room/signing-keys.ts, a
+ * `kid` in the header, the public keys published as a JWKS). They verify without Redis. The `kind` claim keeps them apart: a queue token is never accepted where an access token
  * is asked for, nor the reverse, and each names one event.
  *
  * Claims: `iss` "onsale-gateway", `kind` "queue" | "access", `sub` fanId, `evt` eventId, `iat`,
@@ -15,8 +16,24 @@
  * gave it, and a little more: a header other than exactly HS256/JWT (so no `crit`, `b64`, `kid`),
  * and a segment that is not canonical base64url (jose's decoder let four spellings of a
  * signature's last character, and padding, through).
+ *
+ * ES256 and EdDSA tokens are verified the same way, synchronously with `crypto.verify` on a
+ * KeyObject made once per key. Their header is exactly `{alg, typ: "JWT", kid}` with the alg of
+ * the key the kid names (so an HS256 header, or a key of the other algorithm, is refused before
+ * any signature is checked: the public key is never taken for an HMAC secret), and an ES256
+ * signature must be the low-S one of its two valid forms (the signer writes that one), so a token
+ * has one spelling whatever the algorithm.
  */
-import { createHmac, createSecretKey, timingSafeEqual } from "node:crypto";
+import { createHmac, createSecretKey, type KeyObject, sign as signWith, timingSafeEqual, verify } from "node:crypto";
+import {
+  type AsymmetricAlgorithm,
+  type JsonWebKeySet,
+  jwksOf,
+  loadSigningKeys,
+  type SigningKeyInput,
+  type SigningKeySet,
+  type TokenAlgorithm,
+} from "./signing-keys.js";
 
 export const TOKEN_ISSUER = "onsale-gateway";
 
@@ -64,14 +81,23 @@ export interface TokenService {
     issuedAt: Date;
     expiresAt: Date;
   }): string;
-  /** Synchronous: no I/O, one HMAC. */
+  /** Synchronous: no I/O, one HMAC (or one signature check with a key set). */
   verifyQueueToken(token: string, eventId: string): TokenCheck<QueueTokenClaims>;
   verifyAccessToken(token: string, eventId: string): TokenCheck<AccessTokenClaims>;
+  /** What new tokens are signed with. */
+  readonly algorithm: TokenAlgorithm;
+  /** The public keys that verify these tokens (none for HS256). */
+  jwks(): JsonWebKeySet;
 }
 
 export interface TokenOptions {
-  /** The gateway secret: at least 32 bytes. */
-  secret: string | Uint8Array;
+  /** The gateway secret, at least 32 bytes: signs and verifies HS256 tokens when `keys` is absent. */
+  secret?: string | Uint8Array | undefined;
+  /**
+   * An ES256 or EdDSA key set: its active key signs (with its `kid`), every listed key verifies the
+   * tokens that name it; HS256 tokens are then refused.
+   */
+  keys?: SigningKeySet | readonly SigningKeyInput[] | undefined;
   /** How long a queue token is valid; default 7 days (a pre-queue may open days ahead). */
   queueTokenTtlSeconds?: number;
   /** The clock, in ms since the epoch; tests pass their own. */
@@ -81,7 +107,7 @@ export interface TokenOptions {
 /** The one header this service signs with, as jose spelled it: `{"alg":"HS256","typ":"JWT"}`. */
 const HEADER = Buffer.from(JSON.stringify({ alg: "HS256", typ: "JWT" })).toString("base64url");
 /** An HMAC-SHA256 is 32 bytes: 43 base64url characters, no padding. */
-const SIGNATURE_LENGTH = 43;
+const HMAC_SIGNATURE_LENGTH = 43;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 /** Each base64url character's 6-bit value, by char code. */
 const BASE64URL_VALUE = (() => {
@@ -143,42 +169,60 @@ function numericDate(value: number, what: string): number {
   return value;
 }
 
-/** The token's HMAC-SHA256 over its signing input, base64url. */
-type Mac = (signingInput: string) => string;
+/** How tokens are signed: the header segment every new token carries, and its signature. */
+interface Signer {
+  header: string;
+  /** The signature over the signing input, base64url. */
+  sign(signingInput: string): string;
+}
+
+/** How one header's tokens are checked: the signature's one length, and the check itself. */
+interface Verifier {
+  /** In base64url characters; another length is a bad signature before any crypto. */
+  signatureLength: number;
+  /** `token` is the whole token, `signingInput` and `signature` its two parts. */
+  verify(signingInput: string, signature: string, token: string): boolean;
+}
+
+/**
+ * The verifier a header names; `undefined` when the header is not one this service signs
+ * (malformed), `UNKNOWN_KEY` when it is well formed but names a kid not in the key set (a token of
+ * a key since removed: a bad signature).
+ */
+type VerifierFor = (headerSegment: string) => Verifier | typeof UNKNOWN_KEY | undefined;
+const UNKNOWN_KEY = Symbol("unknown key");
 
 /** Claims in the order jose wrote them (payload first, then iss, sub, iat, exp): the same bytes. */
-function signToken(mac: Mac, payload: Record<string, string>, sub: string, iat: number, exp: number): string {
+function signToken(signer: Signer, payload: Record<string, string>, sub: string, iat: number, exp: number): string {
   if (typeof sub !== "string") throw new TypeError('"sub" claim must be a string');
   const claims = { ...payload, iss: TOKEN_ISSUER, sub, iat: numericDate(iat, "iat"), exp: numericDate(exp, "exp") };
-  const signingInput = `${HEADER}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`;
-  return `${signingInput}.${mac(signingInput)}`;
+  const signingInput = `${signer.header}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`;
+  return `${signingInput}.${signer.sign(signingInput)}`;
 }
 
 /**
  * The checks in jose's order, so each token gets the reason it got before: the shape and the
- * header (malformed), the MAC (bad_signature), the claims set (malformed), the presence of
+ * header (malformed), the signature (bad_signature), the claims set (malformed), the presence of
  * iss/exp/iat/sub and the issuer, the types of iat and nbf, nbf not in the future (malformed),
  * exp in the future (expired); then this service's own: sub and evt strings, iat and exp non-zero,
  * epoch a string if present, iat not past the clock skew (malformed), kind, event.
  */
-function verifyToken(mac: Mac, now: () => number, token: string, kind: TokenKind, eventId: string) {
+function verifyToken(verifierFor: VerifierFor, now: () => number, token: string, kind: TokenKind, eventId: string) {
   if (typeof token !== "string") return MALFORMED;
   const firstDot = token.indexOf(".");
   const secondDot = firstDot < 0 ? -1 : token.indexOf(".", firstDot + 1);
   if (secondDot < 0 || token.indexOf(".", secondDot + 1) >= 0) return MALFORMED;
-  if (!headerIsOurs(token.slice(0, firstDot))) return MALFORMED;
+  const verifier = verifierFor(token.slice(0, firstDot));
+  if (!verifier) return MALFORMED;
   const payloadSegment = token.slice(firstDot + 1, secondDot);
   const signature = token.slice(secondDot + 1);
   // As jose: a payload must be ASCII to be signed over; whether it is base64url tells after the
-  // MAC (so a tampered payload is a bad signature, as it was).
+  // signature (so a tampered payload is a bad signature, as it was).
   if (NOT_ASCII.test(payloadSegment) || !BASE64URL.test(signature)) return MALFORMED;
-  const signingInput = token.slice(0, secondDot);
-  // Comparing the canonical encodings compares the MACs (one spelling per 32 bytes), and refuses
-  // the spellings a lenient decoder would have let through. The length is no secret.
-  if (signature.length !== SIGNATURE_LENGTH) return fail("bad_signature");
-  if (!timingSafeEqual(Buffer.from(signature, "latin1"), Buffer.from(mac(signingInput), "latin1"))) {
-    return fail("bad_signature");
-  }
+  if (verifier === UNKNOWN_KEY) return fail("bad_signature");
+  // The length is no secret.
+  if (signature.length !== verifier.signatureLength) return fail("bad_signature");
+  if (!verifier.verify(token.slice(0, secondDot), signature, token)) return fail("bad_signature");
   const payload = jsonObject(payloadSegment);
   if (!payload) return MALFORMED;
   for (const claim of ["iss", "exp", "iat", "sub"]) if (!Object.hasOwn(payload, claim)) return MALFORMED;
@@ -207,29 +251,138 @@ function verifyToken(mac: Mac, now: () => number, token: string, kind: TokenKind
   };
 }
 
-export function createTokenService(options: TokenOptions): TokenService {
-  const raw = typeof options.secret === "string" ? new TextEncoder().encode(options.secret) : options.secret;
+/** HS256 with the gateway secret: the header without a kid, the MAC compared in constant time. */
+function hmacScheme(secret: string | Uint8Array): { signer: Signer; verifierFor: VerifierFor } {
+  const raw = typeof secret === "string" ? new TextEncoder().encode(secret) : secret;
   if (raw.byteLength < 32) throw new RangeError("the gateway secret must be at least 32 bytes");
   // A KeyObject made once: createHmac then skips copying the secret on every call.
   const key = createSecretKey(raw);
+  const mac = (signingInput: string) => createHmac("sha256", key).update(signingInput).digest("base64url");
+  const verifier: Verifier = {
+    signatureLength: HMAC_SIGNATURE_LENGTH,
+    // Comparing the canonical encodings compares the MACs (one spelling per 32 bytes), and refuses
+    // the spellings a lenient decoder would have let through.
+    verify: (signingInput, signature) =>
+      timingSafeEqual(Buffer.from(signature, "latin1"), Buffer.from(mac(signingInput), "latin1")),
+  };
+  return { signer: { header: HEADER, sign: mac }, verifierFor: (h) => (headerIsOurs(h) ? verifier : undefined) };
+}
+
+/** P-256's group order n, and n/2 rounded down: an ES256 `s` above it is the high-S twin. */
+const P256_ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
+const P256_HALF_ORDER = Buffer.from((P256_ORDER >> 1n).toString(16).padStart(64, "0"), "hex");
+/** ES256 (r || s, 32 bytes each) and Ed25519 signatures are both 64 bytes: 86 base64url characters. */
+const ASYMMETRIC_SIGNATURE_BYTES = 64;
+const ASYMMETRIC_SIGNATURE_LENGTH = 86;
+
+function signAsymmetric(alg: AsymmetricAlgorithm, key: KeyObject, signingInput: string): string {
+  const data = Buffer.from(signingInput, "latin1");
+  if (alg === "EdDSA") return signWith(null, data, key).toString("base64url");
+  const signature = signWith("sha256", data, { key, dsaEncoding: "ieee-p1363" });
+  const s = signature.subarray(32);
+  if (Buffer.compare(s, P256_HALF_ORDER) > 0) {
+    // (r, n - s) is the same signature's other valid form; write the low one, which is the only
+    // one verify accepts.
+    const low = P256_ORDER - BigInt(`0x${s.toString("hex")}`);
+    Buffer.from(low.toString(16).padStart(64, "0"), "hex").copy(signature, 32);
+  }
+  return signature.toString("base64url");
+}
+
+function verifyAsymmetric(alg: AsymmetricAlgorithm, key: KeyObject, signingInput: string, signature: string): boolean {
+  const bytes = decodeSegment(signature);
+  if (!bytes || bytes.length !== ASYMMETRIC_SIGNATURE_BYTES) return false;
+  const data = Buffer.from(signingInput, "latin1");
+  if (alg === "EdDSA") return verify(null, data, key, bytes);
+  if (Buffer.compare(bytes.subarray(32), P256_HALF_ORDER) > 0) return false;
+  return verify("sha256", data, { key, dsaEncoding: "ieee-p1363" }, bytes);
+}
+
+/** Verified asymmetric tokens remembered per service (about 10 MB of token strings at most). */
+export const VERIFIED_KEPT = 20_000;
+
+/** The header an asymmetric key signs with, as jose would spell it: alg, typ, kid. */
+const headerOf = (alg: AsymmetricAlgorithm, kid: string) =>
+  Buffer.from(JSON.stringify({ alg, typ: "JWT", kid })).toString("base64url");
+
+/** ES256 or EdDSA with a key set: the active key signs, every key verifies the tokens naming it. */
+function keyScheme(set: SigningKeySet): { signer: Signer; verifierFor: VerifierFor } {
+  const byKid = new Map<string, { alg: AsymmetricAlgorithm; verifier: Verifier }>();
+  const byHeader = new Map<string, Verifier>();
+  // Tokens whose signature verified, whole: a public-key check costs 15-25 HMACs, and a fan polls
+  // with the same queue token, and claims with the same access token, many times. Only the
+  // signature is remembered (the exact string, so no other token can match); the claims, expiry
+  // included, are checked on every call. The oldest go first past VERIFIED_KEPT.
+  const verified = new Set<string>();
+  const remember = (token: string) => {
+    if (verified.size >= VERIFIED_KEPT) verified.delete(verified.values().next().value as string);
+    verified.add(token);
+  };
+  for (const k of set.keys) {
+    const verifier: Verifier = {
+      signatureLength: ASYMMETRIC_SIGNATURE_LENGTH,
+      verify: (signingInput, signature, token) => {
+        if (verified.has(token)) return true;
+        if (!verifyAsymmetric(k.alg, k.publicKey, signingInput, signature)) return false;
+        remember(token);
+        return true;
+      },
+    };
+    byKid.set(k.kid, { alg: k.alg, verifier });
+    byHeader.set(headerOf(k.alg, k.kid), verifier);
+  }
+  const { active } = set;
+  const verifierFor: VerifierFor = (segment) => {
+    // The headers this service writes, known by their bytes: no JSON parse on a poll.
+    const known = byHeader.get(segment);
+    if (known) return known;
+    const header = jsonObject(segment);
+    if (!header || Object.keys(header).length !== 3 || header.typ !== "JWT" || typeof header.kid !== "string") {
+      return undefined;
+    }
+    const { alg } = header;
+    if (alg !== "ES256" && alg !== "EdDSA") return undefined;
+    const key = byKid.get(header.kid);
+    if (!key) return UNKNOWN_KEY;
+    // The kid's own algorithm only: the key is never used with another.
+    return key.alg === alg ? key.verifier : undefined;
+  };
+  return {
+    signer: {
+      header: headerOf(active.alg, active.kid),
+      sign: (signingInput) => signAsymmetric(active.alg, active.privateKey, signingInput),
+    },
+    verifierFor,
+  };
+}
+
+export function createTokenService(options: TokenOptions): TokenService {
+  const keySet =
+    options.keys === undefined ? undefined : "active" in options.keys ? options.keys : loadSigningKeys(options.keys);
+  if (!keySet && options.secret === undefined) throw new RangeError("tokens need the gateway secret or a key set");
+  const { signer, verifierFor } = keySet ? keyScheme(keySet) : hmacScheme(options.secret as string | Uint8Array);
   const now = options.now ?? Date.now;
   const queueTtl = options.queueTokenTtlSeconds ?? 7 * 24 * 3600;
-
-  const mac: Mac = (signingInput: string) => createHmac("sha256", key).update(signingInput).digest("base64url");
+  const jwks = jwksOf(keySet);
 
   const sign = (payload: Record<string, string>, sub: string, iat: number, exp: number) =>
-    signToken(mac, payload, sub, iat, exp);
-  const verify = (token: string, kind: TokenKind, eventId: string) => verifyToken(mac, now, token, kind, eventId);
+    signToken(signer, payload, sub, iat, exp);
+  const verify = (token: string, kind: TokenKind, eventId: string) =>
+    verifyToken(verifierFor, now, token, kind, eventId);
 
   return {
+    algorithm: keySet ? keySet.alg : "HS256",
+    jwks: () => jwks,
+
     signQueueToken({ fanId, eventId, epoch }) {
       const iat = Math.floor(now() / 1000);
       return sign({ kind: "queue", evt: eventId, ...(epoch ? { epoch } : {}) }, fanId, iat, iat + queueTtl);
     },
 
     signAccessToken({ fanId, eventId, sessionId, epoch, issuedAt, expiresAt }) {
-      // Deterministic for one session (iat = admission, exp = session expiry rounded up to the
-      // second JWTs count in): every poll of an admitted fan returns the same token. The session
+      // The claims are deterministic for one session (iat = admission, exp = session expiry rounded
+      // up to the second JWTs count in), and so is the token with HS256 and EdDSA (ES256 signs with
+      // a random nonce; places.ts keeps one token per session either way). The session
       // in Redis stays the authority (isSessionActive); the token never expires before it.
       return sign(
         { kind: "access", evt: eventId, sid: sessionId, ...(epoch ? { epoch } : {}) },

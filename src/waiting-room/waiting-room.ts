@@ -23,6 +23,7 @@ import { configureRoom, openNow, removeRoom, settingsHistory, updateSettings } f
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
 import { info, lotteryPage, stats } from "./snapshot.js";
+import type { JsonWebKeySet, SigningKeyInput, SigningKeySet } from "./signing-keys.js";
 import { createTokenService, type AccessTokenClaims, type QueueTokenClaims, type TokenCheck } from "./tokens.js";
 import type {
   ConfigureInput,
@@ -49,8 +50,10 @@ export { DEFAULT_ABANDON_SECONDS } from "./operator.js";
 
 export interface WaitingRoomOptions {
   redis: Redis | Cluster;
-  /** The gateway secret (at least 32 bytes) that signs queue and access tokens. */
+  /** The gateway secret (at least 32 bytes) that signs queue and access tokens (HS256). */
   secret: string | Uint8Array;
+  /** An ES256 or EdDSA key set (TOKEN_SIGNING_KEYS) that signs them instead; `secret` is then unused. */
+  signingKeys?: SigningKeySet | readonly SigningKeyInput[] | undefined;
   logger?: Logger;
   queueTokenTtlSeconds?: number;
   /**
@@ -115,6 +118,8 @@ export interface WaitingRoom {
   /** Synchronous: the signature and claims, no Redis. */
   verifyQueueToken(token: string, eventId: string): TokenCheck<QueueTokenClaims>;
   verifyAccessToken(token: string, eventId: string): TokenCheck<AccessTokenClaims>;
+  /** The public keys that verify this room's tokens, as a JWKS (no keys with HS256). */
+  jwks(): JsonWebKeySet;
   /** The drawn pre-queue in lottery order, a page at a time (for audit). */
   lotteryPage(eventId: string, page: { offset: number; limit: number }): Promise<LotteryPageResult>;
   /** Delete every key of the event's waiting room. */
@@ -126,6 +131,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   trackRedis(redis);
   const tokens = createTokenService({
     secret: options.secret,
+    keys: options.signingKeys,
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
   });
   const base = createRoomContext(redis, options.logger?.child({ module: "waiting-room" }), tokens);
@@ -151,6 +157,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     ensureRoom: restorer.ensureRoom,
     verifyQueueToken: (token, eventId) => tokens.verifyQueueToken(token, eventId),
     verifyAccessToken: (token, eventId) => tokens.verifyAccessToken(token, eventId),
+    jwks: () => tokens.jwks(),
     lotteryPage: (eventId, page) => lotteryPage(ctx, eventId, page),
     remove: (eventId) => removeRoom(ctx, eventId),
   };
