@@ -51,6 +51,7 @@ async function main(): Promise<void> {
     metrics: createMetrics({ defaultMetrics: true }),
     logConnections: true,
     adminToken: infra.adminToken,
+    operatorTokens: config.operatorTokens,
     gatewaySecret: infra.gatewaySecret,
     webhookSecret,
     limits: {

@@ -12,16 +12,18 @@ import { DescribeTableCommand } from "@aws-sdk/client-dynamodb";
 import type { RedisOptions } from "ioredis";
 import { createHoldService } from "./claims/hold-service.js";
 import { createSeatMapWrites, type SeatMapWrites } from "./claims/seat-map-writes.js";
-import { createDynamoClient } from "./dynamodb/client.js";
+import { createDocumentClient, createDynamoClient } from "./dynamodb/client.js";
 import { instrumentDynamo } from "./dynamodb/instrument.js";
 import { createEventService } from "./events/event-service.js";
 import { defaultLimits, derivedWebhookSecret, roomSource, sectionSource } from "./gateway.js";
 import type { AppDeps, GatewayLimits } from "./http/context.js";
+import type { NamedOperatorToken } from "./http/middleware/admin-auth.js";
 import { createRateLimiter } from "./http/middleware/rate-limit.js";
 import { createStreamSlots } from "./http/stream-slots.js";
 import { createInventory, type Inventory } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
+import { createActionLog } from "./operators/action-log.js";
 import { type PaymentProvider, withTimeout } from "./payments/provider.js";
 import { createSimulatedProvider } from "./payments/simulated.js";
 import type { WebhookEvent } from "./payments/webhook.js";
@@ -62,6 +64,8 @@ export interface ServicesConfig {
   logger: Logger;
   metrics: Metrics;
   adminToken: string;
+  /** ADMIN_TOKENS: named operator tokens besides ADMIN_TOKEN ("default"). */
+  operatorTokens?: readonly NamedOperatorToken[];
   gatewaySecret: string;
   /** Webhook signing secret; default derived from the gateway secret. */
   webhookSecret?: string;
@@ -173,6 +177,8 @@ export function buildServices(config: ServicesConfig): Services {
     metrics,
     limits,
     adminToken: config.adminToken,
+    ...(config.operatorTokens ? { operatorTokens: config.operatorTokens } : {}),
+    actionLog: createActionLog({ doc: createDocumentClient(dynamo), tableName }),
     inventory,
     waitingRoom,
     seatMap,
