@@ -54,14 +54,19 @@ const route = createRoute({
   },
 });
 
+/** Times the room keeps in epoch ms, shown as ISO like every time of the API. */
+const asTime = (name: string, value: string | undefined) =>
+  value !== undefined && name === "onSaleAt" && /^\d+$/.test(value) ? new Date(Number(value)).toISOString() : value;
+
 export function readChange(change: SettingsChange): z.infer<typeof Change> {
   const settings: Record<string, { from?: string; to: string }> = {};
   let by: string | undefined;
   for (const [name, value] of Object.entries(change.fields)) {
     if (name === "by") by = value;
     else if (!name.endsWith(".was")) {
-      const was = change.fields[`${name}.was`];
-      settings[name] = was === undefined ? { to: value } : { from: was, to: value };
+      const was = asTime(name, change.fields[`${name}.was`]);
+      const to = asTime(name, value) ?? value;
+      settings[name] = was === undefined ? { to } : { from: was, to };
     }
   }
   return { id: change.id, at: change.at, kind: change.kind, ...(by ? { by } : {}), settings };
