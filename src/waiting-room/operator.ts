@@ -1,7 +1,7 @@
 /**
  * The operator's side: creating and configuring a room (configure-9.lua), opening it now
  * (open-now-9.lua), changing its settings (update-settings-9.lua), reading the log of those
- * changes, and removing the room. Input is validated here; the scripts trust it.
+ * changes (old and new values, who), revoking a fan by id (end-session-8.lua), and removing the room. Input is validated here; the scripts trust it.
  */
 import { randomBytes } from "node:crypto";
 import { z } from "zod";

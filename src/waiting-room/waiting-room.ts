@@ -8,7 +8,7 @@
  *   context.ts    the shared client, script runner and Redis guard
  *   line.ts       the fan's side: join and the status poll (the hot path)
  *   places.ts     a fan's place as shown, and the access token of an admitted fan
- *   operator.ts   configure, open now, settings and their log, remove
+ *   operator.ts   configure, open now, settings and their log, revoke a fan, remove
  *   snapshot.ts   public info, operator stats, the lottery audit
  *   sessions.ts   ending a session, the claim path's session check
  *   restore.ts    configuring again a room Redis lost, from the stored event
