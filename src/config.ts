@@ -12,6 +12,42 @@ const bool = z
 
 const port = z.coerce.number().int().min(0).max(65_535);
 
+// --- Named operator tokens (ADMIN_TOKENS, issue 17 item 5) -------------------------------------
+/**
+ * `ADMIN_TOKENS=name:role:token,name:role:token`: each operator (a person, a dashboard, a
+ * script) has a token of its own, so the action log says who did what, and a dashboard holds a
+ * token that can only read. `role` is `admin` (everything) or `read` (GET only). ADMIN_TOKEN, when
+ * set or generated, stays the admin token named "default", so the name is taken. A token is at
+ * least 16 characters and may hold `:` (only the first two separate); names and tokens are unique.
+ */
+export interface OperatorToken {
+  name: string;
+  role: "admin" | "read";
+  token: string;
+}
+
+export const OPERATOR_TOKEN_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+function operatorTokensSetting() {
+  return z.string().transform((list, ctx): OperatorToken[] => {
+    const tokens: OperatorToken[] = [];
+    for (const [i, entry] of list.split(",").entries()) {
+      const [name = "", role = "", ...rest] = entry.trim().split(":");
+      const token = rest.join(":");
+      const fail = (why: string) => ctx.addIssue({ code: "custom", message: `entry ${i + 1}: ${why}` });
+      if (!OPERATOR_TOKEN_NAME.test(name)) fail("a name of 1..64 letters, digits, '_', '.', '-' (name:role:token)");
+      else if (name === "default") fail('"default" is ADMIN_TOKEN\'s name');
+      else if (role !== "admin" && role !== "read") fail(`role ${JSON.stringify(role)}: admin or read`);
+      else if (token.length < 16) fail(`the token of ${name} must be at least 16 characters`);
+      else if (tokens.some((t) => t.name === name)) fail(`${name} is named twice`);
+      else if (tokens.some((t) => t.token === token)) fail(`${name} has the token of another name`);
+      else tokens.push({ name, role, token });
+    }
+    return tokens;
+  });
+}
+// ---------------------------------------------------------------------------------------------
+
 const gatewaySchema = z.object({
   PORT: port.default(8080),
   HOST: z.string().default("0.0.0.0"),
@@ -48,6 +84,7 @@ const gatewaySchema = z.object({
   DYNAMODB_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
   DATA_DIR: z.string().default(".data"),
   ADMIN_TOKEN: z.string().min(16).optional(),
+  ADMIN_TOKENS: operatorTokensSetting().optional(),
   GATEWAY_SECRET: z.string().min(32).optional(),
   PAYMENT_TIMEOUT_MS: z.coerce.number().int().positive().default(3_000),
   /**
@@ -106,6 +143,8 @@ export type GatewayConfig = {
   };
   dataDir: string;
   adminToken: string | undefined;
+  /** ADMIN_TOKENS: named operator tokens besides ADMIN_TOKEN (which is the admin token "default"). */
+  operatorTokens: OperatorToken[];
   gatewaySecret: string | undefined;
   paymentTimeoutMs: number;
   paymentWebhookSecret: string | undefined;
@@ -181,6 +220,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     },
     dataDir: e.DATA_DIR,
     adminToken: e.ADMIN_TOKEN,
+    operatorTokens: e.ADMIN_TOKENS ?? [],
     gatewaySecret: e.GATEWAY_SECRET,
     paymentTimeoutMs: e.PAYMENT_TIMEOUT_MS,
     paymentWebhookSecret: e.PAYMENT_WEBHOOK_SECRET,

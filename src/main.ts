@@ -52,6 +52,7 @@ async function main(): Promise<void> {
     logConnections: true,
     adminToken: infra.adminToken,
     ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
+    operatorTokens: config.operatorTokens,
     gatewaySecret: infra.gatewaySecret,
     tokenSigningKeys: infra.tokenSigningKeys,
     webhookSecret,

@@ -12,16 +12,18 @@ import { DescribeTableCommand } from "@aws-sdk/client-dynamodb";
 import type { RedisOptions } from "ioredis";
 import { createHoldService } from "./claims/hold-service.js";
 import { createSeatMapWrites, type SeatMapWrites } from "./claims/seat-map-writes.js";
-import { createDynamoClient } from "./dynamodb/client.js";
+import { createDocumentClient, createDynamoClient } from "./dynamodb/client.js";
 import { instrumentDynamo } from "./dynamodb/instrument.js";
 import { createEventService } from "./events/event-service.js";
 import { defaultLimits, derivedWebhookSecret, roomSource, sectionSource } from "./gateway.js";
 import type { AppDeps, GatewayLimits } from "./http/context.js";
+import type { NamedOperatorToken } from "./http/middleware/admin-auth.js";
 import { createRateLimiter } from "./http/middleware/rate-limit.js";
 import { createStreamSlots } from "./http/stream-slots.js";
 import { createInventory, type Inventory } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
+import { createActionLog } from "./operators/action-log.js";
 import { type PaymentProvider, withTimeout } from "./payments/provider.js";
 import { createSimulatedProvider } from "./payments/simulated.js";
 import type { WebhookEvent } from "./payments/webhook.js";
@@ -65,6 +67,8 @@ export interface ServicesConfig {
   adminToken: string;
   /** The bearer token /metrics asks for (METRICS_TOKEN); none: open. */
   metricsToken?: string;
+  /** ADMIN_TOKENS: named operator tokens besides ADMIN_TOKEN ("default"). */
+  operatorTokens?: readonly NamedOperatorToken[];
   gatewaySecret: string;
   /**
    * ES256 or EdDSA keys that sign queue and access tokens (TOKEN_SIGNING_KEYS, or the key bootstrap
@@ -185,6 +189,8 @@ export function buildServices(config: ServicesConfig): Services {
     ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
     metricsReporter: createMetricsReporter(redis, { scope: tableName }),
     ...(queues ? { queueJobCounts: () => queueJobCounts(queues) } : {}),
+    ...(config.operatorTokens ? { operatorTokens: config.operatorTokens } : {}),
+    actionLog: createActionLog({ doc: createDocumentClient(dynamo), tableName }),
     inventory,
     waitingRoom,
     seatMap,

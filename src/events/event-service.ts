@@ -17,7 +17,7 @@ import type {
 } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
-import type { ConfigureResult, WaitingRoom } from "../waiting-room/index.js";
+import type { ConfigureResult, OpenNowResult, WaitingRoom } from "../waiting-room/index.js";
 import { type EventJobs, endRunAt } from "../workers/event-jobs.js";
 
 export type PutEventOutcome =
@@ -58,11 +58,28 @@ export interface EventService {
    * closing time. Null when there is no complete event.
    */
   close(eventId: string, log: Logger): Promise<{ event: EventDefinition; jobsEndAt: string } | null>;
+  /**
+   * Opens the sale now: the stored onSaleAt becomes now (holds are taken from now on), then the
+   * waiting room draws its pre-queue and opens, and the jobs are armed for the new on-sale. Null
+   * for no complete event, `closed` for a closed one. A repeat (already on sale) changes nothing
+   * in DynamoDB and still opens a room that is not open yet (a retry after a Redis failure).
+   */
+  openNow(
+    eventId: string,
+    log: Logger,
+  ): Promise<{ event: EventDefinition; changed: boolean; room: OpenNowResult } | null | "closed">;
+  /** The operator's list: complete events, latest on-sale first, a page at a time. Null for a bad cursor. */
+  list(page: {
+    limit: number;
+    cursor?: string | undefined;
+  }): Promise<{ events: EventDefinition[]; cursor?: string } | null>;
+  /** A consistent read of the stored event (complete or not); null when there is none. */
+  get(eventId: string): Promise<EventDefinition | null>;
 }
 
 export function createEventService(deps: {
   inventory: Pick<Inventory, "events" | "seats">;
-  waitingRoom: Pick<WaitingRoom, "configure">;
+  waitingRoom: Pick<WaitingRoom, "configure" | "openNow">;
   seatMap: Pick<SeatMapCache, "rebuild">;
   /** Absent when no queues are wired (some tests): nothing is armed. */
   jobs?: Pick<EventJobs, "arm">;
@@ -128,6 +145,19 @@ export function createEventService(deps: {
       return { event, jobsEndAt: new Date(endRunAt(event, deps.closeGraceMs)).toISOString() };
     },
 
+    async openNow(eventId, log) {
+      const opened = await inventory.events.openNow({ eventId });
+      if (opened === null || opened === "closed") return opened;
+      const room = await waitingRoom.openNow(eventId);
+      if (opened.changed) {
+        await armJobs(opened.event, log);
+        log.info({ onSaleAt: opened.event.onSaleAt }, "sale opened now");
+      }
+      return { ...opened, room };
+    },
+
+    list: (page) => inventory.events.listPage(page),
+    get: (eventId) => inventory.events.get({ eventId }),
     cached: (eventId) => inventory.events.cached({ eventId }),
     hasSection: (eventId, sectionId) => inventory.events.hasSection({ eventId, sectionId }),
     saveRoomSettings: (eventId, settings) => inventory.events.saveRoomSettings({ eventId, settings }),

@@ -11,7 +11,12 @@ import { InventoryUnavailableError } from "../inventory/index.js";
 import type { AppDeps, AppEnv, CachedReads } from "./context.js";
 import { requestContext } from "./request-context.js";
 import { ApiError, errorBody } from "./errors.js";
+import { actionLogRoutes } from "./routes/admin/action-log.js";
 import { closeEventRoute } from "./routes/admin/close-event.js";
+import { getEventRoute, listEventsRoute } from "./routes/admin/events.js";
+import { settingsHistoryRoute } from "./routes/admin/history.js";
+import { revokeRoute } from "./routes/admin/revoke.js";
+import { saleRoutes } from "./routes/admin/sale.js";
 import { putEventRoute } from "./routes/admin/put-event.js";
 import { statsRoute } from "./routes/admin/stats.js";
 import { patchWaitingRoomRoute } from "./routes/admin/waiting-room.js";
@@ -84,17 +89,24 @@ export function buildApp(deps: AppDeps) {
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
     type: "http",
     scheme: "bearer",
-    description: "A queue token, an access token or the operator token, as each endpoint says",
+    description:
+      "A queue token, an access token or an operator token (ADMIN_TOKEN, ADMIN_TOKENS), as each endpoint says",
   });
 
   for (const routes of [
     healthRoutes,
     serviceRoutes,
     jwksRoute,
+    listEventsRoute,
+    getEventRoute,
     putEventRoute,
     closeEventRoute,
+    saleRoutes,
     patchWaitingRoomRoute,
+    settingsHistoryRoute,
+    revokeRoute,
     statsRoute,
+    actionLogRoutes,
     joinRoute,
     statusRoute,
     infoRoute,

@@ -12,6 +12,8 @@ import type { SeatMapCache } from "../seatmap/cache.js";
 import type { SectionPages } from "../seatmap/pages.js";
 import type { SeatChangeRelay } from "../seatmap/relay.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
+import type { ActionLog } from "../operators/action-log.js";
+import type { NamedOperatorToken, Operator } from "./middleware/admin-auth.js";
 import type { RateLimiter } from "./middleware/rate-limit.js";
 import type { RequestLog } from "./request-log.js";
 import type { StreamSlots } from "./stream-slots.js";
@@ -56,6 +58,7 @@ export interface AppDeps {
   metrics: Metrics;
   health: { redis: HealthProbe; dynamodb: HealthProbe };
   limits: GatewayLimits;
+  /** ADMIN_TOKEN: the operator token named "default" (role admin). */
   adminToken: string;
   /** /metrics asks for this bearer token when set (METRICS_TOKEN). */
   metricsToken?: string;
@@ -63,6 +66,10 @@ export interface AppDeps {
   metricsReporter: MetricsReporter;
   /** Background jobs by queue and state, read from Redis at scrape time; absent without queues. */
   queueJobCounts?: () => Promise<Record<string, Record<string, number>>>;
+  /** ADMIN_TOKENS: more operator tokens, each with a name and a role. */
+  operatorTokens?: readonly NamedOperatorToken[];
+  /** The log of operator actions (DynamoDB). */
+  actionLog: ActionLog;
   waitingRoom: WaitingRoom;
   seatMap: SeatMapCache;
   relay: SeatChangeRelay;
@@ -97,6 +104,8 @@ export type AppEnv = {
     log: RequestLog;
     deps: AppDeps;
     reads: CachedReads;
+    /** Set on operator routes: whose token the request carried. */
+    operator?: Operator;
   };
 };
 

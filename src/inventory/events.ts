@@ -3,7 +3,7 @@
  * layout the hold path prices seats with.
  */
 import { randomUUID } from "node:crypto";
-import { BatchWriteCommand, GetCommand, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
+import { BatchWriteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
 import { iso, toEvent } from "./items.js";
 import { ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
@@ -109,6 +109,53 @@ export async function closeEvent(ctx: Ctx, eventId: string): Promise<EventDefini
     } catch (err) {
       if (conditionFailure(err)) return null;
       throw err;
+    }
+  });
+}
+
+/**
+ * The operator opens the sale now: `onSaleAt` becomes now (its index key with it), so holds are
+ * taken from now on (by this process at once, by the others within MUTABLE_EVENT_CACHE_MS: an event
+ * not yet on sale is cached that long at most), and a replacement is refused from then on (the
+ * replacement guard reads `onSaleAtMs`). Only an event whose layout is complete, not yet on sale and
+ * not closed; an event already on sale is returned as it is (`changed: false`). Null for no
+ * complete event, `closed` for a closed one.
+ */
+export async function openEventNow(
+  ctx: Ctx,
+  eventId: string,
+): Promise<{ event: EventDefinition; changed: boolean } | null | "closed"> {
+  if (!ID_PATTERN.test(eventId)) return null;
+  return guard("openEventNow", async () => {
+    const now = ctx.clock();
+    try {
+      const out = await ctx.doc.send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: keys.event(eventId),
+          UpdateExpression: "SET onSaleAt = :at, onSaleAtMs = :now, GSI1SK = :g1sk, updatedAt = :at",
+          ConditionExpression:
+            "attribute_exists(PK) AND layoutComplete = :true AND onSaleAtMs > :now AND attribute_not_exists(closedAt)",
+          ExpressionAttributeValues: {
+            ":at": iso(now),
+            ":now": now,
+            ":true": true,
+            ":g1sk": keys.eventSortKey(iso(now), eventId),
+          },
+          ReturnValues: "ALL_NEW",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+      return out.Attributes ? { event: toEvent(out.Attributes), changed: true } : null;
+    } catch (err) {
+      const failed = conditionFailure(err);
+      if (!failed) throw err;
+      const item = failed.item;
+      if (!item) return null;
+      if (item.layoutComplete !== true) return null;
+      const event = toEvent(item);
+      if (event.closedAt !== undefined) return "closed";
+      return { event, changed: false };
     }
   });
 }
@@ -670,6 +717,16 @@ export interface EventStore {
    * are not listed.
    */
   list(args: { limit: number }): Promise<EventDefinition[]>;
+  /**
+   * Events with a complete layout, latest on-sale first, a page at a time (GSI1, eventually
+   * consistent; the cursor is opaque): the operator's list. Null for a cursor this never gave.
+   */
+  listPage(args: {
+    limit: number;
+    cursor?: string | undefined;
+  }): Promise<{ events: EventDefinition[]; cursor?: string } | null>;
+  /** Opens the sale now (see openEventNow). */
+  openNow(args: EventRef): Promise<{ event: EventDefinition; changed: boolean } | null | "closed">;
   /** Closes the sale (holds refused from then on); the event, or null for no complete event. */
   close(args: EventRef): Promise<EventDefinition | null>;
   /** Records that a closed event's jobs are all gone; false when it is not closed. */
@@ -691,6 +748,14 @@ export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: nu
     hasSection: ({ eventId, sectionId }) => cache.hasSection(eventId, sectionId),
     saveRoomSettings: ({ eventId, settings }) => saveRoomSettings(ctx, eventId, settings),
     list: ({ limit }) => listEvents(ctx, limit),
+    listPage: ({ limit, cursor }) => listEventsPage(ctx, limit, cursor),
+    async openNow({ eventId }) {
+      try {
+        return await openEventNow(ctx, eventId);
+      } finally {
+        cache.forget(eventId);
+      }
+    },
     async close({ eventId }) {
       try {
         return await closeEvent(ctx, eventId);
@@ -701,6 +766,50 @@ export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: nu
     },
     markJobsEnded: ({ eventId }) => markEventJobsEnded(ctx, eventId),
   };
+}
+
+async function listEventsPage(
+  ctx: Ctx,
+  limit: number,
+  cursor: string | undefined,
+): Promise<{ events: EventDefinition[]; cursor?: string } | null> {
+  let start: Record<string, string> | undefined;
+  if (cursor !== undefined) {
+    try {
+      const parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as Record<string, unknown>;
+      const { PK, SK, GSI1PK, GSI1SK } = parsed;
+      if (
+        GSI1PK !== keys.eventsPartition ||
+        typeof PK !== "string" ||
+        !/^EVT#[A-Za-z0-9_]{1,32}$/.test(PK) ||
+        SK !== "EVENT" ||
+        typeof GSI1SK !== "string" ||
+        GSI1SK.length > 100
+      ) {
+        return null;
+      }
+      start = { PK, SK, GSI1PK, GSI1SK };
+    } catch {
+      return null;
+    }
+  }
+  return guard("listEventsPage", async () => {
+    const out = await ctx.doc.send(
+      new QueryCommand({
+        TableName: ctx.tableName,
+        IndexName: GSI1,
+        KeyConditionExpression: "GSI1PK = :pk",
+        ExpressionAttributeValues: { ":pk": keys.eventsPartition },
+        ScanIndexForward: false,
+        Limit: limit,
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      }),
+    );
+    // An event being built (a first PUT under way) is not listed; a page may then hold fewer.
+    const events = (out.Items ?? []).map((item) => toEvent(item)).filter((e) => e.layoutComplete);
+    const next = out.LastEvaluatedKey;
+    return next ? { events, cursor: Buffer.from(JSON.stringify(next)).toString("base64url") } : { events };
+  });
 }
 
 async function listEvents(ctx: Ctx, limit: number): Promise<EventDefinition[]> {

@@ -1,7 +1,7 @@
 /**
  * The operator's side: creating and configuring a room (configure-9.lua), opening it now
  * (open-now-9.lua), changing its settings (update-settings-9.lua), reading the log of those
- * changes, and removing the room. Input is validated here; the scripts trust it.
+ * changes (old and new values, who), revoking a fan by id (end-session-8.lua), and removing the room. Input is validated here; the scripts trust it.
  */
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
@@ -9,11 +9,14 @@ import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } 
 import { allKeys, lineKeysWithChanges } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
 import { changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
+import { endSession } from "./sessions.js";
 import type {
   ConfigureInput,
   ConfigureResult,
+  FanStatusName,
   OpenNowResult,
   RemoveResult,
+  RevokeFanResult,
   SettingsHistoryResult,
   SettingsPatch,
   UpdateSettingsResult,
@@ -111,6 +114,7 @@ export async function updateSettings(
   ctx: RestoringContext,
   eventId: string,
   patch: SettingsPatch,
+  by?: string,
 ): Promise<UpdateSettingsResult> {
   const k = keysFor(eventId);
   if (!k) return notFound;
@@ -121,6 +125,8 @@ export async function updateSettings(
     if (value === undefined) continue;
     args.push(name, typeof value === "boolean" ? (value ? "1" : "0") : String(value));
   }
+  // Who made the change, kept in its log entry (not a setting).
+  if (by !== undefined) args.push("by", by.slice(0, 64));
   return ctx.withRestore(eventId, () =>
     ctx.guarded("updateSettings", eventId, async () => {
       const { reply, outcome } = await ctx.script("updateSettings", lineKeysWithChanges(k), args);
@@ -146,6 +152,45 @@ export async function settingsHistory(ctx: RoomContext, eventId: string, limit =
     if (exists === 0) return notFound;
     return { ok: true as const, changes: entries.map(([id, flat]) => changeFrom(id, flat)) };
   });
+}
+
+const FAN_RECORD = /^([a-z])\|\d+\|\d+\|([^|]*)\|/;
+const FAN_STATE: Record<string, FanStatusName> = {
+  p: "prequeue",
+  w: "waiting",
+  a: "admitted",
+  x: "abandoned",
+  c: "completed",
+  e: "expired",
+  r: "revoked",
+};
+
+/**
+ * The operator revokes a fan: the fan's session (the one its place record names, lua/waiting-room/
+ * includes/fans.lua) ends as end-session-8.lua ends it, its slot freed, and the fan may not join
+ * the event again. A fan with no session (still in line) is `no_session`, with its status: only
+ * an admitted fan holds an access token to stop. Two round trips: the record, then the script,
+ * which ends only the session the record named (a session ended meanwhile stays ended).
+ */
+export async function revokeFan(ctx: RoomContext, eventId: string, fanId: string): Promise<RevokeFanResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  const record = await ctx.guarded("revokeFan", eventId, async () => {
+    const [exists, raw] = await Promise.all([ctx.redis.exists(k.room), ctx.redis.hget(k.fans, fanId)]);
+    return { ok: true as const, exists: exists > 0, raw };
+  });
+  if (!record.ok) return record;
+  if (!record.exists) return notFound;
+  if (record.raw === null) return { ok: false, reason: "unknown_fan" };
+  const match = FAN_RECORD.exec(record.raw);
+  if (!match) throw new ReplyShapeError(`fan record of ${eventId} is malformed`);
+  const [, letter = "", sessionId = ""] = match;
+  const status = FAN_STATE[letter];
+  if (!status) throw new ReplyShapeError(`fan record of ${eventId} has state ${letter}`);
+  if (sessionId === "") return { ok: false, reason: "no_session", status };
+  const ended = await endSession(ctx, eventId, sessionId, "revoked");
+  if (!ended.ok) return ended.reason === "unknown_session" ? { ok: false, reason: "unknown_fan" } : ended;
+  return { ok: true, sessionId, freed: ended.freed, status: ended.status };
 }
 
 /** Deletes every key of the event's waiting room. */

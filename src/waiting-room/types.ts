@@ -180,6 +180,13 @@ export type EndSessionResult =
   | { ok: false; reason: "unknown_session" }
   | Unavailable;
 
+export type RevokeFanResult =
+  | { ok: true; sessionId: string; freed: boolean; status: FanStatusName }
+  | NotFound
+  | { ok: false; reason: "unknown_fan" }
+  | { ok: false; reason: "no_session"; status: FanStatusName }
+  | Unavailable;
+
 /**
  * `decided: false` when this room cannot know the session: it has another epoch than the token
  * (Redis lost the room, which was created again) or there is no room. The token is then trusted

@@ -8,7 +8,7 @@
  *   context.ts    the shared client, script runner and Redis guard
  *   line.ts       the fan's side: join and the status poll (the hot path)
  *   places.ts     a fan's place as shown, and the access token of an admitted fan
- *   operator.ts   configure, open now, settings and their log, remove
+ *   operator.ts   configure, open now, settings and their log, revoke a fan, remove
  *   snapshot.ts   public info, operator stats, the lottery audit
  *   sessions.ts   ending a session, the claim path's session check
  *   restore.ts    configuring again a room Redis lost, from the stored event
@@ -19,7 +19,7 @@ import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
 import { createRoomContext, type RestoringContext } from "./context.js";
 import { join, status, statusOf } from "./line.js";
-import { configureRoom, openNow, removeRoom, settingsHistory, updateSettings } from "./operator.js";
+import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
 import { info, lotteryPage, stats } from "./snapshot.js";
@@ -37,6 +37,7 @@ import type {
   RemoveResult,
   RestoreInput,
   RestoreOutcome,
+  RevokeFanResult,
   SessionActiveResult,
   SettingsHistoryResult,
   SettingsPatch,
@@ -92,13 +93,15 @@ export interface WaitingRoom {
   /** Operator stats and settings in force. */
   stats(eventId: string): Promise<StatsResult>;
   /** Change settings from now on, on every gateway at once; returns the settings in force. */
-  updateSettings(eventId: string, patch: SettingsPatch): Promise<UpdateSettingsResult>;
+  updateSettings(eventId: string, patch: SettingsPatch, options?: { by?: string }): Promise<UpdateSettingsResult>;
   /** The latest settings changes, newest first. */
   settingsHistory(eventId: string, limit?: number): Promise<SettingsHistoryResult>;
   /** The fan bought: the session ends and frees its slot. */
   completeSession(eventId: string, sessionId: string): Promise<EndSessionResult>;
   /** The operator ends a session; the fan may not join this event again. */
   revokeSession(eventId: string, sessionId: string): Promise<EndSessionResult>;
+  /** The same, by fan id: the fan's session ends (`no_session` for a fan still in line). */
+  revokeFan(eventId: string, fanId: string): Promise<RevokeFanResult>;
   /**
    * One Redis round trip: is this session neither expired, completed nor revoked? With the
    * token's `epoch` (claim paths), a room of another epoch, or none, answers `decided: false`;
@@ -148,10 +151,11 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     statusOf: (eventId, fanId, statusOptions) => statusOf(ctx, eventId, fanId, statusOptions),
     info: (eventId) => info(ctx, eventId),
     stats: (eventId) => stats(ctx, eventId),
-    updateSettings: (eventId, patch) => updateSettings(ctx, eventId, patch),
+    updateSettings: (eventId, patch, updateOptions) => updateSettings(ctx, eventId, patch, updateOptions?.by),
     settingsHistory: (eventId, limit) => settingsHistory(ctx, eventId, limit),
     completeSession: (eventId, sessionId) => endSession(ctx, eventId, sessionId, "completed"),
     revokeSession: (eventId, sessionId) => endSession(ctx, eventId, sessionId, "revoked"),
+    revokeFan: (eventId, fanId) => revokeFan(ctx, eventId, fanId),
     isSessionActive: (eventId, sessionId, epoch) => isSessionActive(ctx, eventId, sessionId, epoch),
     restoreRoom: restorer.restoreRoom,
     ensureRoom: restorer.ensureRoom,

@@ -7,6 +7,7 @@ import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import {
   ADMIN_TOKEN,
+  admitFans,
   createTable,
   eventInput,
   type Gateway,
@@ -154,6 +155,67 @@ describe.concurrent("the operator console in a browser", () => {
     await expect.poll(() => op.page.locator("#dash-state").textContent(), PATIENCE).toBe("open");
 
     expect([...fan.errors, ...op.errors]).toEqual([]);
+  }, 90_000);
+
+  it("close the sale, revoke a fan and end the event from the console; the history says who did what", async ({
+    expect,
+  }) => {
+    const eventId = uniqueId();
+    const input = eventInput({ waitingRoom: { admitPerSecond: 10_000, maxActive: 100, sessionSeconds: 600 } });
+    expect((await putEvent(gw, eventId, input)).status).toBe(201);
+    const [rita] = await admitFans(gw, eventId, ["rita"]);
+
+    const op = await newPage({ width: 1280, height: 900 });
+    await op.page.goto(`${server.url}/console?event=${eventId}`);
+    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
+    await op.page.getByRole("button", { name: "Connect" }).click();
+    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    const dialog = op.page.getByRole("dialog");
+
+    // Close the sale: confirmed in the dialog, then joins are refused
+    await op.page.getByRole("button", { name: "Close the sale…" }).click();
+    await dialog.waitFor();
+    expect(await dialog.textContent()).toContain("Waiting room: taking fans → closed");
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await op.page.getByText("The sale is closed.").waitFor();
+    const join = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: "too-late" } });
+    expect(join.status).toBe(403);
+    await expect.poll(() => op.page.locator("#dash-state").textContent(), PATIENCE).toBe("closed");
+
+    // Revoke the admitted fan by id: her token stops at once
+    await op.page.getByLabel("Fan id to revoke").fill("rita");
+    await op.page.getByRole("button", { name: "Revoke…" }).click();
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await op.page.getByText("rita is revoked.").waitFor();
+    const refused = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: rita!.accessToken,
+      json: { seats: ["A-1-1"] },
+    });
+    expect(refused.status).toBe(401);
+
+    // The history: the room's close with its old and new value, and every action by token name
+    await expect
+      .poll(() => op.page.locator("#history-settings li").first().textContent(), PATIENCE)
+      .toContain("settings by default: closed 0 → 1");
+    await expect
+      .poll(() => op.page.locator("#history-actions li").allTextContents(), PATIENCE)
+      .toEqual([
+        expect.stringContaining("default POST /revocations → 200"),
+        expect.stringContaining("default POST /close-sale → 200"),
+        expect.stringContaining("default PUT / → 201"),
+      ]);
+    await screenshot(op.page, "console-5-sale-controls-history");
+
+    // End the event: holds are refused for everyone
+    await op.page.getByRole("button", { name: "End the event…" }).click();
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await op.page.getByText("The event has ended.").waitFor();
+    const view = (await (await gw.request(`/v1/admin/events/${eventId}`, { token: ADMIN_TOKEN })).json()) as {
+      sale: { state: string };
+    };
+    expect(view.sale.state).toBe("ended");
+    expect(op.errors).toEqual([]);
   }, 90_000);
 
   it("a wrong operator token is refused with a clear message", async ({ expect }) => {

@@ -56,6 +56,8 @@ export async function startGateway(options: {
   shieldLeaseMs?: number;
   /** The in-memory section pages' knobs (src/seatmap/pages.ts). */
   sectionPages?: ServicesConfig["sectionPages"];
+  /** ADMIN_TOKENS: named operator tokens besides ADMIN_TOKEN. */
+  operatorTokens?: ServicesConfig["operatorTokens"];
 }): Promise<Gateway> {
   const requestTimeoutMs = 10_000;
   let app: ReturnType<typeof buildApp> | undefined;
@@ -72,6 +74,7 @@ export async function startGateway(options: {
     ...(options.paymentRedisUrl ? { paymentRedisUrl: options.paymentRedisUrl } : {}),
     shieldLeaseMs: options.shieldLeaseMs ?? requestTimeoutMs,
     ...(options.sectionPages ? { sectionPages: options.sectionPages } : {}),
+    ...(options.operatorTokens ? { operatorTokens: options.operatorTokens } : {}),
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     queues: options.workers ?? false,
     ...(options.deliverWebhooks

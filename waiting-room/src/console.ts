@@ -10,6 +10,7 @@ import { Api } from "./api.js";
 import { Sparkline } from "./chart.js";
 import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, isEventId } from "./config.js";
 import { type Change, ConsoleModel, type ConsoleView, type Rates, type RoomStatus, rate } from "./console-model.js";
+import { initSaleControls } from "./console-operator.js";
 import { byId, clearFlash, flash, h, setText, showMessage } from "./dom.js";
 import { operatorToken, rememberOperatorToken } from "./storage.js";
 import type { Stats, WaitingRoomSettings } from "./types.js";
@@ -142,6 +143,7 @@ const view: ConsoleView = {
     byId("connect").hidden = true;
     byId("dash").hidden = false;
     setText("dash-event", eventId);
+    void sale.refresh();
   },
   ready: () => byId("dash-title").focus(),
   disconnected() {
@@ -171,11 +173,21 @@ const view: ConsoleView = {
     rateInput.dataset.dirty = "false";
     rateInput.value = String(settings.admitPerSecond);
     byId<HTMLInputElement>("settings-max").value = String(settings.maxActive);
+    void sale.refresh();
   },
   message: (m) => showMessage(FLASH, m),
   clearMessage: () => clearFlash(FLASH),
 };
 model.observe(view);
+
+const sale = initSaleControls({
+  api,
+  token: () => model.token,
+  eventId: () => model.eventId,
+  confirm: (title, changes, warning) => confirmChange(title, changes, warning),
+  flashRegion: FLASH,
+  changed: () => void model.pollOnce(),
+});
 
 // --- settings, with a confirmation step ------------------------------------------------------
 

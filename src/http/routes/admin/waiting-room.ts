@@ -11,6 +11,9 @@ const Patch = z
     sessionSeconds: z.number().int().min(10).max(86_400).optional(),
     abandonSeconds: z.number().int().min(5).max(3_600).optional(),
     paused: z.boolean().optional(),
+    closed: z.boolean().optional().openapi({
+      description: "true closes the room (as POST .../close-sale); false opens a closed one again",
+    }),
   })
   .refine((p) => Object.keys(p).length > 0, "name at least one setting")
   .openapi("WaitingRoomPatch");
@@ -23,6 +26,7 @@ const Settings = z
     sessionSeconds: z.number(),
     abandonSeconds: z.number(),
     paused: z.boolean(),
+    closed: z.boolean(),
   })
   .openapi("WaitingRoomSettings");
 
@@ -31,7 +35,9 @@ const route = createRoute({
   path: "/v1/admin/events/{eventId}/waiting-room",
   tags: ["operator"],
   summary: "Change admission settings; takes effect at once on every gateway instance",
-  description: "`admitPerSecond: 0` pauses admission. A rate change applies from now on, never retroactively.",
+  description:
+    "`admitPerSecond: 0` pauses admission. A rate change applies from now on, never retroactively. Each change " +
+    "is kept in the settings history (`GET .../waiting-room/history`: old and new values, the token's name).",
   security: bearerSecurity,
   middleware: [operatorOnly] as const,
   request: { params: EventIdParam, body: { required: true, content: { "application/json": { schema: Patch } } } },
@@ -39,13 +45,15 @@ const route = createRoute({
     200: { description: "settings in force", content: { "application/json": { schema: Settings } } },
     400: { description: "invalid", content: { "application/json": { schema: ErrorBody } } },
     401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
+    403: { description: "a read-only operator token", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
   },
 });
 
 export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const result = await c.get("deps").waitingRoom.updateSettings(eventId, c.req.valid("json"));
+  const by = c.get("operator")?.name;
+  const result = await c.get("deps").waitingRoom.updateSettings(eventId, c.req.valid("json"), by ? { by } : {});
   if (!result.ok) {
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
     if (result.reason === "invalid")
@@ -63,7 +71,8 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
       maxActive: s.maxActive,
       sessionSeconds: s.sessionSeconds,
       abandonSeconds: s.abandonSeconds,
-      paused: s.paused,
+      // The stored settings have no `closed`: a closed room is kept paused, so it comes back admitting nobody.
+      paused: s.paused || s.closed,
     })
     .catch((err: unknown) =>
       c.get("log").warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),
@@ -76,6 +85,7 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
       sessionSeconds: s.sessionSeconds,
       abandonSeconds: s.abandonSeconds,
       paused: s.paused,
+      closed: s.closed,
     },
     200,
   );
