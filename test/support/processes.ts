@@ -36,13 +36,16 @@ export interface MainProcessOptions {
   /** Added to this process's environment (PORT=0, HOST=127.0.0.1 and LOG_LEVEL=info unless given). */
   env: Record<string, string>;
   timeoutMs?: number;
+  /** What node runs; default `--import tsx src/main.ts` (the compiled build: `dist/main.js`). */
+  entry?: string[];
 }
 
 const MAX_LOG_LINES = 5_000;
 
 export async function startMainProcess(options: MainProcessOptions): Promise<MainProcess> {
   const timeoutMs = options.timeoutMs ?? 30_000;
-  const args = ["--import", "tsx", "src/main.ts", ...(options.role ? [`--role=${options.role}`] : [])];
+  const entry = options.entry ?? ["--import", "tsx", "src/main.ts"];
+  const args = [...entry, ...(options.role ? [`--role=${options.role}`] : [])];
   const child = spawn(process.execPath, args, {
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
