@@ -99,6 +99,9 @@ const gatewaySchema = z.object({
   LOG_FORMAT: z.enum(["auto", "json", "pretty"]).default("auto"),
 });
 
+/** Every variable the gateway and the worker read (deployment files are checked against it). */
+export const GATEWAY_VARIABLES: readonly string[] = Object.keys(gatewaySchema.shape);
+
 /**
  * Secrets published in this repository (docker-compose.yml before issue 17, README, docs, the load
  * kit's examples, deploy/k8s's example Secret). Anyone can read them, so production refuses them;
