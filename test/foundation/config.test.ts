@@ -163,6 +163,11 @@ describe("production mode (NODE_ENV=production)", () => {
     const published = publishedSecrets();
     // The scan finds what it is meant to find: the load kit's examples are there today.
     expect(published.map((p) => p.value)).toContain("load-generator-token-0001");
+    expect(published).toContainEqual({
+      file: "deploy/k8s/secret.example.yaml",
+      name: "GATEWAY_SECRET",
+      value: "change-me-gateway-secret-at-least-32-chars",
+    });
     for (const { file, name, value } of published) {
       expect(KNOWN_DEFAULT_SECRETS, `${file}: ${name}=${value}`).toContain(value);
       expect(messageOf({ ...production, [name]: value })).toContain(`${name}: a value published`);
@@ -195,20 +200,24 @@ function publishedFiles(): string[] {
 }
 
 /**
- * `NAME=value`, `NAME: value`, `-e NAME=value` and `${NAME:-value}`: every literal value given to a
- * secret variable. Placeholders (`...`, `$VAR`, `<yours>`) are not values.
+ * Every literal value given to a secret variable: `NAME=value` (shell, .env, `-e`,
+ * `--from-literal=`), `${NAME:-value}` (compose), and in YAML `NAME: value`. Placeholders (`...`,
+ * `$VAR`, `<yours>`) are not values; prose (`NAME: required ...` in Markdown) is not YAML.
  */
 function publishedSecrets(): { file: string; name: string; value: string }[] {
   const found: { file: string; name: string; value: string }[] = [];
-  const assignment = new RegExp(`\\b(${SECRET_NAMES})\\b["']?\\s*[=:]\\s*["']?([^\\s"'\`|,)]+)`, "g");
+  const value = "[\"']?([^\\s\"'`|,)}]+)";
+  const shell = new RegExp(`\\b(${SECRET_NAMES})=${value}`, "g");
+  const yaml = new RegExp(`^\\s*["']?(${SECRET_NAMES})["']?\\s*:\\s*${value}`, "gm");
   const fallback = new RegExp(`\\$\\{(${SECRET_NAMES}):-([^}]+)\\}`, "g");
   for (const file of publishedFiles()) {
     const text = readFileSync(file, "utf8");
-    for (const re of [assignment, fallback]) {
+    const forms = /\.ya?ml$/.test(file) ? [shell, yaml, fallback] : [shell, fallback];
+    for (const re of forms) {
       for (const m of text.matchAll(re)) {
-        const [, name, value] = m as unknown as [string, string, string];
-        if (/^(\.\.\.|\$|<)/.test(value) || value.length < 8) continue;
-        found.push({ file, name, value });
+        const [, name, literal] = m as unknown as [string, string, string];
+        if (/^(\.\.\.|\$|<)/.test(literal) || literal.length < 8) continue;
+        found.push({ file, name, value: literal });
       }
     }
   }
