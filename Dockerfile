@@ -17,6 +17,8 @@ RUN npm run build
 # --- runtime: production dependencies and the built output only ---
 FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
+# Stack traces name src/ lines (dist/ carries source maps).
+ENV NODE_OPTIONS=--enable-source-maps
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY patches ./patches
