@@ -3,7 +3,10 @@
  * configuration at all:
  *  - Redis: REDIS_CLUSTER_NODES (a cluster, used as given) or REDIS_URL; else 127.0.0.1:6379 when
  *    it answers; else a redis-server started here.
- *  - DynamoDB: DYNAMODB_ENDPOINT; else the local DynamoDB as a child process, data under DATA_DIR.
+ *  - DynamoDB: DYNAMODB_ENDPOINT; else the local DynamoDB as a child process, data under DATA_DIR
+ *    (in production, NODE_ENV=production: DynamoDB of AWS_REGION instead).
+ * Production mode never gets here without REDIS_URL/REDIS_CLUSTER_NODES and both secrets
+ * (src/config.ts refuses to start), so nothing below is probed, started or generated there.
  *  - Secrets: ADMIN_TOKEN / GATEWAY_SECRET; else generated once and kept in DATA_DIR/secrets.json,
  *    so tokens stay valid across restarts. With TOKEN_ALG ES256 or EdDSA and no TOKEN_SIGNING_KEYS,
  *    the same for a signing key of that algorithm (`tokenSigningKeys` in the file, one per algorithm).
@@ -66,7 +69,8 @@ async function resolveRedisServer(config: GatewayConfig, log: Logger, stops: Sto
 }
 
 async function resolveDynamo(config: GatewayConfig, log: Logger, stops: Stop[]): Promise<string | undefined> {
-  if (config.dynamodb.endpoint) return config.dynamodb.endpoint;
+  // Production: the endpoint given, or none (the SDK's endpoint of AWS_REGION); never embedded.
+  if (!config.dynamodb.embedded) return config.dynamodb.endpoint;
   // Another process of ours (`npm run dynamodb`, or a gateway started first) may already serve
   // the local store on its port: share it rather than open the same data directory twice.
   const existing = `http://127.0.0.1:${config.dynamodb.localPort}`;

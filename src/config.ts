@@ -121,12 +121,109 @@ const gatewaySchema = z.object({
     .default(64 * 1024),
   /** A stream write the client does not take within this ends the connection. */
   SSE_WRITE_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
-  DEMO_EVENT: bool.default(true),
+  /** Default true, false in production. */
+  DEMO_EVENT: bool.optional(),
   /** all: gateway and workers in one process (npm start); gateway or worker: one of them. */
   ROLE: z.enum(["all", "gateway", "worker"]).default("all"),
+  // --- production mode, shutdown, worker health, log format (issue 17) ---
+  /** `production`: no embedded defaults (see productionProblems); any other value or unset: none of that. */
+  NODE_ENV: z.string().optional(),
+  /**
+   * After SIGTERM, how long /readyz answers 503 (draining) before the server stops taking
+   * connections: the time a load balancer needs to see it. Default 5000 in production, else 0.
+   */
+  SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(120_000).optional(),
+  /** A process running workers serves /livez and /readyz on this port; unset: no health server. */
+  WORKER_HEALTH_PORT: port.optional(),
+  /** auto: readable lines on a terminal outside production, JSON otherwise. */
+  LOG_FORMAT: z.enum(["auto", "json", "pretty"]).default("auto"),
 });
 
+/** Every variable the gateway and the worker read (deployment files are checked against it). */
+export const GATEWAY_VARIABLES: readonly string[] = Object.keys(gatewaySchema.shape);
+
+/**
+ * Secrets published in this repository (docker-compose.yml before issue 17, README, docs, the load
+ * kit's examples, deploy/k8s's example Secret). Anyone can read them, so production refuses them;
+ * test/foundation/config.test.ts greps the published files and fails when one is missing here.
+ */
+export const KNOWN_DEFAULT_SECRETS: readonly string[] = [
+  "change-me-operator-token",
+  "change-me-gateway-secret-at-least-32-chars",
+  "change-me-payment-webhook-secret",
+  "change-me-load-test-token",
+  "load-generator-token-0001",
+  "load-operator-token-0001",
+];
+
+/** The variables holding secrets, checked against KNOWN_DEFAULT_SECRETS in production. */
+const SECRET_VARIABLES = [
+  "ADMIN_TOKEN",
+  "GATEWAY_SECRET",
+  "PAYMENT_WEBHOOK_SECRET",
+  "LOAD_TEST_TOKEN",
+  "METRICS_TOKEN",
+] as const;
+
+/** The secret parts of a variable's value: ADMIN_TOKENS holds `name:role:token,...`. */
+function secretsOf(name: string, value: string): string[] {
+  if (name !== "ADMIN_TOKENS") return [value];
+  return value.split(",").map((entry) => entry.split(":").slice(2).join(":"));
+}
+
+const PRODUCTION_SHUTDOWN_DRAIN_MS = 5_000;
+
+/** True when the environment asks for production mode (`NODE_ENV=production`). */
+export function isProduction(env: NodeJS.ProcessEnv): boolean {
+  return env.NODE_ENV === "production";
+}
+
+/**
+ * What production mode refuses, one line per variable: every embedded default that is safe for
+ * one developer and unsafe for a fleet. An embedded DynamoDB per host is one seat store per host
+ * (a seat sells once per host); secrets generated into each DATA_DIR differ per host (a token from
+ * one gateway fails on the next); a Redis found on 127.0.0.1 is not the one the others use.
+ * `env` is the environment with empty values removed.
+ */
+export function productionProblems(env: Record<string, string | undefined>): string[] {
+  const problems: string[] = [];
+  if (!env.DYNAMODB_ENDPOINT && !env.AWS_REGION) {
+    problems.push(
+      "DYNAMODB_ENDPOINT: production needs an explicit DynamoDB: DYNAMODB_ENDPOINT (a DynamoDB endpoint URL) or AWS_REGION (DynamoDB of that AWS region); no embedded local DynamoDB is started",
+    );
+  }
+  if (!env.REDIS_URL && !env.REDIS_CLUSTER_NODES) {
+    problems.push(
+      "REDIS_URL: production needs an explicit Redis: REDIS_URL (one server) or REDIS_CLUSTER_NODES (a cluster); none is looked for on 127.0.0.1 or started",
+    );
+  }
+  if (!env.GATEWAY_SECRET) {
+    problems.push(
+      "GATEWAY_SECRET: required in production (at least 32 characters, the same on every gateway); none is generated",
+    );
+  }
+  if (!env.ADMIN_TOKEN) {
+    problems.push("ADMIN_TOKEN: required in production (at least 16 characters); none is generated");
+  }
+  const alg = env.TOKEN_ALG;
+  if (alg && alg !== "HS256" && !env.TOKEN_SIGNING_KEYS) {
+    problems.push(
+      `TOKEN_SIGNING_KEYS: required in production with TOKEN_ALG=${alg} (the same key set on every gateway); a key generated into one DATA_DIR signs tokens the other gateways refuse`,
+    );
+  }
+  for (const name of [...SECRET_VARIABLES, "ADMIN_TOKENS"]) {
+    const value = env[name];
+    if (!value) continue;
+    if (secretsOf(name, value).some((v) => KNOWN_DEFAULT_SECRETS.includes(v) || /change-?me/i.test(v))) {
+      problems.push(`${name}: a value published in this repository's examples; choose a secret of your own`);
+    }
+  }
+  return problems;
+}
+
 export type GatewayConfig = {
+  /** NODE_ENV=production: every dependency and secret explicit, nothing embedded (productionProblems). */
+  production: boolean;
   port: number;
   host: string;
   logLevel: string;
@@ -135,6 +232,8 @@ export type GatewayConfig = {
   redisCluster: RedisClusterNodes | undefined;
   dynamodb: {
     endpoint: string | undefined;
+    /** No endpoint outside production: bootstrap finds or starts the local DynamoDB. */
+    embedded: boolean;
     localPort: number;
     table: string;
     region: string;
@@ -160,20 +259,35 @@ export type GatewayConfig = {
   role: "all" | "gateway" | "worker";
   /** TOKEN_ALG and TOKEN_SIGNING_KEYS (src/waiting-room/token-config.ts). */
   tokens: TokenSigningConfig;
+  /** SHUTDOWN_DRAIN_MS: readiness off this long before the server closes on SIGTERM. */
+  shutdownDrainMs: number;
+  /** WORKER_HEALTH_PORT: the workers' /livez and /readyz; undefined: none. */
+  workerHealthPort: number | undefined;
+  logFormat: "auto" | "json" | "pretty";
 };
 
 export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/** An empty variable means "unset", as a shell user expects from `FOO= npm start`. */
+function presentOf(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ""),
+  );
+}
+
+function configError(problems: string[], heading = "invalid configuration"): ConfigError {
+  return new ConfigError(`${heading}:\n${problems.map((p) => `  ${p}`).join("\n")}`);
+}
+
+function issuesOf(error: z.ZodError): string[] {
+  return error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+}
+
 function parse<T extends z.ZodType>(schema: T, env: NodeJS.ProcessEnv): z.infer<T> {
-  // An empty variable means "unset", as a shell user expects from `FOO= npm start`.
-  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
-  const result = schema.safeParse(present);
-  if (!result.success) {
-    const lines = result.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
-    throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
-  }
+  const result = schema.safeParse(presentOf(env));
+  if (!result.success) throw configError(issuesOf(result.error));
   return result.data;
 }
 
@@ -183,22 +297,33 @@ function tokenSigningOrThrow(env: NodeJS.ProcessEnv): TokenSigningConfig {
   if (!result.ok) throw new ConfigError(`invalid configuration:\n  ${result.variable}: ${result.message}`);
   return result.config;
 }
+const truthy = new Set(["true", "1", "yes"]);
 
 /** `--role=<role>` on the command line wins over ROLE (npm run gateway / npm run worker use it). */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv): GatewayConfig {
   const roleFlag = argv.find((a) => a.startsWith("--role="))?.slice("--role=".length);
-  const e = parse(gatewaySchema, roleFlag ? { ...env, ROLE: roleFlag } : env);
-  if (e.REDIS_URL && e.REDIS_CLUSTER_NODES) {
-    throw new ConfigError(
-      "invalid configuration:\n  REDIS_CLUSTER_NODES: set either REDIS_URL (one server) or REDIS_CLUSTER_NODES (a cluster), not both",
+  const present = presentOf(roleFlag ? { ...env, ROLE: roleFlag } : env);
+  const production = isProduction(present);
+  // Every problem at once, in one message: an operator fixing a manifest should not meet them
+  // one start at a time.
+  const result = gatewaySchema.safeParse(present);
+  const problems = result.success ? [] : issuesOf(result.error);
+  if (present.REDIS_URL && present.REDIS_CLUSTER_NODES) {
+    problems.push(
+      "REDIS_CLUSTER_NODES: set either REDIS_URL (one server) or REDIS_CLUSTER_NODES (a cluster), not both",
     );
   }
-  if (!e.REDIS_CLUSTER_NODES && (e.REDIS_CLUSTER_PASSWORD || e.REDIS_CLUSTER_TLS)) {
-    throw new ConfigError(
-      "invalid configuration:\n  REDIS_CLUSTER_NODES: REDIS_CLUSTER_PASSWORD and REDIS_CLUSTER_TLS need REDIS_CLUSTER_NODES",
-    );
+  const clusterTls = truthy.has(present.REDIS_CLUSTER_TLS ?? "");
+  if (!present.REDIS_CLUSTER_NODES && (present.REDIS_CLUSTER_PASSWORD || clusterTls)) {
+    problems.push("REDIS_CLUSTER_NODES: REDIS_CLUSTER_PASSWORD and REDIS_CLUSTER_TLS need REDIS_CLUSTER_NODES");
   }
+  if (production) problems.push(...productionProblems(present));
+  if (problems.length > 0 || !result.success) {
+    throw configError(problems, production ? "invalid configuration for production (NODE_ENV=production)" : undefined);
+  }
+  const e = result.data;
   return {
+    production,
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
@@ -212,6 +337,9 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
       : undefined,
     dynamodb: {
       endpoint: e.DYNAMODB_ENDPOINT,
+      // Production with no endpoint is DynamoDB itself, in AWS_REGION; elsewhere no endpoint
+      // means the embedded local one.
+      embedded: !production && !e.DYNAMODB_ENDPOINT,
       localPort: e.DYNAMODB_PORT,
       table: e.DYNAMODB_TABLE,
       region: e.AWS_REGION,
@@ -237,9 +365,12 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
       backlogBytes: e.SSE_MAX_BACKLOG_BYTES,
       writeTimeoutMs: e.SSE_WRITE_TIMEOUT_MS,
     },
-    demoEvent: e.DEMO_EVENT,
+    demoEvent: e.DEMO_EVENT ?? !production,
     role: e.ROLE,
     tokens: tokenSigningOrThrow(env),
+    shutdownDrainMs: e.SHUTDOWN_DRAIN_MS ?? (production ? PRODUCTION_SHUTDOWN_DRAIN_MS : 0),
+    workerHealthPort: e.WORKER_HEALTH_PORT,
+    logFormat: e.LOG_FORMAT,
   };
 }
 

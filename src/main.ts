@@ -10,25 +10,39 @@ import { ensureTable } from "./dynamodb/table.js";
 import { derivedWebhookSecret } from "./gateway.js";
 import { buildApp } from "./http/app.js";
 import { listenApp } from "./http/serve.js";
-import { createLogger, type Logger } from "./logger.js";
+import { chooseLogFormat, createLogger, type Logger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
 import { waitForRedis } from "./redis/availability.js";
 import { describeRedis } from "./redis/connect.js";
 import { buildServices } from "./services.js";
+import { startWorkerHealthServer, type WorkerHealthServer } from "./workers/health-server.js";
 
+/** A bad configuration is one message naming every bad setting, and exit 1: no stack trace. */
 function loadConfigOrExit(): GatewayConfig {
   try {
     return loadGatewayConfig();
   } catch (err) {
-    createLogger({ level: "info" }).fatal(err instanceof ConfigError ? err.message : { err }, "cannot start");
+    // Before the config there is no LOG_FORMAT: a terminal gets the readable line.
+    const format = chooseLogFormat({ setting: "auto", isTTY: process.stdout.isTTY === true, production: false });
+    const log = createLogger({ level: "info", format });
+    if (err instanceof ConfigError) log.fatal(`cannot start: ${err.message}`);
+    else log.fatal({ err }, "cannot start");
     process.exit(1);
   }
 }
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
-  const log = createLogger({ level: config.logLevel });
+  const log = createLogger({
+    level: config.logLevel,
+    format: chooseLogFormat({
+      setting: config.logFormat,
+      isTTY: process.stdout.isTTY === true,
+      production: config.production,
+    }),
+  });
+  if (config.production) log.info({ role: config.role }, "production mode (NODE_ENV=production)");
   const infra = await startInfrastructure(config, log);
 
   const webhookSecret = config.paymentWebhookSecret ?? derivedWebhookSecret(infra.gatewaySecret);
@@ -91,9 +105,22 @@ async function main(): Promise<void> {
   const runGateway = config.role !== "worker";
   const runWorkers = config.role !== "gateway";
 
+  let workerHealth: WorkerHealthServer | undefined;
   if (runWorkers) {
     const workers = services.startWorkers();
-    log.info({ queues: workers.workers.map((w) => w.name) }, "workers running");
+    if (config.workerHealthPort !== undefined) {
+      workerHealth = await startWorkerHealthServer(
+        { health: services.health, workersRunning: () => workers.workers.every((w) => w.isRunning()) },
+        { port: config.workerHealthPort, host: config.host },
+      );
+    }
+    log.info(
+      {
+        queues: workers.workers.map((w) => w.name),
+        ...(workerHealth ? { health: `http://localhost:${workerHealth.port}` } : {}),
+      },
+      "workers running",
+    );
   }
   // A Redis that came back empty while no process that armed them ran has none of the schedules.
   const armed = await services.eventJobs?.armStored();
@@ -119,7 +146,14 @@ async function main(): Promise<void> {
     logListening(log, config, infra, listening.port);
   }
 
-  shutDownOnSignals(log, async () => {
+  shutDownOnSignals(log, config.shutdownDrainMs, async () => {
+    // Readiness answers 503 first; the load balancer takes this pod out while it still serves
+    // (in Kubernetes the preStop sleep has already covered the endpoint removal).
+    services.health.lifecycle.draining = true;
+    if (config.shutdownDrainMs > 0) {
+      log.info({ drainMs: config.shutdownDrainMs }, "draining: readiness off, still serving");
+      await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));
+    }
     if (server) {
       // SSE streams never end by themselves: close idle and streaming sockets after a grace period.
       const open = server;
@@ -127,6 +161,7 @@ async function main(): Promise<void> {
       await new Promise<void>((resolve) => open.close(() => resolve()));
     }
     await services.close();
+    await workerHealth?.close();
     await infra.stop();
   });
 }
@@ -165,14 +200,14 @@ function logListening(log: Logger, config: GatewayConfig, infra: Infrastructure,
   }
 }
 
-/** SIGTERM/SIGINT: `stop` once, then exit; a stop that hangs is cut short after 15 s. */
-function shutDownOnSignals(log: Logger, stop: () => Promise<void>): void {
+/** SIGTERM/SIGINT: `stop` once, then exit; a stop that hangs is cut short 15 s after the drain. */
+function shutDownOnSignals(log: Logger, drainMs: number, stop: () => Promise<void>): void {
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
-    const force = setTimeout(() => process.exit(1), 15_000);
+    const force = setTimeout(() => process.exit(1), drainMs + 15_000);
     force.unref();
     await stop();
     log.info("stopped");

@@ -277,6 +277,7 @@ function healthProbes(redis: RedisClient, dynamo: DynamoDBClient, tableName: str
       },
     },
     dynamodb: { check: async () => void (await dynamo.send(new DescribeTableCommand({ TableName: tableName }))) },
+    lifecycle: { draining: false },
   };
 }
 

@@ -18,10 +18,9 @@ import type { RateLimiter } from "./middleware/rate-limit.js";
 import type { RequestLog } from "./request-log.js";
 import type { StreamSlots } from "./stream-slots.js";
 
-export interface HealthProbe {
-  /** Resolves when the dependency answers; rejects (or times out) when it does not. */
-  check(): Promise<void>;
-}
+import type { HealthDeps } from "../health.js";
+
+export type { HealthDeps, HealthProbe } from "../health.js";
 
 export interface GatewayLimits {
   /** Requests per second per client IP on join, status and holds; 0 turns it off. */
@@ -56,7 +55,7 @@ export interface GatewayLimits {
 export interface AppDeps {
   logger: Logger;
   metrics: Metrics;
-  health: { redis: HealthProbe; dynamodb: HealthProbe };
+  health: HealthDeps;
   limits: GatewayLimits;
   /** ADMIN_TOKEN: the operator token named "default" (role admin). */
   adminToken: string;

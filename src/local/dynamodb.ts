@@ -82,7 +82,10 @@ export interface SpawnedDynamoDB extends LocalDynamoDB {
   child: ChildProcess;
 }
 
-const cliPath = join(dirname(fileURLToPath(import.meta.url)), "dynamodb-cli.ts");
+// Next to this module: dynamodb-cli.ts under tsx (src/), dynamodb-cli.js when compiled (dist/).
+const here = fileURLToPath(import.meta.url);
+const compiled = here.endsWith(".js");
+const cliPath = join(dirname(here), compiled ? "dynamodb-cli.js" : "dynamodb-cli.ts");
 
 /**
  * Starts the local DynamoDB in a child process and resolves once it listens. The child prints
@@ -93,8 +96,7 @@ export async function spawnLocalDynamoDB(
 ): Promise<SpawnedDynamoDB> {
   const host = options.host ?? "127.0.0.1";
   const args = [
-    "--import",
-    "tsx",
+    ...(compiled ? [] : ["--import", "tsx"]),
     cliPath,
     "--port",
     String(options.port),

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
+import { spawnRedis } from "../../src/local/redis.js";
 import { type GatewayProcess, startGatewayProcess } from "../support/processes.js";
 import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 
@@ -21,7 +22,7 @@ afterAll(async () => {
 });
 
 describe("the gateway process", () => {
-  it("answers /healthz and /readyz against the provided Redis and DynamoDB, and stops cleanly on SIGTERM", async () => {
+  it("answers /livez, /healthz and /readyz against the provided Redis and DynamoDB, and stops cleanly on SIGTERM", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "gw-"));
     const gw = await startGatewayProcess({
       REDIS_URL: redisUrl,
@@ -32,9 +33,11 @@ describe("the gateway process", () => {
     });
     started.push(gw);
 
-    const health = await fetch(`${gw.url}/healthz`);
-    expect(health.status).toBe(200);
-    expect(await health.json()).toEqual({ status: "ok" });
+    for (const path of ["/livez", "/healthz"]) {
+      const health = await fetch(`${gw.url}${path}`);
+      expect(health.status, path).toBe(200);
+      expect(await health.json()).toEqual({ status: "ok" });
+    }
 
     const ready = await fetch(`${gw.url}/readyz`);
     expect(ready.status).toBe(200);
@@ -48,7 +51,7 @@ describe("the gateway process", () => {
     });
 
     const openapi = (await (await fetch(`${gw.url}/openapi.json`)).json()) as { paths: Record<string, unknown> };
-    expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(["/healthz", "/readyz"]));
+    expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(["/livez", "/healthz", "/readyz"]));
 
     // Generated secrets are kept for the next start.
     const secrets = JSON.parse(readFileSync(join(dataDir, "secrets.json"), "utf8")) as Record<string, string>;
@@ -105,5 +108,30 @@ describe("the gateway process", () => {
     expect(body.error.details.failures).toHaveLength(1);
     expect(body.error.details.failures[0]).toMatch(/^dynamodb: /);
     expect((await fetch(`${gw.url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${gw.url}/livez`)).status).toBe(200);
+  });
+
+  it("stays ready when Redis goes away (degraded: held fans still buy), and says so", async () => {
+    const redis = await spawnRedis();
+    const gw = await startGatewayProcess({
+      ROLE: "gateway",
+      REDIS_URL: redis.url,
+      DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
+      DATA_DIR: mkdtempSync(join(tmpdir(), "gw-degraded-")),
+      DEMO_EVENT: "false",
+    });
+    started.push(gw);
+    expect(await (await fetch(`${gw.url}/readyz`)).json()).toMatchObject({ status: "ready" });
+
+    const exited = new Promise((resolve) => redis.child.once("exit", resolve));
+    redis.child.kill("SIGKILL");
+    await exited;
+    const degraded = await fetch(`${gw.url}/readyz`);
+    expect(degraded.status).toBe(200);
+    const body = (await degraded.json()) as { status: string; checks: unknown; failures: string[] };
+    expect(body.status).toBe("degraded");
+    expect(body.checks).toEqual({ redis: "down", dynamodb: "ok" });
+    expect(body.failures).toEqual([expect.stringMatching(/^redis: /)]);
+    expect(await gw.stop("SIGTERM")).toBe(0);
   });
 });

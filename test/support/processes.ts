@@ -38,19 +38,16 @@ export interface MainProcessOptions {
   timeoutMs?: number;
   /** Options for node before the script (`--inspect=127.0.0.1:0`, say). */
   nodeArgs?: string[];
+  /** What node runs; default `--import tsx src/main.ts` (the compiled build: `dist/main.js`). */
+  entry?: string[];
 }
 
 const MAX_LOG_LINES = 5_000;
 
 export async function startMainProcess(options: MainProcessOptions): Promise<MainProcess> {
   const timeoutMs = options.timeoutMs ?? 30_000;
-  const args = [
-    ...(options.nodeArgs ?? []),
-    "--import",
-    "tsx",
-    "src/main.ts",
-    ...(options.role ? [`--role=${options.role}`] : []),
-  ];
+  const entry = options.entry ?? ["--import", "tsx", "src/main.ts"];
+  const args = [...(options.nodeArgs ?? []), ...entry, ...(options.role ? [`--role=${options.role}`] : [])];
   const child = spawn(process.execPath, args, {
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
-import { killRedis, restartRedis } from "../support/redis-loss.js";
+import { killRedis, redisCheckOf, restartRedis } from "../support/redis-loss.js";
 import { startGatewayProcess } from "../support/processes.js";
 import {
   ADMIN_TOKEN,
@@ -332,7 +332,10 @@ describe("the gateway process (src/main.ts, gateway and workers) on a Redis kill
       const exited = new Promise((resolve) => own.child.once("exit", resolve));
       own.child.kill("SIGKILL");
       await exited;
-      await until(async () => ((await http("/readyz")).res.status === 503 ? true : undefined), 60_000);
+      await until(
+        async () => ((await redisCheckOf((await http("/readyz")).res)) === "down" ? true : undefined),
+        60_000,
+      );
 
       const join = await http(`/v1/events/${evt}/queue`, { method: "POST", json: { fanId: "bob" } });
       await expect503(join.res);
@@ -342,7 +345,11 @@ describe("the gateway process (src/main.ts, gateway and workers) on a Redis kill
       figures.processHoldMsWhileDown = Math.round(hold.ms);
 
       own = await spawnRedis({ port: own.port });
-      await until(async () => ((await http("/readyz")).res.status === 200 ? true : undefined), 120_000, 100);
+      await until(
+        async () => ((await redisCheckOf((await http("/readyz")).res)) === "ok" ? true : undefined),
+        120_000,
+        100,
+      );
       const rejoined = await http(`/v1/events/${evt}/queue`, { method: "POST", json: { fanId: "bob" } });
       expect(rejoined.res.status).toBe(201);
       const again = await http(`/v1/events/${evt}/holds`, { method: "POST", json: { seats: ["A-1-2"] }, token: alice });
