@@ -110,7 +110,11 @@ async function main(): Promise<void> {
     const workers = services.startWorkers();
     if (config.workerHealthPort !== undefined) {
       workerHealth = await startWorkerHealthServer(
-        { health: services.health, workersRunning: () => workers.workers.every((w) => w.isRunning()) },
+        {
+          health: services.health,
+          workersRunning: () => workers.workers.every((w) => w.isRunning()),
+          metrics: { registry: services.metrics.registry, token: config.metricsToken },
+        },
         { port: config.workerHealthPort, host: config.host },
       );
     }

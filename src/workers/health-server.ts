@@ -4,12 +4,16 @@
  * worker runs). A worker without Redis takes no job at all, so unlike the gateway's readiness a
  * Redis outage is unready here; no traffic is routed by it, it tells a rollout and an operator
  * whether this pod works. Bodies follow the gateway's: `{status, checks}`, and the error model on
- * 503.
+ * 503. `/metrics` serves this process's Prometheus series (job run times, DynamoDB commands;
+ * docs/observability.md), behind METRICS_TOKEN when it is set, as the gateway's.
  */
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { createHash, timingSafeEqual } from "node:crypto";
 import { type HealthDeps, probe } from "../health.js";
+import { bearerToken } from "../http/middleware/admin-auth.js";
+import type { Metrics } from "../metrics.js";
 
 export interface WorkerHealthServer {
   server: Server;
@@ -21,6 +25,15 @@ export interface WorkerHealthDeps {
   health: HealthDeps;
   /** True while every worker of this process runs (BullMQ's isRunning). */
   workersRunning(): boolean;
+  /** The process's series for `/metrics`; `token`: the bearer token it asks for (METRICS_TOKEN). */
+  metrics?: { registry: Metrics["registry"]; token?: string | undefined };
+}
+
+function tokenMatches(header: string | undefined, expected: string): boolean {
+  const token = bearerToken(header);
+  if (!token) return false;
+  const digest = (t: string) => createHash("sha256").update(t).digest();
+  return timingSafeEqual(digest(token), digest(expected));
 }
 
 export async function workerReadiness(deps: WorkerHealthDeps): Promise<{ status: 200 | 503; body: unknown }> {
@@ -76,6 +89,24 @@ export async function startWorkerHealthServer(
       workerReadiness(deps).then(
         (r) => send(r.status, r.body, r.status === 503 ? { "Retry-After": "1" } : {}),
         () => send(503, unavailableBody("unavailable", "readiness check failed")),
+      );
+      return;
+    }
+    const metrics = deps.metrics;
+    if (path === "/metrics" && metrics) {
+      if (metrics.token && !tokenMatches(req.headers.authorization, metrics.token)) {
+        send(401, unavailableBody("unauthenticated", "/metrics asks for the METRICS_TOKEN bearer token"));
+        return;
+      }
+      metrics.registry.metrics().then(
+        (text) => {
+          res.writeHead(200, {
+            "Content-Type": metrics.registry.contentType,
+            "Content-Length": Buffer.byteLength(text),
+          });
+          res.end(text);
+        },
+        () => send(503, unavailableBody("unavailable", "metrics could not be collected")),
       );
       return;
     }

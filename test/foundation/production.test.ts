@@ -196,6 +196,12 @@ describe("the workers' health server (WORKER_HEALTH_PORT)", () => {
       checks: { redis: "ok", dynamodb: "ok", workers: "running" },
     });
     expect((await fetch(`${health}/nothing`)).status).toBe(404);
+    // The worker's own series: job run times and its DynamoDB commands (docs/observability.md).
+    const metrics = await fetch(`${health}/metrics`);
+    expect(metrics.status).toBe(200);
+    const text = await metrics.text();
+    expect(text).toContain("# TYPE gateway_job_duration_seconds histogram");
+    expect(text).toContain("# TYPE gateway_dynamodb_command_duration_seconds histogram");
 
     await dynamo.close();
     const down = await fetch(`${health}/readyz`);
