@@ -77,7 +77,7 @@ export async function inBatches<T, R>(items: T[], size: number, fn: (item: T) =>
 export async function putBenchEvent(
   gatewayUrl: string,
   eventId: string,
-  event: { name: string; sections: unknown[]; admitPerSecond: number },
+  event: { name: string; sections: unknown[]; admitPerSecond: number; generalAdmission?: unknown[] },
 ): Promise<void> {
   const put = await call(`${gatewayUrl}/v1/admin/events/${eventId}`, {
     method: "PUT",
@@ -88,7 +88,7 @@ export async function putBenchEvent(
       holdSeconds: 600,
       maxSeatsPerFan: 4,
       sections: event.sections,
-      generalAdmission: [],
+      generalAdmission: event.generalAdmission ?? [],
       waitingRoom: { admitPerSecond: event.admitPerSecond, maxActive: 1_000_000, sessionSeconds: 3600 },
     },
   });

@@ -3,9 +3,11 @@
  *
  *   - HTTP (bench-gateway's pieces): the bare Hono hello-world ceiling, the section seat map, the
  *     queue status poll, contended holds (with DynamoDB hold writes per granted seat);
- *   - the sell-out of a BENCH_SELLOUT_SEATS-seat event by BENCH_SELLOUT_FANS admitted fans
- *     (hold then buy, through the gateway), beside the raw conditional-write rate of the same
- *     DynamoDB endpoint;
+ *   - the sell-out of a BENCH_SELLOUT_SEATS-seat event with BENCH_SELLOUT_PLACES standing places
+ *     by BENCH_SELLOUT_FANS admitted fans (hold then buy, through the gateway; every fourth fan
+ *     asks for one or two standing places), beside the raw conditional-write rate of the same
+ *     DynamoDB endpoint; every answer that is not a sale or a fair refusal (taken, sold out) is
+ *     counted by status and code;
  *   - the raw Redis EVALSHA rate, beside the waiting-room join through the module;
  *   - memory: gateway RSS with BENCH_SSE open SSE streams; Redis bytes per waiting fan with
  *     BENCH_QUEUED fans queued (INFO memory before/after, joins through the module);
@@ -14,7 +16,8 @@
  * sell-out prints each partition's peak units/s against its limit.
  *
  * Knobs (environment): BENCH_SECONDS (5), BENCH_CONNECTIONS (32), BENCH_FANS (2000),
- * BENCH_SELLOUT_SEATS (10000), BENCH_SELLOUT_FANS (20000), BENCH_CONCURRENCY (64),
+ * BENCH_SELLOUT_SEATS (10000), BENCH_SELLOUT_PLACES (5000), BENCH_SELLOUT_FANS (20000), BENCH_CONCURRENCY (64),
+ * BENCH_ONLY (`sellout`: only the raw write rate and the sell-out),
  * BENCH_RAW_OPS (3000), BENCH_EVALSHA (40000), BENCH_SSE (10000), BENCH_QUEUED (100000).
  * REDIS_URL / DYNAMODB_ENDPOINT: use them instead of spawning (the memory figures then include
  * whatever else lives there).
@@ -47,6 +50,8 @@ const env = z
     BENCH_FANS: z.coerce.number().int().positive().default(2_000),
     BENCH_SELLOUT_SEATS: z.coerce.number().int().positive().default(10_000),
     BENCH_SELLOUT_FANS: z.coerce.number().int().positive().default(20_000),
+    BENCH_SELLOUT_PLACES: z.coerce.number().int().nonnegative().default(5_000),
+    BENCH_ONLY: z.enum(["sellout"]).optional(),
     BENCH_CONCURRENCY: z.coerce.number().int().positive().default(64),
     BENCH_RAW_OPS: z.coerce.number().int().positive().default(3_000),
     BENCH_EVALSHA: z.coerce.number().int().positive().default(40_000),
@@ -87,15 +92,18 @@ const totalStarted = performance.now();
 try {
   // ---- 1. HTTP: ceiling, seat map, status poll, join, shield refusal, contended holds ----
   step(`gateway HTTP (${env.BENCH_SECONDS} s each, ${env.BENCH_CONNECTIONS} connections)`);
-  const http = await benchGateway({
-    redisUrl,
-    dynamoEndpoint,
-    seconds: env.BENCH_SECONDS,
-    connections: env.BENCH_CONNECTIONS,
-    fans: env.BENCH_FANS,
-    ...(redisSpawned?.child.pid ? { redisPid: redisSpawned.child.pid } : {}),
-  });
-  const ceiling = http[0]!;
+  const http =
+    env.BENCH_ONLY === "sellout"
+      ? []
+      : await benchGateway({
+          redisUrl,
+          dynamoEndpoint,
+          seconds: env.BENCH_SECONDS,
+          connections: env.BENCH_CONNECTIONS,
+          fans: env.BENCH_FANS,
+          ...(redisSpawned?.child.pid ? { redisPid: redisSpawned.child.pid } : {}),
+        });
+  const ceiling = http[0];
   for (const r of http) {
     rows.push({
       figure: r.name,
@@ -171,7 +179,13 @@ try {
     );
     const eventId = `sellout${Date.now()}`;
     step(`sell-out: creating ${seatIds.length} seats`);
-    await putBenchEvent(gw.url, eventId, { name: "Sell-out", sections, admitPerSecond: 100_000 });
+    const places = env.BENCH_SELLOUT_PLACES;
+    await putBenchEvent(gw.url, eventId, {
+      name: "Sell-out",
+      sections,
+      admitPerSecond: 100_000,
+      ...(places > 0 ? { generalAdmission: [{ id: "GA", tier: "Standing", price: 3000, capacity: places }] } : {}),
+    });
 
     step(`sell-out: admitting ${env.BENCH_SELLOUT_FANS} fans`);
     const admitStarted = performance.now();
@@ -200,27 +214,60 @@ try {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${token}`, ...headers },
         body: JSON.stringify(body),
-      }).then(async (r) => ({ status: r.status, body: (await r.json()) as { holdId?: string } }));
+      }).then(async (r) => ({
+        status: r.status,
+        body: (await r.json()) as { holdId?: string; error?: { code?: string } },
+      }));
     const sellStarted = performance.now();
+    let placesSold = 0;
+    let soldOut = 0;
+    // Answers that are neither a sale nor a fair refusal (a seat taken, places sold out), by status
+    // and code: a throttled or conflicting DynamoDB the gateway could not ride out shows here.
+    const failures = new Map<string, number>();
+    const failed = (what: string, r: { status: number; body: { error?: { code?: string } } }) => {
+      const k = `${what} ${r.status} ${r.body.error?.code ?? ""}`.trim();
+      failures.set(k, (failures.get(k) ?? 0) + 1);
+    };
+    const buy = async (i: number, token: string, holdId: string) => {
+      const p = await post(
+        `/v1/events/${eventId}/holds/${holdId}/purchase`,
+        token,
+        { paymentToken: "tok_ok" },
+        { "idempotency-key": `sell-${i}` },
+      );
+      // 202: accepted, the charge still settling (the saga finishes it): not a failure.
+      if (p.status !== 201 && p.status !== 202) failed("purchase", p);
+      return p.status === 201;
+    };
     await timed(accessTokens.length, env.BENCH_CONCURRENCY, async (i) => {
       const token = accessTokens[i]!;
+      if (places > 0 && i % 4 === 3) {
+        const quantity = 1 + (i % 8 === 7 ? 1 : 0);
+        const h = await post(`/v1/events/${eventId}/holds`, token, { generalAdmission: { id: "GA", quantity } });
+        // Sold out: the gateway answers 409 seat_unavailable (or insufficient_quantity) for places.
+        const code = h.body.error?.code;
+        if (h.status === 409 && (code === "insufficient_quantity" || code === "seat_unavailable")) {
+          soldOut++;
+          return;
+        }
+        if (h.status !== 201 || !h.body.holdId) return failed("hold GA", h);
+        if (await buy(i, token, h.body.holdId)) {
+          placesSold += quantity;
+          lastSaleAt = performance.now();
+        }
+        return;
+      }
       for (let attempt = 0; attempt < 3 && believed.size > 0; attempt++) {
         const pool = [...believed.values()];
         const seat = pool[Math.floor(Math.random() * Math.min(pool.length, 500))]!;
         const h = await post(`/v1/events/${eventId}/holds`, token, { seats: [seat] });
         believed.delete(seat);
-        if (h.status === 409) {
+        if (h.status === 409 && h.body.error?.code === "seat_unavailable") {
           conflicts++;
           continue;
         }
-        if (h.status !== 201 || !h.body.holdId) return;
-        const p = await post(
-          `/v1/events/${eventId}/holds/${h.body.holdId}/purchase`,
-          token,
-          { paymentToken: "tok_ok" },
-          { "idempotency-key": `sell-${i}` },
-        );
-        if (p.status === 201) {
+        if (h.status !== 201 || !h.body.holdId) return failed("hold seat", h);
+        if (await buy(i, token, h.body.holdId)) {
           sold++;
           lastSaleAt = performance.now();
         }
@@ -240,6 +287,20 @@ try {
       unit: "s",
       note: `${sold} sold, ${conflicts} conflicts (409), ${(holdWrites / Math.max(1, sold)).toFixed(2)} DynamoDB hold writes per seat sold`,
     });
+    if (places > 0) {
+      rows.push({
+        figure: `sell-out: ${places} standing places`,
+        value: placesSold,
+        unit: "places sold",
+        note: `${soldOut} holds refused as sold out`,
+      });
+    }
+    rows.push({
+      figure: "sell-out: requests failed (not a sale, a taken seat or sold out)",
+      value: [...failures.values()].reduce((a, b) => a + b, 0),
+      unit: "requests",
+      note: failures.size > 0 ? [...failures].map(([k, n]) => `${k}: ${n}`).join(", ") : "none",
+    });
     if (partitions?.mode === "aws") {
       const report = await fetchLocalDynamoReport(dynamoEndpoint);
       process.stderr.write(
@@ -258,7 +319,7 @@ try {
       ratio: claimsPerSecond / rawRate,
     });
 
-    if (env.BENCH_SSE > 0) {
+    if (env.BENCH_SSE > 0 && env.BENCH_ONLY !== "sellout") {
       step(`memory: ${env.BENCH_SSE} SSE streams`);
       const pid = gw.child.pid!;
       const rssBefore = rssOf(pid);
@@ -295,96 +356,99 @@ try {
     dynamo.destroy();
   }
 
-  // ---- 4. Redis: raw EVALSHA, module join, bytes per waiting fan ----
-  step(`redis: EVALSHA x ${env.BENCH_EVALSHA}, ${env.BENCH_QUEUED} fans queued`);
-  // A Redis of its own, so INFO memory counts only the waiting room.
-  const memRedis = env.REDIS_URL ? undefined : await spawnRedis();
-  const memUrl = memRedis?.url ?? redisUrl;
-  const clients = Array.from({ length: 4 }, () => new Redis(memUrl));
-  try {
-    const c0 = clients[0]!;
-    const sha = String(await c0.script("LOAD", "return 1"));
-    const evalMs = await timed(env.BENCH_EVALSHA, env.BENCH_CONCURRENCY, (i) =>
-      clients[i % clients.length]!.evalsha(sha, 1, "bench:trivial"),
-    );
-    const evalRate = (env.BENCH_EVALSHA / evalMs) * 1000;
-    rows.push({ figure: "raw Redis EVALSHA (return 1)", value: Math.round(evalRate), unit: "calls/s" });
+  if (env.BENCH_ONLY !== "sellout") await redisAndCost();
+  async function redisAndCost(): Promise<void> {
+    // ---- 4. Redis: raw EVALSHA, module join, bytes per waiting fan ----
+    step(`redis: EVALSHA x ${env.BENCH_EVALSHA}, ${env.BENCH_QUEUED} fans queued`);
+    // A Redis of its own, so INFO memory counts only the waiting room.
+    const memRedis = env.REDIS_URL ? undefined : await spawnRedis();
+    const memUrl = memRedis?.url ?? redisUrl;
+    const clients = Array.from({ length: 4 }, () => new Redis(memUrl));
+    try {
+      const c0 = clients[0]!;
+      const sha = String(await c0.script("LOAD", "return 1"));
+      const evalMs = await timed(env.BENCH_EVALSHA, env.BENCH_CONCURRENCY, (i) =>
+        clients[i % clients.length]!.evalsha(sha, 1, "bench:trivial"),
+      );
+      const evalRate = (env.BENCH_EVALSHA / evalMs) * 1000;
+      rows.push({ figure: "raw Redis EVALSHA (return 1)", value: Math.round(evalRate), unit: "calls/s" });
 
-    if (env.BENCH_QUEUED > 0) {
-      const rooms = clients.map((redis) => createWaitingRoom({ redis, secret: randomBytes(32).toString("hex") }));
-      const eventId = `mem${Date.now()}`;
-      const configured = await rooms[0]!.configure(eventId, {
-        onSaleAt: Date.now() - 1_000,
-        admitPerSecond: 0,
-        maxActive: 1,
-        sessionSeconds: 900,
-      });
-      if (!configured.ok) throw new Error(`configure: ${JSON.stringify(configured)}`);
-      const memBefore = await usedMemory(c0);
-      const joinMs = await timed(env.BENCH_QUEUED, env.BENCH_CONCURRENCY * 4, async (i) => {
-        const r = await rooms[i % rooms.length]!.join(eventId, `fan-${i}`);
-        if (!r.ok) throw new Error(`join: ${JSON.stringify(r)}`);
-      });
-      const memAfter = await usedMemory(c0);
-      const joinRate = (env.BENCH_QUEUED / joinMs) * 1000;
-      rows.push({
-        figure: "waiting-room join (module)",
-        value: Math.round(joinRate),
-        unit: "joins/s",
-        ceiling: "raw Redis EVALSHA",
-        ratio: joinRate / evalRate,
-      });
-      rows.push({
-        figure: `Redis bytes per waiting fan (${env.BENCH_QUEUED} queued)`,
-        value: Math.round((memAfter - memBefore) / env.BENCH_QUEUED),
-        unit: "bytes",
-        note: `used_memory ${(memBefore / 2 ** 20).toFixed(1)} -> ${(memAfter / 2 ** 20).toFixed(1)} MiB`,
-      });
-      await rooms[0]!.remove(eventId);
+      if (env.BENCH_QUEUED > 0) {
+        const rooms = clients.map((redis) => createWaitingRoom({ redis, secret: randomBytes(32).toString("hex") }));
+        const eventId = `mem${Date.now()}`;
+        const configured = await rooms[0]!.configure(eventId, {
+          onSaleAt: Date.now() - 1_000,
+          admitPerSecond: 0,
+          maxActive: 1,
+          sessionSeconds: 900,
+        });
+        if (!configured.ok) throw new Error(`configure: ${JSON.stringify(configured)}`);
+        const memBefore = await usedMemory(c0);
+        const joinMs = await timed(env.BENCH_QUEUED, env.BENCH_CONCURRENCY * 4, async (i) => {
+          const r = await rooms[i % rooms.length]!.join(eventId, `fan-${i}`);
+          if (!r.ok) throw new Error(`join: ${JSON.stringify(r)}`);
+        });
+        const memAfter = await usedMemory(c0);
+        const joinRate = (env.BENCH_QUEUED / joinMs) * 1000;
+        rows.push({
+          figure: "waiting-room join (module)",
+          value: Math.round(joinRate),
+          unit: "joins/s",
+          ceiling: "raw Redis EVALSHA",
+          ratio: joinRate / evalRate,
+        });
+        rows.push({
+          figure: `Redis bytes per waiting fan (${env.BENCH_QUEUED} queued)`,
+          value: Math.round((memAfter - memBefore) / env.BENCH_QUEUED),
+          unit: "bytes",
+          note: `used_memory ${(memBefore / 2 ** 20).toFixed(1)} -> ${(memAfter / 2 ** 20).toFixed(1)} MiB`,
+        });
+        await rooms[0]!.remove(eventId);
+      }
+    } finally {
+      for (const c of clients) c.disconnect();
+      await memRedis?.close();
     }
-  } finally {
-    for (const c of clients) c.disconnect();
-    await memRedis?.close();
-  }
 
-  // ---- 6. the cost of a sold seat (scripts/bench-cost.ts, its own Redis and DynamoDB) ----
-  step("cost: DynamoDB units per sold seat, per operation");
-  const cost = await new Promise<string>((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "scripts/bench-cost.ts"], {
-      env: { ...process.env, COST_JSON: "1", COST_IDLE_SECONDS: "10" },
-      stdio: ["ignore", "pipe", "inherit"],
+    // ---- 6. the cost of a sold seat (scripts/bench-cost.ts, its own Redis and DynamoDB) ----
+    step("cost: DynamoDB units per sold seat, per operation");
+    const cost = await new Promise<string>((resolve, reject) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "scripts/bench-cost.ts"], {
+        env: { ...process.env, COST_JSON: "1", COST_IDLE_SECONDS: "10" },
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      let out = "";
+      child.stdout.on("data", (b: Buffer) => {
+        out += b.toString();
+      });
+      child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`bench-cost exited with ${code}`))));
     });
-    let out = "";
-    child.stdout.on("data", (b: Buffer) => {
-      out += b.toString();
-    });
-    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`bench-cost exited with ${code}`))));
-  });
-  const costs = JSON.parse(cost.trim().split("\n").pop()!) as {
-    writeUnitsPerSeat: number;
-    readUnitsPerSeat: number;
-    indexWriteUnitsPerSeat: number;
-    phases: { phase: string; seconds: number; sold: number; total: { readUnits: number; writeUnits: number } }[];
-  };
-  const idle = costs.phases.find((p) => p.phase.startsWith("idle"));
-  rows.push({
-    figure: "cost of a sold seat: write units",
-    value: Number(costs.writeUnitsPerSeat.toFixed(2)),
-    unit: "WCU",
-    note: `${(costs.writeUnitsPerSeat - costs.indexWriteUnitsPerSeat).toFixed(2)} table + ${costs.indexWriteUnitsPerSeat.toFixed(2)} index (npm run bench:cost has the table per operation)`,
-  });
-  rows.push({
-    figure: "cost of a sold seat: read units",
-    value: Number(costs.readUnitsPerSeat.toFixed(2)),
-    unit: "RCU",
-  });
-  if (idle) {
+    const costs = JSON.parse(cost.trim().split("\n").pop()!) as {
+      writeUnitsPerSeat: number;
+      readUnitsPerSeat: number;
+      indexWriteUnitsPerSeat: number;
+      phases: { phase: string; seconds: number; sold: number; total: { readUnits: number; writeUnits: number } }[];
+    };
+    const idle = costs.phases.find((p) => p.phase.startsWith("idle"));
     rows.push({
-      figure: "background reads of an idle event",
-      value: Number((idle.total.readUnits / idle.seconds).toFixed(2)),
-      unit: "RCU/s",
-      note: `${idle.seconds} s right after its sale, writes ${(idle.total.writeUnits / idle.seconds).toFixed(2)}/s`,
+      figure: "cost of a sold seat: write units",
+      value: Number(costs.writeUnitsPerSeat.toFixed(2)),
+      unit: "WCU",
+      note: `${(costs.writeUnitsPerSeat - costs.indexWriteUnitsPerSeat).toFixed(2)} table + ${costs.indexWriteUnitsPerSeat.toFixed(2)} index (npm run bench:cost has the table per operation)`,
     });
+    rows.push({
+      figure: "cost of a sold seat: read units",
+      value: Number(costs.readUnitsPerSeat.toFixed(2)),
+      unit: "RCU",
+    });
+    if (idle) {
+      rows.push({
+        figure: "background reads of an idle event",
+        value: Number((idle.total.readUnits / idle.seconds).toFixed(2)),
+        unit: "RCU/s",
+        note: `${idle.seconds} s right after its sale, writes ${(idle.total.writeUnits / idle.seconds).toFixed(2)}/s`,
+      });
+    }
   }
 
   // ---- print ----

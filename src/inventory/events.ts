@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { BatchWriteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
 import { iso, toEvent } from "./items.js";
-import { ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
+import { gaCounterCapacity, gaCounters, ID_PATTERN, type ItemKey, keys, type SeatRef, seatIdOf } from "./keys.js";
 import { TRANSACTION_MAX_ITEMS } from "./limits.js";
 import { parseEventInput } from "./schema.js";
 import {
@@ -288,19 +288,29 @@ export function seatItem(eventId: string, section: SectionInput, ref: SeatRef): 
   };
 }
 
-function areaItem(eventId: string, area: GeneralAdmissionInput): Item {
-  return {
-    ...keys.generalAdmission(eventId, area.id),
-    entity: "GA",
-    eventId,
-    areaId: area.id,
-    tier: area.tier,
-    price: area.price,
-    capacity: area.capacity,
-    available: area.capacity,
-    held: 0,
-    sold: 0,
-  };
+/**
+ * An area's counter items (gaCounters(capacity) of them, keys.ts): each with its share of the
+ * places, and `counter` / `counters` (its index, how many the area has).
+ */
+function areaItems(eventId: string, area: GeneralAdmissionInput): Item[] {
+  const n = gaCounters(area.capacity);
+  return Array.from({ length: n }, (_, k) => {
+    const capacity = gaCounterCapacity(area.capacity, k);
+    return {
+      ...keys.generalAdmission(eventId, area.id, k),
+      entity: "GA",
+      eventId,
+      areaId: area.id,
+      tier: area.tier,
+      price: area.price,
+      capacity,
+      available: capacity,
+      held: 0,
+      sold: 0,
+      counter: k,
+      counters: n,
+    };
+  });
 }
 
 /** Union of layouts, widest per section: a superset of every seat key that may exist. */
@@ -372,7 +382,8 @@ export async function createEvent(
     const build = buildOf(eventId, def, existing, now);
     const claimed = await claimEventItem(ctx, build, existing, now, deadline, guardMs);
     if (claimed) return claimed;
-    const written = await writeLayout(ctx, planLayout(eventId, def, build), options);
+    const staleCounters = await countersOfAreas(ctx, eventId, build.staleAreas);
+    const written = await writeLayout(ctx, planLayout(eventId, def, build, staleCounters), options);
     if (!(await finishBuild(ctx, eventId, build.buildId))) return { ok: false, reason: "conflict" };
     const event: EventDefinition = toEvent({ ...build.item, layoutComplete: true });
     return { ok: true, created: !existing, event, ...written };
@@ -504,7 +515,26 @@ interface LayoutPlan {
  * bought: those are written one condition each, the rest (all of a first creation) in
  * unconditional batches, since nothing can be there to overwrite.
  */
-function planLayout(eventId: string, def: EventInput, build: Build): LayoutPlan {
+/**
+ * How many counter items each area of a replaced layout has (its counter 0 says; none when it has
+ * no counter 0), so that a replacement deletes exactly those it no longer needs.
+ */
+async function countersOfAreas(ctx: Ctx, eventId: string, areaIds: string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  await mapLimit(areaIds, 16, async (areaId) => {
+    const got = await ctx.doc.send(
+      new GetCommand({
+        TableName: ctx.tableName,
+        Key: keys.generalAdmission(eventId, areaId, 0),
+        ConsistentRead: true,
+      }),
+    );
+    out.set(areaId, got.Item ? (typeof got.Item.counters === "number" ? got.Item.counters : 1) : 0);
+  });
+  return out;
+}
+
+function planLayout(eventId: string, def: EventInput, build: Build, staleCounters: Map<string, number>): LayoutPlan {
   const { layouts, staleSections, staleAreas } = build;
   const fast: WriteRequest[] = [];
   const careful: LayoutWrite[] = [];
@@ -523,9 +553,11 @@ function planLayout(eventId: string, def: EventInput, build: Build): LayoutPlan 
     }
   }
   const newAreas = new Set(def.generalAdmission.map((g) => g.id));
+  // An old area's counters, as many as it has (counter 0 said, countersOfAreas).
   for (const areaId of staleAreas) {
-    if (!newAreas.has(areaId))
-      careful.push({ kind: "area", id: areaId, delete: keys.generalAdmission(eventId, areaId) });
+    if (newAreas.has(areaId)) continue;
+    for (let k = 0; k < Math.max(1, staleCounters.get(areaId) ?? 1); k++)
+      careful.push({ kind: "area", id: areaId, delete: keys.generalAdmission(eventId, areaId, k) });
   }
   for (const section of def.sections) {
     for (const ref of seatRefs(section)) {
@@ -536,8 +568,14 @@ function planLayout(eventId: string, def: EventInput, build: Build): LayoutPlan 
   }
   const oldAreas = new Set(staleAreas);
   for (const area of def.generalAdmission) {
-    if (oldAreas.has(area.id)) careful.push({ kind: "area", id: area.id, put: areaItem(eventId, area) });
-    else fast.push({ PutRequest: { Item: areaItem(eventId, area) } });
+    const items = areaItems(eventId, area);
+    if (!oldAreas.has(area.id)) {
+      for (const item of items) fast.push({ PutRequest: { Item: item } });
+      continue;
+    }
+    for (const item of items) careful.push({ kind: "area", id: area.id, put: item });
+    for (let k = items.length; k < (staleCounters.get(area.id) ?? 0); k++)
+      careful.push({ kind: "area", id: area.id, delete: keys.generalAdmission(eventId, area.id, k) });
   }
   return { fast, careful };
 }
@@ -562,7 +600,11 @@ async function writeLayout(
         if (w.kind === "seat") seatsWritten++;
       } else deleted++;
     }
-    for (const w of taken) kept[w.kind === "seat" ? "seats" : "areas"].push(w.id);
+    for (const w of taken) {
+      const list = kept[w.kind === "seat" ? "seats" : "areas"];
+      // An area is named once however many of its counters were taken.
+      if (w.kind === "seat" || !list.includes(w.id)) list.push(w.id);
+    }
     report();
   });
   await batchWrite(ctx, plan.fast, concurrency, (batch) => {

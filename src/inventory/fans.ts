@@ -42,6 +42,8 @@ export interface FanEntry {
   ids?: string[];
   /** The area (a general-admission hold). */
   area?: string;
+  /** Where a general-admission hold's places came from: counter -> places (ga-counters.ts). */
+  from?: Record<string, number>;
   amount?: number;
   createdAt?: number;
   /**
@@ -86,6 +88,9 @@ export function toFanEntry(v: unknown): FanEntry | null {
     expiresAt: e.expiresAt,
     ...(Array.isArray(e.ids) ? { ids: e.ids.filter((x): x is string => typeof x === "string") } : {}),
     ...(typeof e.area === "string" ? { area: e.area } : {}),
+    ...(e.from && typeof e.from === "object" && !Array.isArray(e.from)
+      ? { from: e.from as Record<string, number> }
+      : {}),
     ...(typeof e.amount === "number" ? { amount: e.amount } : {}),
     ...(typeof e.createdAt === "number" ? { createdAt: e.createdAt } : {}),
     ...(e.status === "released" || e.status === "confirmed" || e.status === "expired" ? { status: e.status } : {}),

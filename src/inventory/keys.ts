@@ -10,6 +10,35 @@ import { createHash } from "node:crypto";
 /** Sweeper shards of GSI2 for held seats. The sweeper worker runs one loop per shard. */
 export const SWEEP_SHARDS = 16;
 
+/**
+ * Shards of an event's purchases index partition (GSI1 `EVT#<e>#PURCHASES#<n>`) and of its two
+ * outbox partitions (GSI2 `EVT#<e>#OUTBOX#UNSENT#<n>`, `#UNACKED#<n>`), `n = fnv1a(purchaseId) mod
+ * PURCHASE_SHARDS`. A sale writes 3 units to its purchases shard and 2 to each outbox shard, so 16
+ * shards of 1,000 write units/s carry about 16,000 / 3 = 5,300 sales/s per event (docs/data-model.md,
+ * docs/scaling.md). Readers query every shard.
+ */
+export const PURCHASE_SHARDS = 16;
+
+/**
+ * A general-admission area's stock is spread over counter items (`generalAdmission(e, a, k)`):
+ * one per GA_PLACES_PER_COUNTER places, at most GA_MAX_COUNTERS. A counter takes 2 write units
+ * per hold (transactional) and 2 per confirmation, so at 1,000 units/s one counter carries about
+ * 250 places/s; 16 counters about 4,000 places/s per area (docs/data-model.md, docs/scaling.md).
+ */
+export const GA_PLACES_PER_COUNTER = 250;
+export const GA_MAX_COUNTERS = 16;
+
+/** How many counters an area of `capacity` places has (1 up to GA_PLACES_PER_COUNTER places). */
+export function gaCounters(capacity: number): number {
+  return Math.min(GA_MAX_COUNTERS, Math.max(1, Math.ceil(capacity / GA_PLACES_PER_COUNTER)));
+}
+
+/** The places counter `k` of an area starts with: an even split, the remainder to the first ones. */
+export function gaCounterCapacity(capacity: number, k: number): number {
+  const n = gaCounters(capacity);
+  return Math.floor(capacity / n) + (k < capacity % n ? 1 : 0);
+}
+
 /** Ids of events, sections, rows and general-admission areas (API.md). */
 export const ID_PATTERN = /^[A-Za-z0-9_]{1,32}$/;
 /** Purchase ids come from the caller (the saga derives them from the Idempotency-Key). */
@@ -41,6 +70,7 @@ export function seatIdOf(ref: SeatRef): string {
 }
 
 const pad = (n: number): string => String(n).padStart(PAD, "0");
+const pad2 = (n: number): string => String(n).padStart(2, "0");
 
 /**
  * A fan id comes from the access token and may contain anything (`#` included), so it never goes
@@ -78,7 +108,14 @@ export const keys = {
   /** GSI1 partition of a section's available seats (sparse: only available seats carry it). */
   availableSeatsPartition: (eventId: string, sectionId: string): string => `EVT#${eventId}#SEC#${sectionId}#AVAILABLE`,
 
-  generalAdmission: (eventId: string, areaId: string): ItemKey => ({ PK: `EVT#${eventId}#GA#${areaId}`, SK: "GA" }),
+  /**
+   * Counter `k` of a general-admission area (gaCounters); counter 0 has the key an area had when
+   * it was one item, so an area of up to GA_PLACES_PER_COUNTER places is laid out as before.
+   */
+  generalAdmission: (eventId: string, areaId: string, k = 0): ItemKey => ({
+    PK: k === 0 ? `EVT#${eventId}#GA#${areaId}` : `EVT#${eventId}#GA#${areaId}#${pad2(k)}`,
+    SK: "GA",
+  }),
 
   hold: (eventId: string, holdId: string): ItemKey => ({ PK: `EVT#${eventId}#HOLD#${holdId}`, SK: "HOLD" }),
 
@@ -95,17 +132,18 @@ export const keys = {
   /** The outbox record of a purchase is the purchase item itself (src/inventory/outbox.ts). */
   outbox: (eventId: string, purchaseId: string): ItemKey => keys.purchase(eventId, purchaseId),
   /** GSI2 partition of an event's unsent outbox records (sparse: they leave it once published). */
-  unsentOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNSENT`,
+  unsentOutboxPartition: (eventId: string, shard: number): string => `EVT#${eventId}#OUTBOX#UNSENT#${pad2(shard)}`,
   /**
    * GSI2 partition of an event's published outbox records not yet acknowledged by a consumer,
    * sorted by when each is next due for a check (`expirySortKey(checkAt, purchaseId)`).
    */
-  unacknowledgedOutboxPartition: (eventId: string): string => `EVT#${eventId}#OUTBOX#UNACKED`,
+  unacknowledgedOutboxPartition: (eventId: string, shard: number): string =>
+    `EVT#${eventId}#OUTBOX#UNACKED#${pad2(shard)}`,
   /**
    * GSI1 partition of every purchase of an event, sorted by `<status>#<purchaseId>` so one Query
    * lists the purchases in one state (the reconciler's pending ones, the audit's all).
    */
-  purchasesPartition: (eventId: string): string => `EVT#${eventId}#PURCHASES`,
+  purchasesPartition: (eventId: string, shard: number): string => `EVT#${eventId}#PURCHASES#${pad2(shard)}`,
   purchaseSortKey: (status: string, purchaseId: string): string => `${status}#${purchaseId}`,
   /**
    * A failed purchase whose refund is under way sorts apart inside `failed#` (`failed#refund_due#<id>`;
@@ -114,10 +152,13 @@ export const keys = {
   refundDueSortKey: (purchaseId: string): string => `failed#${REFUND_DUE}#${purchaseId}`,
 
   /** GSI2 partition of held seats of one sweeper shard, sorted by expiry. */
-  heldSeatsPartition: (eventId: string, shard: number): string =>
-    `EVT#${eventId}#EXP#${String(shard).padStart(2, "0")}`,
-  /** GSI2 partition of an area's general-admission holds, sorted by expiry. */
-  heldAdmissionsPartition: (eventId: string, areaId: string): string => `EVT#${eventId}#GAEXP#${areaId}`,
+  heldSeatsPartition: (eventId: string, shard: number): string => `EVT#${eventId}#EXP#${pad2(shard)}`,
+  /**
+   * GSI2 partition of the general-admission holds that took places from counter `k` of an area
+   * (their first counter), sorted by expiry.
+   */
+  heldAdmissionsPartition: (eventId: string, areaId: string, k = 0): string =>
+    k === 0 ? `EVT#${eventId}#GAEXP#${areaId}` : `EVT#${eventId}#GAEXP#${areaId}#${pad2(k)}`,
 } as const;
 
 /**
@@ -133,12 +174,25 @@ export function expiryBound(nowMs: number): string {
   return `${new Date(nowMs).toISOString()}~`;
 }
 
-/** FNV-1a, so a seat always lands in the same shard on every instance and every run. */
-export function shardOf(id: string): number {
+/** FNV-1a, so an id always lands in the same shard on every instance and every run. */
+function fnv1a(id: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < id.length; i++) {
     h ^= id.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
-  return (h >>> 0) % SWEEP_SHARDS;
+  return h >>> 0;
 }
+
+/** The sweeper shard of a seat (or of an area's general-admission holds). */
+export function shardOf(id: string): number {
+  return fnv1a(id) % SWEEP_SHARDS;
+}
+
+/** The purchases-index and outbox shard of a purchase (0..PURCHASE_SHARDS-1). */
+export function purchaseShard(purchaseId: string): number {
+  return fnv1a(purchaseId) % PURCHASE_SHARDS;
+}
+
+/** 0..PURCHASE_SHARDS-1: every shard a reader of the purchases index or the outbox queries. */
+export const PURCHASE_SHARD_LIST: readonly number[] = Array.from({ length: PURCHASE_SHARDS }, (_, i) => i);

@@ -3,9 +3,12 @@
  * `unsent` in the same write that confirms the purchase (no item of its own, so no extra write
  * units in the confirmation), and the publisher and the consumer move it through:
  *
- *   unsent        set by confirm; in GSI2 `EVT#<e>#OUTBOX#UNSENT`, oldest first.
- *   published     its job was added to the bookings queue; in GSI2 `EVT#<e>#OUTBOX#UNACKED`,
+ *   unsent        set by confirm; in GSI2 `EVT#<e>#OUTBOX#UNSENT#<n>`, oldest first.
+ *   published     its job was added to the bookings queue; in GSI2 `EVT#<e>#OUTBOX#UNACKED#<n>`,
  *                 sorted by when it is next due for a check (`<checkAt ISO>#<purchaseId>`).
+ *
+ * `<n>` is the purchase's shard (`purchaseShard`, keys.ts): the event's records are spread over
+ * PURCHASE_SHARDS partitions of each kind, and a listing queries every shard.
  *   acknowledged  a consumer finished the job; out of GSI2 (the purchase stays in GSI1).
  *
  * On the purchase item the outbox's attributes are `outboxState, outboxCreatedAt, publishedAt,
@@ -20,7 +23,15 @@ import { randomUUID } from "node:crypto";
 import { GetCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI2 } from "../dynamodb/table.js";
 import { iso, toOutbox } from "./items.js";
-import { expiryBound, expirySortKey, ID_PATTERN, keys, PURCHASE_ID_PATTERN } from "./keys.js";
+import {
+  expiryBound,
+  expirySortKey,
+  ID_PATTERN,
+  keys,
+  PURCHASE_ID_PATTERN,
+  PURCHASE_SHARD_LIST,
+  purchaseShard,
+} from "./keys.js";
 import { conditionalUpdate, conditionFailure, type Ctx, guard } from "./store.js";
 import type { EventRef, OutboxRecord } from "./types.js";
 
@@ -37,7 +48,7 @@ export function outboxUnsentSet(
     set: "outboxState = :outboxUnsent, outboxCreatedAt = :at, GSI2PK = :outboxPk, GSI2SK = :outboxSk",
     values: {
       ":outboxUnsent": "unsent",
-      ":outboxPk": keys.unsentOutboxPartition(eventId),
+      ":outboxPk": keys.unsentOutboxPartition(eventId, purchaseShard(purchaseId)),
       ":outboxSk": `${confirmedAt}#${purchaseId}`,
     },
   };
@@ -46,18 +57,41 @@ export function outboxUnsentSet(
 const valid = (eventId: string, purchaseId: string): boolean =>
   ID_PATTERN.test(eventId) && PURCHASE_ID_PATTERN.test(purchaseId);
 
-async function queryIndex(ctx: Ctx, what: string, pk: string, limit: number, before?: string) {
+/**
+ * One listing over every shard of an outbox partition, in parallel: each shard is asked for up to
+ * `limit` records under the bound, and the answer is their merge in sort-key order (so up to
+ * `limit` per shard). What is read is what is returned: a run reads in proportion to the records
+ * waiting, plus one empty Query per shard. An answer shorter than `limit` means every shard was
+ * read to its end under the bound (a caller's "short page was the last" still holds).
+ */
+async function queryShards(
+  ctx: Ctx,
+  what: string,
+  partition: (shard: number) => string,
+  limit: number,
+  before?: string,
+): Promise<OutboxRecord[]> {
+  const perShard = Math.max(1, Math.min(limit, 1_000));
   return guard(what, async () => {
-    const out = await ctx.doc.send(
-      new QueryCommand({
-        TableName: ctx.tableName,
-        IndexName: GSI2,
-        KeyConditionExpression: before !== undefined ? "GSI2PK = :pk AND GSI2SK < :before" : "GSI2PK = :pk",
-        ExpressionAttributeValues: { ":pk": pk, ...(before !== undefined ? { ":before": before } : {}) },
-        Limit: Math.max(1, Math.min(limit, 1_000)),
+    const pages = await Promise.all(
+      PURCHASE_SHARD_LIST.map(async (shard) => {
+        const out = await ctx.doc.send(
+          new QueryCommand({
+            TableName: ctx.tableName,
+            IndexName: GSI2,
+            KeyConditionExpression: before !== undefined ? "GSI2PK = :pk AND GSI2SK < :before" : "GSI2PK = :pk",
+            ExpressionAttributeValues: {
+              ":pk": partition(shard),
+              ...(before !== undefined ? { ":before": before } : {}),
+            },
+            Limit: perShard,
+          }),
+        );
+        return out.Items ?? [];
       }),
     );
-    return (out.Items ?? []).map(toOutbox).filter((r): r is OutboxRecord => r !== null);
+    const items = pages.flat().sort((a, b) => String(a.GSI2SK).localeCompare(String(b.GSI2SK)));
+    return items.map(toOutbox).filter((r): r is OutboxRecord => r !== null);
   });
 }
 
@@ -74,7 +108,7 @@ export async function listUnsentOutbox(
 ): Promise<OutboxRecord[]> {
   if (!ID_PATTERN.test(eventId)) return [];
   const before = olderThanMs !== undefined ? iso(ctx.clock() - olderThanMs) : undefined;
-  return queryIndex(ctx, "listUnsentOutbox", keys.unsentOutboxPartition(eventId), limit, before);
+  return queryShards(ctx, "listUnsentOutbox", (shard) => keys.unsentOutboxPartition(eventId, shard), limit, before);
 }
 
 /**
@@ -83,10 +117,10 @@ export async function listUnsentOutbox(
  */
 export async function listDueUnacknowledgedOutbox(ctx: Ctx, eventId: string, limit = 100): Promise<OutboxRecord[]> {
   if (!ID_PATTERN.test(eventId)) return [];
-  return queryIndex(
+  return queryShards(
     ctx,
     "listDueUnacknowledgedOutbox",
-    keys.unacknowledgedOutboxPartition(eventId),
+    (shard) => keys.unacknowledgedOutboxPartition(eventId, shard),
     limit,
     expiryBound(ctx.clock()),
   );
@@ -125,7 +159,7 @@ export async function markOutboxPublished(
         ":unsent": "unsent",
         ":zero": 0,
         ":at": iso(now),
-        ":pk": keys.unacknowledgedOutboxPartition(eventId),
+        ":pk": keys.unacknowledgedOutboxPartition(eventId, purchaseShard(purchaseId)),
         ":sk": expirySortKey(now + checkAfterMs, purchaseId),
       },
     }),

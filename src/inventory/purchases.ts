@@ -6,9 +6,19 @@
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
 import { type FanEntry, fanConfirmAction, fanEntryOf } from "./fans.js";
+import { type Counters, countersOf } from "./ga-counters.js";
 import { readHoldEntry, validFan } from "./holds.js";
 import { iso, toPurchase } from "./items.js";
-import { HOLD_ID_PATTERN, ID_PATTERN, keys, parseSeatId, PURCHASE_ID_PATTERN, REFUND_DUE } from "./keys.js";
+import {
+  HOLD_ID_PATTERN,
+  ID_PATTERN,
+  keys,
+  PURCHASE_ID_PATTERN,
+  PURCHASE_SHARD_LIST,
+  parseSeatId,
+  purchaseShard,
+  REFUND_DUE,
+} from "./keys.js";
 import { outboxUnsentSet } from "./outbox.js";
 import {
   type CancellationReason,
@@ -17,6 +27,7 @@ import {
   type Ctx,
   guard,
   type Item,
+  mapLimit,
   queryPages,
   transact,
   type TransactItem,
@@ -121,7 +132,7 @@ export async function createPendingPurchase(
       createdAt: iso(now),
       ...(fingerprint !== undefined ? { fingerprint } : {}),
       ...(startCharge ? { chargeStartedAt: iso(now), chargeAttempts: 1 } : {}),
-      GSI1PK: keys.purchasesPartition(eventId),
+      GSI1PK: keys.purchasesPartition(eventId, purchaseShard(purchaseId)),
       GSI1SK: keys.purchaseSortKey("pending", purchaseId),
     };
     try {
@@ -170,7 +181,7 @@ export async function confirm(
     const ready = await readConfirmable(ctx, order);
     if (!("now" in ready)) return ready;
     const { now } = ready;
-    const confirmation = confirmTransaction(ctx, order, ready.purchase, now, chargeId);
+    const confirmation = confirmTransaction(ctx, order, ready.purchase, now, chargeId, ready.from);
     const out = await transact(ctx, confirmation.items, 10);
     if (out.ok) return { ok: true, purchase: confirmation.confirmed, alreadyConfirmed: false };
     if (out.contention) return { ok: false, reason: "contention" };
@@ -189,7 +200,10 @@ interface Order {
  * Step 1: the purchase, pending, of this hold and fan, and a hold that can still be bought. A
  * confirmed purchase (a repeat) is the answer itself.
  */
-async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { purchase: Purchase; now: number }> {
+async function readConfirmable(
+  ctx: Ctx,
+  o: Order,
+): Promise<ConfirmResult | { purchase: Purchase; now: number; from?: Counters }> {
   const purchaseItem = await getPurchaseItem(ctx, o.eventId, o.purchaseId);
   if (!purchaseItem) return { ok: false, reason: "not_found", what: "purchase" };
   if (!sameOrder(purchaseItem, o.holdId, o.fanId)) return { ok: false, reason: "purchase_conflict" };
@@ -210,7 +224,7 @@ async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | { pu
   const why = unusable(hold, now);
   if (why) return { ok: false, reason: why };
   // The hold was judged at `now`: the transaction is conditioned on that same instant.
-  return { purchase, now };
+  return { purchase, now, ...(hold.from !== undefined ? { from: hold.from } : {}) };
 }
 
 interface Confirmation {
@@ -227,7 +241,15 @@ interface Confirmation {
 }
 
 /** Step 2: the one transaction, every action conditioned on what step 1 read still being so. */
-function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number, chargeId?: string): Confirmation {
+function confirmTransaction(
+  ctx: Ctx,
+  o: Order,
+  purchase: Purchase,
+  now: number,
+  chargeId?: string,
+  /** The counters a general-admission hold took its places from (ga-counters.ts). */
+  from?: Counters,
+): Confirmation {
   const { eventId, holdId, fanId, purchaseId } = o;
   const seats = purchase.seats;
   const refs = seats.map((s) => parseSeatId(s));
@@ -305,15 +327,19 @@ function confirmTransaction(ctx: Ctx, o: Order, purchase: Purchase, now: number,
     },
   });
   if (purchase.generalAdmission) {
-    items.push({
-      Update: {
-        TableName: ctx.tableName,
-        Key: keys.generalAdmission(eventId, purchase.generalAdmission.areaId),
-        UpdateExpression: "SET held = held - :q, sold = sold + :q",
-        ConditionExpression: "attribute_exists(PK)",
-        ExpressionAttributeValues: { ":q": purchase.generalAdmission.quantity },
-      },
-    });
+    const { areaId, quantity } = purchase.generalAdmission;
+    // The places move from held to sold on the counters the hold took them from.
+    for (const [k, q] of Object.entries(countersOf(from, quantity))) {
+      items.push({
+        Update: {
+          TableName: ctx.tableName,
+          Key: keys.generalAdmission(eventId, areaId, Number(k)),
+          UpdateExpression: "SET held = held - :q, sold = sold + :q",
+          ConditionExpression: "attribute_exists(PK)",
+          ExpressionAttributeValues: { ":q": q },
+        },
+      });
+    }
   }
 
   // The fan's ledger: the hold's entry becomes bought seats (the fan's total stays the same).
@@ -497,7 +523,29 @@ export async function recordCharge(ctx: Ctx, eventId: string, purchaseId: string
   );
 }
 
-/** Purchases of an event, optionally in one state, a page at a time (GSI1, eventually consistent). */
+/**
+ * Where a listing stands in each purchases shard: the shard's last evaluated key, `null` once the
+ * shard is read to its end; a shard absent is not started.
+ */
+type ShardCursor = Record<string, Record<string, unknown> | null>;
+
+function parseShardCursor(cursor: string): ShardCursor | null {
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown;
+    return parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as ShardCursor) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Purchases of an event, optionally in one state, a page at a time (GSI1, eventually consistent).
+ * The event's purchases are spread over PURCHASE_SHARDS index partitions: a page queries every
+ * shard not yet read to its end, in parallel, up to `limit` items each (so a page holds up to
+ * `limit` per shard, sorted by status and purchase id within the page), and the cursor carries
+ * each shard's position. A shard's position moves only past what this page returned: nothing
+ * is skipped or read twice.
+ */
 export async function listPurchases(
   ctx: Ctx,
   eventId: string,
@@ -505,59 +553,66 @@ export async function listPurchases(
   options: { status?: PurchaseStatus; refundDue?: boolean; cursor?: string; limit?: number } = {},
 ): Promise<{ purchases: Purchase[]; nextCursor?: string }> {
   if (!ID_PATTERN.test(eventId)) return { purchases: [] };
-  const partition = keys.purchasesPartition(eventId);
-  let start: Record<string, unknown> | undefined;
+  let positions: ShardCursor = {};
   if (options.cursor !== undefined) {
-    try {
-      start = JSON.parse(Buffer.from(options.cursor, "base64url").toString("utf8")) as Record<string, unknown>;
-    } catch {
-      return { purchases: [] };
-    }
+    const parsed = parseShardCursor(options.cursor);
+    if (!parsed) return { purchases: [] };
+    positions = parsed;
   }
   const prefix = options.refundDue
     ? `failed#${REFUND_DUE}#`
     : options.status !== undefined
       ? `${options.status}#`
       : undefined;
+  const limit = Math.max(1, Math.min(options.limit ?? 500, 1_000));
   return guard("listPurchases", async () => {
-    const out = await ctx.doc.send(
-      new QueryCommand({
-        TableName: ctx.tableName,
-        IndexName: GSI1,
-        KeyConditionExpression: prefix !== undefined ? "GSI1PK = :pk AND begins_with(GSI1SK, :status)" : "GSI1PK = :pk",
-        ExpressionAttributeValues: {
-          ":pk": partition,
-          ...(prefix !== undefined ? { ":status": prefix } : {}),
-        },
-        Limit: Math.max(1, Math.min(options.limit ?? 500, 1_000)),
-        ...(start ? { ExclusiveStartKey: start } : {}),
+    const next: ShardCursor = { ...positions };
+    const pages = await Promise.all(
+      PURCHASE_SHARD_LIST.map(async (shard) => {
+        const at = positions[String(shard)];
+        if (at === null) return [];
+        const out = await ctx.doc.send(
+          new QueryCommand({
+            TableName: ctx.tableName,
+            IndexName: GSI1,
+            KeyConditionExpression:
+              prefix !== undefined ? "GSI1PK = :pk AND begins_with(GSI1SK, :status)" : "GSI1PK = :pk",
+            ExpressionAttributeValues: {
+              ":pk": keys.purchasesPartition(eventId, shard),
+              ...(prefix !== undefined ? { ":status": prefix } : {}),
+            },
+            Limit: limit,
+            ...(at ? { ExclusiveStartKey: at } : {}),
+          }),
+        );
+        next[String(shard)] = out.LastEvaluatedKey ?? null;
+        return out.Items ?? [];
       }),
     );
-    const nextCursor = out.LastEvaluatedKey
-      ? Buffer.from(JSON.stringify(out.LastEvaluatedKey), "utf8").toString("base64url")
-      : undefined;
-    return { purchases: (out.Items ?? []).map(toPurchase), ...(nextCursor !== undefined ? { nextCursor } : {}) };
+    const items = pages.flat().sort((a, b) => String(a.GSI1SK).localeCompare(String(b.GSI1SK)));
+    const more = PURCHASE_SHARD_LIST.some((shard) => next[String(shard)] !== null);
+    const nextCursor = more ? Buffer.from(JSON.stringify(next), "utf8").toString("base64url") : undefined;
+    return { purchases: items.map(toPurchase), ...(nextCursor !== undefined ? { nextCursor } : {}) };
   });
 }
 
-/** Purchases of an event by status: one Select COUNT Query per status on GSI1 (paged). */
+/** Purchases of an event by status: one Select COUNT Query per status and shard on GSI1 (paged). */
 export async function countPurchases(ctx: Ctx, eventId: string): Promise<Record<PurchaseStatus, number>> {
   const statuses: PurchaseStatus[] = ["pending", "confirmed", "failed", "refunded"];
   const counts = { pending: 0, confirmed: 0, failed: 0, refunded: 0 };
   if (!ID_PATTERN.test(eventId)) return counts;
   return guard("countPurchases", async () => {
-    await Promise.all(
-      statuses.map(async (status) => {
-        for await (const page of queryPages(ctx, {
-          IndexName: GSI1,
-          KeyConditionExpression: "GSI1PK = :pk AND begins_with(GSI1SK, :status)",
-          ExpressionAttributeValues: { ":pk": keys.purchasesPartition(eventId), ":status": `${status}#` },
-          Select: "COUNT",
-        })) {
-          counts[status] += page.Count ?? 0;
-        }
-      }),
-    );
+    const queries = statuses.flatMap((status) => PURCHASE_SHARD_LIST.map((shard) => ({ status, shard })));
+    await mapLimit(queries, 16, async ({ status, shard }) => {
+      for await (const page of queryPages(ctx, {
+        IndexName: GSI1,
+        KeyConditionExpression: "GSI1PK = :pk AND begins_with(GSI1SK, :status)",
+        ExpressionAttributeValues: { ":pk": keys.purchasesPartition(eventId, shard), ":status": `${status}#` },
+        Select: "COUNT",
+      })) {
+        counts[status] += page.Count ?? 0;
+      }
+    });
     return counts;
   });
 }

@@ -124,6 +124,10 @@ export async function sectionCounts(
   return { sectionId, total, available, ...rest };
 }
 
+/**
+ * An area's counts, summed over its counters (keys.ts gaCounters): counter 0 says how many the
+ * area has (`counters`; absent: one), the others are read in parallel. Every read consistent.
+ */
 export async function getGeneralAdmission(
   ctx: Ctx,
   eventId: string,
@@ -131,17 +135,29 @@ export async function getGeneralAdmission(
 ): Promise<GeneralAdmissionCounts | null> {
   if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(areaId)) return null;
   return guard("getGeneralAdmission", async () => {
-    const out = await ctx.doc.send(
-      new GetCommand({ TableName: ctx.tableName, Key: keys.generalAdmission(eventId, areaId), ConsistentRead: true }),
-    );
-    if (!out.Item) return null;
-    return {
-      areaId,
-      capacity: num(out.Item, "capacity"),
-      available: num(out.Item, "available"),
-      held: num(out.Item, "held"),
-      sold: num(out.Item, "sold"),
-    };
+    const read = async (k: number) =>
+      (
+        await ctx.doc.send(
+          new GetCommand({
+            TableName: ctx.tableName,
+            Key: keys.generalAdmission(eventId, areaId, k),
+            ConsistentRead: true,
+          }),
+        )
+      ).Item;
+    const first = await read(0);
+    if (!first) return null;
+    const n = typeof first.counters === "number" ? first.counters : 1;
+    const rest = await Promise.all(Array.from({ length: n - 1 }, (_, i) => read(i + 1)));
+    const counts: GeneralAdmissionCounts = { areaId, capacity: 0, available: 0, held: 0, sold: 0 };
+    for (const item of [first, ...rest]) {
+      if (!item) continue;
+      counts.capacity += num(item, "capacity");
+      counts.available += num(item, "available");
+      counts.held += num(item, "held");
+      counts.sold += num(item, "sold");
+    }
+    return counts;
   });
 }
 

@@ -13,7 +13,8 @@ import { UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI2 } from "../dynamodb/table.js";
 import { getEventItem } from "./events.js";
 import { iso } from "./items.js";
-import { expiryBound, ID_PATTERN, keys, shardOf, SWEEP_SHARDS } from "./keys.js";
+import { type Counters, countersOf } from "./ga-counters.js";
+import { expiryBound, gaCounters, ID_PATTERN, keys, shardOf, SWEEP_SHARDS } from "./keys.js";
 import {
   conditionFailure,
   type Ctx,
@@ -75,8 +76,9 @@ async function expireAdmissionHold(
   areaId: string,
   hold: Item,
   now: number,
-): Promise<number> {
+): Promise<Counters | null> {
   const quantity = Number(hold.quantity);
+  const from = countersOf(hold.from, quantity);
   const out = await transact(
     ctx,
     [
@@ -90,45 +92,61 @@ async function expireAdmissionHold(
           ExpressionAttributeValues: { ":expired": "expired", ":held": "held", ":now": now, ":at": iso(now) },
         },
       },
-      { Update: placesBack(ctx, eventId, areaId, quantity) },
+      ...Object.entries(from).map(([k, q]) => ({ Update: placesBack(ctx, eventId, areaId, Number(k), q) })),
     ],
     3,
   );
-  return out.ok ? quantity : 0;
+  return out.ok ? from : null;
 }
 
-/** A general-admission area's places back from held to available: a release's and a sweep's. */
-export function placesBack(ctx: Ctx, eventId: string, areaId: string, quantity: number) {
+/**
+ * A general-admission area's places back from held to available on counter `k`: a release's and
+ * a sweep's (each to the counters the hold took from).
+ */
+export function placesBack(ctx: Ctx, eventId: string, areaId: string, k: number, quantity: number) {
   return {
     TableName: ctx.tableName,
-    Key: keys.generalAdmission(eventId, areaId),
+    Key: keys.generalAdmission(eventId, areaId, k),
     UpdateExpression: "SET available = available + :q, held = held - :q",
     ConditionExpression: "attribute_exists(PK)",
     ExpressionAttributeValues: { ":q": quantity },
   };
 }
 
-/** Returns the quantity of an area's expired general-admission holds. */
+/**
+ * Returns an area's expired general-admission holds to the counters they took from: the expiry
+ * partition of each of its `counters` counters (a hold's record sits in its first counter's).
+ */
 export async function reclaimExpiredAdmissions(
   ctx: Ctx,
   eventId: string,
   areaId: string,
+  counters: number,
   now: number,
-): Promise<{ examined: number; holds: number; quantity: number }> {
+): Promise<{ examined: number; holds: number; quantity: number; counters: Counters }> {
   let examined = 0;
   let holds = 0;
   let quantity = 0;
-  for await (const page of expiredEntries(ctx, keys.heldAdmissionsPartition(eventId, areaId), now)) {
-    examined += page.length;
-    const returned = await mapLimit(page, CONCURRENCY, (h) => expireAdmissionHold(ctx, eventId, areaId, h, now));
-    for (const q of returned) {
-      if (q > 0) {
-        holds++;
-        quantity += q;
+  const returnedTo: Counters = {};
+  await mapLimit(
+    Array.from({ length: counters }, (_, k) => k),
+    CONCURRENCY,
+    async (k) => {
+      for await (const page of expiredEntries(ctx, keys.heldAdmissionsPartition(eventId, areaId, k), now)) {
+        examined += page.length;
+        const returned = await mapLimit(page, CONCURRENCY, (h) => expireAdmissionHold(ctx, eventId, areaId, h, now));
+        for (const from of returned) {
+          if (!from) continue;
+          holds++;
+          for (const [c, q] of Object.entries(from)) {
+            quantity += q;
+            returnedTo[c] = (returnedTo[c] ?? 0) + q;
+          }
+        }
       }
-    }
-  }
-  return { examined, holds, quantity };
+    },
+  );
+  return { examined, holds, quantity, counters: returnedTo };
 }
 
 /**
@@ -161,7 +179,9 @@ export async function sweepExpired(ctx: Ctx, eventId: string, shard: number, now
     for (const area of areas) {
       const areaId = String(area.id);
       if (shardOf(areaId) !== shard) continue;
-      const r = await reclaimExpiredAdmissions(ctx, eventId, areaId, now);
+      // Every counter of an area is swept with the area's shard (the hold path schedules that one).
+      const counters = gaCounters(typeof area.capacity === "number" ? area.capacity : 0);
+      const r = await reclaimExpiredAdmissions(ctx, eventId, areaId, counters, now);
       result.examined += r.examined;
       result.generalAdmissionHoldsExpired += r.holds;
       result.generalAdmissionQuantityReturned += r.quantity;

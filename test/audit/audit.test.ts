@@ -13,7 +13,7 @@ import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { type AuditCheckName, type AuditReport, auditEvent } from "../../src/audit/audit.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
 import { createInventory, type Hold, type HoldResult, type Inventory } from "../../src/inventory/index.js";
-import { keys, parseSeatId } from "../../src/inventory/keys.js";
+import { keys, parseSeatId, purchaseShard } from "../../src/inventory/keys.js";
 import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
 import { createSimulatedProvider, type SimulatedPaymentProvider } from "../../src/payments/simulated.js";
 import { eventInput, type ManualClock, manualClock, uniqueEventId } from "../inventory/fixtures.js";
@@ -421,7 +421,7 @@ const corruptions: Corruption[] = [
             amount: 15_000,
             createdAt: new Date().toISOString(),
             confirmedAt: new Date().toISOString(),
-            GSI1PK: keys.purchasesPartition(s.eventId),
+            GSI1PK: keys.purchasesPartition(s.eventId, purchaseShard(purchaseId)),
             GSI1SK: keys.purchaseSortKey("confirmed", purchaseId),
           },
         }),

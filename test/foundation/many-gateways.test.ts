@@ -24,7 +24,7 @@
 import { Queue } from "bullmq";
 import { PutCommand, DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { keys } from "../../src/inventory/keys.js";
+import { keys, purchaseShard } from "../../src/inventory/keys.js";
 import { QUEUE_PREFIX, queueNames } from "../../src/workers/queues.js";
 import { type Cluster, sleep, startCluster } from "../chaos/support/cluster.js";
 import { seatIds } from "../chaos/support/fans.js";
@@ -467,7 +467,7 @@ describe("many gateways: three gateway processes and two workers on one Redis an
           amount: SECTION.price,
           createdAt: new Date().toISOString(),
           confirmedAt: new Date().toISOString(),
-          GSI1PK: keys.purchasesPartition(eventId),
+          GSI1PK: keys.purchasesPartition(eventId, purchaseShard(twin)),
           GSI1SK: keys.purchaseSortKey("confirmed", twin),
         },
       }),
