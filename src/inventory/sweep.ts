@@ -128,9 +128,12 @@ export async function reclaimExpiredAdmissions(
   let holds = 0;
   let quantity = 0;
   const returnedTo: Counters = {};
+  // One counter's partition at a time, each with CONCURRENCY returns in flight: as many writes in
+  // flight as a sweep ever had (16 x 16 at once sent a 5,000-place area's every return together,
+  // so a worker killed mid-sweep had none left undone: the crash-sweep test caught it).
   await mapLimit(
     Array.from({ length: counters }, (_, k) => k),
-    CONCURRENCY,
+    1,
     async (k) => {
       for await (const page of expiredEntries(ctx, keys.heldAdmissionsPartition(eventId, areaId, k), now)) {
         examined += page.length;
