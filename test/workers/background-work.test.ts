@@ -92,12 +92,14 @@ const s = (v: unknown): string | undefined =>
 
 /** Queries of the held-seat / held-admission index (GSI2) of an event: the sweeps' reads. */
 function sweepQueries(sent: Sent[], eventId: string): string[] {
-  return sent
-    .filter((c) => c.command === "QueryCommand" && c.input.IndexName === "GSI2")
-    .map((c) => s((c.input.ExpressionAttributeValues as Record<string, unknown>)?.[":pk"]) ?? "")
-    .filter((pk) => pk.startsWith(`EVT#${eventId}#`))
-    // The sweeps' partitions (the outbox publisher's shards are GSI2 too, and not a sweep's).
-    .filter((pk) => pk.includes("#EXP#") || pk.includes("#GAEXP#"));
+  return (
+    sent
+      .filter((c) => c.command === "QueryCommand" && c.input.IndexName === "GSI2")
+      .map((c) => s((c.input.ExpressionAttributeValues as Record<string, unknown>)?.[":pk"]) ?? "")
+      .filter((pk) => pk.startsWith(`EVT#${eventId}#`))
+      // The sweeps' partitions (the outbox publisher's shards are GSI2 too, and not a sweep's).
+      .filter((pk) => pk.includes("#EXP#") || pk.includes("#GAEXP#"))
+  );
 }
 
 /** UpdateItems of one outbox record. */
