@@ -31,7 +31,7 @@ import { auditEvent } from "../../src/audit/audit.js";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { GSI2 } from "../../src/dynamodb/table.js";
 import { countFan, toFanLedger } from "../../src/inventory/fans.js";
-import { keys } from "../../src/inventory/keys.js";
+import { gaCounters, keys } from "../../src/inventory/keys.js";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import { auditFigures, recordScenario } from "./support/report.js";
 import { scaled } from "./support/scale.js";
@@ -129,6 +129,9 @@ function holdBody(i: number): { seats: string[] } | { generalAdmission: { id: st
 const sizeOf = (a: Answer) => (a.body.seats?.length ?? 0) + (a.body.generalAdmission?.quantity ?? 0);
 
 /** What DynamoDB says a fan has now, read from the items themselves (not from any answer). */
+/** 10,000 places: 16 counters (src/inventory/keys.ts gaCounters), so holds land on many. */
+const GA_CAPACITY = 10_000;
+
 async function holdingsOf(eventId: string, fanId: string, now = Date.now()) {
   const seats = new Map<string, string>();
   let cursor: string | undefined;
@@ -144,23 +147,26 @@ async function holdingsOf(eventId: string, fanId: string, now = Date.now()) {
   } while (cursor !== undefined);
   const heldSeats = [...seats.values()].filter((f) => f === fanId).length;
 
+  // A standing hold's record sits in the expiry partition of the first counter it took from.
   let gaHeld = 0;
-  let start: Record<string, unknown> | undefined;
-  do {
-    const out = await doc.send(
-      new QueryCommand({
-        TableName: tableName,
-        IndexName: GSI2,
-        KeyConditionExpression: "GSI2PK = :pk",
-        ExpressionAttributeValues: { ":pk": keys.heldAdmissionsPartition(eventId, "GA") },
-        ...(start ? { ExclusiveStartKey: start } : {}),
-      }),
-    );
-    for (const h of out.Items ?? []) {
-      if (h.fanId === fanId && h.status === "held" && Number(h.expiresAt) > now) gaHeld += Number(h.quantity);
-    }
-    start = out.LastEvaluatedKey;
-  } while (start);
+  for (let k = 0; k < gaCounters(GA_CAPACITY); k++) {
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await doc.send(
+        new QueryCommand({
+          TableName: tableName,
+          IndexName: GSI2,
+          KeyConditionExpression: "GSI2PK = :pk",
+          ExpressionAttributeValues: { ":pk": keys.heldAdmissionsPartition(eventId, "GA", k) },
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+      );
+      for (const h of out.Items ?? []) {
+        if (h.fanId === fanId && h.status === "held" && Number(h.expiresAt) > now) gaHeld += Number(h.quantity);
+      }
+      start = out.LastEvaluatedKey;
+    } while (start);
+  }
 
   let bought = 0;
   let purchases: string | undefined;
@@ -194,7 +200,7 @@ describe("chaos: one fan racing its own holds past maxSeatsPerFan", () => {
         holdSeconds: 600,
         maxSeatsPerFan: MAX,
         sections: [SECTION],
-        generalAdmission: [{ id: "GA", tier: "Standing", price: 4_000, capacity: 10_000 }],
+        generalAdmission: [{ id: "GA", tier: "Standing", price: 4_000, capacity: GA_CAPACITY }],
       }),
     );
     expect(put.status).toBe(201);
