@@ -88,15 +88,15 @@ export interface CounterState {
 }
 
 /**
- * Every counter of an area, read consistently and in parallel (counter 0 says how many there
- * are); the estimates are set to what was read. Null when the area has no counter 0.
+ * Every counter item of an area, read consistently and in parallel after counter 0 (which says
+ * how many there are; absent: one). A counter missing past 0 is `undefined`. Null when the area
+ * has no counter 0.
  */
-export async function readCounters(
+export async function readCounterItems(
   ctx: Ctx,
   eventId: string,
   areaId: string,
-  est?: number[],
-): Promise<CounterState[] | null> {
+): Promise<(Item | undefined)[] | null> {
   const read = async (k: number): Promise<Item | undefined> =>
     (
       await ctx.doc.send(
@@ -111,7 +111,22 @@ export async function readCounters(
   if (!first) return null;
   const n = typeof first.counters === "number" ? first.counters : 1;
   const rest = await Promise.all(Array.from({ length: n - 1 }, (_, i) => read(i + 1)));
-  const states = [first, ...rest].map((item) =>
+  return [first, ...rest];
+}
+
+/**
+ * Every counter of an area (readCounterItems); the estimates are set to what was read. Null when
+ * the area has no counter 0.
+ */
+export async function readCounters(
+  ctx: Ctx,
+  eventId: string,
+  areaId: string,
+  est?: number[],
+): Promise<CounterState[] | null> {
+  const items = await readCounterItems(ctx, eventId, areaId);
+  if (!items) return null;
+  const states = items.map((item) =>
     item ? { available: num(item, "available"), held: num(item, "held") } : { available: 0, held: 0 },
   );
   if (est) {

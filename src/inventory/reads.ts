@@ -2,9 +2,10 @@
  * Reads for the seat map and operator stats. Each is a Query on one partition (a section, or a
  * section's slice of the sparse available index) or a GetItem; never a Scan.
  */
-import { GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
+import { QueryCommand } from "@aws-sdk/lib-dynamodb";
 import { GSI1 } from "../dynamodb/table.js";
 import { getEventItem } from "./events.js";
+import { readCounterItems } from "./ga-counters.js";
 import { toEvent, toSeatView } from "./items.js";
 import { ID_PATTERN, keys } from "./keys.js";
 import { type Ctx, guard, num, optNum, queryPages } from "./store.js";
@@ -135,22 +136,10 @@ export async function getGeneralAdmission(
 ): Promise<GeneralAdmissionCounts | null> {
   if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(areaId)) return null;
   return guard("getGeneralAdmission", async () => {
-    const read = async (k: number) =>
-      (
-        await ctx.doc.send(
-          new GetCommand({
-            TableName: ctx.tableName,
-            Key: keys.generalAdmission(eventId, areaId, k),
-            ConsistentRead: true,
-          }),
-        )
-      ).Item;
-    const first = await read(0);
-    if (!first) return null;
-    const n = typeof first.counters === "number" ? first.counters : 1;
-    const rest = await Promise.all(Array.from({ length: n - 1 }, (_, i) => read(i + 1)));
+    const items = await readCounterItems(ctx, eventId, areaId);
+    if (!items) return null;
     const counts: GeneralAdmissionCounts = { areaId, capacity: 0, available: 0, held: 0, sold: 0 };
-    for (const item of [first, ...rest]) {
+    for (const item of items) {
       if (!item) continue;
       counts.capacity += num(item, "capacity");
       counts.available += num(item, "available");

@@ -10,9 +10,8 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createHash, timingSafeEqual } from "node:crypto";
 import { type HealthDeps, probe } from "../health.js";
-import { bearerToken } from "../http/middleware/admin-auth.js";
+import { bearerMatches } from "../http/middleware/admin-auth.js";
 import type { Metrics } from "../metrics.js";
 
 export interface WorkerHealthServer {
@@ -27,13 +26,6 @@ export interface WorkerHealthDeps {
   workersRunning(): boolean;
   /** The process's series for `/metrics`; `token`: the bearer token it asks for (METRICS_TOKEN). */
   metrics?: { registry: Metrics["registry"]; token?: string | undefined };
-}
-
-function tokenMatches(header: string | undefined, expected: string): boolean {
-  const token = bearerToken(header);
-  if (!token) return false;
-  const digest = (t: string) => createHash("sha256").update(t).digest();
-  return timingSafeEqual(digest(token), digest(expected));
 }
 
 export async function workerReadiness(deps: WorkerHealthDeps): Promise<{ status: 200 | 503; body: unknown }> {
@@ -94,7 +86,7 @@ export async function startWorkerHealthServer(
     }
     const metrics = deps.metrics;
     if (path === "/metrics" && metrics) {
-      if (metrics.token && !tokenMatches(req.headers.authorization, metrics.token)) {
+      if (metrics.token && !bearerMatches(req.headers.authorization, metrics.token)) {
         send(401, unavailableBody("unauthenticated", "/metrics asks for the METRICS_TOKEN bearer token"));
         return;
       }

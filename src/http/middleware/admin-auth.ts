@@ -8,6 +8,18 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match?.[1];
 }
 
+const sha256 = (t: string) => createHash("sha256").update(t).digest();
+
+/**
+ * The bearer token of `header` is `expected` (METRICS_TOKEN), compared in constant time over
+ * both hashes, so neither the time nor a length check leaks the token's length.
+ */
+export function bearerMatches(header: string | undefined, expected: string): boolean {
+  const token = bearerToken(header);
+  if (!token) return false;
+  return timingSafeEqual(sha256(token), sha256(expected));
+}
+
 /** `admin` may do everything; `read` only GET (dashboards). */
 export type OperatorRole = "admin" | "read";
 
@@ -42,13 +54,13 @@ export function operatorTokens(adminToken: string, named: readonly NamedOperator
  */
 export function createOperatorCheck(tokens: readonly NamedOperatorToken[]) {
   const expected = tokens.map((t) => ({
-    hash: createHash("sha256").update(t.token).digest(),
+    hash: sha256(t.token),
     operator: { name: t.name, role: t.role } satisfies Operator,
   }));
   return (header: string | undefined): Operator => {
     const token = bearerToken(header);
     if (!token) throw new ApiError("unauthenticated", "an operator token is required");
-    const presented = createHash("sha256").update(token).digest();
+    const presented = sha256(token);
     let found: Operator | undefined;
     for (const e of expected) {
       // No early exit: every hash is compared.

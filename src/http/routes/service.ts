@@ -3,14 +3,13 @@
  * interactive API docs (Swagger UI, served from the installed swagger-ui-dist package, so the
  * page works with no internet).
  */
-import { createHash, timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Hono } from "hono";
 import type { AppEnv } from "../context.js";
 import { ApiError } from "../errors.js";
-import { bearerToken } from "../middleware/admin-auth.js";
+import { bearerMatches } from "../middleware/admin-auth.js";
 
 const require = createRequire(import.meta.url);
 const swaggerDir = dirname(require.resolve("swagger-ui-dist/package.json"));
@@ -36,14 +35,6 @@ const docsPage = `<!doctype html>
 </html>`;
 
 const initScript = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#ui", deepLinking: true });`;
-
-/** The presented bearer token is `expected`, compared in constant time over both hashes. */
-function bearerMatches(header: string | undefined, expected: string): boolean {
-  const token = bearerToken(header);
-  if (!token) return false;
-  const digest = (t: string) => createHash("sha256").update(t).digest();
-  return timingSafeEqual(digest(token), digest(expected));
-}
 
 export const serviceRoutes = new Hono<AppEnv>()
   .get("/metrics", async (c) => {
