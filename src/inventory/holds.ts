@@ -414,6 +414,14 @@ export async function holdGeneralAdmission(
           adjust(est, reclaimed.counters, 1);
           // Try again when expired holds were found, even if a concurrent caller returned them first.
           if (reclaimed.quantity > 0 || reclaimed.examined > 0) return "again";
+          // None were left to return, yet a concurrent caller may have returned them between our
+          // read and the reclaim's query (the inventory model test caught "1 left" told while 4
+          // were): the answer comes from a read made after that query.
+          const after = await readCounters(ctx, eventId, areaId, est);
+          if (!after) return { ok: false, reason: "not_found", what: "area" };
+          const left = after.reduce((n, c) => n + c.available, 0);
+          if (left >= quantity) return "again";
+          return { ok: false, reason: "insufficient_quantity", available: left };
         }
         return { ok: false, reason: "insufficient_quantity", available };
       }

@@ -424,4 +424,41 @@ describe("hold: general admission", () => {
       held: 5,
     });
   });
+  it("two fans asking at once for places an expired hold frees both get them, whoever returns them", async () => {
+    // Each fan reads 1 place left, and both go to return the expired hold: the one that finds it
+    // already returned must not answer "1 left" from its first read (the model test caught that).
+    const areas = 20;
+    const events = await Promise.all(
+      Array.from({ length: areas }, () =>
+        newEvent({ generalAdmission: [{ id: "GA", tier: "Standing", price: 100, capacity: 4 }] }),
+      ),
+    );
+    for (const eventId of events) {
+      held(
+        await fx.inventory.holds.holdGeneralAdmission({
+          eventId,
+          fanId: "fan-1",
+          areaId: "GA",
+          quantity: 3,
+          holdSeconds: 60,
+        }),
+      );
+    }
+    fx.clock.advance(60_000);
+    const gateways = fx.gateways(2);
+    const results = await Promise.all(
+      events.flatMap((eventId) =>
+        ["fan-2", "fan-3"].map((fanId, i) =>
+          gateways[i]!.holds.holdGeneralAdmission({ eventId, fanId, areaId: "GA", quantity: 2, holdSeconds: 60 }),
+        ),
+      ),
+    );
+    expect(results.filter((r) => !r.ok)).toEqual([]);
+    for (const eventId of events) {
+      expect(await fx.inventory.seats.generalAdmission({ eventId, areaId: "GA" })).toMatchObject({
+        available: 0,
+        held: 4,
+      });
+    }
+  });
 });

@@ -547,7 +547,15 @@ describe("inventory against a model", () => {
           model = next;
         }
       }),
-      { numRuns: Number(process.env.INVENTORY_MODEL_RUNS ?? 50) },
+      {
+        numRuns: Number(process.env.INVENTORY_MODEL_RUNS ?? 50),
+        // Shrinking a failure can outlast the test's time: stop then and report the smallest
+        // failing case found so far, rather than a bare timeout that hides it (CI met one).
+        interruptAfterTimeLimit: Number(process.env.INVENTORY_MODEL_TIME_MS ?? 75_000),
+        // Replays a reported failure: INVENTORY_MODEL_SEED and INVENTORY_MODEL_PATH from its report.
+        ...(process.env.INVENTORY_MODEL_SEED ? { seed: Number(process.env.INVENTORY_MODEL_SEED) } : {}),
+        ...(process.env.INVENTORY_MODEL_PATH ? { path: process.env.INVENTORY_MODEL_PATH } : {}),
+      },
     );
-  });
+  }, 120_000);
 });
