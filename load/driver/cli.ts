@@ -1,6 +1,6 @@
 /**
  * `npm run load -- <scenario> [--fans N] [--rate R] [--duration S] [--base-url URL] [--event ID]
- *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S]
+ *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S] [--coarse-polls]
  *  [--threshold EXPR]... [--out DIR] [--json] [--redis-cluster | --redis-cluster-nodes HOST:PORT,...]`
  *
  * scenarios: spike, hot-seat, abandon, bots, soak (scenarios/*.ts). --base-url takes several gateways,
@@ -20,7 +20,7 @@ import { isScenarioName, SCENARIO_NAMES, SCENARIOS } from "./scenarios/index.js"
 import { exitCodeFor, parseThreshold, type Threshold } from "./thresholds.js";
 
 export const USAGE = `usage: npm run load -- <${SCENARIO_NAMES.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL[,URL...]]
-       [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S]
+       [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S] [--coarse-polls]
        [--threshold 'http_req_failed<0.01'] [--threshold 'p(99)<500'] ... [--out DIR] [--json]
        [--redis-cluster | --redis-cluster-nodes host:port,...]`;
 
@@ -40,6 +40,7 @@ const { values, positionals } = parseArgs({
     seats: { type: "string" },
     connections: { type: "string" },
     "max-poll": { type: "string" },
+    "coarse-polls": { type: "boolean", default: false },
     json: { type: "boolean", default: false },
     "redis-cluster": { type: "boolean", default: false },
     "redis-cluster-nodes": { type: "string" },
@@ -91,6 +92,7 @@ const result = await runScenario({
   ...(values.seats ? { seats: num(values.seats, 0) } : {}),
   ...(values.connections ? { connections: num(values.connections, 256) } : {}),
   ...(values["max-poll"] ? { maxPollSeconds: num(values["max-poll"], 0) } : {}),
+  ...(values["coarse-polls"] ? { coarsePolls: true } : {}),
   ...(values["redis-cluster"] ? { redisCluster: true } : {}),
   ...(values["redis-cluster-nodes"] ? { redisCluster: values["redis-cluster-nodes"] } : {}),
   progress: (line) => process.stdout.write(`${line}\n`),
@@ -101,6 +103,7 @@ const run = toRunRecord(result, {
   connections: values.connections ? num(values.connections, 256) : 256,
   event: values.event ?? null,
   maxPoll: values["max-poll"] ? num(values["max-poll"], 0) : null,
+  coarsePolls: values["coarse-polls"] ?? false,
   thresholds: (values.threshold ?? []).join(" ; ") || null,
 });
 mkdirSync(values.out, { recursive: true });

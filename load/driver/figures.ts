@@ -47,7 +47,15 @@ export class RunFigures {
 
   constructor(readonly seatsTotal: number) {}
 
-  admitted(position: number): void {
+  /**
+   * Milliseconds from the line's decision to admit a fan (the status body's `admittedAt`) to the
+   * fan's seeing it; the gateway's clock against the driver's, so across hosts it carries their
+   * skew.
+   */
+  readonly admissionDelaysMs: number[] = [];
+
+  admitted(position: number, delayMs?: number): void {
+    if (delayMs !== undefined && Number.isFinite(delayMs)) this.admissionDelaysMs.push(Math.max(0, delayMs));
     this.positions.push(position);
     this.admissionOrder.push(this.tally.admitted++);
     this.firstAdmitAt ??= Date.now();

@@ -44,14 +44,21 @@ async function waitForAdmission(run: FanRun, i: number, behaviour: FanBehaviour)
   const leavesAfter = behaviour.leavesAfterMs?.(i);
   const leaveAt = leavesAfter === undefined ? undefined : Date.now() + leavesAfter;
   while (Date.now() <= run.hardStop) {
-    const s = await client.call<{ status: string; position: number; pollAfterSeconds?: number; accessToken?: string }>(
+    const s = await client.call<{
+      status: string;
+      position: number;
+      pollAfterSeconds?: number;
+      pollAfterMs?: number;
+      accessToken?: string;
+      admittedAt?: string;
+    }>(
       "status",
       "GET",
       `${ev}/queue/status`,
       { token: joined.body.queueToken },
     );
     if (s.status === 200 && s.body.accessToken) {
-      figures.admitted(s.body.position);
+      figures.admitted(s.body.position, s.body.admittedAt ? Date.now() - Date.parse(s.body.admittedAt) : undefined);
       return s.body.accessToken;
     }
     if (s.status === 200 && s.body.status !== "waiting" && s.body.status !== "prequeue") return undefined;
@@ -59,7 +66,8 @@ async function waitForAdmission(run: FanRun, i: number, behaviour: FanBehaviour)
       figures.tally.abandonedWaiting++;
       return undefined;
     }
-    await sleep(pollDelaySeconds(s.body?.pollAfterSeconds, Math.random(), run.maxPollSeconds) * 1000);
+    const scheduled = run.coarsePolls ? undefined : s.body?.pollAfterMs;
+    await sleep(pollDelaySeconds(s.body?.pollAfterSeconds, Math.random(), run.maxPollSeconds, scheduled) * 1000);
   }
   return undefined;
 }

@@ -46,6 +46,11 @@ export interface RunOptions {
    * cap, the fan page's wait, up to 30 s far back in the line); for short test runs.
    */
   maxPollSeconds?: number;
+  /**
+   * Poll by `pollAfterSeconds` with the jitter, ignoring `pollAfterMs`: as a client that predates
+   * polls scheduled on the ETA does, for a before/after comparison in one build.
+   */
+  coarsePolls?: boolean;
   /** A fan's time between hold and purchase, ms (default 300-800). */
   thinkMs?: number;
   /**
@@ -87,6 +92,10 @@ export interface RunResult extends Tally {
   sellOutSeconds: number | null;
   /** Kendall's tau-b between queue positions and admission order; NaN with fewer than 2 admitted. */
   tau: number;
+  /** Milliseconds from the line's decision to admit a fan to the fan's seeing it (status `admittedAt`). */
+  admissionDelayMs: LatencySummary;
+  /** Status polls sent per fan who joined (every answer counted, refusals too). */
+  pollsPerFan: number;
   endpoints: EndpointRow[];
   /** Each threshold given, met or not. */
   thresholds?: ThresholdResult[];
@@ -197,6 +206,11 @@ function thresholdsOf(scenario: Scenario, o: RunOptions, run: FanRun, seconds: n
 }
 
 /** The run's figures once every fan is done. */
+function pollsPerFan(rows: readonly EndpointRow[], fans: number): number {
+  const polls = rows.filter((e) => e.endpoint === "status").reduce((n, e) => n + e.requests, 0);
+  return fans > 0 ? polls / fans : 0;
+}
+
 function resultOf(
   o: RunOptions,
   target: Target,
@@ -221,6 +235,8 @@ function resultOf(
     salesPerSecond: t.sales / sinceOnSale,
     sellOutSeconds: figures.soldOutAt === null ? null : (figures.soldOutAt - onSaleAt) / 1000,
     tau: kendallTau(figures.positions, figures.admissionOrder),
+    admissionDelayMs: summarize(figures.admissionDelaysMs),
+    pollsPerFan: pollsPerFan(endpointRows(run.client), played.fans),
     endpoints: endpointRows(run.client),
     startedAt: played.startedAt,
     loadTestToken: Boolean(target.loadTestToken),
@@ -254,6 +270,7 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       figures: new RunFigures(event.seatsTotal),
       hardStop: Date.now() + (Math.max(o.duration, fans / o.rate) + 120) * 1000,
       ...(o.maxPollSeconds !== undefined ? { maxPollSeconds: o.maxPollSeconds } : {}),
+      ...(o.coarsePolls ? { coarsePolls: true } : {}),
       ...(o.thinkMs !== undefined ? { thinkMs: o.thinkMs } : {}),
     };
     const seconds = await play(scenario, run, o, fans, perSecond);
@@ -319,6 +336,12 @@ export function renderResult(r: RunResult): string {
   if (r.targets) lines.push(`requests per gateway: ${r.targets.map((t) => `${t.url} ${t.requests}`).join(", ")}`);
   lines.push(...(SCENARIOS[r.scenario].report?.lines?.(r) ?? []));
   lines.push(`fairness: Kendall's tau (queue position vs admission order) = ${fmt(r.tau, 4)} (1.0 = strict FIFO)`);
+  if (r.admissionDelayMs.count > 0) {
+    const d = r.admissionDelayMs;
+    lines.push(
+      `admission seen after the decision: p50 ${fmt(d.p50)} ms, p95 ${fmt(d.p95)} ms, max ${fmt(d.max)} ms   status polls per fan ${fmt(r.pollsPerFan, 2)}`,
+    );
+  }
   if (r.thresholds?.length) {
     lines.push("", "thresholds:");
     for (const t of r.thresholds) lines.push(`  ${t.ok ? "ok    " : "FAILED"} ${t.threshold}   (${fmt(t.actual, 4)})`);

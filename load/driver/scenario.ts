@@ -56,6 +56,8 @@ export interface FanRun {
   hardStop: number;
   /** The longest wait between two polls, seconds, whatever the gateway suggests (unset: no cap). */
   maxPollSeconds?: number;
+  /** Ignore `pollAfterMs` (RunOptions.coarsePolls). */
+  coarsePolls?: boolean;
   /** A fan's time between hold and purchase, ms (unset: 300-800). */
   thinkMs?: number;
 }

@@ -146,6 +146,8 @@ export interface Status {
   status: string;
   position: number;
   pollAfterSeconds: number;
+  /** Scheduled on the fan's ETA when present: followed as given (load/poll.ts). */
+  pollAfterMs?: number;
   accessToken?: string;
 }
 
@@ -177,7 +179,7 @@ export function waitForAdmission(
       abandoned.add(1);
       return null;
     }
-    sleep(pollDelaySeconds(s?.pollAfterSeconds));
+    sleep(pollDelaySeconds(s?.pollAfterSeconds, Math.random(), Number.POSITIVE_INFINITY, s?.pollAfterMs));
   }
   return null;
 }

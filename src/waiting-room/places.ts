@@ -45,6 +45,7 @@ export function createPlaceReader(tokens: TokenService): PlaceReader {
       status,
       ahead,
       effectiveRate: f.num("rate"),
+      roomFull: f.flag("full"),
       admitPerSecond: f.num("admitPerSecond"),
       untilOnSaleSeconds: Math.max(0, (onSaleAt - now) / 1000),
       abandonSeconds: f.num("abandonSeconds"),
@@ -72,6 +73,7 @@ export function createPlaceReader(tokens: TokenService): PlaceReader {
           sessionId,
           accessToken,
           accessExpiresAt: expiresAt.toISOString(),
+          admittedAt: iso(f.num("admittedAt")),
           ...common,
         };
       }

@@ -64,6 +64,8 @@ interface PlaceCommon {
   ahead: number;
   etaSeconds: number | null;
   pollAfterSeconds: number;
+  /** The poll scheduled on the fan's ETA, in milliseconds (src/waiting-room/advice.ts). */
+  pollAfterMs?: number;
 }
 
 export type FanPlace =
@@ -75,6 +77,8 @@ export type FanPlace =
       sessionId: string;
       accessToken: string;
       accessExpiresAt: string;
+      /** When the line admitted the fan (the decision), ISO 8601 at millisecond precision. */
+      admittedAt: string;
     })
   | (PlaceCommon & {
       status: "abandoned" | "completed" | "expired" | "revoked";

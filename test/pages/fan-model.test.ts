@@ -127,6 +127,30 @@ describe("the fan page's stages", () => {
     expect(s.store.saved?.accessToken).toBe("acc");
   });
 
+  it("polls exactly at pollAfterMs when the gateway schedules the poll on the fan's ETA, with no jitter", async () => {
+    const s = setup();
+    s.model.resume();
+    const join = s.model.begin("fan-1");
+    s.api
+      .take("/queue")
+      .answer(
+        ok({ queueToken: "q1", position: 3, status: "waiting", ahead: 2, pollAfterSeconds: 2, pollAfterMs: 320 }, 201),
+      );
+    await join;
+    await elapse(319);
+    expect(s.api.count("/queue/status")).toBe(0);
+    await elapse(1);
+    s.api.take("/queue/status").answer(ok(waiting(0, { pollAfterMs: 120 })));
+    await elapse(119);
+    expect(s.api.count("/queue/status")).toBe(1); // the first poll only, so far
+    await elapse(1);
+    s.api
+      .take("/queue/status")
+      .answer(ok({ ...waiting(0), status: "admitted", accessToken: "acc", accessExpiresAt: later(600) }));
+    await elapse(0);
+    expect(s.view.stages.at(-1)).toBe("map");
+  });
+
   it("an impossible move throws instead of leaving the page between stages", async () => {
     const s = setup({ fanId: "f", purchase: { purchaseId: "p", status: "confirmed", seats: [], amount: 0 } });
     s.model.resume();

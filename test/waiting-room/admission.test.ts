@@ -259,4 +259,29 @@ describe("admission", () => {
     }
     expect(steps).toEqual([256, 256, 256, 232]);
   });
+
+  it("a fan who polls at pollAfterMs is admitted at that poll, each fan of a line joining at once", async () => {
+    // The poll scheduled on the ETA never comes before the turn: every fan is admitted by the
+    // first poll it was told to make after joining (one poll, none for the fan the join admits).
+    const evt = eventId("etapolls");
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 10, maxActive: 1_000, sessionSeconds: 60 }));
+    const ids = fans(10);
+    const journeys = await Promise.all(
+      ids.map(async (fanId, i) => {
+        const joined = ok(await gw.rooms[i % gw.rooms.length]!.join(evt, fanId)).place;
+        let place: FanPlace = joined;
+        let polls = 0;
+        while (place.status !== "admitted") {
+          expect(place.status).toBe("waiting");
+          expect(place.pollAfterMs).toBeGreaterThan(0);
+          await sleep(place.pollAfterMs!);
+          place = ok(await gw.rooms[(i + polls + 1) % gw.rooms.length]!.statusOf(evt, fanId)).place;
+          polls++;
+        }
+        return { position: joined.position, polls };
+      }),
+    );
+    expect(journeys.map((j) => j.polls).filter((n) => n > 1)).toEqual([]);
+    expect(journeys.filter((j) => j.polls === 0).length).toBeLessThanOrEqual(1);
+  });
 });

@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { scriptOutcome, SCRIPT_OUTCOMES } from "../../src/waiting-room/codes.js";
 import { isFanId, lineKeys, waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { DRAW_POLLS_PER_SECOND, ETA_MARGIN_MS, MIN_POLL_MS } from "../../src/waiting-room/advice.js";
 import { adviseFan, commitmentOf, lotteryOrder, seedMatchesCommitment } from "../../src/waiting-room/index.js";
 import { familyScripts, readScript } from "../../src/redis/scripts.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
@@ -99,9 +100,61 @@ describe("advice to fans", () => {
     expect(adviseFan({ ...base, status: "prequeue", ahead: 1_000, untilOnSaleSeconds: 120 })).toEqual({
       etaSeconds: 170,
       pollAfterSeconds: 30,
+      pollAfterMs: 30_000,
     });
     expect(adviseFan({ ...base, status: "prequeue", ahead: 0, untilOnSaleSeconds: 0.2 }).pollAfterSeconds).toBe(1);
     expect(adviseFan({ ...base, status: "admitted", ahead: 0 }).etaSeconds).toBe(0);
     expect(adviseFan({ ...base, status: "abandoned", ahead: 0 }).etaSeconds).toBeNull();
+  });
+});
+
+describe("polls scheduled on the ETA", () => {
+  const base = { admitPerSecond: 10, untilOnSaleSeconds: 0, abandonSeconds: 60 };
+
+  it("land just after the fan's turn when it is within 30 s, at half the ETA further back, always inside the keep-alive", () => {
+    fc.assert(
+      fc.property(
+        fc.nat(1_000_000),
+        fc.double({ min: 0.01, max: 10_000, noNaN: true }),
+        fc.integer({ min: 3, max: 3_600 }),
+        fc.boolean(),
+        (ahead, rate, abandon, roomFull) => {
+          const a = adviseFan({
+            ...base,
+            status: "waiting",
+            ahead,
+            effectiveRate: rate,
+            abandonSeconds: abandon,
+            roomFull,
+          });
+          const untilMs = ((ahead + 1) / rate) * 1000;
+          const limitMs = Math.min(30, Math.floor(abandon / 3)) * 1000;
+          const minMs = roomFull ? 1000 : MIN_POLL_MS;
+          const ms = a.pollAfterMs!;
+          expect(ms).toBeGreaterThanOrEqual(Math.min(minMs, limitMs));
+          expect(ms).toBeLessThanOrEqual(Math.max(minMs, limitMs));
+          if (untilMs + ETA_MARGIN_MS <= limitMs) {
+            // within reach: never before the turn, at most the margin (or the floor) after it
+            expect(ms).toBeGreaterThanOrEqual(Math.floor(untilMs));
+            expect(ms).toBeLessThanOrEqual(Math.max(minMs, Math.ceil(untilMs + ETA_MARGIN_MS)));
+          } else {
+            expect(ms).toBeLessThanOrEqual(Math.max(minMs, Math.ceil(untilMs / 2)));
+          }
+        },
+      ),
+    );
+  });
+
+  it("spread the pre-queue's first polls after the draw by its size, and come at no set time while paused or done", () => {
+    const at = (random: number, ahead: number) =>
+      adviseFan({ ...base, status: "prequeue", ahead, untilOnSaleSeconds: 2, effectiveRate: 0, random }).pollAfterMs!;
+    expect(at(0, 999)).toBe(2_000 + ETA_MARGIN_MS);
+    expect(at(0.999_999, 999)).toBe(
+      Math.round(2_000 + ETA_MARGIN_MS + (1_000 / DRAW_POLLS_PER_SECOND) * 1000 * 0.999_999),
+    );
+    expect(at(0.5, 99_999) - at(0, 99_999)).toBe(Math.round((100_000 / DRAW_POLLS_PER_SECOND) * 1000 * 0.5));
+    expect(adviseFan({ ...base, status: "waiting", ahead: 5, effectiveRate: 0 }).pollAfterMs).toBeUndefined();
+    expect(adviseFan({ ...base, status: "admitted", ahead: 0, effectiveRate: 10 }).pollAfterMs).toBeUndefined();
+    expect(adviseFan({ ...base, status: "expired", ahead: 0, effectiveRate: 10 }).pollAfterMs).toBeUndefined();
   });
 });

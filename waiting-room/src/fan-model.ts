@@ -210,7 +210,7 @@ export class FanModel extends Observed<FanView> {
       etaSeconds: res.body.etaSeconds ?? null,
       pollAfterSeconds: res.body.pollAfterSeconds ?? 2,
     });
-    this.schedulePoll(res.body.status === "admitted" ? 0 : (res.body.pollAfterSeconds ?? 2));
+    this.schedulePoll(res.body.status === "admitted" ? 0 : (res.body.pollAfterSeconds ?? 2), res.body.pollAfterMs);
   }
 
   private joinRefused({ code, message: reason }: ApiErrorBody, retryAfter: number | null) {
@@ -248,10 +248,15 @@ export class FanModel extends Observed<FanView> {
     await this.join();
   }
 
-  private schedulePoll(seconds: number) {
+  private schedulePoll(seconds: number, scheduledMs?: number) {
     clearTimeout(this.pollTimer);
-    // Never sooner than asked; a little later at random, so a crowd told the same interval (everyone
-    // in the pre-queue at the on-sale) does not arrive in the same millisecond.
+    // Scheduled on our ETA (`pollAfterMs`): poll then, so we know of our turn as it comes. Else
+    // never sooner than asked and a little later at random, so a crowd told the same interval
+    // does not arrive in the same millisecond.
+    if (scheduledMs !== undefined && Number.isFinite(scheduledMs) && scheduledMs >= 0) {
+      this.pollTimer = setTimeout(() => void this.poll(), scheduledMs);
+      return;
+    }
     const ms = Math.max(0, seconds) * 1000;
     this.pollTimer = setTimeout(() => void this.poll(), ms + Math.random() * Math.min(2_000, ms / 10));
   }
@@ -351,7 +356,7 @@ export class FanModel extends Observed<FanView> {
           message("error", "The organiser ended your session.", "You can't rejoin this on-sale."),
         );
       default:
-        return this.schedulePoll(place.pollAfterSeconds);
+        return this.schedulePoll(place.pollAfterSeconds, place.pollAfterMs);
     }
   }
 

@@ -9,6 +9,7 @@ export interface Joined {
   ahead?: number;
   etaSeconds?: number | null;
   pollAfterSeconds?: number;
+  pollAfterMs?: number;
 }
 
 export interface QueueStatus {
@@ -18,6 +19,8 @@ export interface QueueStatus {
   ahead: number;
   etaSeconds: number | null;
   pollAfterSeconds: number;
+  /** The poll scheduled on the fan's ETA (milliseconds): followed as given, no jitter. */
+  pollAfterMs?: number;
   accessToken?: string;
   accessExpiresAt?: string;
   canRejoin?: boolean;

@@ -49,7 +49,8 @@ local function fan_view(r, fanId, f, now)
   return { 'status', status, 'position', int(position), 'provisional', int(provisional),
     'ahead', int(ahead), 'sessionId', f.sid, 'admittedAt', int(f.at), 'expiresAt', int(f.exp),
     'now', int(now), 'onSaleAt', int(r.onSaleAt), 'roomState', room_state(r),
-    'rate', dec(effective_rate(r, live)), 'admitPerSecond', r.raw.admitPerSecond,
+    'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
+    'admitPerSecond', r.raw.admitPerSecond,
     'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch }
 end
 

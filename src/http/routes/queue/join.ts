@@ -5,7 +5,7 @@ import { enforceLineLimits, limitJoinAlone, lineLimits } from "../../client-ip.j
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { EventIdParam, FanId } from "../../schemas.js";
-import { FanStatus, placeView } from "./place-view.js";
+import { Advice, FanStatus, placeView } from "./place-view.js";
 
 const JoinBody = z.strictObject({ fanId: FanId.openapi({ example: "fan_42" }) }).openapi("JoinRequest");
 
@@ -16,8 +16,7 @@ const Joined = z
     status: FanStatus,
     provisional: z.boolean().openapi({ description: "true before the draw: position is only the arrival number" }),
     ahead: z.number().int(),
-    etaSeconds: z.number().nullable(),
-    pollAfterSeconds: z.number(),
+    ...Advice,
   })
   .openapi("Joined");
 

@@ -4,7 +4,7 @@ import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { requireQueueToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
-import { FanStatus, placeView } from "./place-view.js";
+import { Advice, FanStatus, placeView } from "./place-view.js";
 
 const Status = z
   .object({
@@ -12,10 +12,13 @@ const Status = z
     position: z.number().int(),
     provisional: z.boolean(),
     ahead: z.number().int(),
-    etaSeconds: z.number().nullable(),
-    pollAfterSeconds: z.number(),
+    ...Advice,
     accessToken: z.string().optional(),
     accessExpiresAt: z.string().optional(),
+    admittedAt: z
+      .string()
+      .optional()
+      .openapi({ description: "When the line admitted the fan (admitted only): the decision this poll reports" }),
     canRejoin: z.boolean().optional(),
     queueToken: z
       .string()
@@ -34,7 +37,7 @@ const route = createRoute({
   tags: ["waiting room"],
   summary: "A fan's place; carries the access token once admitted",
   description:
-    "Poll no sooner than `pollAfterSeconds`. A fan who stops polling for the abandon time loses the place. " +
+    "Poll at `pollAfterMs` when given (scheduled on the fan's ETA), else no sooner than `pollAfterSeconds`. A fan who stops polling for the abandon time loses the place. " +
     "If the line was lost (Redis restarted empty), the poll places the fan in the new line, at the back in order " +
     "of return, and says so with a new `queueToken`.",
   security: bearerSecurity,
@@ -69,7 +72,7 @@ export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =>
     {
       ...placeView(place),
       ...(place.status === "admitted"
-        ? { accessToken: place.accessToken, accessExpiresAt: place.accessExpiresAt }
+        ? { accessToken: place.accessToken, accessExpiresAt: place.accessExpiresAt, admittedAt: place.admittedAt }
         : {}),
       ...("canRejoin" in place ? { canRejoin: place.canRejoin } : {}),
       ...(result.replaced ? { queueToken: result.replaced.queueToken } : {}),
