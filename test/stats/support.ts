@@ -6,6 +6,7 @@
  */
 import { inject } from "vitest";
 import { buildApp } from "../../src/http/app.js";
+import type { RedisTarget } from "../../src/redis/connect.js";
 import { buildServices } from "../../src/services.js";
 import type { EventStatsOptions } from "../../src/stats/index.js";
 import { type Gateway, gatewayOf, testServicesConfig } from "../gateway/harness.js";
@@ -23,10 +24,17 @@ export interface CountedGateway extends Gateway {
   resetReads(): void;
 }
 
-export function startCountedGateway(tableName: string, stats: EventStatsOptions = {}): CountedGateway {
+export function startCountedGateway(
+  tableName: string,
+  stats: EventStatsOptions = {},
+  /** A Redis Cluster (or another server); default the tests' Redis. */
+  redis?: RedisTarget,
+): CountedGateway {
+  const { redisUrl, ...config } = testServicesConfig({ tableName, redisUrl: inject("redisUrl") });
   const services = buildServices({
-    ...testServicesConfig({ tableName, redisUrl: inject("redisUrl") }),
-    redisOptions: { maxRetriesPerRequest: 1, enableAutoPipelining: true },
+    ...config,
+    ...(redis ? { redis } : { redisUrl }),
+    ...(redis?.kind === "cluster" ? {} : { redisOptions: { maxRetriesPerRequest: 1, enableAutoPipelining: true } }),
     stats,
   });
   const gw: CountedGateway = {
