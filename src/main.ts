@@ -146,6 +146,8 @@ async function main(): Promise<void> {
       keepAliveTimeoutMs: config.httpKeepAliveTimeoutMs,
     });
     server = listening.server;
+    // The console's history (src/stats/sampler.ts): every gateway ticks, one takes each sample.
+    services.stats.sampler.start();
     listeningPort = listening.port;
     logListening(log, config, infra, listening.port);
   }

@@ -40,6 +40,7 @@ import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
 import { bookingPublisher } from "./workers/outbox.js";
 import { createQueues, type Queues, queueJobCounts, reconcileScheduler, sweepScheduler } from "./workers/queues.js";
 import { createMetricsReporter } from "./metrics-reporter.js";
+import { createEventStats, type EventStatsOptions } from "./stats/index.js";
 import { startWorkers, type WorkerDeps, type Workers } from "./workers/workers.js";
 
 export interface ServicesConfig {
@@ -115,6 +116,8 @@ export interface ServicesConfig {
    * plus the DynamoDB request budget); the event's end waits that plus holdSeconds. Tests shorten it.
    */
   eventCloseGraceMs?: number;
+  /** The operator's figures: counts snapshot and history intervals (src/stats/); tests shorten them. */
+  stats?: EventStatsOptions;
 }
 
 export interface Services extends AppDeps {
@@ -216,6 +219,19 @@ export function buildServices(config: ServicesConfig): Services {
     }),
     rateLimiter: createRateLimiter(redis, { metrics, logger }),
     purchases,
+    stats: createEventStats(
+      {
+        redis,
+        source: {
+          seats: (eventId) => inventory.seats.eventCounts({ eventId }),
+          purchases: (eventId) => purchases.counts(eventId),
+        },
+        waitingRoom,
+        scope: tableName,
+        logger,
+      },
+      config.stats,
+    ),
     webhooks: {
       secret: config.webhookSecret ?? derivedWebhookSecret(config.gatewaySecret),
       ...createWebhookDeduplication(redis, logger),
@@ -241,6 +257,7 @@ export function buildServices(config: ServicesConfig): Services {
       return workers;
     },
     async close() {
+      services.stats.sampler.stop();
       // A worker finishes its current jobs; one killed instead would see them retried elsewhere.
       await workers?.close();
       eventJobs?.close();

@@ -19,6 +19,7 @@ import { revokeRoute } from "./routes/admin/revoke.js";
 import { saleRoutes } from "./routes/admin/sale.js";
 import { putEventRoute } from "./routes/admin/put-event.js";
 import { statsRoute } from "./routes/admin/stats.js";
+import { statsHistoryRoute } from "./routes/admin/stats-history.js";
 import { patchWaitingRoomRoute } from "./routes/admin/waiting-room.js";
 import { healthRoutes } from "./routes/health.js";
 import { jwksRoute } from "./routes/jwks.js";
@@ -63,7 +64,8 @@ export function buildApp(deps: AppDeps) {
       const [eventId = "", areaId = ""] = key.split("/");
       return deps.events.generalAdmission(eventId, areaId);
     }),
-    seenEvents: new Set(),
+    // The stats sampler's (src/stats/sampler.ts): the events served lately are the ones it samples.
+    seenEvents: deps.stats.served,
   };
 
   // The request's id, context and duration (src/http/request-context.ts), then the body limit.
@@ -106,6 +108,7 @@ export function buildApp(deps: AppDeps) {
     settingsHistoryRoute,
     revokeRoute,
     statsRoute,
+    statsHistoryRoute,
     actionLogRoutes,
     joinRoute,
     statusRoute,

@@ -13,6 +13,7 @@ import type { SectionPages } from "../seatmap/pages.js";
 import type { SeatChangeRelay } from "../seatmap/relay.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
 import type { ActionLog } from "../operators/action-log.js";
+import type { EventStats } from "../stats/index.js";
 import type { NamedOperatorToken, Operator } from "./middleware/admin-auth.js";
 import type { RateLimiter } from "./middleware/rate-limit.js";
 import type { RequestLog } from "./request-log.js";
@@ -81,6 +82,8 @@ export interface AppDeps {
   holds: HoldService;
   rateLimiter: RateLimiter;
   purchases: PurchaseSaga;
+  /** The operator's counts (shared snapshots) and the history the console charts (src/stats/). */
+  stats: EventStats;
   webhooks: WebhookDeduplication & {
     /** Secrets the provider signs with (several during a rotation). */
     secret: string | readonly string[];

@@ -1,7 +1,8 @@
 /**
  * The operator console in headless Chromium: with admission stopped (admitPerSecond 0) and fans
  * waiting after the draw, the operator raises the rate in the console, confirms, and the fans,
- * one of them a browser on a phone-sized screen, are admitted.
+ * one of them a browser on a phone-sized screen, are admitted. A console opened (or reloaded)
+ * later charts the line as the gateway's history kept it.
  */
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, it } from "vitest";
@@ -217,6 +218,48 @@ describe.concurrent("the operator console in a browser", () => {
     expect(view.sale.state).toBe("ended");
     expect(op.errors).toEqual([]);
   }, 90_000);
+
+  it("a console opened after the line moved, and reloaded, charts it from the gateway's history", async ({
+    expect,
+  }) => {
+    const eventId = uniqueId();
+    const input = eventInput({ waitingRoom: { admitPerSecond: 0, maxActive: 100, sessionSeconds: 600 } });
+    expect((await putEvent(gw, eventId, input)).status).toBe(201);
+    for (const fanId of ["h1", "h2", "h3", "h4"]) {
+      expect((await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } })).status).toBe(201);
+    }
+    // The gateway's sampler takes a sample while four wait (this test's gateway runs no timer: one
+    // tick, awaited), then the four are let in: only the history remembers the line.
+    gw.deps.stats.sampler.watch(eventId);
+    await gw.deps.stats.sampler.tick();
+    const history = await gw.request(`/v1/admin/events/${eventId}/stats/history`, { token: ADMIN_TOKEN });
+    expect(((await history.json()) as { samples: { waiting: number }[] }).samples.map((x) => x.waiting)).toEqual([4]);
+    const patched = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+      method: "PATCH",
+      token: ADMIN_TOKEN,
+      json: { admitPerSecond: 1_000 },
+    });
+    expect(patched.status).toBe(200);
+    await expect.poll(async () => (await stats(eventId)).waiting, PATIENCE).toBe(0);
+
+    const op = await newPage({ width: 1280, height: 900 });
+    await op.page.goto(`${server.url}/console?event=${eventId}`);
+    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
+    await op.page.getByRole("button", { name: "Connect" }).click();
+    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    const queueChart = op.page.locator(".chart").first();
+    await expect.poll(() => readout(op.page, "waiting"), PATIENCE).toBe("0");
+    expect(await queueChart.locator(".peak").textContent()).toBe("max 4");
+    expect(await queueChart.locator("title").textContent()).toMatch(/^Queue depth: now 0, highest 4 over the last/);
+    expect(await op.page.locator("#sections-asof").textContent()).toMatch(/^From the authoritative store, as of /);
+
+    // A reload (the token is kept for the tab) shows the same history at once.
+    await op.page.reload();
+    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    await expect.poll(() => queueChart.locator(".peak").textContent(), PATIENCE).toBe("max 4");
+    await screenshot(op.page, "console-6-history-after-reload");
+    expect(op.errors).toEqual([]);
+  }, 60_000);
 
   it("a wrong operator token is refused with a clear message", async ({ expect }) => {
     const eventId = uniqueId();

@@ -1,11 +1,17 @@
 /**
  * The operator console's model without a browser: rates over a window of samples, the metric
- * sum, the settings checks and the confirmation texts, and the poll's reactions to the gateway.
+ * sum, the charts' history (the gateway's hour loaded on connect, the polls appended, rates as
+ * slopes), the settings checks and the confirmation texts, and the poll's reactions to the gateway.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
+  type ChartHistory as ChartHistoryType,
+  ChartHistory,
+  type ChartSample,
   ConsoleModel,
   type ConsoleView,
+  HISTORY_MS,
+  MIN_SPAN_MS,
   planSettings,
   RateWindow,
   type Rates,
@@ -13,7 +19,7 @@ import {
   sumMetric,
 } from "../../waiting-room/src/console-model.js";
 import type { Message } from "../../waiting-room/src/format.js";
-import type { Stats, WaitingRoomInfo } from "../../waiting-room/src/types.js";
+import type { Stats, StatsHistory, StatsSample, WaitingRoomInfo } from "../../waiting-room/src/types.js";
 import { FakeApi, ok, refused } from "./fakes.js";
 
 describe("the console's figures", () => {
@@ -55,6 +61,62 @@ describe("the console's figures", () => {
       sales: 2,
       conflicts: 2,
     });
+  });
+});
+
+describe("the charts' history", () => {
+  const sample = (at: number, over: Partial<ChartSample> = {}): ChartSample => ({
+    at,
+    waiting: 0,
+    active: 0,
+    held: 0,
+    admitted: 0,
+    sold: 0,
+    ...over,
+  });
+
+  it("keeps samples in time order, each once, and no more than the hour before the newest", () => {
+    const h = new ChartHistory();
+    expect([h.size, h.end, h.span]).toEqual([0, 0, MIN_SPAN_MS]);
+    h.add([sample(10_000, { waiting: 2 }), sample(5_000, { waiting: 1 })]);
+    h.add([sample(10_000, { waiting: 99 }), sample(15_000, { waiting: 3 })]);
+    expect(h.series("waiting")).toEqual([
+      { at: 5_000, value: 1 },
+      { at: 10_000, value: 2 },
+      { at: 15_000, value: 3 },
+    ]);
+    // Ten seconds of samples still show two minutes; an hour and more shows the hour.
+    expect(h.span).toBe(MIN_SPAN_MS);
+    h.add([sample(5_000 + HISTORY_MS + 1, { waiting: 4 })]);
+    expect(h.series("waiting").map((p) => p.at)).toEqual([10_000, 15_000, 5_000 + HISTORY_MS + 1]);
+    expect(h.span).toBe(HISTORY_MS - 5_000 + 1);
+    expect(h.end).toBe(5_000 + HISTORY_MS + 1);
+  });
+
+  it("charts rates as the counters' slopes over the window, whatever the spacing, with no rate across a gap", () => {
+    const h = new ChartHistory();
+    // The gateway's samples, 5 s apart; then the console's polls, 1 s apart.
+    h.add([0, 5_000, 10_000].map((at) => sample(at, { admitted: at / 100, sold: at / 1_000 })));
+    h.add([11_000, 12_000, 13_000].map((at) => sample(at, { admitted: at / 100, sold: 10, conflicts: at / 1_000 })));
+    expect(h.series("admissions")).toEqual([
+      { at: 5_000, value: 10 },
+      { at: 10_000, value: 10 },
+      { at: 11_000, value: 10 },
+      { at: 12_000, value: 10 },
+      { at: 13_000, value: 10 },
+    ]);
+    // Sold stays at 10 from 10 s: from 11 s on, the oldest sample within the window is the 10 s one.
+    expect(h.series("sales").map((p) => p.value)).toEqual([1, 1, 0, 0, 0]);
+    // Conflicts only where the console read /metrics: never below zero.
+    expect(h.series("conflicts")).toEqual([
+      { at: 12_000, value: 1 },
+      { at: 13_000, value: 1 },
+    ]);
+    // Forty seconds with no sample: no slope drawn across it; counters that fell give 0, not less.
+    h.add([sample(53_000, { admitted: 0 })]);
+    expect(h.series("admissions").at(-1)).toEqual({ at: 13_000, value: 10 });
+    h.add([sample(54_000, { admitted: 0 })]);
+    expect(h.series("admissions").at(-1)).toEqual({ at: 54_000, value: 0 });
   });
 });
 
@@ -105,6 +167,7 @@ describe("the console's poll", () => {
     readonly messages: Message[] = [];
     readonly rooms: RoomStatus[] = [];
     readonly rates: (Rates | null)[] = [];
+    readonly charts: { size: number; waiting: number[] }[] = [];
     connected = () => void this.log.push("connected");
     ready = () => void this.log.push("ready");
     disconnected = () => void this.log.push("disconnected");
@@ -112,6 +175,8 @@ describe("the console's poll", () => {
       this.rates.push(rates);
       this.rooms.push(room);
     };
+    charted = (h: ChartHistoryType) =>
+      void this.charts.push({ size: h.size, waiting: h.series("waiting").map((p) => p.value) });
     stale = (reason: string) => void this.log.push(`stale:${reason}`);
     applied = () => void this.log.push("applied");
     message = (m: Message) => void this.messages.push(m);
@@ -121,9 +186,22 @@ describe("the console's poll", () => {
   beforeEach(() => void vi.useFakeTimers());
   afterEach(() => void vi.useRealTimers());
 
-  function setup(stats: () => ReturnType<typeof ok<Stats>> | ReturnType<typeof refused>) {
+  const historyOf = (samples: StatsSample[], more = false): StatsHistory => ({
+    eventId: "evt",
+    intervalSeconds: 5,
+    windowSeconds: 3_600,
+    samples,
+    more,
+  });
+
+  function setup(
+    stats: () => ReturnType<typeof ok<Stats>> | ReturnType<typeof refused>,
+    history: (path: string) => ReturnType<typeof ok<StatsHistory>> | ReturnType<typeof refused> | undefined = () =>
+      ok(historyOf([])),
+  ) {
     let info: WaitingRoomInfo = INFO;
     const api = new FakeApi(({ path, method }) => {
+      if (path.includes("/stats/history")) return history(path);
       if (path.endsWith("/stats")) return stats();
       if (path.endsWith("/waiting-room") && method === "GET") return ok(info);
       if (path === "/metrics") return ok("gateway_conflicts_total 2\n");
@@ -134,6 +212,8 @@ describe("the console's poll", () => {
     model.observe(view);
     return { api, model, view, setInfo: (next: WaitingRoomInfo) => (info = next) };
   }
+
+  const statsPolls = (api: FakeApi) => api.calls.filter((c) => c.path.endsWith("/stats")).length;
 
   it("a rate of 0 reads as paused (rate 0), not as the pause switch; a refused token disconnects", async () => {
     let answer: ReturnType<typeof ok<Stats>> | ReturnType<typeof refused> = ok(STATS);
@@ -156,13 +236,13 @@ describe("the console's poll", () => {
     expect(s.view.log.at(-1)).toBe("stale:Can't reach the gateway (down); retrying…");
     // One failure: the next poll waits twice as long.
     await vi.advanceTimersByTimeAsync(1_500);
-    expect(s.api.count("/stats")).toBe(3);
+    expect(statsPolls(s.api)).toBe(3);
     answer = refused(401, { code: "unauthenticated", message: "no" });
     await vi.advanceTimersByTimeAsync(600);
     expect(s.view.log.at(-1)).toBe("disconnected");
     expect(s.view.messages.at(-1)?.title).toBe("The operator token was refused.");
     await vi.advanceTimersByTimeAsync(10_000);
-    expect(s.api.count("/stats")).toBe(4);
+    expect(statsPolls(s.api)).toBe(4);
   });
 
   it("applies a change, keeps what is in force, and describes pause and resume", async () => {
@@ -184,5 +264,71 @@ describe("the console's poll", () => {
     });
     expect(s.model.planPause(false)).toMatchObject({ title: "Pause admission?", patch: { paused: true } });
     s.model.disconnect();
+  });
+
+  const serverSample = (at: number, waiting: number): StatsSample => ({
+    at,
+    countsAt: at,
+    state: "open",
+    waiting,
+    admitted: 0,
+    active: 0,
+    available: 30,
+    held: 0,
+    sold: 0,
+    purchases: { confirmed: 0, pending: 0, failed: 0 },
+    admitPerSecond: 0,
+    effectiveAdmitPerSecond: 0,
+  });
+
+  it("loads the gateway's hour on connect, a page at a time, before the first poll, then appends each poll", async () => {
+    const hour = Array.from({ length: 720 }, (_, i) => serverSample(1_000_000 + i * 5_000, i % 7));
+    const s = setup(
+      () => ok(STATS),
+      (path) => {
+        const since = Number(new URL(`http://x${path}`).searchParams.get("since"));
+        const page = hour.filter((x) => x.at > since).slice(0, 500);
+        return ok(historyOf(page, page.at(-1) !== hour.at(-1)));
+      },
+    );
+    s.api.setNow(hour.at(-1)!.at + 2_000);
+    await s.model.connect("evt");
+    const historyCalls = s.api.calls.filter((c) => c.path.includes("/stats/history"));
+    expect(historyCalls.map((c) => c.path.split("?")[1])).toEqual(["since=0", `since=${hour[499]!.at}`]);
+    expect(historyCalls.every((c) => c.options.token === "admin")).toBe(true);
+    // Loaded before the first poll: the charts showed the whole hour, then the poll's point after it.
+    expect(s.view.charts[0]).toEqual({ size: 720, waiting: hour.map((x) => x.waiting) });
+    expect(s.view.charts[1]?.size).toBe(721);
+    expect(s.view.charts[1]?.waiting.at(-1)).toBe(STATS.waiting);
+    expect(s.model.history.end).toBe(hour.at(-1)!.at + 2_000);
+    s.api.setNow(hour.at(-1)!.at + 3_000);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(s.view.charts.at(-1)?.size).toBe(722);
+
+    // A reloaded console (a new model) shows the same hour at once.
+    const again = setup(
+      () => ok(STATS),
+      (path) => ok(historyOf(hour.filter((x) => x.at > Number(path.split("since=")[1])).slice(0, 1_000))),
+    );
+    await again.model.connect("evt");
+    expect(again.api.count("/stats/history")).toBe(1);
+    expect(again.view.charts[0]).toEqual(s.view.charts[0]);
+    s.model.disconnect();
+    again.model.disconnect();
+  });
+
+  it("keeps working with no history: empty, or refused (the charts fill from the polls)", async () => {
+    for (const history of [() => ok(historyOf([])), () => refused(503, { code: "unavailable", message: "down" })]) {
+      const s = setup(() => ok(STATS), history);
+      s.api.setNow(50_000);
+      await s.model.connect("evt");
+      expect(s.view.log).toEqual(["connected", "ready"]);
+      expect(s.view.rooms).toHaveLength(1);
+      expect(s.view.charts.at(-1)).toEqual({ size: 1, waiting: [6] });
+      s.api.setNow(51_000);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(s.view.charts.at(-1)).toEqual({ size: 2, waiting: [6, 6] });
+      s.model.disconnect();
+    }
   });
 });

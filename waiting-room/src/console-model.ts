@@ -1,17 +1,26 @@
 /**
  * The operator console's state, with no DOM: the connection to one event, the stats poll (with
- * its back-off), the rates taken over a few seconds of counter samples, what the waiting room is
- * doing, and the settings changes (checked and described before the operator confirms them).
- * console.ts draws what it is told and asks the operator to confirm.
+ * its back-off), the rates taken over a few seconds of counter samples, the charts' history (the
+ * last hour the gateway kept, loaded on connect, then this console's own polls appended), what
+ * the waiting room is doing, and the settings changes (checked and described before the operator
+ * confirms them). console.ts draws what it is told and asks the operator to confirm.
  */
 import { Observed } from "./observed.js";
 import type { Api } from "./api.js";
 import { type Message, message } from "./format.js";
-import type { Stats, WaitingRoomInfo, WaitingRoomSettings } from "./types.js";
+import type { Stats, StatsHistory, StatsSample, WaitingRoomInfo, WaitingRoomSettings } from "./types.js";
 
 export const POLL_MS = 1_000;
 /** Rates are taken over this window of samples, not over one noisy poll. */
 export const RATE_WINDOW_MS = 5_000;
+/** The charts show at most this much: the hour the gateway keeps. */
+export const HISTORY_MS = 3_600_000;
+/** ... and at least this much, so the first minutes of a sale do not fill the whole width. */
+export const MIN_SPAN_MS = 120_000;
+/** Two samples further apart than this have no rate between them (a gap in the history). */
+const MAX_RATE_GAP_MS = 30_000;
+/** Pages of history read on connect at most (1,000 samples each; an hour at 5 s is 720). */
+const HISTORY_PAGES = 4;
 
 export const rate = (v: number): string => (v >= 10 ? Math.round(v).toLocaleString() : v.toFixed(1));
 
@@ -65,6 +74,108 @@ export class RateWindow {
     };
   }
 }
+
+/** One point of the charts' history: a sample the gateway kept, or one of this console's polls. */
+export interface ChartSample {
+  /** Epoch ms, by the gateway's clock. */
+  at: number;
+  waiting: number;
+  active: number;
+  held: number;
+  /** Counters: their slopes are the admission and sales rates. */
+  admitted: number;
+  sold: number;
+  /** This gateway's conflicts counter (only the console's own polls have it; null: unread). */
+  conflicts?: number | null;
+}
+
+export type ChartName = "waiting" | "admissions" | "active" | "holds" | "sales" | "conflicts";
+
+export interface ChartPoint {
+  at: number;
+  value: number;
+}
+
+/**
+ * The samples behind the charts, oldest first, at most HISTORY_MS: the gateway's history (one
+ * sample per 5 s, src/stats/sampler.ts) followed by this console's polls. Rates are slopes of the
+ * counters over RATE_WINDOW_MS, whatever the samples' spacing.
+ */
+export class ChartHistory {
+  private samples: ChartSample[] = [];
+
+  get size(): number {
+    return this.samples.length;
+  }
+
+  /** The newest sample's time; 0 when there is none. */
+  get end(): number {
+    return this.samples[this.samples.length - 1]?.at ?? 0;
+  }
+
+  /** The width the charts show: what there is, between MIN_SPAN_MS and HISTORY_MS. */
+  get span(): number {
+    const first = this.samples[0]?.at ?? this.end;
+    return Math.min(HISTORY_MS, Math.max(MIN_SPAN_MS, this.end - first));
+  }
+
+  clear(): void {
+    this.samples = [];
+  }
+
+  /** Adds samples (any order; one already there, by time, is kept once) and drops what is too old. */
+  add(samples: readonly ChartSample[]): void {
+    if (samples.length === 0) return;
+    const byTime = new Map(this.samples.map((s) => [s.at, s]));
+    for (const s of samples) if (!byTime.has(s.at)) byTime.set(s.at, s);
+    const sorted = [...byTime.values()].sort((a, b) => a.at - b.at);
+    const newest = sorted[sorted.length - 1]?.at ?? 0;
+    this.samples = sorted.filter((s) => s.at >= newest - HISTORY_MS);
+  }
+
+  series(name: ChartName): ChartPoint[] {
+    switch (name) {
+      case "waiting":
+        return this.samples.map((s) => ({ at: s.at, value: s.waiting }));
+      case "active":
+        return this.samples.map((s) => ({ at: s.at, value: s.active }));
+      case "holds":
+        return this.samples.map((s) => ({ at: s.at, value: s.held }));
+      case "admissions":
+        return this.slope((s) => s.admitted);
+      case "sales":
+        return this.slope((s) => s.sold);
+      case "conflicts":
+        return this.slope((s) => (s.conflicts === undefined ? null : s.conflicts));
+    }
+  }
+
+  private slope(value: (s: ChartSample) => number | null): ChartPoint[] {
+    const known = this.samples.filter((s) => value(s) !== null);
+    const points: ChartPoint[] = [];
+    let base = 0;
+    for (let i = 1; i < known.length; i++) {
+      const current = known[i]!;
+      // The oldest sample within the window before this one; else the one just before it.
+      while (base < i - 1 && current.at - known[base]!.at > RATE_WINDOW_MS + 500) base++;
+      const from = known[base]!;
+      const dt = current.at - from.at;
+      if (dt <= 0 || dt > MAX_RATE_GAP_MS) continue;
+      points.push({ at: current.at, value: Math.max(0, (value(current)! - value(from)!) / (dt / 1000)) });
+    }
+    return points;
+  }
+}
+
+/** A gateway's sample as the charts read it. */
+export const chartSample = (s: StatsSample): ChartSample => ({
+  at: s.at,
+  waiting: s.waiting,
+  active: s.active,
+  held: s.held,
+  admitted: s.admitted,
+  sold: s.sold,
+});
 
 export interface Change {
   field: string;
@@ -134,6 +245,8 @@ export interface ConsoleView {
   disconnected(): void;
   /** One poll's figures: counters to chart, rates (null on the first poll), the room, the stats. */
   polled(stats: Stats, rates: Rates | null, room: RoomStatus): void;
+  /** The charts' history changed (loaded on connect, or a poll appended to it). */
+  charted(history: ChartHistory): void;
   stale(reason: string): void;
   applied(settings: WaitingRoomSettings): void;
   message(m: Message): void;
@@ -149,9 +262,10 @@ export class ConsoleModel extends Observed<ConsoleView> {
   private failures = 0;
   private pollTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly rates = new RateWindow();
+  readonly history = new ChartHistory();
 
   constructor(
-    private readonly api: Pick<Api, "call">,
+    private readonly api: Pick<Api, "call" | "now">,
     initial: { eventId: string; token: string | null },
   ) {
     super();
@@ -163,8 +277,11 @@ export class ConsoleModel extends Observed<ConsoleView> {
     this.eventId = eventId;
     this.connected = true;
     this.rates.clear();
+    this.history.clear();
     this.view.connected(eventId);
     this.view.clearMessage();
+    // The last hour at once (a reloaded console loses nothing); then the polls append to it.
+    await this.loadHistory();
     await this.pollOnce();
     if (this.connected) {
       this.view.ready();
@@ -176,6 +293,29 @@ export class ConsoleModel extends Observed<ConsoleView> {
     this.connected = false;
     clearTimeout(this.pollTimer);
     this.view.disconnected();
+  }
+
+  /**
+   * The gateway's history of the event, a page at a time. Without one (an older gateway, Redis
+   * down, a refused token: the poll says why) the charts start empty and fill from the polls.
+   */
+  async loadHistory(): Promise<void> {
+    const token = this.token;
+    if (!token) return;
+    let since = 0;
+    for (let page = 0; page < HISTORY_PAGES; page++) {
+      const res = await this.api.call<StatsHistory>(
+        "GET",
+        `/v1/admin/events/${encodeURIComponent(this.eventId)}/stats/history?since=${since}`,
+        { token },
+      );
+      if (!res.ok) return;
+      this.history.add(res.body.samples.map(chartSample));
+      const last = res.body.samples[res.body.samples.length - 1];
+      if (!res.body.more || !last) break;
+      since = last.at;
+    }
+    this.view.charted(this.history);
   }
 
   private schedule() {
@@ -215,6 +355,12 @@ export class ConsoleModel extends Observed<ConsoleView> {
     const sold = stats.seats.sold + Object.values(stats.generalAdmission).reduce((n, g) => n + g.sold, 0);
     const conflicts = metricsRes.ok ? sumMetric(metricsRes.body, "gateway_conflicts_total") : null;
     const rates = this.rates.add({ at: performance.now(), admitted: stats.admitted, sold, conflicts });
+    const held = stats.seats.held + Object.values(stats.generalAdmission).reduce((n, g) => n + (g.held ?? 0), 0);
+    // On the gateway's clock (from its Date headers), as the history's samples are.
+    const at = Math.max(Math.round(this.api.now()), this.history.end + 1);
+    this.history.add([
+      { at, waiting: stats.waiting, active: stats.active, held, admitted: stats.admitted, sold, conflicts },
+    ]);
     if (infoRes.ok) {
       this.inForce.admitPerSecond = infoRes.body.admitPerSecond;
       this.state = infoRes.body.state;
@@ -222,6 +368,7 @@ export class ConsoleModel extends Observed<ConsoleView> {
       this.state = stats.waitingRoom.state;
     }
     this.view.polled(stats, rates, this.room(stats));
+    this.view.charted(this.history);
   }
 
   private room(stats: Stats): RoomStatus {

@@ -1,15 +1,25 @@
 /**
- * The operator console: live charts of the line and the sale (from successive stats polls and the
- * gateway's /metrics), admission controls with a confirmation step, and seat counts by section.
+ * The operator console: charts of the line and the sale over the last hour (the gateway's history,
+ * loaded on connect, then this console's stats polls and the gateway's /metrics), admission
+ * controls with a confirmation step, and seat counts by section.
  * The operator token is typed into the page and kept in sessionStorage (this tab only).
  *
  * The state, the poll and the settings rules are in console-model.ts; this file draws them and
  * wires the forms, the dialog and the storage.
  */
 import { Api } from "./api.js";
-import { Sparkline } from "./chart.js";
+import { Sparkline, spanText } from "./chart.js";
 import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, isEventId } from "./config.js";
-import { type Change, ConsoleModel, type ConsoleView, type Rates, type RoomStatus, rate } from "./console-model.js";
+import {
+  type Change,
+  type ChartHistory,
+  type ChartName,
+  ConsoleModel,
+  type ConsoleView,
+  type Rates,
+  type RoomStatus,
+  rate,
+} from "./console-model.js";
 import { initSaleControls } from "./console-operator.js";
 import { byId, clearFlash, flash, h, setText, showMessage } from "./dom.js";
 import { operatorToken, rememberOperatorToken } from "./storage.js";
@@ -19,27 +29,26 @@ const FLASH = "flash";
 const api = new Api(apiBase());
 const model = new ConsoleModel(api, { eventId: eventIdFromUrl() ?? DEFAULT_EVENT_ID, token: operatorToken() });
 
-const charts = {
+const charts: Record<ChartName, { title: string; unit: string; chart: Sparkline }> = {
   waiting: { title: "Queue depth", unit: "fans waiting", chart: new Sparkline("Queue depth") },
   admissions: {
     title: "Admissions / s",
     unit: "fans let in per second (5 s average)",
-    chart: new Sparkline("Admissions per second", 120, rate),
+    chart: new Sparkline("Admissions per second", rate),
   },
   active: { title: "Active sessions", unit: "fans shopping", chart: new Sparkline("Active sessions") },
-  holds: { title: "Seats held", unit: "seats in holds", chart: new Sparkline("Seats held") },
+  holds: { title: "Seats held", unit: "seats and places in holds", chart: new Sparkline("Seats held") },
   sales: {
     title: "Sales / s",
-    unit: "seats sold per second (5 s average)",
-    chart: new Sparkline("Seats sold per second", 120, rate),
+    unit: "seats and places sold per second (5 s average)",
+    chart: new Sparkline("Seats sold per second", rate),
   },
   conflicts: {
     title: "Conflicts / s",
-    unit: "holds lost to another fan (5 s average; this gateway, all events)",
-    chart: new Sparkline("Conflicts per second", 120, rate),
+    unit: "holds lost to another fan (5 s average; this gateway, all events; since this page opened)",
+    chart: new Sparkline("Conflicts per second", rate),
   },
-} as const;
-type ChartName = keyof typeof charts;
+};
 const RATE_CHARTS: ReadonlySet<ChartName> = new Set(["admissions", "sales", "conflicts"]);
 const readouts = new Map<ChartName, HTMLElement>();
 
@@ -65,8 +74,8 @@ function renderCharts() {
   );
 }
 
-function push(name: ChartName, value: number) {
-  charts[name].chart.push(value);
+/** The readout beside a chart: the latest poll's figure. */
+function readout(name: ChartName, value: number) {
   const el = readouts.get(name);
   if (el) el.textContent = RATE_CHARTS.has(name) ? rate(value) : value.toLocaleString();
 }
@@ -92,6 +101,14 @@ function renderRoom(stats: Stats, room: RoomStatus) {
 }
 
 function renderSections(stats: Stats) {
+  // Counted at most once per 5 s for every console together (a shared snapshot): say when.
+  const countedAt = stats.counts ? new Date(stats.counts.at) : null;
+  setText(
+    "sections-asof",
+    countedAt && Number.isFinite(countedAt.getTime())
+      ? `From the authoritative store, as of ${countedAt.toLocaleTimeString()}.`
+      : "From the authoritative store.",
+  );
   const rows = [
     ...(stats.sections ?? []).map((s) => ({ name: `Section ${s.id}`, ...s })),
     ...Object.entries(stats.generalAdmission).map(([id, g]) => ({
@@ -152,17 +169,22 @@ const view: ConsoleView = {
   },
   polled(stats: Stats, rates: Rates | null, room: RoomStatus) {
     byId("dash-updated").dataset.stale = "false";
-    push("waiting", stats.waiting);
-    push("active", stats.active);
-    push("holds", stats.seats.held);
+    readout("waiting", stats.waiting);
+    readout("active", stats.active);
+    readout("holds", stats.seats.held + Object.values(stats.generalAdmission).reduce((n, g) => n + (g.held ?? 0), 0));
     if (rates) {
-      push("admissions", rates.admissions);
-      push("sales", rates.sales);
-      if (rates.conflicts !== null) push("conflicts", rates.conflicts);
+      readout("admissions", rates.admissions);
+      readout("sales", rates.sales);
+      if (rates.conflicts !== null) readout("conflicts", rates.conflicts);
     }
     renderRoom(stats, room);
     renderSections(stats);
     setText("dash-updated", `Updated ${new Date().toLocaleTimeString()}`);
+  },
+  charted(history: ChartHistory) {
+    const { end, span } = history;
+    for (const name of Object.keys(charts) as ChartName[]) charts[name].chart.show(history.series(name), end, span);
+    setText("charts-title", history.size > 0 ? `Last ${spanText(span).replace(/^the last /, "")}` : "Live");
   },
   stale(reason) {
     setText("dash-updated", reason);

@@ -107,6 +107,32 @@ export interface Stats {
   generalAdmission: Record<string, { available: number; held?: number; sold: number; capacity?: number }>;
   purchases: { confirmed: number; pending: number; failed: number; refunded?: number };
   waitingRoom?: { state: string; effectiveAdmitPerSecond: number; servedThrough: number };
+  /** When seats, areas and purchases were counted (a shared snapshot, at most about 5 s old). */
+  counts?: { at: string; source: string };
+}
+
+/** One sample of GET /v1/admin/events/{eventId}/stats/history. */
+export interface StatsSample {
+  at: number;
+  countsAt: number;
+  state: string;
+  waiting: number;
+  admitted: number;
+  active: number;
+  available: number;
+  held: number;
+  sold: number;
+  purchases: { confirmed: number; pending: number; failed: number };
+  admitPerSecond: number | null;
+  effectiveAdmitPerSecond: number | null;
+}
+
+export interface StatsHistory {
+  eventId: string;
+  intervalSeconds: number;
+  windowSeconds: number;
+  samples: StatsSample[];
+  more: boolean;
 }
 
 export interface WaitingRoomSettings {

@@ -20,6 +20,16 @@ const Stats = z
       z.object({ available: z.number(), held: z.number(), sold: z.number(), capacity: z.number() }),
     ),
     purchases: z.object({ confirmed: z.number(), pending: z.number(), failed: z.number(), refunded: z.number() }),
+    counts: z
+      .object({
+        at: z.string().openapi({ description: "When seats, areas and purchases were read from the store" }),
+        source: z.enum(["snapshot", "computed", "process"]).openapi({
+          description:
+            "`snapshot`: the latest shared one (Redis), computed by some gateway at most one interval (5 s) ago; " +
+            "`computed`: computed for this request; `process`: Redis is down, this gateway's own",
+        }),
+      })
+      .openapi({ description: "Where the seats, generalAdmission, sections and purchases figures come from" }),
     waitingRoom: z.object({
       state: z.string(),
       effectiveAdmitPerSecond: z.number(),
@@ -36,6 +46,11 @@ const route = createRoute({
   path: "/v1/admin/events/{eventId}/stats",
   tags: ["operator"],
   summary: "Queue and inventory figures; seats and general admission come from the authoritative store",
+  description:
+    "The queue figures are read from Redis on each request. Seats, areas and purchases are the " +
+    "authoritative store's as of `counts.at`: counted at most once per 5 s per event across every " +
+    "gateway and shared through Redis (src/stats/snapshots.ts), so a console polling every second " +
+    "does not read every seat every second. Read role allowed.",
   security: bearerSecurity,
   middleware: [operatorOnly] as const,
   request: { params: EventIdParam },
@@ -43,18 +58,23 @@ const route = createRoute({
     200: { description: "figures", content: { "application/json": { schema: Stats } } },
     401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
+    503: { description: "the store cannot count now", content: { "application/json": { schema: ErrorBody } } },
   },
 });
 
+/**
+ * The figures: the queue live from Redis, the counts from the shared snapshot (src/stats/
+ * snapshots.ts), which reads the event's seats from DynamoDB at most once per interval per event
+ * whatever the number of readers. A read also marks the event as watched, so the sampler keeps its
+ * history while an operator looks at it.
+ */
 export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const { events, waitingRoom, purchases: saga } = c.get("deps");
-  const [counts, room, purchases] = await Promise.all([
-    events.counts(eventId),
-    waitingRoom.stats(eventId),
-    saga.counts(eventId),
-  ]);
-  if (!counts) throw new ApiError("not_found", `no event ${eventId}`);
+  const { waitingRoom, stats } = c.get("deps");
+  const [snapshot, room] = await Promise.all([stats.counts.latest(eventId), waitingRoom.stats(eventId)]);
+  if (!snapshot) throw new ApiError("not_found", `no event ${eventId}`);
+  stats.sampler.watch(eventId);
+  const counts = snapshot.seats;
   const queue = room.ok ? room.stats : undefined;
   return c.json(
     {
@@ -83,7 +103,8 @@ export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => 
           { available: g.available, held: g.held, sold: g.sold, capacity: g.capacity },
         ]),
       ),
-      purchases,
+      purchases: snapshot.purchases,
+      counts: { at: new Date(snapshot.at).toISOString(), source: snapshot.source },
       waitingRoom: {
         state: queue?.state ?? "unavailable",
         effectiveAdmitPerSecond: queue?.effectiveAdmitPerSecond ?? 0,
