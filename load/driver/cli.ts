@@ -3,7 +3,7 @@
  *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S] [--coarse-polls]
  *  [--threshold EXPR]... [--out DIR] [--json] [--redis-cluster | --redis-cluster-nodes HOST:PORT,...]`
  *
- * scenarios: spike, hot-seat, abandon, bots, soak (scenarios/*.ts). --base-url takes several gateways,
+ * scenarios: spike, hot-seat, abandon, bots, soak, best (scenarios/*.ts). --base-url takes several gateways,
  * comma-separated (each request goes to the next in turn). Without --base-url it starts its own gateway
  * (redis-server, local DynamoDB, src/main.ts) and audits the event at the end. `--redis-cluster`
  * puts that gateway on a local Redis Cluster of 3 masters started for the run;

@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { pollDelaySeconds } from "../poll.js";
-import type { AfterHold, FanBehaviour, FanRun } from "./scenario.js";
+import type { AfterHold, BestAsk, FanBehaviour, FanRun } from "./scenario.js";
 
 interface Held {
   holdId: string;
@@ -95,8 +95,38 @@ async function availableSeats(run: FanRun, order: readonly string[], lost: Reado
   return available;
 }
 
+/**
+ * Up to four tries at a best-available hold; undefined when nothing together is left (409
+ * `no_block_available` with `available: 0`) or out of time. Any other 409 was contention.
+ */
+async function holdBest(run: FanRun, access: string, best: BestAsk): Promise<Held | undefined> {
+  for (let attempt = 0; attempt < 4; attempt++) {
+    if (Date.now() > run.hardStop) return undefined;
+    const h = await run.client.call<Held & { error?: { details?: { available?: number } } }>(
+      "hold",
+      "POST",
+      `/v1/events/${run.eventId}/holds`,
+      { token: access, json: { best }, ok: [201, 409] },
+    );
+    if (h.status === 201) {
+      run.figures.tally.holds++;
+      return h.body;
+    }
+    if (h.status !== 409) {
+      await sleep(200);
+      continue;
+    }
+    run.figures.tally.conflicts++;
+    if (h.body?.error?.details?.available === 0) return undefined;
+    await sleep(50 + Math.random() * 200);
+  }
+  return undefined;
+}
+
 /** Up to eight tries at a hold of 1-2 seats; undefined when sold out or out of time. */
 async function holdSeats(run: FanRun, i: number, access: string, behaviour: FanBehaviour): Promise<Held | undefined> {
+  const best = behaviour.best?.(i);
+  if (best) return holdBest(run, access, best);
   const want = 1 + (i % 2);
   /** Seats this fan saw go to someone else (the cached map may still show them available). */
   const lost = new Set<string>();

@@ -104,7 +104,8 @@ export interface RunResult extends Tally {
   /** Whether the run carried a load-test token (its own gateway's rate limits on). */
   loadTestToken: boolean;
   stats?: unknown;
-  audit?: { ok: boolean; failed: string[]; summary: string[] };
+  /** `stranded`: single seats left alone between taken ones (the audit's figure, not a check). */
+  audit?: { ok: boolean; failed: string[]; summary: string[]; stranded: number };
   /** With several base URLs: the requests each was sent, in the order given. */
   targets?: Array<{ url: string; requests: number }>;
   /** With --base-url: the command that audits the event. */
@@ -308,6 +309,7 @@ async function runAudit(stack: Stack, eventId: string): Promise<NonNullable<RunR
       ok: report.ok,
       failed: report.checks.filter((x) => x.status === "fail").map((x) => `${x.title}: ${x.summary}`),
       summary: report.checks.map((x) => `${x.status.toUpperCase().padEnd(4)} ${x.title}: ${x.summary}`),
+      stranded: report.stranded.count,
     };
   } finally {
     redis.disconnect();
@@ -347,7 +349,12 @@ export function renderResult(r: RunResult): string {
     for (const t of r.thresholds) lines.push(`  ${t.ok ? "ok    " : "FAILED"} ${t.threshold}   (${fmt(t.actual, 4)})`);
   }
   if (r.audit) {
-    lines.push("", `audit: ${r.audit.ok ? "PASS" : "FAIL"}`, ...r.audit.summary.map((s) => `  ${s}`));
+    lines.push(
+      "",
+      `audit: ${r.audit.ok ? "PASS" : "FAIL"}`,
+      ...r.audit.summary.map((s) => `  ${s}`),
+      `  single seats stranded between taken ones: ${r.audit.stranded}`,
+    );
   } else if (r.auditCommand) {
     lines.push("", `audit: run  ${r.auditCommand}`);
   }

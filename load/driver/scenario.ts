@@ -36,8 +36,22 @@ export interface FanBehaviour {
   sectionOrder?(sections: readonly Section[], attempt: number): string[];
   /** The seats to ask for among those available (default: `want` of them at random). */
   choose?(available: readonly string[], want: number, attempt: number): string[];
+  /**
+   * The best-available request the i-th fan sends instead of picking seats off the map (docs/API.md
+   * "Best available together"); undefined: it picks seats.
+   */
+  best?(i: number): BestAsk | undefined;
   /** What the i-th fan does once it holds seats (default: buys). */
   afterHold?(i: number): AfterHold;
+}
+
+/** The body of a best-available hold: `{"best": ...}`. */
+export interface BestAsk {
+  quantity: number;
+  tier?: string;
+  section?: string;
+  maxPrice?: number;
+  splitRows?: boolean;
 }
 
 /** The event the driver creates for a scenario. */

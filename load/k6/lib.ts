@@ -218,6 +218,42 @@ export function hold(eventId: string, accessToken: string, seats: string[]): { h
   return null;
 }
 
+/** A best-available request's body (docs/API.md "Best available together"). */
+export interface BestAsk {
+  quantity: number;
+  tier?: string;
+  section?: string;
+  maxPrice?: number;
+  splitRows?: boolean;
+}
+
+/**
+ * Asks for the best seats together; the gateway proposes them. 409 `no_block_available` with
+ * nothing left: sold out (null); with some left, it was contention: tried again, `attempts` times.
+ */
+export function holdBest(eventId: string, accessToken: string, best: BestAsk, attempts = 3): string | null {
+  for (let i = 0; i < attempts; i++) {
+    const res = http.post(`${BASE_URL}/v1/events/${eventId}/holds`, JSON.stringify({ best }), {
+      headers: headers(accessToken),
+      tags: tagsFor("hold", ROUTES.hold),
+      responseCallback: http.expectedStatuses(201, 409),
+    });
+    if (res.status === 201) {
+      holds.add(1);
+      return json<{ holdId: string }>(res)?.holdId ?? null;
+    }
+    if (res.status !== 409) {
+      unexpected.add(1);
+      return null;
+    }
+    conflicts.add(1);
+    const left = json<{ error?: { details?: { available?: number } } }>(res)?.error?.details?.available;
+    if (left === 0) return null;
+    sleep(0.2 + Math.random() * 0.3);
+  }
+  return null;
+}
+
 export function release(eventId: string, accessToken: string, holdId: string): void {
   const res = http.del(`${BASE_URL}/v1/events/${eventId}/holds/${holdId}`, null, {
     headers: headers(accessToken),
@@ -275,7 +311,7 @@ export function holdSomething(
 /** A fan's whole journey: join, wait, hold, think, buy. */
 export function fanJourney(
   setup: Setup,
-  options: { sections?: string[]; abandonWaiting?: number; abandonHold?: number } = {},
+  options: { sections?: string[]; abandonWaiting?: number; abandonHold?: number; best?: BestAsk } = {},
 ): void {
   const fanId = `k6-${exec.vu.idInTest}-${exec.scenario.iterationInTest}-${Math.random().toString(36).slice(2, 8)}`;
   const joined = join(setup.eventId, fanId);
@@ -284,7 +320,9 @@ export function fanJourney(
   const leaves = Math.random() < (options.abandonWaiting ?? 0);
   const access = waitForAdmission(setup.eventId, joined.queueToken, () => leaves && Date.now() > leaveAt);
   if (!access) return;
-  const holdId = holdSomething(setup.eventId, access, options.sections ?? setup.sections.map((s) => s.id));
+  const holdId = options.best
+    ? holdBest(setup.eventId, access, options.best)
+    : holdSomething(setup.eventId, access, options.sections ?? setup.sections.map((s) => s.id));
   if (!holdId) return;
   sleep(1 + Math.random() * 2);
   if (Math.random() < (options.abandonHold ?? 0)) {

@@ -25,6 +25,7 @@ import type {
 } from "../inventory/index.js";
 import type { ChargeRecord } from "../payments/simulated.js";
 import { type AuditCheck, type AuditSnapshot, type AuditSuspects, chargesOfEvent, evaluateAudit } from "./checks.js";
+import { type StrandedSeats, strandedSeats } from "./stranded.js";
 
 export {
   AUDIT_CHECKS,
@@ -37,6 +38,7 @@ export {
   chargesOfEvent,
   evaluateAudit,
 } from "./checks.js";
+export { type StrandedSeats, strandedSeats } from "./stranded.js";
 
 export type AuditInventory = Pick<Inventory, "events" | "seats" | "purchases">;
 
@@ -81,6 +83,8 @@ export interface AuditReport {
   allowPending: boolean;
   checks: AuditCheck[];
   totals: AuditTotals;
+  /** Single seats left alone between taken ones (./stranded.ts): a figure, never a failure. */
+  stranded: StrandedSeats;
 }
 
 export type AuditPhase = "event" | "seats" | "purchases" | "general_admission" | "charges" | "recheck";
@@ -291,6 +295,7 @@ export async function auditEvent(deps: AuditDeps, eventId: string, options: Audi
       passes: 1,
       checks: [],
       totals: emptyTotals(),
+      stranded: { count: 0, seats: [], bySection: {} },
     };
   }
   progress({ phase: "event", done: 1 });
@@ -314,5 +319,6 @@ export async function auditEvent(deps: AuditDeps, eventId: string, options: Audi
     passes,
     checks: evaluation.checks,
     totals: totalsOf(snapshot),
+    stranded: strandedSeats(event, snapshot.seats, maxOffenders),
   };
 }

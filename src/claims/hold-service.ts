@@ -4,7 +4,19 @@
  * when it cannot answer, the shield is skipped and DynamoDB alone arbitrates. What a hold may ask
  * for (the event, the seat limit, a seat named twice) is the inventory's to decide, once.
  */
-import { type HoldResult, type Inventory, type ReleaseResult, shardOf } from "../inventory/index.js";
+import {
+  type BestPlan,
+  type BestRequest,
+  type CheckedSeatHold,
+  checkedBlock,
+  choose,
+  type HoldResult,
+  type Inventory,
+  proposals,
+  type ReleaseResult,
+  SectionView,
+  shardOf,
+} from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
@@ -32,8 +44,32 @@ export interface GeneralAdmissionHoldRequest {
   holdSeconds?: number;
 }
 
+export interface BestHoldRequest {
+  eventId: string;
+  fanId: string;
+  best: BestRequest;
+  /** Default: the event's holdSeconds. */
+  holdSeconds?: number;
+}
+
+/**
+ * How many proposals one best-available request may lose before it answers no_block_available:
+ * to the shield (a Redis round trip each, no DynamoDB request), and in DynamoDB (a transaction
+ * each; the first one included).
+ */
+export const BEST_SHIELD_LOSSES = 12;
+export const BEST_TRANSACTIONS = 4;
+/** Blocks ranked per proposal: enough for a retry's pool (inventory/best.ts choose). */
+const RANKED_BLOCKS = 1_024;
+
 export interface HoldService {
   holdSeats(request: SeatHoldRequest): Promise<HoldOutcome>;
+  /**
+   * Best available together (src/inventory/best.ts): the cached map proposes, the shield leases,
+   * and the plain hold's transaction decides; a proposal lost on the way is marked taken and the
+   * next one tried, under the same read of the fan's ledger.
+   */
+  holdBest(request: BestHoldRequest): Promise<HoldResult>;
   holdGeneralAdmission(request: GeneralAdmissionHoldRequest): Promise<HoldResult>;
   release(request: { eventId: string; holdId: string; fanId: string }): Promise<ReleaseResult>;
 }
@@ -48,8 +84,8 @@ export interface HoldServiceOptions {
   /** Absent (some tests): no sweep is asked for; the backstop sweeps. */
   sweeps?: SweepScheduler;
   inventory: Inventory;
-  /** For the shield. */
-  seatMap: Pick<SeatMapCache, "shield">;
+  /** For the shield, and the statuses a best-available proposal starts from. */
+  seatMap: Pick<SeatMapCache, "shield" | "statuses" | "sectionFromStore" | "availability">;
   seatMapWrites: SeatMapWrites;
   metrics: Metrics;
   logger: Logger;
@@ -100,6 +136,43 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
     }
   };
 
+  /**
+   * What the cached map says of the plan's sections, as proposal views. Sections the availability
+   * counts say cannot have the seats are not read. Redis away: DynamoDB's (cached a moment).
+   */
+  const viewsOf = async (plan: BestPlan): Promise<SectionView[]> => {
+    const { eventId, quantity } = plan;
+    let counts: Record<string, number> = {};
+    try {
+      counts = await seatMap.availability(eventId);
+    } catch {
+      // Unknown counts: every section is read.
+    }
+    const wanted = plan.sections.filter((s) => (counts[s.id] ?? quantity) >= quantity);
+    const read = async (sectionId: string) => {
+      try {
+        return await seatMap.statuses(eventId, sectionId);
+      } catch (err) {
+        logger.debug({ err: (err as Error).message, eventId }, "seat map unavailable; proposing from DynamoDB");
+        const stored = await seatMap.sectionFromStore(eventId, sectionId);
+        return stored
+          ? {
+              ids: stored.seats.map((s) => s.id),
+              statuses: stored.seats.map((s) => (s.status === "available" ? "a" : "h")).join(""),
+            }
+          : null;
+      }
+    };
+    const order = new Map(plan.sections.map((s, i) => [s.id, i]));
+    const views = await Promise.all(
+      wanted.map(async (section) => {
+        const st = await read(section.id);
+        return st ? SectionView.fromStatuses(section, order.get(section.id) ?? 0, st.ids, st.statuses) : null;
+      }),
+    );
+    return views.filter((v): v is SectionView => v !== null);
+  };
+
   return {
     async holdSeats({ eventId, fanId, seatIds, holdSeconds }) {
       // What the request is wrong in itself for (a seat named twice, too many, unknown, not on
@@ -128,6 +201,67 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         return result;
       } finally {
         await shield.release();
+      }
+    },
+
+    async holdBest({ eventId, fanId, best, holdSeconds }) {
+      const check = await inventory.holds.checkBest({ eventId, fanId, best, holdSeconds });
+      if (!check.ok) {
+        metrics.holds.inc({ outcome: check.reason });
+        return check;
+      }
+      const { plan } = check;
+      const views = await viewsOf(plan);
+      const left = () => views.reduce((n, v) => n + v.available(), 0);
+      type Refusal = Exclude<HoldResult, { ok: true }>;
+      const noBlock = (): Refusal => ({ ok: false, reason: "no_block_available", available: left() });
+      let attempt = 0;
+      let shieldLosses = 0;
+      let transactions = 1;
+      let release = async () => {};
+
+      /** The next proposal that the shield lets through (leased), or the answer when there is none. */
+      const propose = async (): Promise<CheckedSeatHold | Refusal> => {
+        for (;;) {
+          const block = choose(proposals(views, plan.quantity, plan.splitRows, RANKED_BLOCKS), attempt);
+          if (!block) return noBlock();
+          const shield = await shieldFor(eventId, block.seats);
+          if (shield.kind !== "lost") {
+            release = shield.release;
+            return checkedBlock(plan, block);
+          }
+          metrics.conflicts.inc({ stage: "shield" });
+          for (const v of views) v.take(shield.seats);
+          attempt++;
+          if (++shieldLosses >= BEST_SHIELD_LOSSES) return noBlock();
+        }
+      };
+
+      const first = await propose();
+      if ("ok" in first) {
+        metrics.holds.inc({ outcome: first.reason });
+        return first;
+      }
+      try {
+        const result = await counted("hold", () =>
+          inventory.holds.writeSeats(first, async (lost) => {
+            metrics.conflicts.inc({ stage: "dynamodb" });
+            seatMapWrites.stale(eventId, lost);
+            for (const v of views) v.take(lost);
+            await release();
+            release = async () => {};
+            attempt++;
+            if (++transactions > BEST_TRANSACTIONS) return noBlock();
+            return propose();
+          }),
+        );
+        if (result.ok) {
+          sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
+          void seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
+        }
+        return result;
+      } finally {
+        await release();
       }
     },
 

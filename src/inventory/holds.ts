@@ -8,6 +8,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { GetCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
+import { type BestCheck, type BestRequest, checkBest } from "./best.js";
 import type { EventCache, SaleEvent } from "./events.js";
 import { seatExists } from "./events.js";
 import {
@@ -273,13 +274,27 @@ export async function checkSeatHold(
   });
 }
 
-/** The hold's one transaction: the seats and the fan's ledger, whose new entry is the hold (limits.ts). */
-export function writeSeatHold(ctx: Ctx, checked: CheckedSeatHold): Promise<HoldResult> {
-  const { eventId, fanId, refs, amount, maxSeatsPerFan } = checked;
-  const requested = checked.seatIds as string[];
-  const seconds = checked.holdSeconds;
+/**
+ * What a caller with other seats to offer does when the transaction lost some (best available,
+ * src/claims/hold-service.ts): the next seats to try, or the answer to give. The next seats are
+ * written under the same read of the fan's ledger (a cancelled transaction changed nothing), so a
+ * retry costs one more transaction, not a read and a transaction.
+ */
+export type NextSeats = (lost: string[]) => Promise<CheckedSeatHold | Exclude<HoldResult, { ok: true }>>;
+
+/**
+ * The hold's one transaction: the seats and the fan's ledger, whose new entry is the hold (limits.ts).
+ * With `next`, seats lost to another fan are not the answer: `next` names others (as many as the
+ * first), tried the same way.
+ */
+export function writeSeatHold(ctx: Ctx, first: CheckedSeatHold, next?: NextSeats): Promise<HoldResult> {
+  const { eventId, fanId, maxSeatsPerFan } = first;
+  let checked = first;
   return guard("hold", () =>
-    holdForFan(ctx, eventId, fanId, maxSeatsPerFan, "seats", refs.length, async (now, ledgerAction) => {
+    holdForFan(ctx, eventId, fanId, maxSeatsPerFan, "seats", first.refs.length, async (now, ledgerAction) => {
+      const { refs, amount } = checked;
+      const requested = checked.seatIds as string[];
+      const seconds = checked.holdSeconds;
       const t: HoldTerms = { eventId, fanId, holdId: newHoldId(fanId), now, expiresAt: now + seconds * 1000 };
       const entry: FanEntry = { seats: refs.length, expiresAt: t.expiresAt, ids: requested, amount, createdAt: now };
       const items: TransactItem[] = refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, requested[i]!) }));
@@ -303,7 +318,11 @@ export function writeSeatHold(ctx: Ctx, checked: CheckedSeatHold): Promise<HoldR
       });
       if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
       if (lost.length === 0) throw new Error("hold transaction cancelled for no stated reason");
-      return { ok: false, reason: "seat_unavailable", seats: lost };
+      if (!next) return { ok: false, reason: "seat_unavailable", seats: lost };
+      const other = await next(lost);
+      if ("ok" in other) return other;
+      checked = other;
+      return "again";
     }),
   );
 }
@@ -601,7 +620,10 @@ export interface HoldStore {
    * checks a request can fail before any write, then the transaction.
    */
   checkSeats(args: EventRef & { fanId: string; seatIds: string[]; holdSeconds?: number }): Promise<SeatHoldCheck>;
-  writeSeats(checked: CheckedSeatHold): Promise<HoldResult>;
+  /** With `next`: seats lost to another fan are traded for the ones `next` names (best available). */
+  writeSeats(checked: CheckedSeatHold, next?: NextSeats): Promise<HoldResult>;
+  /** A best-available request's checks (./best.ts); the claim path proposes the seats. */
+  checkBest(args: EventRef & { fanId: string; best: BestRequest; holdSeconds?: number }): Promise<BestCheck>;
   holdGeneralAdmission(
     args: EventRef & { fanId: string; areaId: string; quantity: number; holdSeconds?: number },
   ): Promise<HoldResult>;
@@ -619,7 +641,9 @@ export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
       hold(ctx, events.forSale, eventId, fanId, seatIds, holdSeconds),
     checkSeats: ({ eventId, fanId, seatIds, holdSeconds }) =>
       checkSeatHold(events.forSale, eventId, fanId, seatIds, holdSeconds),
-    writeSeats: (checked) => writeSeatHold(ctx, checked),
+    writeSeats: (checked, next) => writeSeatHold(ctx, checked, next),
+    checkBest: ({ eventId, fanId, best, holdSeconds }) =>
+      checkBest(events.forSale, eventId, fanId, best, holdSeconds, validFan),
     holdGeneralAdmission: ({ eventId, fanId, areaId, quantity, holdSeconds }) =>
       holdGeneralAdmission(ctx, events.forSale, eventId, fanId, areaId, quantity, holdSeconds),
     release: ({ eventId, holdId, fanId }) => release(ctx, eventId, holdId, fanId),

@@ -145,7 +145,13 @@ export type HoldResult =
   | { ok: false; reason: "seat_unavailable"; seats: string[] }
   /** Fewer general-admission places left than asked for. */
   | { ok: false; reason: "insufficient_quantity"; available: number }
-  | { ok: false; reason: "not_found"; what: "event" | "seat" | "area"; seats?: string[] }
+  | { ok: false; reason: "not_found"; what: "event" | "seat" | "area" | "section" | "tier"; seats?: string[] }
+  /**
+   * Best available: no `quantity` seats together (or over two rows, when allowed) are free where
+   * the request allows, or every proposal was lost to other fans. `available`: the free seats left
+   * there, as far as the map knew.
+   */
+  | { ok: false; reason: "no_block_available"; available: number }
   /** Before onSaleAt, or while the event's seats are being (re)written. */
   | { ok: false; reason: "not_on_sale" }
   /**

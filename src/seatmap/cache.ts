@@ -106,9 +106,22 @@ export function sectionOf(seatId: string): string {
   return dash === -1 ? seatId : seatId.slice(0, dash);
 }
 
+/** A section's cached statuses, one character a seat (`a`, `h`, `s`) in the order of `ids`. */
+export interface SectionStatuses {
+  version: string;
+  ids: readonly string[];
+  statuses: string;
+}
+
 export interface SeatMapCache {
   /** The section from cache, loading it from the source on a miss; null when it does not exist. */
   getSection(eventId: string, sectionId: string): Promise<CachedSection | null>;
+  /**
+   * The section's statuses as one string (`getSection` without a seat object each), loading it on
+   * a miss; null when it does not exist. For the best-available proposal, which reads every
+   * section a request allows: the ids are read again only when a fill has changed them.
+   */
+  statuses(eventId: string, sectionId: string): Promise<SectionStatuses | null>;
   /** The cached version of a section (one small read), or null when it is not cached. */
   version(eventId: string, sectionId: string): Promise<string | null>;
   /** Write-through after DynamoDB answered; also publishes the changes. */
@@ -230,6 +243,26 @@ export function createSeatMapCache(deps: {
     };
   }
 
+  // A section's ids change only with a fill, which draws a new generation: kept by generation.
+  const idsByGeneration = new Map<string, { gen: string; ids: readonly string[] }>();
+  async function readStatuses(eventId: string, sectionId: string): Promise<SectionStatuses | null> {
+    const k = seatMapKeys.section(eventId, sectionId);
+    const key = `${eventId}/${sectionId}`;
+    requireRedis(redis, "seat-map read");
+    const known = idsByGeneration.get(key);
+    const out = await redis.multi().hmget(k.meta, "gen", "v").get(k.st).exec();
+    const [gen, v] = (out?.[0]?.[1] as (string | null)[] | undefined) ?? [];
+    const st = out?.[1]?.[1] as string | null | undefined;
+    if (!gen || !v || st == null) return null;
+    if (known?.gen === gen) return { version: `${gen}.${v}`, ids: known.ids, statuses: st };
+    const full = await read(eventId, sectionId);
+    if (!full) return null;
+    const ids = full.seats.map((s) => s.id);
+    if (idsByGeneration.size > 1_000) idsByGeneration.clear();
+    idsByGeneration.set(key, { gen: full.version.split(".")[0] ?? "", ids });
+    return { version: full.version, ids, statuses: full.seats.map((s) => statusChar[s.status]).join("") };
+  }
+
   // Keys are `<eventId>/<sectionId>` (ids never contain '/').
   const storeSections = ttlCache<CachedSection | null>(STORE_READ_TTL_MS, async (key) => {
     const [eventId = "", sectionId = ""] = key.split("/");
@@ -268,6 +301,23 @@ export function createSeatMapCache(deps: {
       if (filled === "missing") return null;
       // A fill that could not be cached: this reader gets the store's answer.
       return (await read(eventId, sectionId)) ?? storeSections(`${eventId}/${sectionId}`);
+    },
+
+    async statuses(eventId, sectionId) {
+      const cached = await readStatuses(eventId, sectionId);
+      if (cached) return cached;
+      const filled = await fillOnce(eventId, sectionId);
+      if (filled === "missing") return null;
+      const again = await readStatuses(eventId, sectionId);
+      if (again) return again;
+      const stored = await storeSections(`${eventId}/${sectionId}`);
+      return stored
+        ? {
+            version: stored.version,
+            ids: stored.seats.map((s) => s.id),
+            statuses: stored.seats.map((s) => statusChar[s.status]).join(""),
+          }
+        : null;
     },
 
     async apply(eventId, changes) {

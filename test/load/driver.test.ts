@@ -63,6 +63,34 @@ describe("load driver", () => {
     expect(record.settings).toMatchObject({ fans: 50, rate: 50, loadTestToken: true });
     expect(record.requests).toBe(result.endpoints.reduce((n, e) => n + e.requests, 0));
   }, 120_000);
+
+  it("runs best available end to end: every fan asks for 2 best in Floor, the audit passes, no seat stranded", async () => {
+    const db = await claimRedisDatabase();
+    const result = await runScenario({
+      scenario: "best",
+      fans: 60,
+      seats: 40,
+      rate: 60,
+      duration: 5,
+      onSaleDelaySeconds: 4,
+      maxPollSeconds: 0.5,
+      thinkMs: 50,
+      connections: 32,
+      thresholds: ["sales_confirmed>0"].map(parseThreshold),
+      redisUrl: db.url,
+      dynamoEndpoint: inject("dynamoEndpoint"),
+    }).finally(() => db.release());
+    const text = renderResult(result);
+    expect(result.audit?.ok, text).toBe(true);
+    expect(result.sales, text).toBeGreaterThan(0);
+    // Pairs only: every seat sold is one of a pair.
+    expect(result.seatsSold % 2, text).toBe(0);
+    expect(result.audit?.stranded, text).toBe(0);
+    expect(
+      result.endpoints.find((e) => e.endpoint === "section seats"),
+      text,
+    ).toBeUndefined();
+  }, 120_000);
 });
 
 // The root tsconfig does not include load/: this type reference has the CLI type-checked too.

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { loadK6Scripts } from "./support/k6-stub.js";
 
-const SCENARIOS = ["spike", "hotseat", "abandon", "bots", "soak"] as const;
+const SCENARIOS = ["spike", "hotseat", "abandon", "bots", "soak", "best"] as const;
 
 describe("k6 scripts", () => {
   it("every scenario's summary has p(99) among its trend stats, and the scenario's own thresholds are kept", async () => {
@@ -72,6 +72,36 @@ describe("k6 scripts", () => {
     for (const r of k6.fake.requests) {
       expect(r.params?.headers?.["x-load-test-token"], r.url).toBe("load-generator-token-0123456789");
     }
+  });
+
+  it("best's fans ask for 2 best in Floor, named as holds, and stop once nothing is left together", async () => {
+    const k6 = await loadK6Scripts();
+    let holdCalls = 0;
+    k6.fake.answer = (method: string, url: string) => {
+      if (url.endsWith("/queue")) return { status: 201, body: { queueToken: "qt", position: 1, status: "waiting" } };
+      if (url.endsWith("/queue/status")) return { status: 200, body: { status: "admitted", accessToken: "at" } };
+      if (method === "POST" && url.endsWith("/holds")) {
+        holdCalls++;
+        // The first fan wins after one contended try; the second finds nothing left.
+        if (holdCalls === 1) return { status: 409, body: { error: { details: { available: 8 } } } };
+        if (holdCalls === 2) return { status: 201, body: { holdId: "h_best" } };
+        return { status: 409, body: { error: { code: "no_block_available", details: { available: 0 } } } };
+      }
+      if (url.endsWith("/purchase")) return { status: 201, body: { status: "confirmed" } };
+      return { status: 204 };
+    };
+    const setup = { eventId: "ev_best", sections: [{ id: "FLOOR", rows: 4, seatsPerRow: 20 }] };
+    k6.best.default(setup);
+    k6.best.default(setup);
+    const holds = k6.fake.requests.filter((r) => r.method === "POST" && r.url.endsWith("/holds"));
+    expect(holds).toHaveLength(3);
+    for (const r of holds) {
+      expect(JSON.parse(String(r.body))).toEqual({ best: { quantity: 2, tier: "Floor" } });
+      expect(r.params?.tags?.name).toBe("/v1/events/{eventId}/holds");
+    }
+    expect(k6.fake.requests.filter((r) => r.url.endsWith("/purchase"))).toHaveLength(1);
+    // No seat map read: the gateway proposes.
+    expect(k6.fake.requests.some((r) => /\/seats(\?|$)/.test(r.url))).toBe(false);
   });
 
   it("names the bots' requests by route too, made-up hold ids included", async () => {

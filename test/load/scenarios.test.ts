@@ -10,8 +10,8 @@ const seatsOf = (sections: { rows: number; seatsPerRow: number }[]) =>
   sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0);
 
 describe("driver scenarios", () => {
-  it("are the five the CLI takes, each with its defaults", () => {
-    expect(SCENARIO_NAMES).toEqual(["spike", "hot-seat", "abandon", "bots", "soak"]);
+  it("are the six the CLI takes, each with its defaults", () => {
+    expect(SCENARIO_NAMES).toEqual(["spike", "hot-seat", "abandon", "bots", "soak", "best"]);
     expect(SCENARIOS.spike.defaults).toEqual({ fans: 2_000, rate: 1_000, duration: 30 });
     expect(SCENARIOS.soak.defaults).toEqual({ fans: 0, rate: 20, duration: 300 });
   });
@@ -58,6 +58,13 @@ describe("driver scenarios", () => {
     expect(hot.sectionOrder?.(sections, 3)).toEqual(["A"]);
     expect(hot.choose?.(["FRONT-1-1", "FRONT-1-2", "FRONT-1-3"], 2, 0)).toEqual(["FRONT-1-1", "FRONT-1-2"]);
     expect(SCENARIOS.bots.thresholds).toEqual(["bot_requests_accepted<1"]);
+    // best's fans name no seat: they ask for two together in Floor, on rows of even length.
+    expect([0, 1, 7].map((i) => SCENARIOS.best.fan.best?.(i))).toEqual(
+      Array.from({ length: 3 }, () => ({ quantity: 2, tier: "Floor" })),
+    );
+    expect(SCENARIOS.spike.fan.best).toBeUndefined();
+    const plan = SCENARIOS.best.setup({ fans: 100, rate: 10, duration: 10 }, 100);
+    expect(plan.sections).toEqual([{ id: "A", rows: 4, seatsPerRow: 20 }]);
   });
 });
 

@@ -1,6 +1,7 @@
 /** The driver's scenarios by name, as the CLI takes them (`npm run load -- <name>`). */
 import type { Scenario } from "../scenario.js";
 import { abandon } from "./abandon.js";
+import { best } from "./best.js";
 import { bots } from "./bots.js";
 import { hotSeat } from "./hot-seat.js";
 import { soak } from "./soak.js";
@@ -12,6 +13,7 @@ export const SCENARIOS = {
   abandon,
   bots,
   soak,
+  best,
 } as const satisfies Record<string, Scenario>;
 
 export type ScenarioName = keyof typeof SCENARIOS;

@@ -31,7 +31,10 @@ export interface K6Fake {
 
 // biome-ignore lint/suspicious/noExplicitAny: the bundle's exports are the k6 scripts' own, typed against k6, not Node.
 export type K6Module = Record<string, any>;
-export type K6Scripts = { fake: K6Fake } & Record<"lib" | "spike" | "hotseat" | "abandon" | "bots" | "soak", K6Module>;
+export type K6Scripts = { fake: K6Fake } & Record<
+  "lib" | "spike" | "hotseat" | "abandon" | "bots" | "soak" | "best",
+  K6Module
+>;
 
 const root = fileURLToPath(new URL("../../../", import.meta.url));
 
@@ -68,7 +71,7 @@ export async function loadK6Scripts(env: Record<string, string> = {}): Promise<K
   const k6 = join(root, "load/k6");
   const result = await esbuild.build({
     stdin: {
-      contents: ["lib", "spike", "hot-seat", "abandon", "bots", "soak"]
+      contents: ["lib", "spike", "hot-seat", "abandon", "bots", "soak", "best"]
         .map((n) => `export * as ${n.replace("-", "")} from ${JSON.stringify(join(k6, `${n}.ts`))};`)
         .join("\n"),
       resolveDir: k6,

@@ -1,10 +1,26 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import { MAX_SEATS_PER_FAN } from "../../../inventory/index.js";
+import { type BestRequest as BestInput, MAX_SEATS_PER_FAN } from "../../../inventory/index.js";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { requireAccessToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, EventIdParam, ID, SeatId } from "../../schemas.js";
+
+/** Best available together: the order is src/inventory/best.ts's (docs/API.md "Best available"). */
+const BestRequest = z
+  .strictObject({
+    quantity: z.number().int().min(1).max(MAX_SEATS_PER_FAN),
+    tier: z.string().min(1).max(64).optional(),
+    section: z.string().regex(ID).optional(),
+    maxPrice: z.number().int().min(0).optional(),
+    splitRows: z.boolean().optional(),
+  })
+  .refine((b) => b.tier === undefined || b.section === undefined, { message: "name a tier or a section, not both" })
+  .openapi("BestAvailable", {
+    description:
+      "`quantity` adjacent seats in one row (two adjacent rows only with `splitRows`), in `tier` or " +
+      "`section` (at most one; neither: any section), at most `maxPrice` (minor units) a seat.",
+  });
 
 // MAX_SEATS_PER_FAN is a coarse syntactic bound (no event allows more): how many a fan may take
 // at this event, a seat named twice included, is the inventory's one rule (src/inventory/limits.ts).
@@ -17,8 +33,11 @@ const HoldRequest = z
         quantity: z.number().int().min(1).max(MAX_SEATS_PER_FAN),
       }),
     }),
+    z.strictObject({ best: BestRequest }),
   ])
-  .openapi("HoldRequest", { description: "Either `seats` or `generalAdmission`. All or nothing." });
+  .openapi("HoldRequest", {
+    description: "Either `seats`, `generalAdmission` or `best` (best available together). All or nothing.",
+  });
 
 const Hold = z
   .object({
@@ -44,7 +63,8 @@ const route = createRoute({
     403: { description: "token of another kind or event", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown event, seat or area", content: { "application/json": { schema: ErrorBody } } },
     409: {
-      description: "lost: `details.seats` names the seats",
+      description:
+        "lost: `details.seats` names the seats; best available: `no_block_available` (`details.available`: free seats left where asked)",
       content: { "application/json": { schema: ErrorBody } },
     },
     422: {
@@ -73,12 +93,14 @@ export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
   const result =
     "seats" in body
       ? await holds.holdSeats({ eventId, fanId: claims.fanId, seatIds: body.seats })
-      : await holds.holdGeneralAdmission({
-          eventId,
-          fanId: claims.fanId,
-          areaId: body.generalAdmission.id,
-          quantity: body.generalAdmission.quantity,
-        });
+      : "best" in body
+        ? await holds.holdBest({ eventId, fanId: claims.fanId, best: withoutUndefined(body.best) })
+        : await holds.holdGeneralAdmission({
+            eventId,
+            fanId: claims.fanId,
+            areaId: body.generalAdmission.id,
+            quantity: body.generalAdmission.quantity,
+          });
 
   if (result.ok) {
     const h = result.hold;
@@ -116,7 +138,23 @@ export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
       });
     case "invalid_request":
       throw new ApiError("invalid_request", result.message);
+    case "no_block_available":
+      throw new ApiError("no_block_available", "no seats together left where asked", {
+        details: { available: result.available },
+      });
     case "contention":
       throw new ApiError("unavailable", "too much contention on these seats; retry", { retryAfter: 1 });
   }
 });
+
+/** The request as the claim path takes it (exactOptionalPropertyTypes: no key set to undefined). */
+function withoutUndefined(best: z.infer<typeof BestRequest>): BestInput {
+  const { quantity, tier, section, maxPrice, splitRows } = best;
+  return {
+    quantity,
+    ...(tier !== undefined ? { tier } : {}),
+    ...(section !== undefined ? { section } : {}),
+    ...(maxPrice !== undefined ? { maxPrice } : {}),
+    ...(splitRows !== undefined ? { splitRows } : {}),
+  };
+}
