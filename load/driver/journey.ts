@@ -51,12 +51,7 @@ async function waitForAdmission(run: FanRun, i: number, behaviour: FanBehaviour)
       pollAfterMs?: number;
       accessToken?: string;
       admittedAt?: string;
-    }>(
-      "status",
-      "GET",
-      `${ev}/queue/status`,
-      { token: joined.body.queueToken },
-    );
+    }>("status", "GET", `${ev}/queue/status`, { token: joined.body.queueToken });
     if (s.status === 200 && s.body.accessToken) {
       figures.admitted(s.body.position, s.body.admittedAt ? Date.now() - Date.parse(s.body.admittedAt) : undefined);
       return s.body.accessToken;
