@@ -140,7 +140,12 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
    * What the cached map says of the plan's sections, as proposal views. Sections the availability
    * counts say cannot have the seats are not read. Redis away: DynamoDB's (cached a moment).
    */
-  const viewsOf = async (plan: BestPlan): Promise<SectionView[]> => {
+  /**
+   * The sections a best request may use, as the cached map shows them; sections whose count says
+   * they have fewer free seats than asked are not read, but their free seats count in `skipped`
+   * (a refusal says how many seats are left where the fan asked, together or not).
+   */
+  const viewsOf = async (plan: BestPlan): Promise<{ views: SectionView[]; skipped: number }> => {
     const { eventId, quantity } = plan;
     let counts: Record<string, number> = {};
     try {
@@ -149,6 +154,9 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       // Unknown counts: every section is read.
     }
     const wanted = plan.sections.filter((s) => (counts[s.id] ?? quantity) >= quantity);
+    const skipped = plan.sections
+      .filter((s) => (counts[s.id] ?? quantity) < quantity)
+      .reduce((n, s) => n + (counts[s.id] ?? 0), 0);
     const read = async (sectionId: string) => {
       try {
         return await seatMap.statuses(eventId, sectionId);
@@ -170,7 +178,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         return st ? SectionView.fromStatuses(section, order.get(section.id) ?? 0, st.ids, st.statuses) : null;
       }),
     );
-    return views.filter((v): v is SectionView => v !== null);
+    return { views: views.filter((v): v is SectionView => v !== null), skipped };
   };
 
   return {
@@ -211,8 +219,8 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         return check;
       }
       const { plan } = check;
-      const views = await viewsOf(plan);
-      const left = () => views.reduce((n, v) => n + v.available(), 0);
+      const { views, skipped } = await viewsOf(plan);
+      const left = () => views.reduce((n, v) => n + v.available(), skipped);
       type Refusal = Exclude<HoldResult, { ok: true }>;
       const noBlock = (): Refusal => ({ ok: false, reason: "no_block_available", available: left() });
       let attempt = 0;

@@ -241,6 +241,53 @@ describe.concurrent("the fan's pages in a browser", () => {
     expect([...a.errors, ...b.errors]).toEqual([]);
   }, 90_000);
 
+  it("best available: a block too big is explained, then the gateway picks two seats together at the front", async ({
+    expect,
+  }) => {
+    const eventId = uniqueId();
+    const event = smallEvent({
+      sections: [
+        { id: "A", tier: "Floor", price: 15000, rows: 3, seatsPerRow: 8 },
+        { id: "B", tier: "Upper", price: 5000, rows: 1, seatsPerRow: 3 },
+      ],
+    });
+    expect((await putEvent(gw, eventId, event)).status).toBe(201);
+    const { page, errors } = await newPage();
+    await joinLine(page, eventId, "best-fan");
+    await reachSeatMap(page);
+    await page.getByRole("heading", { name: "Best available" }).waitFor();
+    // The choices follow the summary: up to the fan's limit, each tier and each section.
+    expect(await page.locator("#best-quantity option").allTextContents()).toEqual(["1", "2", "3", "4"]);
+    const where = await page.locator("#best-where option").allTextContents();
+    expect(where[0]).toBe("Anywhere");
+    expect(where.some((w) => w.startsWith("Floor"))).toBe(true);
+    expect(where.some((w) => w.startsWith("Section B"))).toBe(true);
+
+    // Four together in a row of three: refused with what is left, nothing held.
+    await page.getByLabel("How many seats").selectOption("4");
+    await page.getByLabel("Where").selectOption("section:B");
+    await page.getByRole("button", { name: "Find and hold the best seats" }).click();
+    await page.getByText("No seats together there right now.").waitFor();
+    expect(await page.locator("#flash").textContent()).toContain("3 seats left there, but not side by side");
+    expect((await stats(eventId)).seats.held).toBe(0);
+    await screenshot(page, "fan-7-best-refused");
+
+    // Two in Floor: the front row, as near its centre as leaves no gap of odd length (3-4 leaves
+    // 2 and 4 free on each side, where 4-5 would leave 3 and 3, each to end with a single seat).
+    await page.getByLabel("How many seats").selectOption("2");
+    await page.getByLabel("Where").selectOption("tier:Floor");
+    await page.getByRole("button", { name: "Find and hold the best seats" }).click();
+    await page.getByRole("heading", { name: "Checkout" }).waitFor();
+    expect([
+      ["A-1-3", "A-1-4"],
+      ["A-1-5", "A-1-6"],
+    ]).toContainEqual(await page.locator("#checkout-seats li").allTextContents());
+    // The stats' counts are a snapshot at most 5 s old (src/stats/snapshots.ts).
+    await expect.poll(async () => (await stats(eventId)).seats.held, PATIENCE).toBe(2);
+    await screenshot(page, "fan-8-best-held");
+    expect(errors).toEqual([]);
+  }, 60_000);
+
   it("an expired hold says so and leads back to the seat map", async ({ expect }) => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId, smallEvent({ holdSeconds: 2 }))).status).toBe(201);

@@ -185,6 +185,19 @@ describe("best available together, raced", () => {
     }
   });
 
+  it("a refusal counts the free seats of sections too small to be read", async () => {
+    const eventId = uniqueId("best");
+    const input = eventInput({
+      maxSeatsPerFan: 8,
+      sections: [{ id: "T", tier: "Floor", price: 1_000, rows: 1, seatsPerRow: 3 }],
+    });
+    expect((await putEvent(gateways[0]!, eventId, input)).status).toBe(201);
+    const [fan] = await admitFans(gateways[0]!, eventId, ["small-a"]);
+    const refused = await askBest(0, fan!, eventId, { quantity: 4, section: "T" });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: "no_block_available", details: { available: 3 } });
+  });
+
   it("splits over two rows only when asked", async () => {
     const eventId = uniqueId("best");
     const input = eventInput({

@@ -316,6 +316,35 @@ describe("the seat map model: the hold request", () => {
     expect(s.api.count("/seatmap")).toBe(2);
   });
 
+  it("best available: the quantity is checked first, the request names where, a refusal is explained", async () => {
+    const s = setup({ holdBack: ["/holds"] });
+    await s.model.open();
+    await s.model.holdBest(0, {});
+    expect(s.view.messages.at(-1)?.title).toBe("Choose how many seats you want together (at least 1).");
+    await s.model.holdBest(4, { tier: "Floor" });
+    expect(s.view.messages.at(-1)?.title).toBe("You can hold up to 3 seats.");
+    expect(s.api.count("/holds")).toBe(0);
+
+    const first = s.model.holdBest(2, { tier: "Floor" }, true);
+    const call = s.api.take("/holds");
+    expect(call.options).toMatchObject({
+      token: "access-token",
+      json: { best: { quantity: 2, tier: "Floor", splitRows: true } },
+    });
+    call.answer(refused(409, { code: "no_block_available", message: "none", details: { available: 3 } }));
+    await first;
+    expect(s.view.messages.at(-1)).toMatchObject({ title: "No seats together there right now." });
+    expect(s.view.messages.at(-1)?.text).toContain("3 seats left there, but not side by side");
+    expect(s.api.count("/seatmap")).toBe(2);
+
+    const second = s.model.holdBest(2, { section: "B" });
+    const next = s.api.take("/holds");
+    expect(next.options.json).toEqual({ best: { quantity: 2, section: "B" } });
+    next.answer(ok(hold, 201));
+    await second;
+    expect(s.held).toEqual([hold]);
+  });
+
   it("no token or a refused one ends the session; other refusals are said", async () => {
     const none = setup({ token: undefined });
     await openA(none);

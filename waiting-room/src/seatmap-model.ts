@@ -63,7 +63,13 @@ export interface SeatMapDeps {
   onSessionEnded(reason: string): void;
 }
 
-export type HoldRequest = { seats: string[] } | { generalAdmission: { id: string; quantity: number } };
+/** Where "best available" looks: anywhere, one tier, or one section. */
+export type BestWhere = { tier: string } | { section: string } | { tier?: undefined; section?: undefined };
+
+export type HoldRequest =
+  | { seats: string[] }
+  | { generalAdmission: { id: string; quantity: number } }
+  | { best: { quantity: number; splitRows?: boolean } & BestWhere };
 
 const SESSION_ENDED = "Your shopping session has ended.";
 
@@ -357,6 +363,23 @@ export class SeatMapModel extends Observed<SeatMapObserver> {
     await this.requestHold({ generalAdmission: { id: areaId, quantity } });
   }
 
+  /**
+   * Asks the gateway for the best `quantity` seats together (one row; two adjacent rows only
+   * when `splitRows`). The gateway picks and DynamoDB decides, so nothing is picked here.
+   */
+  async holdBest(quantity: number, where: BestWhere, splitRows = false): Promise<void> {
+    if (this.holding) return;
+    if (!Number.isInteger(quantity) || quantity < 1) {
+      this.view.message(message("info", "Choose how many seats you want together (at least 1)."));
+      return;
+    }
+    if (quantity > this.maxSeats) {
+      this.view.message(message("info", `You can hold up to ${plural(this.maxSeats, "seat")}.`));
+      return;
+    }
+    await this.requestHold({ best: { quantity, ...where, ...(splitRows ? { splitRows } : {}) } });
+  }
+
   private async requestHold(body: HoldRequest): Promise<void> {
     const token = this.deps.accessToken();
     if (!token) {
@@ -379,6 +402,8 @@ export class SeatMapModel extends Observed<SeatMapObserver> {
     switch (error.code) {
       case "seat_unavailable":
         return this.holdLostRace(error);
+      case "no_block_available":
+        return this.noBlock(error);
       case "unauthenticated":
         return this.deps.onSessionEnded(SESSION_ENDED);
       case "seat_limit_exceeded":
@@ -400,6 +425,21 @@ export class SeatMapModel extends Observed<SeatMapObserver> {
       default:
         return this.view.message(message("warning", "Nothing was held.", `${error.message}. Please try again.`));
     }
+  }
+
+  /** No seats together were left where the fan asked (or other fans got every block tried). */
+  private noBlock(error: ApiErrorBody) {
+    const left = typeof error.details?.available === "number" ? error.details.available : null;
+    this.view.message(
+      message(
+        "warning",
+        "No seats together there right now.",
+        left
+          ? `${plural(left, "seat")} left there, but not side by side. Try fewer seats, seats over two rows, or another tier.`
+          : "Try another tier or section.",
+      ),
+    );
+    void this.loadSummary();
   }
 
   /** Another fan got there first: seats it names are marked, standing places re-read. */

@@ -4,11 +4,13 @@
  * `maxSeatsPerFan`, and the hold request (with the nearest free seats offered when another fan
  * won the race). This file puts the pieces together: the model (seatmap-model.ts: state, the
  * stream, the hold), the tier cards and the grid (their own views), and draws what is left, the
- * live indicator, the selection bar and the messages.
+ * live indicator, the selection bar and the messages. "Best available" (seatmap-best.ts) holds
+ * seats the gateway picks.
  */
 import type { Api } from "./api.js";
 import { byId, showMessage } from "./dom.js";
 import { formatMoney, type Message, message, plural } from "./format.js";
+import { BestPanel } from "./seatmap-best.js";
 import { SeatGrid } from "./seatmap-grid.js";
 import { type LiveState, type OpenStream, SeatMapModel, type SeatMapObserver } from "./seatmap-model.js";
 import { TierCards } from "./seatmap-tiers.js";
@@ -44,11 +46,13 @@ export class SeatMap {
   private readonly model: SeatMapModel;
   private readonly tiers: TierCards;
   private readonly grid: SeatGrid;
+  private readonly best: BestPanel;
 
   constructor(private readonly hooks: SeatMapHooks) {
     this.model = new SeatMapModel({ ...hooks, openStream: eventSourceStream });
     this.tiers = new TierCards(this.model);
     this.grid = new SeatGrid(this.model);
+    this.best = new BestPanel(this.model);
     this.model.observe(this.observer());
     byId("map-hold").addEventListener("click", () => void this.model.holdSelected());
     byId("map-clear").addEventListener("click", () => this.model.clearSelection());
@@ -80,6 +84,7 @@ export class SeatMap {
       },
       summaryLoaded: () => {
         this.tiers.render();
+        this.best.render();
         this.renderSelection();
       },
       sectionCount: (id) => this.tiers.paintSection(id),
@@ -133,5 +138,6 @@ export class SeatMap {
     hold.disabled = ids.length === 0 || holding;
     hold.textContent = holding ? "Holding…" : ids.length > 1 ? `Hold these ${ids.length} seats` : "Hold this seat";
     byId<HTMLButtonElement>("map-clear").disabled = ids.length === 0 || holding;
+    this.best.renderBusy();
   }
 }
