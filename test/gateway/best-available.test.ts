@@ -185,6 +185,34 @@ describe("best available together, raced", () => {
     }
   });
 
+  it("a crowd smaller than the tier: every fan gets a pair, none refused while pairs are free", async () => {
+    // 800 fans at once want 1,600 of 2,000 seats (rows of 25): the map each request read first falls behind at once, and
+    // the crowd all wants the same front seats. Before the map was read again after shield losses,
+    // fans were refused no_block_available with most seats free.
+    const eventId = uniqueId("best");
+    const input = eventInput({
+      sections: Array.from({ length: 4 }, (_, s) => ({
+        id: `C${s}`,
+        tier: "Crowd",
+        price: 9_000,
+        rows: 20,
+        seatsPerRow: 25,
+      })),
+    });
+    expect((await putEvent(gateways[0]!, eventId, input)).status).toBe(201);
+    const fans = await admitFans(
+      gateways[0]!,
+      eventId,
+      Array.from({ length: 800 }, (_, i) => `crowd${i}`),
+    );
+    const answers = await Promise.all(fans.map((fan, i) => askBest(i, fan, eventId, { quantity: 2, tier: "Crowd" })));
+    const refused = answers.filter((a) => a.status !== 201).map((a) => `${a.status} ${a.body.error?.code}`);
+    expect(refused).toEqual([]);
+    const seats = answers.flatMap((a) => a.body.seats ?? []);
+    expect(new Set(seats).size).toBe(1_600);
+    for (const a of answers) expect(together(a.body.seats ?? [], 2), JSON.stringify(a.body.seats)).toBe(true);
+  });
+
   it("a refusal counts the free seats of sections too small to be read", async () => {
     const eventId = uniqueId("best");
     const input = eventInput({
