@@ -66,6 +66,34 @@ export function buildApp(deps: AppDeps) {
     }),
     // The stats sampler's (src/stats/sampler.ts): the events served lately are the ones it samples.
     seenEvents: deps.stats.served,
+    // Every poll of a waiting fan carries the odds: two Redis reads per event per 2 s per process.
+    oddsFigures: ttlCache(2_000, async (eventId) => {
+      const event = await reads.event(eventId);
+      if (!event) return null;
+      const [firstRead, areas, room] = await Promise.all([
+        deps.seatMap.availability(eventId),
+        Promise.all(event.generalAdmission.map((g) => reads.generalAdmission(`${eventId}/${g.id}`))),
+        deps.waitingRoom.stats(eventId),
+      ]);
+      if (!room.ok) return null;
+      let available = firstRead;
+      // Sections nobody has read yet are loaded into the cache, as the seat map's summary does.
+      const missing = event.sections.filter((s) => available[s.id] === undefined);
+      if (missing.length > 0) {
+        await Promise.all(missing.map((s) => deps.seatMap.getSection(eventId, s.id)));
+        available = await deps.seatMap.availability(eventId);
+      }
+      return {
+        left:
+          event.sections.reduce((n, s) => n + (available[s.id] ?? 0), 0) +
+          areas.reduce((n, a) => n + (a?.available ?? 0), 0),
+        capacity:
+          event.sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0) +
+          event.generalAdmission.reduce((n, g) => n + g.capacity, 0),
+        admitted: room.stats.admitted,
+        maxSeatsPerFan: event.maxSeatsPerFan,
+      };
+    }),
   };
 
   // The request's id, context and duration (src/http/request-context.ts), then the body limit.

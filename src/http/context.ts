@@ -1,5 +1,6 @@
 /** What every request handler can reach through `c.var`, and the app's type. */
 import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { OddsFigures } from "../waiting-room/odds.js";
 import type { HoldService } from "../claims/hold-service.js";
 import type { EventService } from "../events/event-service.js";
 import type { EventDefinition, GeneralAdmissionCounts } from "../inventory/index.js";
@@ -97,6 +98,8 @@ export interface CachedReads {
   generalAdmission(key: string): Promise<GeneralAdmissionCounts | null>;
   /** Events this process has served, for the per-event gauges of /metrics. */
   seenEvents: Set<string>;
+  /** What the odds of a seat are computed from (src/waiting-room/odds.ts), kept 2 s; null: unknown event. */
+  oddsFigures(eventId: string): Promise<OddsFigures | null>;
 }
 
 export type AppEnv = {

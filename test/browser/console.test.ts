@@ -95,6 +95,12 @@ describe.concurrent("the operator console in a browser", () => {
       .poll(() => fan.page.locator("#lottery-check").textContent(), PATIENCE)
       .toContain("matches the commitment");
     expect(await fan.page.locator("#wait-eta").textContent()).toBe("Paused for now");
+    // The odds (from the first status poll on): 70 seats and 100 places left, 5 ahead, nobody
+    // admitted yet (so the worst case, 4 each).
+    await expect.poll(() => fan.page.locator("#wait-odds").textContent(), PATIENCE).toBe("Very likely");
+    expect(await fan.page.locator("#wait-odds-note").textContent()).toBe(
+      "170 tickets left; 5 fans ahead of you. Too early to know how many each takes, so this assumes the most each may take.",
+    );
     await screenshot(fan.page, "console-0-fan-waiting-drawn-phone");
     expect((await stats(eventId)).admitted).toBe(0);
 

@@ -7,7 +7,7 @@ import { byId, clearFlash, h, setText, showMessage } from "./dom.js";
 import type { CheckoutPhase, FanModel, FanView, Stage } from "./fan-model.js";
 import type { StoredHold, StoredPurchase } from "./fan-session.js";
 import { formatClock, formatEta, formatMoney, type Message, plural } from "./format.js";
-import type { QueueStatus, WaitingRoomInfo } from "./types.js";
+import type { QueueStatus, SeatOdds, WaitingRoomInfo } from "./types.js";
 
 const VIEWS = ["start", "wait", "map", "checkout", "done"] as const;
 
@@ -97,12 +97,31 @@ export class FanPage implements FanView {
         ? "Admission is paused by the organiser. Your place is kept while this page stays open."
         : "",
     );
+    this.odds(admitted ? undefined : place.odds);
     const label = prequeue ? "Waiting for the on-sale" : `${progress}% of the way to the front`;
     const bar = byId("wait-progress");
     bar.setAttribute("aria-valuenow", String(progress));
     bar.setAttribute("aria-valuetext", label);
     byId("wait-progress-fill").style.width = `${progress}%`;
     setText("wait-progress-label", label);
+  }
+
+  /** The chance of a seat, said plainly, with what it rests on. */
+  private odds(odds: SeatOdds | undefined): void {
+    byId("wait-odds-row").hidden = odds === undefined;
+    if (!odds) {
+      setText("wait-odds-note", "");
+      return;
+    }
+    setText("wait-odds", oddsWord(odds));
+    const left = `${odds.seatsLeft.toLocaleString()} ${odds.seatsLeft === 1 ? "ticket" : "tickets"} left`;
+    const ahead = `${odds.fansAhead.toLocaleString()} ${odds.fansAhead === 1 ? "fan" : "fans"} ahead of you`;
+    setText(
+      "wait-odds-note",
+      odds.basis === "conversion"
+        ? `${left}; ${ahead}, who so far take ${odds.seatsPerFan.toLocaleString()} each on average. An estimate: it changes as the sale goes.`
+        : `${left}; ${ahead}. Too early to know how many each takes, so this assumes the most each may take.`,
+    );
   }
 
   lottery(info: WaitingRoomInfo): void {
@@ -165,4 +184,12 @@ export class FanPage implements FanView {
   focusPaymentChoice(): void {
     byId("checkout-token").focus();
   }
+}
+
+/** "Very likely" from 90 %, "No tickets left" when none are, "Unlikely" under 5 %, else the percentage. */
+export function oddsWord({ chance, seatsLeft }: Pick<SeatOdds, "chance" | "seatsLeft">): string {
+  if (seatsLeft <= 0) return "No tickets left";
+  if (chance >= 0.9) return "Very likely";
+  if (chance < 0.05) return "Unlikely (under 5%)";
+  return `About ${Math.round(chance * 100)}%`;
 }

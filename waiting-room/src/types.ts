@@ -12,6 +12,15 @@ export interface Joined {
   pollAfterMs?: number;
 }
 
+export interface SeatOdds {
+  chance: number;
+  seatsLeft: number;
+  fansAhead: number;
+  seatsPerFan: number;
+  /** conversion: from what admitted fans took so far; limit: too early, the worst case. */
+  basis: "conversion" | "limit";
+}
+
 export interface QueueStatus {
   status: FanStatus;
   position: number;
@@ -24,6 +33,8 @@ export interface QueueStatus {
   accessToken?: string;
   accessExpiresAt?: string;
   canRejoin?: boolean;
+  /** An estimate of the chance of a seat at this place (waiting and pre-queued fans). */
+  odds?: SeatOdds;
   /** Only when the line was lost and this poll placed the fan in the new one: use it from now on. */
   queueToken?: string;
 }

@@ -1,10 +1,30 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { enforceLineLimits, lineLimits } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { requireQueueToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
+import { oddsAt } from "../../../waiting-room/odds.js";
 import { Advice, FanStatus, placeView } from "./place-view.js";
+
+const Odds = z
+  .object({
+    chance: z.number().min(0).max(1).openapi({ description: "0..1: seats left against what the fans ahead take" }),
+    seatsLeft: z.number().int().openapi({ description: "Seats and standing places left (the cached map)" }),
+    fansAhead: z.number().int(),
+    seatsPerFan: z.number().openapi({ description: "Seats a fan takes, as used in the estimate" }),
+    basis: z.enum(["conversion", "limit"]).openapi({
+      description:
+        "conversion: seats taken per fan admitted so far (20 or more admitted); limit: too early to tell, so the " +
+        "worst case, every fan ahead taking maxSeatsPerFan",
+    }),
+  })
+  .openapi("SeatOdds", {
+    description:
+      "An estimate, refreshed every 2 s per gateway: holds that lapse come back and fans ahead leave, so it moves. " +
+      "Waiting and pre-queued fans only (pre-queued: provisional like the position); absent when unknown.",
+  });
 
 const Status = z
   .object({
@@ -20,6 +40,7 @@ const Status = z
       .optional()
       .openapi({ description: "When the line admitted the fan (admitted only): the decision this poll reports" }),
     canRejoin: z.boolean().optional(),
+    odds: Odds.optional(),
     queueToken: z
       .string()
       .optional()
@@ -68,6 +89,8 @@ export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =>
     throw new ApiError("unavailable", "the waiting room is unavailable; keep your token and retry", { retryAfter: 2 });
   }
   const place = result.place;
+  const odds =
+    place.status === "waiting" || place.status === "prequeue" ? await oddsFor(c, eventId, place.ahead) : null;
   return c.json(
     {
       ...placeView(place),
@@ -75,8 +98,20 @@ export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =>
         ? { accessToken: place.accessToken, accessExpiresAt: place.accessExpiresAt, admittedAt: place.admittedAt }
         : {}),
       ...("canRejoin" in place ? { canRejoin: place.canRejoin } : {}),
+      ...(odds ? { odds } : {}),
       ...(result.replaced ? { queueToken: result.replaced.queueToken } : {}),
     },
     200,
   );
 });
+
+/** The odds at `ahead`, or null when they cannot be had now (the poll never fails for them). */
+async function oddsFor(c: Context<AppEnv>, eventId: string, ahead: number) {
+  try {
+    const figures = await c.var.reads.oddsFigures(eventId);
+    return figures ? oddsAt(ahead, figures) : null;
+  } catch (err) {
+    c.get("log").debug({ err: (err as Error).message, eventId }, "no odds for this poll");
+    return null;
+  }
+}
