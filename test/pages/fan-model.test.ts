@@ -151,6 +151,39 @@ describe("the fan page's stages", () => {
     expect(s.view.stages.at(-1)).toBe("map");
   });
 
+  it("a page that wakes (phone asleep, tab shown again) asks for its place at once, once", async () => {
+    const s = setup();
+    s.model.resume();
+    const join = s.model.begin("fan-1");
+    s.api
+      .take("/queue")
+      .answer(ok({ queueToken: "q1", position: 3, status: "waiting", ahead: 2, pollAfterSeconds: 30 }, 201));
+    await join;
+    // The phone sleeps: no timer runs. It wakes 90 s later, long after the poll was due.
+    vi.setSystemTime(NOW + 90_000);
+    s.model.wake();
+    s.model.wake(); // a second signal (pageshow after visibilitychange) sends nothing more
+    expect(s.api.count("/queue/status")).toBe(1);
+    s.api.take("/queue/status").answer(ok(waiting(1, { pollAfterSeconds: 30 })));
+    await elapse(0);
+    expect(s.view.places.at(-1)).toEqual(["waiting", expect.any(Number)]);
+    // Within a second of that poll a wake is ignored; the schedule the answer set stands.
+    s.model.wake();
+    expect(s.api.count("/queue/status")).toBe(1);
+    await elapse(1_000);
+    s.model.wake();
+    expect(s.api.count("/queue/status")).toBe(2);
+    s.api
+      .take("/queue/status")
+      .answer(ok({ ...waiting(0), status: "admitted", accessToken: "acc", accessExpiresAt: later(600) }));
+    await elapse(0);
+    expect(s.view.stages.at(-1)).toBe("map");
+    // Once on the map, a wake asks nothing of the line.
+    await elapse(2_000);
+    s.model.wake();
+    expect(s.api.count("/queue/status")).toBe(2);
+  });
+
   it("an impossible move throws instead of leaving the page between stages", async () => {
     const s = setup({ fanId: "f", purchase: { purchaseId: "p", status: "confirmed", seats: [], amount: 0 } });
     s.model.resume();

@@ -91,6 +91,9 @@ export class FanModel extends Observed<FanView> {
   private lastStatus: QueueStatus["status"] | null = null;
   private pollTimer: ReturnType<typeof setTimeout> | undefined;
   private pollFailures = 0;
+  /** A status request is out (a wake does not send another). */
+  private polling = false;
+  private lastPollAt = 0;
   private rejoins = 0;
   private purchaseTimer: ReturnType<typeof setTimeout> | undefined;
   private warnedHoldEnding = false;
@@ -261,11 +264,27 @@ export class FanModel extends Observed<FanView> {
     this.pollTimer = setTimeout(() => void this.poll(), ms + Math.random() * Math.min(2_000, ms / 10));
   }
 
+  /**
+   * The page came back (a phone woke, the tab was shown again, the network returned): timers did
+   * not run while it slept, so the place is asked for at once instead of at a schedule that passed
+   * long ago. Within the abandonment window the place is still the fan's; after it, the poll says
+   * `abandoned` and the page offers to join again. At most one such poll a second.
+   */
+  wake(): void {
+    if (this.stage !== "wait" || !this.session.queueToken || this.polling) return;
+    if (Date.now() - this.lastPollAt < 1_000) return;
+    clearTimeout(this.pollTimer);
+    void this.poll();
+  }
+
   async poll(): Promise<void> {
     if (!this.session.queueToken) return;
+    this.polling = true;
+    this.lastPollAt = Date.now();
     const res = await this.deps.api.call<QueueStatus>("GET", this.path("/queue/status"), {
       token: this.session.queueToken,
     });
+    this.polling = false;
     if (res.ok) await this.placeKnown(res.body);
     else await this.pollRefused(res);
   }

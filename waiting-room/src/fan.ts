@@ -100,6 +100,14 @@ function start() {
     byId<HTMLInputElement>("start-fan").value = model.session.fanId;
   });
   setInterval(() => model.tick(), 1000);
+  // A phone that slept, a tab shown again, a network back: ask for the place now (fan-model wake).
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") model.wake();
+  });
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted) model.wake();
+  });
+  window.addEventListener("online", () => model.wake());
   void model.loadEventName();
   model.resume();
 }
