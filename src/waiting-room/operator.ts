@@ -9,6 +9,7 @@ import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } 
 import { allKeys, lineKeysWithChanges } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
 import { changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
+import { MAX_POW_BITS } from "./proof-of-work.js";
 import { endSession } from "./sessions.js";
 import type {
   ConfigureInput,
@@ -47,6 +48,8 @@ const patchSchema = z
     abandonSeconds: duration,
     paused: z.boolean(),
     closed: z.boolean(),
+    powBits: z.number().int().min(0).max(MAX_POW_BITS),
+    invites: z.boolean(),
   })
   .partial()
   .strict();

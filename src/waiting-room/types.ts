@@ -17,6 +17,10 @@ export interface RoomSettings {
   abandonSeconds: number;
   paused: boolean;
   closed: boolean;
+  /** Leading zero bits a new place's proof of work must have (0: no proof asked). */
+  powBits: number;
+  /** Whether a new place needs an operator's invite token. */
+  invites: boolean;
 }
 
 /** The public `GET /v1/events/{eventId}/waiting-room` body. */
@@ -25,6 +29,10 @@ export interface WaitingRoomInfo {
   state: RoomState;
   waiting: number;
   admitPerSecond: number;
+  /** A join for a new place brings a proof of work of this many bits (0: none). */
+  powBits: number;
+  /** A join for a new place brings an operator's invite token. */
+  invites: boolean;
   lottery: { commitment: string; seed?: string };
 }
 
@@ -132,9 +140,20 @@ export type ConfigureResult =
   | { ok: false; reason: "already_open" }
   | Unavailable;
 
+/** What a join brought that the gateway checked (proof of work, invite); the room decides if it is enough. */
+export interface JoinCredentials {
+  /** Bits of a checked proof of work (0 or absent: none). */
+  proofBits?: number;
+  /** An invite was checked. */
+  invite?: boolean;
+}
+
 export type JoinResult =
   | { ok: true; created: boolean; fanId: string; queueToken: string; place: FanPlace }
   | NotFound
+  /** The room asks a proof of `powBits` bits, or an invite, for a new place. */
+  | { ok: false; reason: "pow_required"; powBits: number }
+  | { ok: false; reason: "invite_required" }
   | { ok: false; reason: "closed" | "revoked" | "invalid_fan" }
   | RateLimited
   | Unavailable;
@@ -168,6 +187,8 @@ export interface SettingsPatch {
   abandonSeconds?: number;
   paused?: boolean;
   closed?: boolean;
+  powBits?: number;
+  invites?: boolean;
 }
 
 export type UpdateSettingsResult =
