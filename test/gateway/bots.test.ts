@@ -153,6 +153,28 @@ describe("proof of work on join", () => {
     await json(await join(eventId, { fanId: "fan_s" }), 201);
   });
 
+  it("takes the per-IP limit on challenges", async () => {
+    const limited = await startGateway({ tableName: await createTable(), limits: { ratePerIp: 1 } });
+    try {
+      const eventId = uniqueId("bots");
+      expect((await putEvent(limited, eventId)).status).toBe(201);
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          limited.request(`/v1/events/${eventId}/queue/challenge?fanId=f${i}`, {
+            headers: { "x-forwarded-for": "9.9.9.9" },
+          }),
+        ),
+      );
+      const statuses = answers.map((r) => r.status);
+      expect(statuses).toContain(200);
+      expect(statuses).toContain(429);
+      const refused = answers.find((r) => r.status === 429);
+      expect(((await refused?.json()) as Json).error).toMatchObject({ code: "rate_limited" });
+    } finally {
+      await limited.close();
+    }
+  });
+
   it("answers bad challenge requests with a JSON error", async () => {
     const eventId = await newEvent();
     const missing = await gw.request(`/v1/events/${eventId}/queue/challenge`);

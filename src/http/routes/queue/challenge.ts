@@ -1,4 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { EventIdParam, FanId } from "../../schemas.js";
@@ -29,6 +30,7 @@ const route = createRoute({
     200: { description: "a challenge", content: { "application/json": { schema: Challenge } } },
     400: { description: "invalid", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
+    429: { description: "rate limited (per client IP)", content: { "application/json": { schema: ErrorBody } } },
     503: { description: "the waiting room is unavailable", content: { "application/json": { schema: ErrorBody } } },
   },
 });
@@ -37,6 +39,8 @@ export const challengeRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c)
   const { eventId } = c.req.valid("param");
   const { fanId } = c.req.valid("query");
   const { waitingRoom, bots } = c.get("deps");
+  // Issuing costs a Redis read: a flood of challenge requests meets the per-IP limit first.
+  await limitRequest(c, "challenge");
   const result = await waitingRoom.info(eventId);
   if (!result.ok) {
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
