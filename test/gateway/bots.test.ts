@@ -169,7 +169,8 @@ describe("proof of work on join", () => {
       expect(statuses).toContain(200);
       expect(statuses).toContain(429);
       const refused = answers.find((r) => r.status === 429);
-      expect(((await refused?.json()) as Json).error).toMatchObject({ code: "rate_limited" });
+      if (!refused) throw new Error("no 429");
+      expect(((await refused.json()) as Json).error).toMatchObject({ code: "rate_limited" });
     } finally {
       await limited.close();
     }
