@@ -54,7 +54,9 @@ const patchSchema = z
   .partial()
   .strict();
 
-export type ConfigureMode = { mode: "configure" } | { mode: "restore"; paused: boolean };
+export type ConfigureMode =
+  | { mode: "configure" }
+  | { mode: "restore"; paused: boolean; powBits?: number | undefined; invites?: boolean | undefined };
 
 /** Needs no restore: restoring is this call in 'restore' mode. */
 export async function configureRoom(
@@ -84,6 +86,9 @@ export async function configureRoom(
       epoch,
       mode,
       how.mode === "restore" && how.paused ? "1" : "0",
+      // the bot settings a restored room comes back with (restore mode only)
+      how.mode === "restore" ? String(Math.max(0, Math.min(MAX_POW_BITS, Math.floor(how.powBits ?? 0)))) : "0",
+      how.mode === "restore" && how.invites ? "1" : "0",
     ]);
     if (outcome === "already_open") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);

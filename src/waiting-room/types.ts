@@ -128,8 +128,14 @@ export interface ConfigureInput {
   abandonSeconds?: number;
 }
 
+/** The bot settings (proof of work, invites) a restored room comes back with. */
+export interface BotSettings {
+  powBits?: number;
+  invites?: boolean;
+}
+
 /** What a restore configures a lost room with: the stored settings, paused or not. */
-export interface RestoreInput extends ConfigureInput {
+export interface RestoreInput extends ConfigureInput, BotSettings {
   paused?: boolean;
 }
 

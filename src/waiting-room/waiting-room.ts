@@ -154,8 +154,8 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
   });
   const base = createRoomContext(redis, options.logger?.child({ module: "waiting-room" }), tokens);
-  const restorer = createRestorer(base, options.restore, (eventId, input, paused) =>
-    configureRoom(base, eventId, input, { mode: "restore", paused }),
+  const restorer = createRestorer(base, options.restore, (eventId, input, paused, bots) =>
+    configureRoom(base, eventId, input, { mode: "restore", paused, ...bots }),
   );
   const ctx: RestoringContext = { ...base, ...restorer };
 

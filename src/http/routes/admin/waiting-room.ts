@@ -90,6 +90,8 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
       abandonSeconds: s.abandonSeconds,
       // The stored settings have no `closed`: a closed room is kept paused, so it comes back admitting nobody.
       paused: s.paused || s.closed,
+      powBits: s.powBits,
+      invites: s.invites,
     })
     .catch((err: unknown) =>
       c.get("log").warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),
