@@ -4,7 +4,10 @@
  * proofs in flight at once, a cost raised live, invite tokens and one place per identity under
  * concurrent joins, and the refusal counter.
  */
+import { GetCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createDocumentClient } from "../../src/dynamodb/client.js";
+import { keys } from "../../src/inventory/keys.js";
 import { mintInvite } from "../../src/waiting-room/invites.js";
 import { solveChallenge, workOf } from "../../src/waiting-room/proof-of-work.js";
 import { ADMIN_TOKEN, createTable, type Gateway, putEvent, startGateway, uniqueId } from "./harness.js";
@@ -12,8 +15,10 @@ import { ADMIN_TOKEN, createTable, type Gateway, putEvent, startGateway, uniqueI
 const INVITE_SECRET = "operator-invite-secret-0123456789-abcdef";
 
 let gw: Gateway;
+let tableName: string;
 beforeAll(async () => {
-  gw = await startGateway({ tableName: await createTable(), invites: { secret: INVITE_SECRET } });
+  tableName = await createTable();
+  gw = await startGateway({ tableName, invites: { secret: INVITE_SECRET } });
 });
 afterAll(async () => {
   await gw.close();
@@ -69,6 +74,10 @@ describe("proof of work on join", () => {
     }
     // A fan already in line keeps its place without a proof (join is idempotent per fan).
     await json(await join(eventId, { fanId: "free_fan" }), 200);
+    // Kept on the stored event with the other operator settings, for a room Redis loses.
+    const doc = createDocumentClient(gw.deps.clients.dynamo);
+    const item = await doc.send(new GetCommand({ TableName: tableName, Key: keys.event(eventId) }));
+    expect(item.Item?.roomSettings).toMatchObject({ powBits: 10, invites: false });
   });
 
   it("refuses joins without a proof or with a bad one, admits solved ones, many in flight at once", async () => {
