@@ -162,11 +162,23 @@ describe("proof of work on join", () => {
     await json(await join(eventId, { fanId: "fan_s" }), 201);
   });
 
-  it("takes the per-IP limit on challenges", async () => {
+  it("takes the per-IP limit on challenges, and on joins with forged proofs", async () => {
     const limited = await startGateway({ tableName: await createTable(), limits: { ratePerIp: 1 } });
     try {
       const eventId = uniqueId("bots");
       expect((await putEvent(limited, eventId)).status).toBe(201);
+      const forged = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          limited.request(`/v1/events/${eventId}/queue`, {
+            method: "POST",
+            json: { fanId: `bot${i}`, pow: { challenge: `pow1.${eventId}.Ym90.0.4102444800000.forged`, nonce: "0" } },
+          }),
+        ),
+      );
+      const forgedStatuses = forged.map((r) => r.status);
+      expect(forgedStatuses).toContain(400);
+      expect(forgedStatuses).toContain(429);
+      expect(forgedStatuses.every((s) => s === 400 || s === 429)).toBe(true);
       const answers = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
           limited.request(`/v1/events/${eventId}/queue/challenge?fanId=f${i}`, {

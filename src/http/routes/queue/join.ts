@@ -35,6 +35,16 @@ function refuse(c: Context<AppEnv>, reason: RefusalReason, error: ApiError): nev
   throw error;
 }
 
+/**
+ * A refusal decided before the join script runs (a proof or an invite that does not check, an
+ * identity held by another fan) takes the per-IP join limit first, as a malformed body does, so a
+ * flood of forged proofs from one address meets 429 like any other flood.
+ */
+async function refuseBeforeJoin(c: Context<AppEnv>, reason: RefusalReason, error: ApiError): Promise<never> {
+  if (c.get("deps").limits.ratePerIp > 0) await limitJoinAlone(c, c.req.param("eventId") ?? "");
+  return refuse(c, reason, error);
+}
+
 const Joined = z
   .object({
     queueToken: z.string(),
@@ -108,7 +118,7 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   if (pow) {
     const check = bots.pow.checkProof(pow.challenge, pow.nonce, fanId, eventId);
     if (!check.ok) {
-      refuse(
+      return refuseBeforeJoin(
         c,
         "pow_invalid",
         new ApiError("invalid_proof", `the proof of work does not check (${check.reason}); fetch a new challenge`, {
@@ -124,7 +134,7 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   if (invite && bots.invites.configured) {
     const check = bots.invites.verify(invite, eventId);
     if (!check.ok) {
-      refuse(
+      return refuseBeforeJoin(
         c,
         "invite_invalid",
         new ApiError("invalid_invite", `the invite does not check (${check.reason})`, {
@@ -138,7 +148,7 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
       throw new ApiError("unavailable", "the waiting room is unavailable; retry shortly", { retryAfter: 2 });
     }
     if (claimed.holder !== fanId) {
-      refuse(
+      return refuseBeforeJoin(
         c,
         "identity_taken",
         new ApiError("identity_already_queued", "this invite's identity already holds a place in this line"),
