@@ -7,6 +7,8 @@
  */
 export const ROUTES = {
   join: "POST /v1/events/{eventId}/queue",
+  challenge: "GET /v1/events/{eventId}/queue/challenge",
+  settings: "PATCH /v1/admin/events/{eventId}/waiting-room",
   status: "GET /v1/events/{eventId}/queue/status",
   waitingRoom: "GET /v1/events/{eventId}/waiting-room",
   seatmap: "GET /v1/events/{eventId}/seatmap",

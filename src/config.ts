@@ -2,6 +2,7 @@
  * The environment, parsed once. Nothing else in src/ reads process.env: a bad value stops the
  * process at start with a message naming the variable, never a surprise at the first request.
  */
+import { loadInvitePublicKey } from "./waiting-room/invites.js";
 import { z } from "zod";
 import { parseClusterNodes, type RedisClusterNodes } from "./redis/connect.js";
 import { loadTokenSigning, type TokenSigningConfig } from "./waiting-room/token-config.js";
@@ -103,6 +104,10 @@ const gatewaySchema = z.object({
   LOAD_TEST_TOKEN: z.string().min(16).optional(),
   /** A bearer token /metrics asks for (Authorization: Bearer ...); unset: /metrics is open. */
   METRICS_TOKEN: z.string().min(16).optional(),
+  /** HS256 invite tokens (src/waiting-room/invites.ts): the secret the operator's system signs them with. */
+  INVITE_SECRET: z.string().min(32).optional(),
+  /** EdDSA invite tokens: the operator's Ed25519 public key, PEM or JWK, or the path of a file holding one. */
+  INVITE_PUBLIC_KEY: z.string().optional(),
   TRUST_PROXY: bool.default(false),
   /**
    * How long an idle kept-alive connection stays open; above a load balancer's idle timeout (60 s
@@ -163,6 +168,7 @@ const SECRET_VARIABLES = [
   "PAYMENT_WEBHOOK_SECRET",
   "LOAD_TEST_TOKEN",
   "METRICS_TOKEN",
+  "INVITE_SECRET",
 ] as const;
 
 /** The secret parts of a variable's value: ADMIN_TOKENS holds `name:role:token,...`. */
@@ -252,6 +258,8 @@ export type GatewayConfig = {
   rateLimitPerFan: number;
   loadTestToken: string | undefined;
   metricsToken: string | undefined;
+  /** INVITE_SECRET and INVITE_PUBLIC_KEY: what checks the operator's invite tokens. */
+  invites: { secret: string | undefined; publicKey: string | undefined };
   trustProxy: boolean;
   httpKeepAliveTimeoutMs: number;
   sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
@@ -318,6 +326,13 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     problems.push("REDIS_CLUSTER_NODES: REDIS_CLUSTER_PASSWORD and REDIS_CLUSTER_TLS need REDIS_CLUSTER_NODES");
   }
   if (production) problems.push(...productionProblems(present));
+  if (present.INVITE_PUBLIC_KEY) {
+    try {
+      loadInvitePublicKey(present.INVITE_PUBLIC_KEY);
+    } catch (err) {
+      problems.push(`INVITE_PUBLIC_KEY: ${(err as Error).message}`);
+    }
+  }
   if (problems.length > 0 || !result.success) {
     throw configError(problems, production ? "invalid configuration for production (NODE_ENV=production)" : undefined);
   }
@@ -357,6 +372,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
     loadTestToken: e.LOAD_TEST_TOKEN,
     metricsToken: e.METRICS_TOKEN,
+    invites: { secret: e.INVITE_SECRET, publicKey: e.INVITE_PUBLIC_KEY },
     trustProxy: e.TRUST_PROXY,
     httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     sse: {

@@ -7,6 +7,7 @@ import { createHmac } from "node:crypto";
 import type { GatewayLimits } from "./http/context.js";
 import type { Inventory } from "./inventory/index.js";
 import type { SeatRow } from "./seatmap/cache.js";
+import type { BotSettings } from "./waiting-room/types.js";
 
 /** The default webhook secret: derived, so the simulated provider and the gateway agree. */
 export function derivedWebhookSecret(gatewaySecret: string): string {
@@ -61,6 +62,19 @@ export function sectionSource(inventory: Inventory) {
 }
 
 /**
+ * The bot settings kept with the operator's (the PATCH stores them in the same map). The store's
+ * reader (src/inventory/items.ts) has to pass them through for them to reach here; until it does
+ * they read as absent, and the restored room has them off.
+ */
+function botSettingsOf(stored: object): BotSettings {
+  const { powBits, invites } = stored as { powBits?: unknown; invites?: unknown };
+  return {
+    ...(typeof powBits === "number" ? { powBits } : {}),
+    ...(typeof invites === "boolean" ? { invites } : {}),
+  };
+}
+
+/**
  * What a waiting room Redis lost is configured again from: the event item, once its layout is
  * complete: the operator's latest settings (every PATCH keeps them on the item, paused included),
  * else those of its last PUT.
@@ -79,6 +93,7 @@ export function roomSource(inventory: Inventory) {
           sessionSeconds: operator.sessionSeconds,
           abandonSeconds: operator.abandonSeconds,
           paused: operator.paused,
+          ...botSettingsOf(operator),
         }
       : { onSaleAt: event.onSaleAt, ...event.waitingRoom };
   };

@@ -68,6 +68,7 @@ async function main(): Promise<void> {
     ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
     operatorTokens: config.operatorTokens,
     gatewaySecret: infra.gatewaySecret,
+    invites: config.invites,
     tokenSigningKeys: infra.tokenSigningKeys,
     webhookSecret,
     limits: {

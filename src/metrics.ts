@@ -58,6 +58,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ["stage"] as const,
       registers: [registry],
     }),
+    joinRefused: new Counter({
+      name: "gateway_queue_join_refused_total",
+      help: "Joins refused for a missing or bad proof of work or invite, or an identity already in line, by reason",
+      labelNames: ["reason"] as const,
+      registers: [registry],
+    }),
     shieldRejections: new Counter({
       name: "gateway_shield_rejections_total",
       help: "Holds refused by the hot-seat shield without a DynamoDB request",

@@ -36,6 +36,8 @@ import { createSeatMapCache } from "./seatmap/cache.js";
 import { createSectionPages, type SectionPagesOptions } from "./seatmap/pages.js";
 import { createSeatChangeRelay } from "./seatmap/relay.js";
 import { createWaitingRoom, type SigningKeyInput } from "./waiting-room/index.js";
+import { createInviteVerifier, type InviteKeys } from "./waiting-room/invites.js";
+import { createProofOfWork } from "./waiting-room/proof-of-work.js";
 import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
 import { bookingPublisher } from "./workers/outbox.js";
 import { createQueues, type Queues, queueJobCounts, reconcileScheduler, sweepScheduler } from "./workers/queues.js";
@@ -78,6 +80,8 @@ export interface ServicesConfig {
   tokenSigningKeys?: readonly SigningKeyInput[] | undefined;
   /** Webhook signing secret; default derived from the gateway secret. */
   webhookSecret?: string;
+  /** What checks the operator's invite tokens (INVITE_SECRET, INVITE_PUBLIC_KEY); none: invites refused. */
+  invites?: InviteKeys;
   limits?: Partial<GatewayLimits>;
   /** After this a charge's outcome counts as unknown (PAYMENT_TIMEOUT_MS; default 3 s). */
   paymentTimeoutMs?: number;
@@ -196,6 +200,10 @@ export function buildServices(config: ServicesConfig): Services {
     actionLog: createActionLog({ doc: createDocumentClient(dynamo), tableName }),
     inventory,
     waitingRoom,
+    bots: {
+      pow: createProofOfWork(config.gatewaySecret),
+      invites: createInviteVerifier(config.invites ?? {}),
+    },
     seatMap,
     seatMapWrites,
     relay,

@@ -27,6 +27,21 @@ async function build() {
   await rm(staging, { recursive: true, force: true });
   await mkdir(join(staging, "assets"), { recursive: true });
 
+  // The proof-of-work worker first: the fan page names its hashed asset (__POW_WORKER__).
+  const workerBuild = await esbuild.build({
+    entryPoints: [join(src, "pow-worker.ts")],
+    outdir: join(staging, "assets"),
+    entryNames: "[name]-[hash]",
+    bundle: true,
+    format: "esm",
+    minify: true,
+    target: ["chrome100", "firefox100", "safari15", "edge100"],
+    metafile: true,
+    logLevel: "warning",
+  });
+  const powWorker = Object.keys(workerBuild.metafile.outputs).map((out) => basename(out))[0];
+  if (!powWorker) throw new Error("esbuild produced no proof-of-work worker");
+
   const result = await esbuild.build({
     entryPoints: [...pages.map((p) => join(src, p.entry)), join(src, "styles.css")],
     outdir: join(staging, "assets"),
@@ -37,7 +52,10 @@ async function build() {
     minify: true,
     sourcemap: "linked",
     target: ["chrome100", "firefox100", "safari15", "edge100"],
-    define: { __API_BASE__: JSON.stringify(process.env.ONSALE_API_BASE ?? "") },
+    define: {
+      __API_BASE__: JSON.stringify(process.env.ONSALE_API_BASE ?? ""),
+      __POW_WORKER__: JSON.stringify(powWorker),
+    },
     metafile: true,
     logLevel: "warning",
   });

@@ -21,6 +21,7 @@ import { exitCodeFor, parseThreshold, type Threshold } from "./thresholds.js";
 
 export const USAGE = `usage: npm run load -- <${SCENARIO_NAMES.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL[,URL...]]
        [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S] [--coarse-polls]
+       [--pow-bits N (bots: the join's proof-of-work cost; default 10, 0 off)]
        [--threshold 'http_req_failed<0.01'] [--threshold 'p(99)<500'] ... [--out DIR] [--json]
        [--redis-cluster | --redis-cluster-nodes host:port,...]`;
 
@@ -38,6 +39,7 @@ const { values, positionals } = parseArgs({
     threshold: { type: "string", multiple: true },
     out: { type: "string", default: "load-results" },
     seats: { type: "string" },
+    "pow-bits": { type: "string" },
     connections: { type: "string" },
     "max-poll": { type: "string" },
     "coarse-polls": { type: "boolean", default: false },
@@ -90,6 +92,9 @@ const result = await runScenario({
   ...(values["load-test-token"] ? { loadTestToken: values["load-test-token"] } : {}),
   thresholds,
   ...(values.seats ? { seats: num(values.seats, 0) } : {}),
+  ...(values["pow-bits"] !== undefined
+    ? { powBits: Math.max(0, Math.min(26, Math.floor(Number(values["pow-bits"]) || 0))) }
+    : {}),
   ...(values.connections ? { connections: num(values.connections, 256) } : {}),
   ...(values["max-poll"] ? { maxPollSeconds: num(values["max-poll"], 0) } : {}),
   ...(values["coarse-polls"] ? { coarsePolls: true } : {}),

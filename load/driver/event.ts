@@ -49,6 +49,13 @@ export async function createEvent(client: Client, e: NewEvent, log: (line: strin
   if (put.status !== 200 && put.status !== 201) {
     throw new Error(`event ${e.eventId} not created: ${put.status} ${JSON.stringify(put.body)}`);
   }
+  if (e.plan.waitingRoom) {
+    const patch = await client.call("admin", "PATCH", `/v1/admin/events/${e.eventId}/waiting-room`, {
+      token: e.adminToken,
+      json: e.plan.waitingRoom,
+    });
+    if (patch.status !== 200) throw new Error(`event ${e.eventId}: settings refused: ${patch.status}`);
+  }
   if (Date.now() > onSaleAt) log(`note: the event was written after its onSaleAt; no pre-queue this run`);
   return { sections, seatsTotal, onSaleAt };
 }

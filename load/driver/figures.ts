@@ -19,6 +19,12 @@ export interface Tally {
   releasedSeatsResold: number;
   botRequests: number;
   botAccepted: number;
+  /** Bot joins refused for want of a proof of work (428) or for a bad one (400). */
+  botJoinsRefused: number;
+  /** Joins that solved a proof-of-work challenge, the hashes and the ms it took them in all. */
+  powSolved: number;
+  powHashes: number;
+  powSolveMs: number;
 }
 
 export class RunFigures {
@@ -35,6 +41,10 @@ export class RunFigures {
     releasedSeatsResold: 0,
     botRequests: 0,
     botAccepted: 0,
+    botJoinsRefused: 0,
+    powSolved: 0,
+    powHashes: 0,
+    powSolveMs: 0,
   };
   /** Each admitted fan's queue position, and the order in which it saw `admitted`. */
   readonly positions: number[] = [];

@@ -23,6 +23,8 @@ export interface ScenarioOptions {
   duration: number;
   /** Seats of the event the driver creates; unset: the scenario's default. */
   seats?: number;
+  /** The join's proof-of-work cost the driver sets on its event (bots); unset: the scenario's default. */
+  powBits?: number;
 }
 
 /** What a fan does with a hold: buys it, releases it (DELETE), or walks away and lets it expire. */
@@ -58,6 +60,8 @@ export interface BestAsk {
 export interface EventPlan {
   sections: Section[];
   holdSeconds: number;
+  /** Waiting-room settings PATCHed once the event is stored (bots: powBits). */
+  waitingRoom?: Record<string, unknown>;
 }
 
 /** What a fan's journey (and a bot) plays on. */

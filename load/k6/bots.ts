@@ -1,7 +1,9 @@
 /**
- * bots: clients that skip the queue, replay or forge tokens and hammer endpoints, beside a few
- * honest fans. Every bot request must be refused (401/403/404); one accepted fails the run.
- *   k6 run -e BASE_URL=... -e ADMIN_TOKEN=... -e FANS=200 -e RATE=50 -e DURATION=30 load/k6/bots.ts
+ * bots: clients that skip the queue, replay or forge tokens, hammer endpoints, and join without
+ * the proof of work the event asks (POW_BITS, default 10: honest fans and the bots that want a
+ * real queue token solve it; pow_solve_ms is what it cost k6), beside a few honest fans. Every bot
+ * request must be refused (400/401/403/404/428); one accepted fails the run.
+ *   k6 run -e BASE_URL=... -e ADMIN_TOKEN=... -e FANS=200 -e RATE=50 -e DURATION=30 [-e POW_BITS=10] load/k6/bots.ts
  */
 import encoding from "k6/encoding";
 import http from "k6/http";
@@ -12,6 +14,7 @@ import {
   botRefused,
   DURATION,
   FANS,
+  POW_BITS,
   fanJourney,
   join,
   RATE,
@@ -55,9 +58,14 @@ export const options: Options = withRunReport({
 });
 
 export function setup(): Setup {
-  return setupEvent({
-    sections: [{ id: "A", tier: "Floor", price: 15000, rows: Math.max(1, Math.ceil(FANS / 25)), seatsPerRow: 50 }],
-  });
+  return setupEvent(
+    {
+      sections: [{ id: "A", tier: "Floor", price: 15000, rows: Math.max(1, Math.ceil(FANS / 25)), seatsPerRow: 50 }],
+    },
+    5,
+    // The join asks a proof of work: honest fans (lib.ts join) pay it, bots that skip it are refused.
+    { powBits: __ENV.POW_BITS === undefined ? 10 : POW_BITS },
+  );
 }
 
 export function fans(data: Setup): void {
@@ -77,7 +85,7 @@ function forge(real?: string): string {
 }
 
 function refused(status: number): void {
-  const ok = status === 401 || status === 403 || status === 404 || status === 429;
+  const ok = status === 400 || status === 401 || status === 403 || status === 404 || status === 428 || status === 429;
   botRefused.add(ok);
   if (!ok) botAccepted.add(1);
 }
@@ -98,7 +106,20 @@ export function bots(data: Setup): void {
   // A real queue token (the bot did join), used where an access token is needed.
   const joined = join(data.eventId, `bot-${Math.random().toString(36).slice(2)}`);
   const queueToken = joined?.queueToken;
-  switch (Math.floor(Math.random() * 6)) {
+  const joinOpt = { ...opt(undefined, ROUTES.join), responseCallback: http.expectedStatuses(400, 428, 429) };
+  switch (Math.floor(Math.random() * 8)) {
+    case 6: // join without paying the proof of work
+      refused(http.post(`${base}/queue`, JSON.stringify({ fanId: `bot-np-${Math.random()}` }), joinOpt).status);
+      break;
+    case 7: {
+      // join with a made-up proof
+      const fanId = `bot-fp-${Math.random().toString(36).slice(2)}`;
+      const forged = `pow1.${data.eventId}.${encoding.b64encode(fanId, "rawurl")}.0.4102444800000.forged`;
+      refused(
+        http.post(`${base}/queue`, JSON.stringify({ fanId, pow: { challenge: forged, nonce: "0" } }), joinOpt).status,
+      );
+      break;
+    }
     case 0: // skip the queue: hold without any token
       refused(http.post(`${base}/holds`, body, opt(undefined, ROUTES.hold)).status);
       break;

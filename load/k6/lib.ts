@@ -3,6 +3,7 @@
  * runtime: no Node APIs. Options come from environment variables (`k6 run -e FANS=5000 ...`).
  */
 import { check, sleep } from "k6";
+import crypto from "k6/crypto";
 import exec from "k6/execution";
 import http, { type RefinedResponse, type ResponseType } from "k6/http";
 import { Counter, Rate, Trend } from "k6/metrics";
@@ -15,6 +16,8 @@ export const BASE_URL = (__ENV.BASE_URL ?? "http://127.0.0.1:8080").replace(/\/$
 export const ADMIN_TOKEN = __ENV.ADMIN_TOKEN ?? "";
 export const FANS = Number(__ENV.FANS ?? 1000);
 export const RATE = Number(__ENV.RATE ?? 200);
+/** The join's proof-of-work cost set on a created event (bots.ts sets 10 unless told); 0: off. */
+export const POW_BITS = Number(__ENV.POW_BITS ?? 0);
 export const DURATION = Number(__ENV.DURATION ?? 60);
 /**
  * The operator's load-test token (the gateway's LOAD_TEST_TOKEN): sent on every request, it lifts
@@ -103,7 +106,7 @@ function json<T>(res: Res): T | undefined {
 }
 
 /** Creates a fresh event when ADMIN_TOKEN is given (and EVENT_ID is not); else uses EVENT_ID (default demo). */
-export function setupEvent(layout: EventLayout, onSaleInSeconds = 5): Setup {
+export function setupEvent(layout: EventLayout, onSaleInSeconds = 5, waitingRoom?: Record<string, unknown>): Setup {
   if (__ENV.EVENT_ID || !ADMIN_TOKEN) {
     const eventId = __ENV.EVENT_ID ?? "demo";
     const map = json<{ sections: { id: string; total: number }[] }>(
@@ -130,14 +133,66 @@ export function setupEvent(layout: EventLayout, onSaleInSeconds = 5): Setup {
     { headers: headers(ADMIN_TOKEN), tags: tagsFor("admin_put_event", ROUTES.putEvent), timeout: "120s" },
   );
   if (res.status !== 201 && res.status !== 200) exec.test.abort(`event not created: ${res.status} ${res.body}`);
+  if (waitingRoom) {
+    const patched = http.patch(`${BASE_URL}/v1/admin/events/${eventId}/waiting-room`, JSON.stringify(waitingRoom), {
+      headers: headers(ADMIN_TOKEN),
+      tags: tagsFor("admin_settings", ROUTES.settings),
+    });
+    if (patched.status !== 200) exec.test.abort(`settings refused: ${patched.status} ${patched.body}`);
+  }
   return { eventId, sections: layout.sections };
 }
 
+/** Leading zero bits of a hex digest. */
+function zeroBitsOfHex(hex: string): number {
+  let n = 0;
+  for (const c of hex) {
+    const v = Number.parseInt(c, 16);
+    if (v === 0) {
+      n += 4;
+      continue;
+    }
+    return n + (v < 2 ? 3 : v < 4 ? 2 : v < 8 ? 1 : 0);
+  }
+  return n;
+}
+
+/** Joins spent solving the line's proof of work, and the ms it took (k6's CPU, not a browser's). */
+export const powSolveMs = new Trend("pow_solve_ms", true);
+
+/** A nonce such that SHA-256(challenge + ":" + nonce) has `bits` leading zero bits (the gateway's check). */
+export function solveChallenge(challenge: string, bits: number): string {
+  for (let i = 0; ; i++) {
+    const nonce = i.toString(36);
+    if (zeroBitsOfHex(crypto.sha256(`${challenge}:${nonce}`, "hex")) >= bits) return nonce;
+  }
+}
+
+/** Joins; when the line asks a proof of work (428), solves a challenge and joins with it. */
 export function join(eventId: string, fanId: string): { queueToken: string; position: number; status: string } | null {
-  const res = http.post(`${BASE_URL}/v1/events/${eventId}/queue`, JSON.stringify({ fanId }), {
+  let res = http.post(`${BASE_URL}/v1/events/${eventId}/queue`, JSON.stringify({ fanId }), {
     headers: headers(),
     tags: tagsFor("join", ROUTES.join),
+    responseCallback: http.expectedStatuses(200, 201, 428),
   });
+  if (res.status === 428) {
+    const issued = json<{ challenge: string; bits: number }>(
+      http.get(`${BASE_URL}/v1/events/${eventId}/queue/challenge?fanId=${encodeURIComponent(fanId)}`, {
+        headers: headers(),
+        tags: tagsFor("challenge", ROUTES.challenge),
+      }),
+    );
+    if (issued) {
+      const started = Date.now();
+      const nonce = solveChallenge(issued.challenge, issued.bits);
+      powSolveMs.add(Date.now() - started);
+      res = http.post(
+        `${BASE_URL}/v1/events/${eventId}/queue`,
+        JSON.stringify({ fanId, pow: { challenge: issued.challenge, nonce } }),
+        { headers: headers(), tags: tagsFor("join", ROUTES.join) },
+      );
+    }
+  }
   check(res, { "join 201/200": (r) => r.status === 201 || r.status === 200 }) || unexpected.add(1);
   return json(res) ?? null;
 }

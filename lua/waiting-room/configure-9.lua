@@ -20,6 +20,8 @@
   ARGV[9]     'configure' | 'restore'
   ARGV[10]    paused '1' | '0': the room is created paused (restore mode only: an operator had
               paused the room Redis lost, and it must come back paused in the same step)
+  ARGV[11]    powBits, ARGV[12] invites '1' | '0': the bot settings the room comes back with
+              (restore mode only, as paused; optional)
 
   Returns the snapshot plus 'created' 1|0 and 'changed' 1|0, or
     -5  the room has already opened (its pre-queue is drawn) and the arguments differ
@@ -42,6 +44,7 @@ end
 if not r then
   redis.call('HSET', K_ROOM, 'seed', ARGV[6], 'commitment', ARGV[7], 'epoch', ARGV[8],
     'createdAt', int(now), 'paused', (restore and ARGV[10] == '1') and '1' or '0', 'closed', '0')
+  if restore then redis.call('HSET', K_ROOM, 'powBits', ARGV[11] or '0', 'invites', ARGV[12] or '0') end
   created = 1
 else
   tick(r, now)

@@ -8,6 +8,8 @@
   ARGV[1]     fanId
   ARGV[2]     per-IP rate (tokens/s; 0: no per-IP limit)
   ARGV[3]     per-IP burst
+  ARGV[4]     bits of the proof of work the gateway checked for this join (0: none; optional)
+  ARGV[5]     '1' when the gateway checked an operator's invite for this join (optional)
 
   The limit is taken first, in this same call, so a join is one Redis round trip; a refused join
   touches nothing of the line.
@@ -19,6 +21,8 @@
   Returns the fan view (flat key/value list, see fan_view in includes/views.lua) plus
   'created' 1|0, or
     { 'limited', 'ip', 'retryAfterMs', ms }  the per-IP limit refused the join
+    { 'refused', 'pow', 'powBits', n }       a new place needs a proof of n bits (room setting)
+    { 'refused', 'invite' }                  a new place needs an invite (room setting)
     -1  unknown event (the room was never configured)
     -3  the room is closed: no new places
     -4  the fan's session was revoked: no new place
@@ -53,6 +57,15 @@ else
   if r.closed ~= 0 then
     save_room(r)
     return -3
+  end
+  -- the room's own settings decide, in this call, so a raised cost applies at once
+  if r.powBits > (tonumber(ARGV[4]) or 0) then
+    save_room(r)
+    return { 'refused', 'pow', 'powBits', int(r.powBits) }
+  end
+  if r.invites ~= 0 and ARGV[5] ~= '1' then
+    save_room(r)
+    return { 'refused', 'invite' }
   end
   f = { s = 'w', pos = 0, n = 0, sid = '', exp = 0, at = 0 }
   if r.openedAt == 0 then

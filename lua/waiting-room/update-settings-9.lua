@@ -6,7 +6,8 @@
   KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   KEYS[9]     changes  STREAM  capped log of settings changes (at, kind, fields)
   ARGV        name, value pairs; names among admitPerSecond, maxActive, sessionSeconds,
-              abandonSeconds, paused (0|1), closed (0|1); values validated by the caller.
+              abandonSeconds, paused (0|1), closed (0|1), powBits (0..26), invites (0|1); values
+              validated by the caller.
               The pair `by`, <operator name> is not a setting: it is kept in the log entry.
 
   The log entry (XADD) has, for every field changed, `<name>` the new value and `<name>.was` the
@@ -19,7 +20,7 @@
 --- @include "views"
 
 local EDITABLE = { admitPerSecond = true, maxActive = true, sessionSeconds = true,
-  abandonSeconds = true, paused = true, closed = true }
+  abandonSeconds = true, paused = true, closed = true, powBits = true, invites = true }
 
 local r = load_room()
 if not r then return -1 end

@@ -28,6 +28,7 @@ import { purchaseRoute } from "./routes/purchases/create.js";
 import { getPurchaseRoute } from "./routes/purchases/get.js";
 import { webhookRoute } from "./routes/purchases/webhook.js";
 import { releaseHoldRoute } from "./routes/holds/release.js";
+import { challengeRoute } from "./routes/queue/challenge.js";
 import { infoRoute } from "./routes/queue/info.js";
 import { joinRoute } from "./routes/queue/join.js";
 import { statusRoute } from "./routes/queue/status.js";
@@ -138,6 +139,7 @@ export function buildApp(deps: AppDeps) {
     statsRoute,
     statsHistoryRoute,
     actionLogRoutes,
+    challengeRoute,
     joinRoute,
     statusRoute,
     infoRoute,

@@ -1,4 +1,6 @@
 /** What every request handler can reach through `c.var`, and the app's type. */
+import type { InviteVerifier } from "../waiting-room/invites.js";
+import type { ProofOfWork } from "../waiting-room/proof-of-work.js";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { OddsFigures } from "../waiting-room/odds.js";
 import type { HoldService } from "../claims/hold-service.js";
@@ -72,6 +74,8 @@ export interface AppDeps {
   /** The log of operator actions (DynamoDB). */
   actionLog: ActionLog;
   waitingRoom: WaitingRoom;
+  /** Keeping bots out of the line: proof-of-work challenges and the operator's invite tokens. */
+  bots: { pow: ProofOfWork; invites: InviteVerifier };
   seatMap: SeatMapCache;
   relay: SeatChangeRelay;
   /** Section seat maps kept in this process's memory, serialized and compressed once per version. */

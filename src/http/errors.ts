@@ -26,6 +26,11 @@ export const errorCodes = [
   "event_on_sale",
   "replacement_closed",
   "rate_limited",
+  "proof_of_work_required",
+  "invalid_proof",
+  "invite_required",
+  "invalid_invite",
+  "identity_already_queued",
   "unavailable",
   "internal_error",
 ] as const;
@@ -52,6 +57,11 @@ export const statusOf: Record<ErrorCode, ContentfulStatusCode> = {
   seat_limit_exceeded: 422,
   idempotency_key_reused: 422,
   rate_limited: 429,
+  proof_of_work_required: 428,
+  invalid_proof: 400,
+  invite_required: 428,
+  invalid_invite: 403,
+  identity_already_queued: 409,
   internal_error: 500,
   unavailable: 503,
 };

@@ -25,6 +25,8 @@ export interface WaitingRoomKeys {
   gone: string;
   /** ZSET: sessionId -> session expiry (ms). */
   active: string;
+  /** HASH: invite identity -> the fan id holding its place (one place per identity). */
+  identities: string;
   /** HASH: sessionId -> fanId. */
   sessions: string;
   /** STREAM: capped log of settings changes. */
@@ -52,6 +54,7 @@ export function waitingRoomKeys(eventId: string): WaitingRoomKeys {
     active: key("active"),
     sessions: key("sessions"),
     changes: key("changes"),
+    identities: key("identities"),
   };
 }
 
@@ -77,5 +80,5 @@ export function limitKey(eventId: string, limit: string, subject: string): strin
 }
 
 export function allKeys(k: WaitingRoomKeys): string[] {
-  return lineKeysWithChanges(k);
+  return [...lineKeysWithChanges(k), k.identities];
 }

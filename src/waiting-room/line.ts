@@ -3,10 +3,19 @@
  * one Redis round trip, its rate limits taken inside the same script; the status poll is the hot
  * path of an on-sale, so nothing here adds a call to it.
  */
-import { keysFor, notFound, type RestoringContext } from "./context.js";
+import { keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
 import { isEventId, isFanId, limitKey, lineKeys, type WaitingRoomKeys } from "./keys.js";
-import { Fields, limitedFrom, ReplyShapeError } from "./replies.js";
-import type { JoinResult, LineLimit, StatusLimits, StatusResult } from "./types.js";
+import { MAX_POW_BITS } from "./proof-of-work.js";
+import { Fields, limitedFrom, ReplyShapeError, refusedFrom } from "./replies.js";
+import type {
+  JoinCredentials,
+  JoinResult,
+  LineLimit,
+  NotFound,
+  StatusLimits,
+  StatusResult,
+  Unavailable,
+} from "./types.js";
 
 export interface StatusOptions {
   rejoin?: { epoch: string | undefined };
@@ -51,12 +60,16 @@ async function joinOnce(
   eventId: string,
   fanId: string,
   ipLimit?: LineLimit,
+  credentials: JoinCredentials = {},
 ): Promise<JoinResult> {
   const ip = limitArgs(eventId, "ip:join", ipLimit);
+  const proof = [String(credentials.proofBits ?? 0), credentials.invite ? "1" : "0"];
   return ctx.guarded("join", eventId, async () => {
-    const { reply, outcome } = await ctx.script("join", [...lineKeys(k), ip.key], [fanId, ...ip.args]);
+    const { reply, outcome } = await ctx.script("join", [...lineKeys(k), ip.key], [fanId, ...ip.args, ...proof]);
     const limited = limitedFrom(reply);
     if (limited) return limited;
+    const refused = refusedFrom(reply);
+    if (refused) return refused;
     if (outcome === "not_found") return notFound;
     if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
@@ -89,7 +102,8 @@ export async function statusOf(
   const epoch = await ctx.guarded("status", eventId, async () => (await ctx.redis.hget(k.room, "epoch")) ?? "");
   if (typeof epoch !== "string") return epoch;
   if (epoch === (options.rejoin.epoch ?? "")) return found;
-  const joined = await joinOnce(ctx, k, eventId, fanId);
+  // The token proves the fan joined the lost line, with whatever proof or invite it asked then.
+  const joined = await joinOnce(ctx, k, eventId, fanId, undefined, { proofBits: MAX_POW_BITS, invite: true });
   if (!joined.ok) return joined.reason === "unavailable" ? joined : found;
   ctx.log?.info({ eventId, fanId, position: joined.place.position }, "fan from a lost line placed in the new line");
   return { ok: true, fanId, place: joined.place, replaced: { queueToken: joined.queueToken } };
@@ -106,7 +120,7 @@ export async function join(
   ctx: RestoringContext,
   eventId: string,
   fanId: string,
-  options: { limits?: { ip?: LineLimit | undefined } } = {},
+  options: { limits?: { ip?: LineLimit | undefined }; credentials?: JoinCredentials } = {},
 ): Promise<JoinResult> {
   const k = keysFor(eventId);
   if (!k) return notFound;
@@ -116,6 +130,27 @@ export async function join(
   return ctx.withRestore(eventId, () => {
     const once = ipLimit;
     ipLimit = undefined;
-    return joinOnce(ctx, k, eventId, fanId, once);
+    return joinOnce(ctx, k, eventId, fanId, once, options.credentials);
+  });
+}
+
+/**
+ * One place per invite identity: the first fan id to present the identity keeps it (HSETNX, one
+ * round trip with the read back). Answers the fan id holding it, this one or another. A claim
+ * whose join then fails stays with that fan id, who may retry; the hash goes with the room.
+ */
+export async function claimIdentity(
+  ctx: RoomContext,
+  eventId: string,
+  identity: string,
+  fanId: string,
+): Promise<{ ok: true; holder: string } | NotFound | Unavailable> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  return ctx.guarded("claimIdentity", eventId, async () => {
+    const replies = await ctx.redis.multi().hsetnx(k.identities, identity, fanId).hget(k.identities, identity).exec();
+    const holder = replies?.[1]?.[1];
+    if (typeof holder !== "string") throw new ReplyShapeError("claimIdentity: no holder read back");
+    return { ok: true as const, holder };
   });
 }

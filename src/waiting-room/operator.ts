@@ -9,6 +9,7 @@ import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } 
 import { allKeys, lineKeysWithChanges } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
 import { changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
+import { MAX_POW_BITS } from "./proof-of-work.js";
 import { endSession } from "./sessions.js";
 import type {
   ConfigureInput,
@@ -47,11 +48,15 @@ const patchSchema = z
     abandonSeconds: duration,
     paused: z.boolean(),
     closed: z.boolean(),
+    powBits: z.number().int().min(0).max(MAX_POW_BITS),
+    invites: z.boolean(),
   })
   .partial()
   .strict();
 
-export type ConfigureMode = { mode: "configure" } | { mode: "restore"; paused: boolean };
+export type ConfigureMode =
+  | { mode: "configure" }
+  | { mode: "restore"; paused: boolean; powBits?: number | undefined; invites?: boolean | undefined };
 
 /** Needs no restore: restoring is this call in 'restore' mode. */
 export async function configureRoom(
@@ -81,6 +86,9 @@ export async function configureRoom(
       epoch,
       mode,
       how.mode === "restore" && how.paused ? "1" : "0",
+      // the bot settings a restored room comes back with (restore mode only)
+      how.mode === "restore" ? String(Math.max(0, Math.min(MAX_POW_BITS, Math.floor(how.powBits ?? 0)))) : "0",
+      how.mode === "restore" && how.invites ? "1" : "0",
     ]);
     if (outcome === "already_open") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);

@@ -67,6 +67,17 @@ export function limitedFrom(reply: unknown): RateLimited | null {
   return { ok: false, reason: "rate_limited", limit, retryAfterMs };
 }
 
+/** join-9.lua's answer when the room asks a proof of work or an invite the join did not bring. */
+export function refusedFrom(
+  reply: unknown,
+): { ok: false; reason: "pow_required"; powBits: number } | { ok: false; reason: "invite_required" } | null {
+  if (!Array.isArray(reply) || reply[0] !== "refused") return null;
+  if (reply[1] === "invite") return { ok: false, reason: "invite_required" };
+  const powBits = Number(reply[3]);
+  if (reply[1] !== "pow" || !Number.isInteger(powBits)) throw new ReplyShapeError("malformed refused reply");
+  return { ok: false, reason: "pow_required", powBits };
+}
+
 export function settingsFrom(f: Fields): RoomSettings {
   return {
     onSaleAt: iso(f.num("onSaleAt")),
@@ -76,6 +87,8 @@ export function settingsFrom(f: Fields): RoomSettings {
     abandonSeconds: f.num("abandonSeconds"),
     paused: f.flag("paused"),
     closed: f.flag("closed"),
+    powBits: f.num("powBits"),
+    invites: f.flag("invites"),
   };
 }
 
@@ -86,6 +99,8 @@ export function infoFrom(f: Fields): WaitingRoomInfo {
     state: f.oneOf("state", ROOM_STATES),
     waiting: f.num("waiting"),
     admitPerSecond: f.num("admitPerSecond"),
+    powBits: f.num("powBits"),
+    invites: f.flag("invites"),
     lottery: seed ? { commitment: f.str("commitment"), seed } : { commitment: f.str("commitment") },
   };
 }

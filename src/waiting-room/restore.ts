@@ -7,7 +7,7 @@ import { redisReady } from "../redis/availability.js";
 import { onceEvery } from "../throttle.js";
 import type { RestoringContext, RoomContext } from "./context.js";
 import { isEventId, waitingRoomKeys } from "./keys.js";
-import type { ConfigureInput, ConfigureResult, RestoreInput, RestoreOutcome } from "./types.js";
+import type { BotSettings, ConfigureInput, ConfigureResult, RestoreInput, RestoreOutcome } from "./types.js";
 
 /** How long a "no such event" answer of `restore` is remembered (a flood of unknown ids). */
 const NO_EVENT_MEMORY_MS = 5_000;
@@ -17,7 +17,12 @@ const ENSURE_EVERY_MS = 5_000;
 export type RestoreSource = (eventId: string) => Promise<RestoreInput | null>;
 
 /** Configures the room in restore mode; `paused` brings back a room the operator had paused. */
-export type RestoreConfigure = (eventId: string, input: ConfigureInput, paused: boolean) => Promise<ConfigureResult>;
+export type RestoreConfigure = (
+  eventId: string,
+  input: ConfigureInput,
+  paused: boolean,
+  bots: BotSettings,
+) => Promise<ConfigureResult>;
 
 export interface Restorer extends Pick<RestoringContext, "restoreRoom" | "withRestore"> {
   /** At most every few seconds per event: restores the room in the background if it is gone. */
@@ -48,8 +53,12 @@ export function createRestorer(
       return "no_event";
     }
     // A room the operator had paused comes back paused, in the same script that creates it.
-    const { paused, ...settings } = input;
-    const result = await configure(eventId, settings, paused === true);
+    // So are its bot settings: a Redis wipe must not open the line to bots.
+    const { paused, powBits, invites, ...settings } = input;
+    const result = await configure(eventId, settings, paused === true, {
+      ...(powBits === undefined ? {} : { powBits }),
+      ...(invites === undefined ? {} : { invites }),
+    });
     if (!result.ok) return result.reason === "unavailable" ? "unavailable" : "no_event";
     if (!result.created) return "exists";
     log?.warn(

@@ -17,6 +17,10 @@ export interface RoomSettings {
   abandonSeconds: number;
   paused: boolean;
   closed: boolean;
+  /** Leading zero bits a new place's proof of work must have (0: no proof asked). */
+  powBits: number;
+  /** Whether a new place needs an operator's invite token. */
+  invites: boolean;
 }
 
 /** The public `GET /v1/events/{eventId}/waiting-room` body. */
@@ -25,6 +29,10 @@ export interface WaitingRoomInfo {
   state: RoomState;
   waiting: number;
   admitPerSecond: number;
+  /** A join for a new place brings a proof of work of this many bits (0: none). */
+  powBits: number;
+  /** A join for a new place brings an operator's invite token. */
+  invites: boolean;
   lottery: { commitment: string; seed?: string };
 }
 
@@ -120,8 +128,14 @@ export interface ConfigureInput {
   abandonSeconds?: number;
 }
 
+/** The bot settings (proof of work, invites) a restored room comes back with. */
+export interface BotSettings {
+  powBits?: number;
+  invites?: boolean;
+}
+
 /** What a restore configures a lost room with: the stored settings, paused or not. */
-export interface RestoreInput extends ConfigureInput {
+export interface RestoreInput extends ConfigureInput, BotSettings {
   paused?: boolean;
 }
 
@@ -132,9 +146,20 @@ export type ConfigureResult =
   | { ok: false; reason: "already_open" }
   | Unavailable;
 
+/** What a join brought that the gateway checked (proof of work, invite); the room decides if it is enough. */
+export interface JoinCredentials {
+  /** Bits of a checked proof of work (0 or absent: none). */
+  proofBits?: number;
+  /** An invite was checked. */
+  invite?: boolean;
+}
+
 export type JoinResult =
   | { ok: true; created: boolean; fanId: string; queueToken: string; place: FanPlace }
   | NotFound
+  /** The room asks a proof of `powBits` bits, or an invite, for a new place. */
+  | { ok: false; reason: "pow_required"; powBits: number }
+  | { ok: false; reason: "invite_required" }
   | { ok: false; reason: "closed" | "revoked" | "invalid_fan" }
   | RateLimited
   | Unavailable;
@@ -168,6 +193,8 @@ export interface SettingsPatch {
   abandonSeconds?: number;
   paused?: boolean;
   closed?: boolean;
+  powBits?: number;
+  invites?: boolean;
 }
 
 export type UpdateSettingsResult =

@@ -18,7 +18,7 @@ import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
 import { createRoomContext, type RestoringContext } from "./context.js";
-import { join, status, statusOf } from "./line.js";
+import { claimIdentity, join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
@@ -30,9 +30,11 @@ import type {
   ConfigureResult,
   EndSessionResult,
   InfoResult,
+  JoinCredentials,
   JoinResult,
   LineLimit,
   LotteryPageResult,
+  NotFound,
   OpenNowResult,
   RemoveResult,
   RestoreInput,
@@ -44,6 +46,7 @@ import type {
   StatsResult,
   StatusLimits,
   StatusResult,
+  Unavailable,
   UpdateSettingsResult,
 } from "./types.js";
 
@@ -74,7 +77,20 @@ export interface WaitingRoom {
    * Take a place in line, or get the one the fan has. With `limits.ip`, the client IP's join
    * bucket of this event is taken first, in the same Redis call (`rate_limited` when it is empty).
    */
-  join(eventId: string, fanId: string, options?: { limits?: { ip?: LineLimit | undefined } }): Promise<JoinResult>;
+  join(
+    eventId: string,
+    fanId: string,
+    options?: { limits?: { ip?: LineLimit | undefined }; credentials?: JoinCredentials },
+  ): Promise<JoinResult>;
+  /**
+   * One place per invite identity: records `fanId` as the identity's holder unless another fan
+   * id holds it already; answers the holder.
+   */
+  claimIdentity(
+    eventId: string,
+    identity: string,
+    fanId: string,
+  ): Promise<{ ok: true; holder: string } | NotFound | Unavailable>;
   /** The place named by a queue token; the call counts as the poll that keeps the place. */
   status(eventId: string, queueToken: string): Promise<StatusResult>;
   /**
@@ -138,8 +154,8 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
   });
   const base = createRoomContext(redis, options.logger?.child({ module: "waiting-room" }), tokens);
-  const restorer = createRestorer(base, options.restore, (eventId, input, paused) =>
-    configureRoom(base, eventId, input, { mode: "restore", paused }),
+  const restorer = createRestorer(base, options.restore, (eventId, input, paused, bots) =>
+    configureRoom(base, eventId, input, { mode: "restore", paused, ...bots }),
   );
   const ctx: RestoringContext = { ...base, ...restorer };
 
@@ -147,6 +163,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     configure: (eventId, input) => configureRoom(ctx, eventId, input, { mode: "configure" }),
     openNow: (eventId) => openNow(ctx, eventId),
     join: (eventId, fanId, joinOptions) => join(ctx, eventId, fanId, joinOptions),
+    claimIdentity: (eventId, identity, fanId) => claimIdentity(ctx, eventId, identity, fanId),
     status: (eventId, queueToken) => status(ctx, eventId, queueToken),
     statusOf: (eventId, fanId, statusOptions) => statusOf(ctx, eventId, fanId, statusOptions),
     info: (eventId) => info(ctx, eventId),

@@ -58,6 +58,8 @@ export async function startGateway(options: {
   sectionPages?: ServicesConfig["sectionPages"];
   /** ADMIN_TOKENS: named operator tokens besides ADMIN_TOKEN. */
   operatorTokens?: ServicesConfig["operatorTokens"];
+  /** INVITE_SECRET / INVITE_PUBLIC_KEY: what checks invite tokens. */
+  invites?: ServicesConfig["invites"];
 }): Promise<Gateway> {
   const requestTimeoutMs = 10_000;
   let app: ReturnType<typeof buildApp> | undefined;
@@ -75,6 +77,7 @@ export async function startGateway(options: {
     shieldLeaseMs: options.shieldLeaseMs ?? requestTimeoutMs,
     ...(options.sectionPages ? { sectionPages: options.sectionPages } : {}),
     ...(options.operatorTokens ? { operatorTokens: options.operatorTokens } : {}),
+    ...(options.invites ? { invites: options.invites } : {}),
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     queues: options.workers ?? false,
     ...(options.deliverWebhooks

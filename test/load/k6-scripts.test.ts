@@ -119,6 +119,35 @@ describe("k6 scripts", () => {
     expect(k6.fake.requests.some((r) => r.params?.headers?.["x-load-test-token"])).toBe(false);
   });
 
+  it("solves the proof of work when the join asks one, with the gateway's check; the bots' no-proof joins are refused", async () => {
+    const { createProofOfWork } = await import("../../src/waiting-room/proof-of-work.js");
+    const pow = createProofOfWork("k6-test-gateway-secret-0123456789-abcdef");
+    const k6 = await loadK6Scripts();
+    const bits = 8;
+    let checked = 0;
+    k6.fake.answer = (_m: string, url: string, body: unknown) => {
+      if (url.includes("/queue/challenge")) {
+        const fanId = decodeURIComponent(url.split("fanId=")[1] ?? "");
+        return { status: 200, body: pow.issueChallenge("ev_pow", fanId, bits) };
+      }
+      // every other bot request is refused, as the gateway refuses it
+      if (!url.endsWith("/queue")) return { status: 401, body: {} };
+      const join = JSON.parse(String(body)) as { fanId: string; pow?: { challenge: string; nonce: string } };
+      if (!join.pow) return { status: 428, body: { error: { code: "proof_of_work_required" } } };
+      const check = pow.checkProof(join.pow.challenge, join.pow.nonce, join.fanId, "ev_pow");
+      if (!check.ok) return { status: 400, body: { error: { code: "invalid_proof" } } };
+      checked++;
+      return { status: 201, body: { queueToken: "a.b.c", position: 1, status: "waiting" } };
+    };
+    expect(k6.lib.join("ev_pow", "fan_k6")).toMatchObject({ queueToken: "a.b.c" });
+    expect(checked).toBe(1);
+    expect(k6.fake.metrics.pow_solve_ms).toHaveLength(1);
+    for (let i = 0; i < 80; i++) k6.bots.bots({ eventId: "ev_pow", sections: [] });
+    expect(k6.fake.metrics.bot_requests_accepted ?? []).toEqual([]);
+    const forged = k6.fake.requests.filter((r) => String(r.body ?? "").includes("forged"));
+    expect(forged.length).toBeGreaterThan(0);
+  });
+
   it("writes one summary file per run, named by scenario and time, with the run's record in it", async () => {
     const k6 = await loadK6Scripts({ FANS: "500", RATE: "100", BASE_URL: "http://gw.test:8080" });
     const trend = (med: number, p95: number, p99: number) => ({

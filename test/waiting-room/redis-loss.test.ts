@@ -516,6 +516,29 @@ describe("the waiting-room module: epochs and restore (shared Redis; remove() st
       redis.disconnect();
     }
   });
+  it("a restored room asks the proof of work and the invite it asked before, from its first join", async () => {
+    const redis = client();
+    const evt = freshEventId("botsr");
+    const room = createWaitingRoom({
+      redis,
+      secret: ROOM_SECRET,
+      restore: async (id) => (id === evt ? { ...settings, powBits: 12, invites: true } : null),
+    });
+    try {
+      // The first call finds no room: the restore runs inside the join, which is then refused.
+      expect(await room.join(evt, "bot-1")).toEqual({ ok: false, reason: "pow_required", powBits: 12 });
+      const restored = ok(await room.stats(evt)).settings;
+      expect(restored).toMatchObject({ powBits: 12, invites: true });
+      expect(await room.join(evt, "fan-1", { credentials: { proofBits: 12 } })).toEqual({
+        ok: false,
+        reason: "invite_required",
+      });
+      expect((await room.join(evt, "fan-1", { credentials: { proofBits: 12, invite: true } })).ok).toBe(true);
+      expect(ok(await room.settingsHistory(evt)).changes.map((c) => c.kind)).toEqual(["restore"]);
+    } finally {
+      redis.disconnect();
+    }
+  });
 });
 
 describe("an operator's change survives the loss: it is kept on the stored event", () => {

@@ -42,3 +42,9 @@ export function eventIdFromUrl(): string | null {
 export function isEventId(value: string): boolean {
   return EVENT_ID.test(value);
 }
+
+/** `?invite=<token>`: the operator's invite, passed on join (docs/waiting-room.md). */
+export function inviteFromUrl(): string | undefined {
+  const invite = new URLSearchParams(location.search).get("invite");
+  return invite && invite.length <= 4_096 ? invite : undefined;
+}

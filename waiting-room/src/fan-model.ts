@@ -14,7 +14,7 @@ import { Observed } from "./observed.js";
 import type { Api, ApiErrorBody, ApiResult } from "./api.js";
 import type { FanSession, StoredPurchase } from "./fan-session.js";
 import { formatClock, type Message, message, randomHex } from "./format.js";
-import type { Hold, Joined, Purchase, QueueStatus, SeatMapSummary, WaitingRoomInfo } from "./types.js";
+import type { Hold, Joined, PowSolver, Purchase, QueueStatus, SeatMapSummary, WaitingRoomInfo } from "./types.js";
 
 export type Stage = "boot" | "start" | "wait" | "map" | "checkout" | "done";
 
@@ -76,6 +76,10 @@ export interface FanDeps {
   eventId: string;
   store: SessionStore;
   seatMap: SeatMapPort;
+  /** Solves the line's proof-of-work challenge (pow.ts: in a Web Worker); none: such a line refuses. */
+  solver?: PowSolver;
+  /** The operator's invite (`?invite=`), sent with every join. */
+  invite?: string | undefined;
 }
 
 const SESSION_ENDED = "Your shopping session has ended.";
@@ -196,7 +200,18 @@ export class FanModel extends Observed<FanView> {
 
   async join(): Promise<void> {
     this.view.joining(true);
-    const res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: { fanId: this.session.fanId } });
+    const body: { fanId: string; invite?: string; pow?: { challenge: string; nonce: string } } = {
+      fanId: this.session.fanId,
+      ...(this.deps.invite ? { invite: this.deps.invite } : {}),
+    };
+    let res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: body });
+    // The line asks a proof of work for a new place: solve a challenge, then join with it. Once
+    // more if the cost was raised meanwhile.
+    for (let tries = 0; !res.ok && res.error.code === "proof_of_work_required" && tries < 2; tries++) {
+      const pow = await this.solveChallenge();
+      if (!pow) break;
+      res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: { ...body, pow } });
+    }
     this.view.joining(false);
     if (!res.ok) return this.joinRefused(res.error, res.retryAfter);
     this.view.clearMessage();
@@ -216,6 +231,32 @@ export class FanModel extends Observed<FanView> {
     this.schedulePoll(res.body.status === "admitted" ? 0 : (res.body.pollAfterSeconds ?? 2), res.body.pollAfterMs);
   }
 
+  /** Fetches a challenge for this fan and solves it, showing progress; null when it cannot. */
+  private async solveChallenge(): Promise<{ challenge: string; nonce: string } | null> {
+    const { solver } = this.deps;
+    const issued = await this.deps.api.call<{ challenge: string; bits: number }>(
+      "GET",
+      this.path(`/queue/challenge?fanId=${encodeURIComponent(this.session.fanId)}`),
+    );
+    if (!issued.ok || !solver) return null;
+    const { challenge, bits } = issued.body;
+    const checking = (share: number) =>
+      this.view.message(
+        message(
+          "info",
+          "Checking your browser before you join…",
+          `This keeps bots out of the line. ${Math.min(99, Math.floor(share * 100))}% done.`,
+        ),
+      );
+    checking(0);
+    try {
+      const nonce = await solver(challenge, bits, checking);
+      return { challenge, nonce };
+    } catch {
+      return null;
+    }
+  }
+
   private joinRefused({ code, message: reason }: ApiErrorBody, retryAfter: number | null) {
     const final: Record<string, Message> = {
       not_found: message(
@@ -225,6 +266,15 @@ export class FanModel extends Observed<FanView> {
       ),
       forbidden: message("error", "You can't join this line.", reason),
       invalid_request: message("warning", "That fan id can't be used.", reason),
+      proof_of_work_required: message("error", "Your browser couldn't complete the check to join.", reason),
+      invalid_proof: message("error", "Your browser's check to join was refused.", "Reload the page to try again."),
+      invite_required: message("error", "This line is open to invited fans only.", "Use the link in your invitation."),
+      invalid_invite: message("error", "Your invitation wasn't accepted.", reason),
+      identity_already_queued: message(
+        "error",
+        "Your invitation is already in the line.",
+        "It holds one place: continue on the device you joined with.",
+      ),
     };
     const refusal = final[code];
     if (refusal) {

@@ -8,11 +8,12 @@
  * view (fan-view.ts), the seat map, the storage, and the start form and buttons.
  */
 import { Api } from "./api.js";
-import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, isEventId } from "./config.js";
+import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, inviteFromUrl, isEventId } from "./config.js";
 import { byId, flash, setText } from "./dom.js";
 import { FanModel } from "./fan-model.js";
 import { FanPage } from "./fan-view.js";
 import { randomHex } from "./format.js";
+import { solveInWorker } from "./pow.js";
 import { SeatMap } from "./seatmap.js";
 import { clearSession, loadSession, rememberFanId, savedFanId, saveSession } from "./storage.js";
 
@@ -33,6 +34,8 @@ const model: FanModel = new FanModel({
   api,
   eventId,
   seatMap,
+  solver: solveInWorker,
+  invite: inviteFromUrl(),
   store: {
     load: () => loadSession(eventId),
     save: (session) => saveSession(eventId, session),

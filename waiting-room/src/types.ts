@@ -44,6 +44,9 @@ export interface WaitingRoomInfo {
   state: "prequeue" | "open" | "paused" | "closed";
   waiting: number;
   admitPerSecond: number;
+  /** A new place needs a proof of work of this many bits (absent from older gateways: 0). */
+  powBits?: number;
+  invites?: boolean;
   lottery: { commitment: string; seed?: string };
 }
 
@@ -154,3 +157,9 @@ export interface WaitingRoomSettings {
   abandonSeconds?: number;
   paused: boolean;
 }
+
+/**
+ * Solves the line's proof-of-work challenge: a nonce such that SHA-256(challenge + ":" + nonce)
+ * has `bits` leading zero bits. `progress` gets the share of the expected work done (pow.ts).
+ */
+export type PowSolver = (challenge: string, bits: number, progress: (share: number) => void) => Promise<string>;

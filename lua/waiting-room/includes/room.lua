@@ -37,8 +37,9 @@
 local K_ROOM, K_FANS, K_PRE, K_FIFO, K_SEEN, K_GONE, K_ACTIVE, K_SESSIONS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 
+-- powBits, invites: what a join must bring for a new place (join-9.lua); absent = 0 (off)
 local SETTINGS = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 'abandonSeconds',
-  'paused', 'closed' }
+  'paused', 'closed', 'powBits', 'invites' }
 local RUNTIME = { 'openedAt', 'preCount', 'preSeq', 'tail', 'served', 'credit', 'accruedAt',
   'sessSeq', 'winStart', 'winCount', 'lastRate', 'joined', 'admitted', 'abandoned', 'completed',
   'expired', 'revoked' }

@@ -66,5 +66,6 @@ local function snapshot(r, now)
     'active', int(live), 'rate', dec(effective_rate(r, live)), 'joined', int(r.joined),
     'admitted', int(r.admitted), 'abandoned', int(r.abandoned), 'completed', int(r.completed),
     'expired', int(r.expired), 'revoked', int(r.revoked), 'preCount', int(r.preCount),
-    'tail', int(r.tail), 'served', int(r.served), 'epoch', r.epoch }
+    'tail', int(r.tail), 'served', int(r.served), 'epoch', r.epoch,
+    'powBits', int(r.powBits), 'invites', int(r.invites) }
 end

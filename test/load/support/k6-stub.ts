@@ -51,12 +51,14 @@ const fakes: Record<string, string> = {
          const text = a.body === undefined ? "" : JSON.stringify(a.body);
          return { status: a.status, body: text, json() { return JSON.parse(text); } };
        };
-       export default { get: call("GET"), post: call("POST"), put: call("PUT"), del: call("DELETE"),
+       export default { get: call("GET"), post: call("POST"), put: call("PUT"), patch: call("PATCH"), del: call("DELETE"),
          expectedStatuses: (...s) => ({ expected: s }) };`,
   "k6/metrics": `class M { constructor(name) { this.name = name; }
          add(v) { (globalThis.__k6.metrics[this.name] ??= []).push(Number(v)); } }
        export class Counter extends M {} export class Rate extends M {} export class Trend extends M {}`,
   "k6/encoding": `export default { b64encode: (s, enc) => Buffer.from(s).toString(enc === "rawurl" ? "base64url" : "base64") };`,
+  "k6/crypto": `import { createHash } from "node:crypto";
+       export default { sha256: (s, enc) => createHash("sha256").update(s).digest(enc) };`,
 };
 
 /**

@@ -91,6 +91,8 @@ export const saleRoutes = new OpenAPIHono<AppEnv>()
         sessionSeconds: s.sessionSeconds,
         abandonSeconds: s.abandonSeconds,
         paused: true,
+        powBits: s.powBits,
+        invites: s.invites,
       })
       .catch((err: unknown) =>
         c.get("log").warn({ err: (err as Error).message, eventId }, "closed sale not kept on the event"),

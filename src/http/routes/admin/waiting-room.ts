@@ -2,6 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
+import { MAX_POW_BITS } from "../../../waiting-room/proof-of-work.js";
 import { operatorOnly } from "./guard.js";
 
 const Patch = z
@@ -13,6 +14,20 @@ const Patch = z
     paused: z.boolean().optional(),
     closed: z.boolean().optional().openapi({
       description: "true closes the room (as POST .../close-sale); false opens a closed one again",
+    }),
+    powBits: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_POW_BITS)
+      .optional()
+      .openapi({
+        description:
+          "proof-of-work cost of a new place, in leading zero bits (about 2^bits hashes); 0 turns it off. " +
+          "Challenges issued for fewer bits are refused from now on.",
+      }),
+    invites: z.boolean().optional().openapi({
+      description: "true: a new place needs the operator's invite token (INVITE_SECRET / INVITE_PUBLIC_KEY)",
     }),
   })
   .refine((p) => Object.keys(p).length > 0, "name at least one setting")
@@ -27,6 +42,8 @@ const Settings = z
     abandonSeconds: z.number(),
     paused: z.boolean(),
     closed: z.boolean(),
+    powBits: z.number().int(),
+    invites: z.boolean(),
   })
   .openapi("WaitingRoomSettings");
 
@@ -73,6 +90,8 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
       abandonSeconds: s.abandonSeconds,
       // The stored settings have no `closed`: a closed room is kept paused, so it comes back admitting nobody.
       paused: s.paused || s.closed,
+      powBits: s.powBits,
+      invites: s.invites,
     })
     .catch((err: unknown) =>
       c.get("log").warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),
@@ -86,6 +105,8 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
       abandonSeconds: s.abandonSeconds,
       paused: s.paused,
       closed: s.closed,
+      powBits: s.powBits,
+      invites: s.invites,
     },
     200,
   );

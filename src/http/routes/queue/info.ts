@@ -9,6 +9,10 @@ const Info = z
     state: z.enum(["prequeue", "open", "paused", "closed"]),
     waiting: z.number().int(),
     admitPerSecond: z.number(),
+    powBits: z.number().int().openapi({
+      description: "a join for a new place brings a proof of work of this many bits (GET .../queue/challenge); 0: none",
+    }),
+    invites: z.boolean().openapi({ description: "a join for a new place brings the operator's invite token" }),
     lottery: z.object({
       commitment: z
         .string()

@@ -7,7 +7,43 @@ import { ApiError, ErrorBody } from "../../errors.js";
 import { EventIdParam, FanId } from "../../schemas.js";
 import { Advice, FanStatus, placeView } from "./place-view.js";
 
-const JoinBody = z.strictObject({ fanId: FanId.openapi({ example: "fan_42" }) }).openapi("JoinRequest");
+const Proof = z
+  .strictObject({
+    challenge: z.string().min(1).max(512).openapi({ description: "from GET .../queue/challenge for this fan" }),
+    nonce: z
+      .string()
+      .min(1)
+      .max(64)
+      .openapi({ description: 'SHA-256(challenge + ":" + nonce) starts with the challenge\'s bits of zeros' }),
+  })
+  .openapi("ProofOfWork");
+
+const JoinBody = z
+  .strictObject({
+    fanId: FanId.openapi({ example: "fan_42" }),
+    pow: Proof.optional().openapi({ description: "required for a new place while the room's powBits > 0" }),
+    invite: z.string().min(1).max(4_096).optional().openapi({
+      description: "the operator's invite token (a JWT; docs/waiting-room.md), required while invites is on",
+    }),
+  })
+  .openapi("JoinRequest");
+
+type RefusalReason = "pow_missing" | "pow_invalid" | "invite_missing" | "invite_invalid" | "identity_taken";
+
+function refuse(c: Context<AppEnv>, reason: RefusalReason, error: ApiError): never {
+  c.get("deps").metrics.joinRefused.inc({ reason });
+  throw error;
+}
+
+/**
+ * A refusal decided before the join script runs (a proof or an invite that does not check, an
+ * identity held by another fan) takes the per-IP join limit first, as a malformed body does, so a
+ * flood of forged proofs from one address meets 429 like any other flood.
+ */
+async function refuseBeforeJoin(c: Context<AppEnv>, reason: RefusalReason, error: ApiError): Promise<never> {
+  if (c.get("deps").limits.ratePerIp > 0) await limitJoinAlone(c, c.req.param("eventId") ?? "");
+  return refuse(c, reason, error);
+}
 
 const Joined = z
   .object({
@@ -51,9 +87,24 @@ const route = createRoute({
   responses: {
     200: { description: "already in line: the same place", content: { "application/json": { schema: Joined } } },
     201: { description: "joined", content: { "application/json": { schema: Joined } } },
-    400: { description: "invalid", content: { "application/json": { schema: ErrorBody } } },
-    403: { description: "revoked fan or closed line", content: { "application/json": { schema: ErrorBody } } },
+    400: {
+      description: "invalid, or `invalid_proof`: the proof of work does not check",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+    403: {
+      description: "revoked fan, closed line, or `invalid_invite`",
+      content: { "application/json": { schema: ErrorBody } },
+    },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
+    409: {
+      description: "`identity_already_queued`: another fan id holds this invite's identity",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+    428: {
+      description:
+        "`proof_of_work_required` (details.powBits: solve a challenge of that many bits) or `invite_required`",
+      content: { "application/json": { schema: ErrorBody } },
+    },
     429: { description: "rate limited", content: { "application/json": { schema: ErrorBody } } },
     503: { description: "the waiting room is unavailable", content: { "application/json": { schema: ErrorBody } } },
   },
@@ -61,12 +112,71 @@ const route = createRoute({
 
 export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const { fanId } = c.req.valid("json");
+  const { fanId, pow, invite } = c.req.valid("json");
+  const { bots, waitingRoom } = c.get("deps");
+  let proofBits = 0;
+  if (pow) {
+    const check = bots.pow.checkProof(pow.challenge, pow.nonce, fanId, eventId);
+    if (!check.ok) {
+      return refuseBeforeJoin(
+        c,
+        "pow_invalid",
+        new ApiError("invalid_proof", `the proof of work does not check (${check.reason}); fetch a new challenge`, {
+          details: { field: "pow", reason: check.reason },
+        }),
+      );
+    }
+    proofBits = check.bits;
+  }
+  let invited = false;
+  // An invite is checked whenever one comes with a key to check it; without a key it is ignored
+  // (a room with invites on then refuses the join as if none came).
+  if (invite && bots.invites.configured) {
+    const check = bots.invites.verify(invite, eventId);
+    if (!check.ok) {
+      return refuseBeforeJoin(
+        c,
+        "invite_invalid",
+        new ApiError("invalid_invite", `the invite does not check (${check.reason})`, {
+          details: { field: "invite", reason: check.reason },
+        }),
+      );
+    }
+    const claimed = await waitingRoom.claimIdentity(eventId, check.claims.identity, fanId);
+    if (!claimed.ok) {
+      if (claimed.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
+      throw new ApiError("unavailable", "the waiting room is unavailable; retry shortly", { retryAfter: 2 });
+    }
+    if (claimed.holder !== fanId) {
+      return refuseBeforeJoin(
+        c,
+        "identity_taken",
+        new ApiError("identity_already_queued", "this invite's identity already holds a place in this line"),
+      );
+    }
+    invited = true;
+  }
   const limits = lineLimits(c);
-  const result = await c.get("deps").waitingRoom.join(eventId, fanId, { limits });
+  const result = await waitingRoom.join(eventId, fanId, { limits, credentials: { proofBits, invite: invited } });
   if (!result.ok) {
     enforceLineLimits(c, eventId, "join", limits, result);
     switch (result.reason) {
+      case "pow_required":
+        refuse(
+          c,
+          pow ? "pow_invalid" : "pow_missing",
+          new ApiError(
+            "proof_of_work_required",
+            pow
+              ? `the room now asks ${result.powBits} bits; solve a new challenge`
+              : `a proof of work of ${result.powBits} bits is required; GET .../queue/challenge`,
+            { details: { powBits: result.powBits } },
+          ),
+        );
+        break;
+      case "invite_required":
+        refuse(c, "invite_missing", new ApiError("invite_required", "this line admits fans with an invite only"));
+        break;
       case "not_found":
         throw new ApiError("not_found", `no event ${eventId}`);
       case "closed":

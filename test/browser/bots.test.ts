@@ -1,0 +1,111 @@
+/**
+ * The fan page against a line that keeps bots out (issue 18 item 3), in headless Chromium against
+ * a real gateway: it solves the proof-of-work challenge in a Web Worker and joins, and it passes
+ * the invite from its address (`?invite=`).
+ */
+import type { BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, it } from "vitest";
+import { mintInvite } from "../../src/waiting-room/invites.js";
+import {
+  ADMIN_TOKEN,
+  createTable,
+  eventInput,
+  type Gateway,
+  listen,
+  putEvent,
+  startGateway,
+  uniqueId,
+} from "../gateway/harness.js";
+import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+
+const INVITE_SECRET = "operator-invite-secret-0123456789-abcdef";
+
+let gw: Gateway;
+let server: { url: string; close(): Promise<void> };
+let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  ensurePagesBuilt();
+  browser = await sharedChromium();
+  gw = await startGateway({ tableName: await createTable(), invites: { secret: INVITE_SECRET } });
+  server = await listen(gw);
+});
+
+afterAll(async () => {
+  for (const context of contexts) await context.close().catch(() => {});
+  await browser?.close();
+  await server?.close();
+  await gw?.close();
+});
+
+async function newPage(): Promise<{ page: Page; errors: string[] }> {
+  if (!browser) throw new Error("the browser was not started");
+  const context = await browser.get().newContext({ viewport: { width: 1100, height: 900 } });
+  contexts.push(context);
+  const page = await context.newPage();
+  page.setDefaultTimeout(30_000);
+  return { page, errors: watchErrors(page) };
+}
+
+const PATIENCE = { timeout: 30_000, interval: 100 };
+
+async function newEvent(settings: Record<string, unknown>): Promise<string> {
+  const eventId = uniqueId("pw");
+  // Far from the on-sale, so the fan stays in the pre-queue where the page shows the place.
+  const onSaleAt = new Date(Date.now() + 3_600_000).toISOString();
+  const put = await putEvent(gw, eventId, eventInput({ onSaleAt }));
+  if (put.status !== 201) throw new Error(`put: ${put.status}`);
+  const res = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+    method: "PATCH",
+    json: settings,
+    token: ADMIN_TOKEN,
+  });
+  if (res.status !== 200) throw new Error(`patch: ${res.status} ${await res.text()}`);
+  return eventId;
+}
+
+async function joined(eventId: string): Promise<number> {
+  const stats = await gw.deps.waitingRoom.stats(eventId);
+  if (!stats.ok) throw new Error(stats.reason);
+  return stats.stats.joined;
+}
+
+async function join(page: Page, url: string, fanId: string) {
+  await page.goto(url);
+  await page.getByLabel("Your fan id").fill(fanId);
+  await page.getByRole("button", { name: "Join the line" }).click();
+}
+
+describe.concurrent("the fan page keeps bots out", () => {
+  it("solves the proof-of-work challenge in a Web Worker, then joins", async ({ expect }) => {
+    const eventId = await newEvent({ powBits: 12 });
+    const { page, errors } = await newPage();
+    const workers: string[] = [];
+    page.on("worker", (w) => workers.push(w.url()));
+    await join(page, `${server.url}/?event=${eventId}`, "fan-solver");
+    await expect.poll(() => page.locator("#wait-status").textContent(), PATIENCE).toBe("In the pre-queue");
+    expect(workers.some((u) => /\/assets\/pow-worker-[A-Z0-9]+\.js$/.test(u))).toBe(true);
+    expect(await joined(eventId)).toBe(1);
+    await screenshot(page, "fan-pow-joined");
+    expect(errors).toEqual([]);
+  });
+
+  it("passes ?invite= on join; without one the page says the line is for invited fans", async ({ expect }) => {
+    const eventId = await newEvent({ invites: true });
+    const uninvited = await newPage();
+    await join(uninvited.page, `${server.url}/?event=${eventId}`, "fan-uninvited");
+    await uninvited.page.getByText("This line is open to invited fans only.").waitFor();
+    expect(await joined(eventId)).toBe(0);
+
+    const token = mintInvite(
+      { eventId, identity: "person-1", exp: Math.floor(Date.now() / 1000) + 600 },
+      { secret: INVITE_SECRET },
+    );
+    const invited = await newPage();
+    await join(invited.page, `${server.url}/?event=${eventId}&invite=${token}`, "fan-invited");
+    await expect.poll(() => invited.page.locator("#wait-status").textContent(), PATIENCE).toBe("In the pre-queue");
+    expect(await joined(eventId)).toBe(1);
+    expect(invited.errors).toEqual([]);
+  });
+});
