@@ -5,7 +5,7 @@
  */
 import { createHmac } from "node:crypto";
 import type { GatewayLimits } from "./http/context.js";
-import type { Inventory } from "./inventory/index.js";
+import type { Inventory, OperatorRoomSettings } from "./inventory/index.js";
 import type { SeatRow } from "./seatmap/cache.js";
 import type { BotSettings } from "./waiting-room/types.js";
 
@@ -66,11 +66,10 @@ export function sectionSource(inventory: Inventory) {
  * reader (src/inventory/items.ts) has to pass them through for them to reach here; until it does
  * they read as absent, and the restored room has them off.
  */
-function botSettingsOf(stored: object): BotSettings {
-  const { powBits, invites } = stored as { powBits?: unknown; invites?: unknown };
+function botSettingsOf({ powBits, invites }: OperatorRoomSettings): BotSettings {
   return {
-    ...(typeof powBits === "number" ? { powBits } : {}),
-    ...(typeof invites === "boolean" ? { invites } : {}),
+    ...(powBits !== undefined ? { powBits } : {}),
+    ...(invites !== undefined ? { invites } : {}),
   };
 }
 

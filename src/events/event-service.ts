@@ -47,10 +47,7 @@ export interface EventService {
    * Keeps the operator's waiting-room settings on the event, so a room Redis loses comes back with
    * them (RELIABILITY.md). False when there is no such event.
    */
-  saveRoomSettings(
-    eventId: string,
-    settings: Omit<OperatorRoomSettings, "updatedAt"> & { powBits?: number; invites?: boolean },
-  ): Promise<boolean>;
+  saveRoomSettings(eventId: string, settings: Omit<OperatorRoomSettings, "updatedAt">): Promise<boolean>;
   /** Seats and areas by status, from the authoritative store; null for an unknown event. */
   counts(eventId: string): Promise<EventCounts | null>;
   generalAdmission(eventId: string, areaId: string): Promise<GeneralAdmissionCounts | null>;

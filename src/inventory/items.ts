@@ -66,6 +66,12 @@ export function toEvent(item: Item): EventDefinition {
             sessionSeconds: num(item.roomSettings as Item, "sessionSeconds"),
             abandonSeconds: num(item.roomSettings as Item, "abandonSeconds"),
             paused: (item.roomSettings as Item).paused === true,
+            ...(typeof (item.roomSettings as Item).powBits === "number"
+              ? { powBits: num(item.roomSettings as Item, "powBits") }
+              : {}),
+            ...(typeof (item.roomSettings as Item).invites === "boolean"
+              ? { invites: (item.roomSettings as Item).invites === true }
+              : {}),
             updatedAt: str(item.roomSettings as Item, "updatedAt"),
           },
         }

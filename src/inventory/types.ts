@@ -74,6 +74,10 @@ export interface OperatorRoomSettings {
   sessionSeconds: number;
   abandonSeconds: number;
   paused: boolean;
+  /** Proof-of-work cost on join (docs/waiting-room.md "Keeping bots out"); absent: 0. */
+  powBits?: number;
+  /** Joins need an operator-signed invite; absent: false. */
+  invites?: boolean;
   updatedAt: string;
 }
 

@@ -7,6 +7,7 @@
 import { GetCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDocumentClient } from "../../src/dynamodb/client.js";
+import { roomSource } from "../../src/gateway.js";
 import { keys } from "../../src/inventory/keys.js";
 import { mintInvite } from "../../src/waiting-room/invites.js";
 import { solveChallenge, workOf } from "../../src/waiting-room/proof-of-work.js";
@@ -78,6 +79,8 @@ describe("proof of work on join", () => {
     const doc = createDocumentClient(gw.deps.clients.dynamo);
     const item = await doc.send(new GetCommand({ TableName: tableName, Key: keys.event(eventId) }));
     expect(item.Item?.roomSettings).toMatchObject({ powBits: 10, invites: false });
+    // ...and read back as such: what a room Redis lost is configured again from (src/gateway.ts roomSource).
+    expect(await roomSource(gw.deps.inventory)(eventId)).toMatchObject({ powBits: 10, invites: false });
   });
 
   it("refuses joins without a proof or with a bad one, admits solved ones, many in flight at once", async () => {
