@@ -17,7 +17,7 @@
 import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
-import { createRoomContext, type RestoringContext } from "./context.js";
+import { createRoomContext, type LotteryCommitter, type RestoringContext } from "./context.js";
 import { join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
 import { createRestorer } from "./restore.js";
@@ -63,6 +63,12 @@ export interface WaitingRoomOptions {
    * room stays missing (`not_found`).
    */
   restore?: (eventId: string) => Promise<RestoreInput | null>;
+  /**
+   * Where the lottery seed is committed once per event, outside Redis (src/lottery/store.ts, in
+   * DynamoDB): configure and restore use the seed committed there, so losing Redis never draws a
+   * new one. Without it the seed is drawn and kept in Redis alone.
+   */
+  lottery?: LotteryCommitter;
 }
 
 export interface WaitingRoom {
@@ -137,7 +143,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     keys: options.signingKeys,
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
   });
-  const base = createRoomContext(redis, options.logger?.child({ module: "waiting-room" }), tokens);
+  const base = createRoomContext(redis, options.logger?.child({ module: "waiting-room" }), tokens, options.lottery);
   const restorer = createRestorer(base, options.restore, (eventId, input, paused) =>
     configureRoom(base, eventId, input, { mode: "restore", paused }),
   );
