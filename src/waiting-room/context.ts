@@ -51,6 +51,8 @@ export interface LotteryCommitter {
     eventId: string,
     candidate: { seed: string; commitment: string },
   ): Promise<{ seed: string; commitment: string }>;
+  /** The committed seed, for the draw (Redis never holds it before the draw). */
+  read(eventId: string): Promise<{ seed: string; commitment: string } | null>;
 }
 
 /** What the parts that may find a room Redis lost need besides (restore.ts builds it). */

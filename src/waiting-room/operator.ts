@@ -86,7 +86,8 @@ export async function configureRoom(
       String(s.maxActive),
       String(s.sessionSeconds),
       String(s.abandonSeconds),
-      seed,
+      // With a committer the seed stays out of Redis until the draw reveals it (draw.ts).
+      ctx.lottery ? "" : seed,
       commitment,
       epoch,
       mode,

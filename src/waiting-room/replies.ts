@@ -86,7 +86,18 @@ export function infoFrom(f: Fields): WaitingRoomInfo {
     state: f.oneOf("state", ROOM_STATES),
     waiting: f.num("waiting"),
     admitPerSecond: f.num("admitPerSecond"),
-    lottery: seed ? { commitment: f.str("commitment"), seed } : { commitment: f.str("commitment") },
+    lottery: seed ? drawnLottery(f, seed) : { commitment: f.str("commitment") },
+  };
+}
+
+function drawnLottery(f: Fields, seed: string): WaitingRoomInfo["lottery"] {
+  const beacon = f.str("beacon");
+  return {
+    commitment: f.str("commitment"),
+    seed,
+    membershipHash: f.str("membershipHash"),
+    ...(beacon ? { beacon } : {}),
+    size: f.num("preCount"),
   };
 }
 

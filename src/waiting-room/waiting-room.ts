@@ -20,6 +20,7 @@ import { trackRedis } from "../redis/availability.js";
 import { createRoomContext, type LotteryCommitter, type RestoringContext } from "./context.js";
 import { join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
+import { drawPreQueue } from "./draw.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
 import { info, lotteryPage, stats } from "./snapshot.js";
@@ -149,13 +150,52 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   );
   const ctx: RestoringContext = { ...base, ...restorer };
 
+  // The draw runs once the pre-queue has closed, in whichever process first sees it pending
+  // (draw.ts locks it across processes); one run at a time per event in this process.
+  const drawing = new Map<string, Promise<unknown>>();
+  const kickDraw = (eventId: string): Promise<unknown> => {
+    const pending = drawing.get(eventId);
+    if (pending) return pending;
+    const run = drawPreQueue(ctx, eventId)
+      .catch(() => undefined)
+      .finally(() => drawing.delete(eventId));
+    drawing.set(eventId, run);
+    return run;
+  };
+  const afterPlace = <R extends { ok: boolean }>(eventId: string, result: R): R => {
+    const place = (result as { place?: { status: string; onSaleAt?: string } }).place;
+    if (result.ok && place?.status === "prequeue" && Date.parse(place.onSaleAt ?? "") <= Date.now()) {
+      void kickDraw(eventId);
+    }
+    return result;
+  };
+  /** Opens now and waits for the draw (another process's included), a bounded while. */
+  const openAndDraw = async (eventId: string): Promise<OpenNowResult> => {
+    const opened = await openNow(ctx, eventId);
+    if (!opened.ok || opened.info.lottery.seed !== undefined || opened.info.state === "closed") return opened;
+    for (let attempt = 0; attempt < 400; attempt++) {
+      const drawn = await drawPreQueue(ctx, eventId);
+      if (drawn.ok) return { ok: true, changed: opened.changed, info: drawn.info };
+      if (drawn.reason !== "drawing") break;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    return opened;
+  };
+
   return {
     configure: (eventId, input) => configureRoom(ctx, eventId, input, { mode: "configure" }),
-    openNow: (eventId) => openNow(ctx, eventId),
-    join: (eventId, fanId, joinOptions) => join(ctx, eventId, fanId, joinOptions),
-    status: (eventId, queueToken) => status(ctx, eventId, queueToken),
-    statusOf: (eventId, fanId, statusOptions) => statusOf(ctx, eventId, fanId, statusOptions),
-    info: (eventId) => info(ctx, eventId),
+    openNow: openAndDraw,
+    join: async (eventId, fanId, joinOptions) => afterPlace(eventId, await join(ctx, eventId, fanId, joinOptions)),
+    status: async (eventId, queueToken) => afterPlace(eventId, await status(ctx, eventId, queueToken)),
+    statusOf: async (eventId, fanId, statusOptions) =>
+      afterPlace(eventId, await statusOf(ctx, eventId, fanId, statusOptions)),
+    info: async (eventId) => {
+      const result = await info(ctx, eventId);
+      if (result.ok && result.info.state !== "prequeue" && result.info.lottery.seed === undefined) {
+        void kickDraw(eventId);
+      }
+      return result;
+    },
     stats: (eventId) => stats(ctx, eventId),
     updateSettings: (eventId, patch, updateOptions) => updateSettings(ctx, eventId, patch, updateOptions?.by),
     settingsHistory: (eventId, limit) => settingsHistory(ctx, eventId, limit),

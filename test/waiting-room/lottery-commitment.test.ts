@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDocumentClient, createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
 import { createLotteryStore, type LotteryStore } from "../../src/lottery/store.js";
-import { commitmentOf, createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
+import { entryOf, verifyDraw } from "../../src/lottery/draw.js";
+import { commitmentOf, createWaitingRoom, lotteryOrder, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { eventId as freshEventId, SECRET, ok } from "./helpers.js";
 
 const settings = { onSaleAt: Date.now() + 3_600_000, admitPerSecond: 10, maxActive: 10, sessionSeconds: 60 };
@@ -45,8 +46,52 @@ describe("the lottery commitment in DynamoDB", () => {
     expect(stored).not.toBeNull();
     expect(commitmentOf(stored!.seed)).toBe(stored!.commitment);
     expect([...commitments][0]).toBe(stored!.commitment);
-    // Redis holds the committed seed, not one of the 23 other candidates.
-    expect(await clients[0]!.hget(`wr:{evt:${evt}}:room`, "seed")).toBe(stored!.seed);
+    // Redis does not hold the seed before the draw: whoever reads it learns nothing of the order.
+    expect(await clients[0]!.hget(`wr:{evt:${evt}}:room`, "seed")).toBe("");
+  });
+
+  it("the draw reveals the committed seed; the published pre-queue verifies, and fails once tampered with", async () => {
+    const evt = freshEventId("draw");
+    const stored = ok(await rooms[0]!.configure(evt, { ...settings, admitPerSecond: 0 }));
+    const fanIds = Array.from({ length: 3_000 }, (_, i) => `fan-${i}`);
+    await Promise.all(fanIds.map((fanId, i) => rooms[i % rooms.length]!.join(evt, fanId)));
+    // Every gateway asks to open at once: one draw, one order.
+    const opened = await Promise.all(rooms.map((r) => r.openNow(evt)));
+    const lotteries = opened.map((o) => ok(o).info.lottery);
+    expect(new Set(lotteries.map((l) => l.seed)).size).toBe(1);
+    const lottery = lotteries[0]!;
+    expect(lottery.seed).toBe((await store.read(evt))!.seed);
+    expect(lottery.commitment).toBe(stored.info.lottery.commitment);
+    expect(lottery.size).toBe(3_000);
+    const published = async () => {
+      const out: string[] = [];
+      for (let offset = 0; ; offset += 1_000) {
+        const page = ok(await rooms[1]!.lotteryPage(evt, { offset, limit: 1_000 }));
+        out.push(...page.fanIds);
+        if (page.fanIds.length < 1_000) return out;
+      }
+    };
+    const honest = await published();
+    const draw = {
+      commitment: lottery.commitment,
+      seed: lottery.seed!,
+      membershipHash: lottery.membershipHash!,
+      size: lottery.size!,
+    };
+    expect(verifyDraw({ ...draw, entries: honest.map(entryOf) }).pass).toBe(true);
+    expect(honest).toEqual(lotteryOrder(lottery.seed!, fanIds));
+    const statuses = await Promise.all(fanIds.slice(0, 200).map((fanId) => rooms[2]!.statusOf(evt, fanId)));
+    for (const s of statuses) expect(ok(s).place.position).toBe(honest.indexOf(ok(s).fanId) + 1);
+
+    // Tampered with in Redis after the close: a fan slipped in at place 1.
+    await clients[0]!.zadd(`wr:{evt:${evt}}:pre`, 0.5, "slipped-in");
+    const tampered = await published();
+    expect(tampered[0]).toBe("slipped-in");
+    expect(verifyDraw({ ...draw, entries: tampered.map(entryOf) }).pass).toBe(false);
+    // Or two fans swapped.
+    await clients[0]!.zrem(`wr:{evt:${evt}}:pre`, "slipped-in");
+    await clients[0]!.zadd(`wr:{evt:${evt}}:pre`, 1, honest[1]!, 2, honest[0]!);
+    expect(verifyDraw({ ...draw, entries: (await published()).map(entryOf) }).pass).toBe(false);
   });
 
   it("a room Redis lost comes back with the committed seed, not a new one", async () => {
