@@ -29,6 +29,7 @@ import { getPurchaseRoute } from "./routes/purchases/get.js";
 import { webhookRoute } from "./routes/purchases/webhook.js";
 import { releaseHoldRoute } from "./routes/holds/release.js";
 import { infoRoute } from "./routes/queue/info.js";
+import { lotteryRoute } from "./routes/queue/lottery.js";
 import { joinRoute } from "./routes/queue/join.js";
 import { statusRoute } from "./routes/queue/status.js";
 import { sectionSeatsRoute } from "./routes/seatmap/section.js";
@@ -113,6 +114,7 @@ export function buildApp(deps: AppDeps) {
     joinRoute,
     statusRoute,
     infoRoute,
+    lotteryRoute,
     seatMapSummaryRoute,
     sectionSeatsRoute,
     seatStreamRoute,
