@@ -23,6 +23,7 @@ import { createStreamSlots } from "./http/stream-slots.js";
 import { createInventory, type Inventory } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
+import { createLotteryStore } from "./lottery/store.js";
 import { createActionLog } from "./operators/action-log.js";
 import { type PaymentProvider, withTimeout } from "./payments/provider.js";
 import { createSimulatedProvider } from "./payments/simulated.js";
@@ -160,12 +161,14 @@ export function buildServices(config: ServicesConfig): Services {
     shardedPubSub: target.kind === "cluster",
   });
   const seatMapWrites = createSeatMapWrites({ seatMap, logger });
+  const doc = createDocumentClient(dynamo);
   const waitingRoom = createWaitingRoom({
     redis,
     secret: config.gatewaySecret,
     signingKeys: config.tokenSigningKeys,
     logger,
     restore: roomSource(inventory),
+    lottery: createLotteryStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) }),
   });
   const queues = config.queues ? createQueues(redis, logger) : undefined;
   const closeGrace = config.eventCloseGraceMs ? { closeGraceMs: config.eventCloseGraceMs } : {};
@@ -197,7 +200,7 @@ export function buildServices(config: ServicesConfig): Services {
     metricsReporter: createMetricsReporter(redis, { scope: tableName }),
     ...(queues ? { queueJobCounts: () => queueJobCounts(queues) } : {}),
     ...(config.operatorTokens ? { operatorTokens: config.operatorTokens } : {}),
-    actionLog: createActionLog({ doc: createDocumentClient(dynamo), tableName }),
+    actionLog: createActionLog({ doc, tableName }),
     inventory,
     waitingRoom,
     bots: {

@@ -30,6 +30,7 @@ import { webhookRoute } from "./routes/purchases/webhook.js";
 import { releaseHoldRoute } from "./routes/holds/release.js";
 import { challengeRoute } from "./routes/queue/challenge.js";
 import { infoRoute } from "./routes/queue/info.js";
+import { lotteryRoute } from "./routes/queue/lottery.js";
 import { joinRoute } from "./routes/queue/join.js";
 import { statusRoute } from "./routes/queue/status.js";
 import { sectionSeatsRoute } from "./routes/seatmap/section.js";
@@ -143,6 +144,7 @@ export function buildApp(deps: AppDeps) {
     joinRoute,
     statusRoute,
     infoRoute,
+    lotteryRoute,
     seatMapSummaryRoute,
     sectionSeatsRoute,
     seatStreamRoute,

@@ -13,6 +13,8 @@ export const SCRIPT_OUTCOMES = {
   "-5": "already_open",
   "-6": "unknown_session",
   "-7": "not_drawn",
+  "-8": "not_closed",
+  "-9": "draw_incomplete",
 } as const;
 
 export type ScriptOutcome = (typeof SCRIPT_OUTCOMES)[keyof typeof SCRIPT_OUTCOMES];
@@ -41,6 +43,8 @@ export const OUTCOME_MESSAGES: Record<ScriptOutcome, string> = {
   already_open: "the waiting room has opened; its on-sale time can no longer change",
   unknown_session: "no such session in this event",
   not_drawn: "the pre-queue has not been drawn yet",
+  not_closed: "the pre-queue has not closed yet",
+  draw_incomplete: "the draw has not written every place yet",
 };
 
 /** The outcome a negative reply stands for; `null` when the reply is a result, not a code. */

@@ -24,6 +24,12 @@ export interface RoomContext {
   log: Logger | undefined;
   tokens: TokenService;
   placeFrom: PlaceReader;
+  /**
+   * Where the lottery seed is committed outside Redis (DynamoDB, src/lottery/store.ts): configure
+   * and restore take the seed from there, so a Redis wipe cannot re-roll it. Without it, the seed
+   * lives in Redis only (tests of the line alone).
+   */
+  lottery?: LotteryCommitter | undefined;
   /** The family's runner: the raw reply. */
   run: RunScript<ScriptName>;
   /** A script's reply, with its negative code read as an outcome (logged at debug). */
@@ -37,6 +43,16 @@ export interface RoomContext {
    * While the client is not connected nothing is sent: the answer is immediate, not a retry loop.
    */
   guarded<T>(op: string, eventId: string, fn: () => Promise<T>): Promise<T | Unavailable>;
+}
+
+/** Commits a candidate seed once per event and returns the committed one (src/lottery/store.ts). */
+export interface LotteryCommitter {
+  commit(
+    eventId: string,
+    candidate: { seed: string; commitment: string },
+  ): Promise<{ seed: string; commitment: string }>;
+  /** The committed seed, for the draw (Redis never holds it before the draw). */
+  read(eventId: string): Promise<{ seed: string; commitment: string } | null>;
 }
 
 /** What the parts that may find a room Redis lost need besides (restore.ts builds it). */
@@ -68,7 +84,12 @@ export function keysFor(eventId: string): Readonly<WaitingRoomKeys> | null {
   return keys;
 }
 
-export function createRoomContext(redis: Redis | Cluster, log: Logger | undefined, tokens: TokenService): RoomContext {
+export function createRoomContext(
+  redis: Redis | Cluster,
+  log: Logger | undefined,
+  tokens: TokenService,
+  lottery?: LotteryCommitter,
+): RoomContext {
   const run = registerScripts(redis, waitingRoomScripts);
   const downLogDue = onceEvery(DOWN_LOG_EVERY_MS);
   const logDown = (op: string, eventId: string, message: string) => {
@@ -79,6 +100,7 @@ export function createRoomContext(redis: Redis | Cluster, log: Logger | undefine
     log,
     tokens,
     placeFrom: createPlaceReader(tokens),
+    lottery,
     run,
     async script(name, keys, args = []) {
       const reply = await run(name, keys, args);

@@ -7,7 +7,7 @@ export { SCRIPT_OUTCOMES, OUTCOME_MESSAGES } from "./codes.js";
 export type { ScriptOutcome } from "./codes.js";
 export { EVENT_ID_PATTERN, FAN_ID_PATTERN, limitKey, waitingRoomKeys } from "./keys.js";
 export type { WaitingRoomKeys } from "./keys.js";
-export { commitmentOf, generateSeed, lotteryKey, lotteryOrder, seedMatchesCommitment } from "./lottery.js";
+export { commitmentOf, generateSeed, lotteryOrder, seedMatchesCommitment } from "./lottery.js";
 export { createTokenService, TOKEN_ISSUER } from "./tokens.js";
 export type {
   AccessTokenClaims,

@@ -1,15 +1,13 @@
 /**
  * The pre-queue lottery, as anyone can recompute it. A 32-byte random seed is drawn when an
- * event's waiting room is configured; its commitment (SHA-256 of the seed string) is published
- * from then on, the seed itself only after the draw. The order is
- *
- *   pre-queued fans sorted by the lowercase hex SHA-1 of `${seed}:${fanId}` (UTF-8), ascending,
- *   ties (never seen in practice) broken by the fanId's UTF-8 bytes;
- *
- * which is exactly the byte order of the Redis ZSET member `sha1hex(seed:fanId) .. fanId` the Lua
- * side ranks by (lua/waiting-room/includes/prequeue.lua). Place k in that order is position k.
+ * event's waiting room is first configured and committed (SHA-256 of the seed string) in DynamoDB
+ * (src/lottery/store.ts); the commitment is published from then on, the seed only after the draw.
+ * The order is fixed only once the pre-queue closes, from the seed, the hash of the closed
+ * pre-queue's membership and an optional beacon: the recipe is src/lottery/draw.ts, and
+ * `lotteryOrder` below is that recipe applied to fan ids. Place k in that order is position k.
  */
 import { createHash, randomBytes } from "node:crypto";
+import { drawKey, drawOrder, entryOf, membershipHash } from "../lottery/draw.js";
 
 /** A fresh seed: 64 lowercase hex characters. */
 export function generateSeed(): string {
@@ -25,16 +23,10 @@ export function seedMatchesCommitment(seed: string, commitment: string): boolean
   return commitmentOf(seed) === commitment.toLowerCase();
 }
 
-/** A fan's lottery key: the bytes Redis sorts the pre-queue by. */
-export function lotteryKey(seed: string, fanId: string): Buffer {
-  const digest = createHash("sha1").update(`${seed}:${fanId}`, "utf8").digest("hex");
-  return Buffer.from(digest + fanId, "utf8");
-}
-
-/** The pre-queue fans in lottery order: index i holds position i + 1. */
-export function lotteryOrder(seed: string, fanIds: Iterable<string>): string[] {
-  return [...new Set(fanIds)]
-    .map((fanId) => ({ fanId, key: lotteryKey(seed, fanId) }))
-    .sort((a, b) => Buffer.compare(a.key, b.key))
-    .map((e) => e.fanId);
+/** The pre-queue fans in draw order (index i holds position i + 1), for a beacon ("" for none). */
+export function lotteryOrder(seed: string, fanIds: Iterable<string>, beacon = ""): string[] {
+  const fanOf = new Map<string, string>();
+  for (const fanId of fanIds) fanOf.set(entryOf(fanId), fanId);
+  const key = drawKey(seed, membershipHash(fanOf.keys()), beacon);
+  return drawOrder(key, fanOf.keys()).map((entry) => fanOf.get(entry)!);
 }

@@ -71,8 +71,18 @@ export async function configureRoom(
   const parsed = configureSchema.safeParse(input);
   if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
   const s = parsed.data;
-  // A fresh seed and epoch every call; the script keeps the first ones it stored.
-  const seed = generateSeed();
+  // A fresh seed and epoch every call; the script keeps the first ones it stored. With a
+  // committer (DynamoDB), the seed is the one committed there first, whatever Redis lost since.
+  let seed = generateSeed();
+  let commitment = commitmentOf(seed);
+  if (ctx.lottery) {
+    try {
+      ({ seed, commitment } = await ctx.lottery.commit(eventId, { seed, commitment }));
+    } catch (err) {
+      ctx.log?.warn({ eventId, err: (err as Error).message }, "the lottery commitment could not be read or written");
+      return { ok: false, reason: "unavailable", message: "the lottery commitment could not be kept; retry" };
+    }
+  }
   const epoch = randomBytes(8).toString("hex");
   return ctx.guarded(mode, eventId, async () => {
     const { reply, outcome } = await ctx.script("configure", lineKeysWithChanges(k), [
@@ -81,8 +91,9 @@ export async function configureRoom(
       String(s.maxActive),
       String(s.sessionSeconds),
       String(s.abandonSeconds),
-      seed,
-      commitmentOf(seed),
+      // With a committer the seed stays out of Redis until the draw reveals it (draw.ts).
+      ctx.lottery ? "" : seed,
+      commitment,
       epoch,
       mode,
       how.mode === "restore" && how.paused ? "1" : "0",

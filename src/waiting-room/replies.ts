@@ -101,7 +101,18 @@ export function infoFrom(f: Fields): WaitingRoomInfo {
     admitPerSecond: f.num("admitPerSecond"),
     powBits: f.num("powBits"),
     invites: f.flag("invites"),
-    lottery: seed ? { commitment: f.str("commitment"), seed } : { commitment: f.str("commitment") },
+    lottery: seed ? drawnLottery(f, seed) : { commitment: f.str("commitment") },
+  };
+}
+
+function drawnLottery(f: Fields, seed: string): WaitingRoomInfo["lottery"] {
+  const beacon = f.str("beacon");
+  return {
+    commitment: f.str("commitment"),
+    seed,
+    membershipHash: f.str("membershipHash"),
+    ...(beacon ? { beacon } : {}),
+    size: f.num("preCount"),
   };
 }
 

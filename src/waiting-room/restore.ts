@@ -63,7 +63,7 @@ export function createRestorer(
     if (!result.created) return "exists";
     log?.warn(
       { eventId, commitment: result.info.lottery.commitment, settings: result.settings },
-      "waiting room restored from the stored event (Redis had lost it): new lottery seed and epoch",
+      "waiting room restored from the stored event (Redis had lost it): new epoch, the lottery seed committed in DynamoDB when there is one",
     );
     return "restored";
   }

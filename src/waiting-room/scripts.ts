@@ -16,6 +16,7 @@ export const waitingRoomScripts = scriptFamily({
     openNow: "waiting-room/open-now-9",
     endSession: "waiting-room/end-session-8",
     lotteryPage: "waiting-room/lottery-page-8",
+    lotteryDrawn: "waiting-room/lottery-drawn-8",
     sessionActive: "waiting-room/session-active-2",
   },
   readOnly: ["sessionActive"],

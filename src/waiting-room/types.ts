@@ -33,7 +33,12 @@ export interface WaitingRoomInfo {
   powBits: number;
   /** A join for a new place brings an operator's invite token. */
   invites: boolean;
-  lottery: { commitment: string; seed?: string };
+  /**
+   * The draw's inputs: the commitment from the start; once drawn, the revealed seed, the
+   * membership hash M, the beacon (when one was recorded) and the pre-queue's size
+   * (src/lottery/draw.ts has the recipe).
+   */
+  lottery: { commitment: string; seed?: string; membershipHash?: string; beacon?: string; size?: number };
 }
 
 /** Operator figures. `admitted`, `abandoned`, `completed`, `expired`, `revoked` are totals. */

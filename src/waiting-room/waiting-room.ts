@@ -17,9 +17,10 @@
 import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
-import { createRoomContext, type RestoringContext } from "./context.js";
+import { createRoomContext, type LotteryCommitter, type RestoringContext } from "./context.js";
 import { claimIdentity, join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
+import { drawPreQueue } from "./draw.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
 import { info, lotteryPage, stats } from "./snapshot.js";
@@ -66,6 +67,12 @@ export interface WaitingRoomOptions {
    * room stays missing (`not_found`).
    */
   restore?: (eventId: string) => Promise<RestoreInput | null>;
+  /**
+   * Where the lottery seed is committed once per event, outside Redis (src/lottery/store.ts, in
+   * DynamoDB): configure and restore use the seed committed there, so losing Redis never draws a
+   * new one. Without it the seed is drawn and kept in Redis alone.
+   */
+  lottery?: LotteryCommitter;
 }
 
 export interface WaitingRoom {
@@ -153,20 +160,59 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     keys: options.signingKeys,
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
   });
-  const base = createRoomContext(redis, options.logger?.child({ module: "waiting-room" }), tokens);
+  const base = createRoomContext(redis, options.logger?.child({ module: "waiting-room" }), tokens, options.lottery);
   const restorer = createRestorer(base, options.restore, (eventId, input, paused, bots) =>
     configureRoom(base, eventId, input, { mode: "restore", paused, ...bots }),
   );
   const ctx: RestoringContext = { ...base, ...restorer };
 
+  // The draw runs once the pre-queue has closed, in whichever process first sees it pending
+  // (draw.ts locks it across processes); one run at a time per event in this process.
+  const drawing = new Map<string, Promise<unknown>>();
+  const kickDraw = (eventId: string): Promise<unknown> => {
+    const pending = drawing.get(eventId);
+    if (pending) return pending;
+    const run = drawPreQueue(ctx, eventId)
+      .catch(() => undefined)
+      .finally(() => drawing.delete(eventId));
+    drawing.set(eventId, run);
+    return run;
+  };
+  const afterPlace = <R extends { ok: boolean }>(eventId: string, result: R): R => {
+    const place = (result as { place?: { status: string; onSaleAt?: string } }).place;
+    if (result.ok && place?.status === "prequeue" && Date.parse(place.onSaleAt ?? "") <= Date.now()) {
+      void kickDraw(eventId);
+    }
+    return result;
+  };
+  /** Opens now and waits for the draw (another process's included), a bounded while. */
+  const openAndDraw = async (eventId: string): Promise<OpenNowResult> => {
+    const opened = await openNow(ctx, eventId);
+    if (!opened.ok || opened.info.lottery.seed !== undefined || opened.info.state === "closed") return opened;
+    for (let attempt = 0; attempt < 400; attempt++) {
+      const drawn = await drawPreQueue(ctx, eventId);
+      if (drawn.ok) return { ok: true, changed: opened.changed, info: drawn.info };
+      if (drawn.reason !== "drawing") break;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    return opened;
+  };
+
   return {
     configure: (eventId, input) => configureRoom(ctx, eventId, input, { mode: "configure" }),
-    openNow: (eventId) => openNow(ctx, eventId),
-    join: (eventId, fanId, joinOptions) => join(ctx, eventId, fanId, joinOptions),
+    openNow: openAndDraw,
+    join: async (eventId, fanId, joinOptions) => afterPlace(eventId, await join(ctx, eventId, fanId, joinOptions)),
     claimIdentity: (eventId, identity, fanId) => claimIdentity(ctx, eventId, identity, fanId),
-    status: (eventId, queueToken) => status(ctx, eventId, queueToken),
-    statusOf: (eventId, fanId, statusOptions) => statusOf(ctx, eventId, fanId, statusOptions),
-    info: (eventId) => info(ctx, eventId),
+    status: async (eventId, queueToken) => afterPlace(eventId, await status(ctx, eventId, queueToken)),
+    statusOf: async (eventId, fanId, statusOptions) =>
+      afterPlace(eventId, await statusOf(ctx, eventId, fanId, statusOptions)),
+    info: async (eventId) => {
+      const result = await info(ctx, eventId);
+      if (result.ok && result.info.state !== "prequeue" && result.info.lottery.seed === undefined) {
+        void kickDraw(eventId);
+      }
+      return result;
+    },
     stats: (eventId) => stats(ctx, eventId),
     updateSettings: (eventId, patch, updateOptions) => updateSettings(ctx, eventId, patch, updateOptions?.by),
     settingsHistory: (eventId, limit) => settingsHistory(ctx, eventId, limit),

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { commitmentOf, lotteryOrder, seedMatchesCommitment, type WaitingRoom } from "../../src/waiting-room/index.js";
+import { entryOf, membershipHash } from "../../src/lottery/draw.js";
 import { eventId, fanOut, fans, gateways, ok, until } from "./helpers.js";
 
 const gw = gateways(4);
@@ -92,7 +93,12 @@ describe("pre-queue lottery", () => {
       expect(ok(await room.join(evt, `late-${i}`)).place).toMatchObject({ status: "waiting", position: 2_000 + i });
     }
     // the seed never changes once committed
-    expect(ok(await room.info(evt)).info.lottery).toEqual({ commitment, seed });
+    expect(ok(await room.info(evt)).info.lottery).toEqual({
+      commitment,
+      seed,
+      membershipHash: membershipHash(ids.map(entryOf)),
+      size: 2_000,
+    });
   });
 
   it("draws by itself once Redis time reaches onSaleAt, the first ask doing it", async () => {
@@ -106,7 +112,9 @@ describe("pre-queue lottery", () => {
     const info = await until(
       async () => {
         const i = ok(await room.info(evt)).info;
-        return i.state === "prequeue" ? undefined : i;
+        // the pre-queue closes at onSaleAt; the order is known once the draw (kicked by that
+        // ask, in the background) has revealed the seed
+        return i.state === "prequeue" || i.lottery.seed === undefined ? undefined : i;
       },
       15_000,
       100,

@@ -45,7 +45,7 @@ describe("scripts", () => {
 });
 
 describe("lottery recomputation", () => {
-  it("commits with SHA-256 of the seed string and orders by SHA-1(seed:fanId)", () => {
+  it("commits with SHA-256 of the seed string; the draw order is a permutation of the set", () => {
     const seed = "00".repeat(32);
     expect(commitmentOf(seed)).toBe("60e05bd1b195af2f94112fa7197a5c88289058840ce7c6df9693756bc6250f55");
     expect(seedMatchesCommitment(seed, commitmentOf(seed).toUpperCase())).toBe(true);

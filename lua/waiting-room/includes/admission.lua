@@ -67,6 +67,7 @@ local function serve(r, now)
     if steps >= MAX_STEPS then stop = 'bound' break end
     local want = math.min(math.floor(r.credit), free - admitted) + 16
     want = math.min(want, MAX_STEPS - steps)
+    if r.served < r.preCount and r.drawn == 0 then stop = 'draw' break end
     if r.served < r.preCount then
       want = math.min(want, r.preCount - r.served)
       local members = redis.call('ZRANGE', K_PRE, r.served, r.served + want - 1)
@@ -75,7 +76,7 @@ local function serve(r, now)
         if admitted >= free or r.credit < 1 then break end
         r.served = r.served + 1
         steps = steps + 1
-        admitted = admitted + reach(r, string.sub(m, 41), r.served, now, true)
+        admitted = admitted + reach(r, m, r.served, now, true)
       end
     else
       local rows = redis.call('ZRANGEBYSCORE', K_FIFO, '(' .. int(r.served), '+inf',
@@ -94,7 +95,7 @@ local function serve(r, now)
   -- Budget is not banked while it cannot be used: an empty line keeps at most one admission
   -- (so a lone arrival gets in at once), a full room at most one second of admissions.
   if stop == 'empty' and r.credit > 1 then r.credit = 1 end
-  if stop == 'full' then
+  if stop == 'full' or stop == 'draw' then
     local cap = math.max(1, r.admitPerSecond)
     if r.credit > cap then r.credit = cap end
   end

@@ -62,7 +62,7 @@ local function settle_fan(r, fanId, f, now)
     local seenAt = tonumber(redis.call('ZSCORE', K_SEEN, fanId)) or 0
     if is_stale(r, seenAt, now) then
       abandon(r, fanId, f)
-    elseif f.s == 'p' then
+    elseif f.s == 'p' and r.drawn ~= 0 then
       f.pos = place_of(r, fanId, f)
       f.s = 'w'
       put_fan(fanId, f)

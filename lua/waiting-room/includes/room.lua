@@ -42,7 +42,7 @@ local SETTINGS = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 
   'paused', 'closed', 'powBits', 'invites' }
 local RUNTIME = { 'openedAt', 'preCount', 'preSeq', 'tail', 'served', 'credit', 'accruedAt',
   'sessSeq', 'winStart', 'winCount', 'lastRate', 'joined', 'admitted', 'abandoned', 'completed',
-  'expired', 'revoked' }
+  'expired', 'revoked', 'drawn' }
 local FRACTIONAL = { credit = true, lastRate = true }
 
 -- Lua would print large numbers as 1.7e+12 when concatenated; every integer leaves through here.
@@ -59,12 +59,14 @@ local function append(list, ...)
   return list
 end
 
-local NOT_NUMERIC = { seed = true, commitment = true, epoch = true }
+local NOT_NUMERIC = { seed = true, commitment = true, epoch = true, membershipHash = true, beacon = true,
+  drawKey = true }
 
 local function load_room()
   local v = redis.call('HGETALL', K_ROOM)
   if #v == 0 then return nil end
-  local r = { raw = {}, saved = {}, seed = '', commitment = '', epoch = '' }
+  local r = { raw = {}, saved = {}, seed = '', commitment = '', epoch = '', membershipHash = '', beacon = '',
+    drawKey = '' }
   for _, f in ipairs(SETTINGS) do r[f] = 0 end
   for _, f in ipairs(RUNTIME) do
     r[f] = 0

@@ -32,7 +32,7 @@ end
 local function fan_view(r, fanId, f, now)
   local status = STATE_NAMES[f.s]
   local position, ahead, provisional = f.pos, 0, 0
-  if f.s == 'p' and r.openedAt == 0 then
+  if f.s == 'p' and (r.openedAt == 0 or r.drawn == 0) then
     -- before the draw only the arrival number is known; everyone else in the pre-queue may
     -- end up ahead
     position = f.n
@@ -51,13 +51,13 @@ local function fan_view(r, fanId, f, now)
     'now', int(now), 'onSaleAt', int(r.onSaleAt), 'roomState', room_state(r),
     'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
     'admitPerSecond', r.raw.admitPerSecond,
-    'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch }
+    'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch, 'drawn', int(r.drawn) }
 end
 
 local function snapshot(r, now)
   local live = live_sessions(now)
   local seed = ''
-  if r.openedAt > 0 then seed = r.seed end
+  if r.openedAt > 0 and r.drawn ~= 0 then seed = r.seed end
   return { 'now', int(now), 'state', room_state(r), 'onSaleAt', int(r.onSaleAt),
     'openedAt', int(r.openedAt), 'admitPerSecond', r.raw.admitPerSecond,
     'maxActive', int(r.maxActive), 'sessionSeconds', int(r.sessionSeconds),
@@ -66,6 +66,7 @@ local function snapshot(r, now)
     'active', int(live), 'rate', dec(effective_rate(r, live)), 'joined', int(r.joined),
     'admitted', int(r.admitted), 'abandoned', int(r.abandoned), 'completed', int(r.completed),
     'expired', int(r.expired), 'revoked', int(r.revoked), 'preCount', int(r.preCount),
-    'tail', int(r.tail), 'served', int(r.served), 'epoch', r.epoch,
+    'tail', int(r.tail), 'served', int(r.served), 'epoch', r.epoch, 'drawn', int(r.drawn),
+    'membershipHash', r.membershipHash, 'beacon', r.beacon,
     'powBits', int(r.powBits), 'invites', int(r.invites) }
 end

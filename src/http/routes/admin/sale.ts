@@ -37,7 +37,13 @@ const OpenedNow = z
     onSaleAt: z.string(),
     changed: z.boolean().openapi({ description: "false when the event was on sale already" }),
     sale: SaleState,
-    lottery: z.object({ commitment: z.string(), seed: z.string().optional() }),
+    lottery: z.object({
+      commitment: z.string(),
+      seed: z.string().optional(),
+      membershipHash: z.string().optional(),
+      beacon: z.string().optional(),
+      size: z.number().int().optional(),
+    }),
   })
   .openapi("OpenedNow");
 

@@ -18,6 +18,19 @@ const Info = z
         .string()
         .openapi({ description: "SHA-256 (hex) of the shuffle seed, published before the on-sale" }),
       seed: z.string().optional().openapi({ description: "revealed once the pre-queue has been drawn" }),
+      membershipHash: z.string().optional().openapi({
+        description:
+          "once drawn: M, SHA-256 (hex) over the closed pre-queue's entries (SHA-256 hex of each fan id), ascending, each followed by a newline",
+      }),
+      beacon: z
+        .string()
+        .optional()
+        .openapi({ description: "once drawn: the public beacon value the draw key included, when one was recorded" }),
+      size: z
+        .number()
+        .int()
+        .optional()
+        .openapi({ description: "once drawn: how many fans the pre-queue held at its close" }),
     }),
   })
   .openapi("WaitingRoomInfo");

@@ -1,0 +1,44 @@
+--[[
+  The end of the draw (src/waiting-room/draw.ts): the drawer has written every pre-queued fan's
+  place (1..preCount) as its score in KEYS[3] (pre); this flips `drawn`, records what the order
+  was drawn from (revealed from now on in the snapshot), and lets admission reach the pre-queue.
+  Idempotent: on a drawn room it changes nothing. Refuses a membership whose places are not
+  exactly 1..preCount (a draw that did not finish writing them).
+
+  KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
+  ARGV[1]     seed (revealed)
+  ARGV[2]     membership hash M
+  ARGV[3]     beacon ('' when none)
+  ARGV[4]     draw key K
+
+  Returns the snapshot plus 'changed' 1|0, or
+    -1  unknown event
+    -8  the pre-queue has not closed yet (Redis time < onSaleAt)
+    -9  the places written do not cover 1..preCount
+]]
+--- @include "admission"
+--- @include "views"
+
+local r = load_room()
+if not r then return -1 end
+local now = now_ms()
+tick(r, now)
+if r.openedAt == 0 then
+  save_room(r)
+  return -8
+end
+local changed = 0
+if r.drawn == 0 then
+  if redis.call('ZCARD', K_PRE) ~= r.preCount
+    or redis.call('ZCOUNT', K_PRE, 1, r.preCount) ~= r.preCount then
+    save_room(r)
+    return -9
+  end
+  redis.call('HSET', K_ROOM, 'seed', ARGV[1], 'membershipHash', ARGV[2], 'beacon', ARGV[3], 'drawKey', ARGV[4])
+  r.seed, r.membershipHash, r.beacon, r.drawKey = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+  r.drawn = 1
+  changed = 1
+  tick(r, now)
+end
+save_room(r)
+return append(snapshot(r, now), 'changed', int(changed))
