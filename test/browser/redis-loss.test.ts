@@ -66,6 +66,8 @@ describe("the fan's page when Redis is lost", () => {
       await page.getByRole("button", { name: "Join the line" }).click();
       await expect.poll(() => page.locator("#wait-position").textContent(), PATIENCE).toBe("#3");
 
+      const commitmentBefore = await page.locator("#lottery-commitment").textContent();
+      expect(commitmentBefore).toMatch(/^[0-9a-f]{64}$/);
       await killRedis(redis, [gw]);
       await page.getByText("Reconnecting to the line…").waitFor({ timeout: 30_000 });
       // Still on the waiting view, not thrown back to the start.
@@ -76,10 +78,10 @@ describe("the fan's page when Redis is lost", () => {
       await page.getByText("The line had to be restarted after a technical problem.").waitFor({ timeout: 60_000 });
       // Nobody else came back yet: the fan is first in the restored line.
       await expect.poll(() => page.locator("#wait-position").textContent(), PATIENCE).toBe("#1");
-      // The restored line's commitment was published at the restart, and the page says so.
-      await expect
-        .poll(() => page.locator("#lottery-check").textContent(), PATIENCE)
-        .toContain("published when the line was restarted");
+      // The seed is committed in DynamoDB once per event, so the restored line shows the same
+      // commitment the page showed before the loss: a wipe cannot re-roll the draw unseen.
+      // (Revealing the seed again after a wipe mid-sale is not built yet: issue 18 item 2.)
+      await expect.poll(() => page.locator("#lottery-commitment").textContent(), PATIENCE).toBe(commitmentBefore);
       await screenshot(page, "fan-redis-2-new-place");
 
       // The operator lets fans in again: the page moves on to the seat map.
