@@ -2,7 +2,8 @@
   The end of the draw (src/waiting-room/draw.ts): the drawer has written every pre-queued fan's
   place (1..preCount) as its score in KEYS[3] (pre); this flips `drawn`, records what the order
   was drawn from (revealed from now on in the snapshot), and lets admission reach the pre-queue.
-  Idempotent: on a drawn room it changes nothing. Refuses a membership whose places are not
+  Idempotent: on a drawn room it changes nothing, but for an empty pre-queue drawn at the close
+  whose seed Redis never had: that seed is recorded then. Refuses a membership whose places are not
   exactly 1..preCount (a draw that did not finish writing them).
 
   KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
@@ -39,6 +40,12 @@ if r.drawn == 0 then
   r.drawn = 1
   changed = 1
   tick(r, now)
+elseif r.preCount == 0 and r.seed == '' and ARGV[1] ~= '' then
+  -- An empty pre-queue is marked drawn at the close (includes/prequeue.lua), with nothing to
+  -- order; with the seed kept out of Redis (committed in DynamoDB) it is revealed here, once.
+  redis.call('HSET', K_ROOM, 'seed', ARGV[1], 'membershipHash', ARGV[2], 'beacon', ARGV[3], 'drawKey', ARGV[4])
+  r.seed, r.membershipHash, r.beacon, r.drawKey = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+  changed = 1
 end
 save_room(r)
 return append(snapshot(r, now), 'changed', int(changed))

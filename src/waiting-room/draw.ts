@@ -43,7 +43,19 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
     );
     if (seed === null || seed === undefined) return notFound;
     if (!openedAt || openedAt === "0") return { ok: false, reason: "not_closed" };
-    if (drawn === "1") return finish(ctx, eventId, k, seed, "", beacon ?? "", "");
+    if (drawn === "1") {
+      // An empty pre-queue was marked drawn at the close; with the seed kept out of Redis it is
+      // revealed now, with the membership hash of no entries (the recipe holds for size 0).
+      if (seed === "" && ctx.lottery && Number(preCount ?? 0) === 0) {
+        const committed = await ctx.lottery.read(eventId);
+        if (committed && /^[0-9a-f]{64}$/.test(committed.seed)) {
+          const m = membershipHash([]);
+          const b = beacon ?? "";
+          return finish(ctx, eventId, k, committed.seed, m, b, drawKey(committed.seed, m, b));
+        }
+      }
+      return finish(ctx, eventId, k, seed, "", beacon ?? "", "");
+    }
     const token = randomBytes(8).toString("hex");
     if ((await redis.set(lockKey, token, "PX", LOCK_MS, "NX")) !== "OK") return { ok: false, reason: "drawing" };
     try {

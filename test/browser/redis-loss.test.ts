@@ -80,8 +80,11 @@ describe("the fan's page when Redis is lost", () => {
       await expect.poll(() => page.locator("#wait-position").textContent(), PATIENCE).toBe("#1");
       // The seed is committed in DynamoDB once per event, so the restored line shows the same
       // commitment the page showed before the loss: a wipe cannot re-roll the draw unseen.
-      // (Revealing the seed again after a wipe mid-sale is not built yet: issue 18 item 2.)
       await expect.poll(() => page.locator("#lottery-commitment").textContent(), PATIENCE).toBe(commitmentBefore);
+      // The restored room (its pre-queue empty) reveals the committed seed, and the page checks it.
+      await expect
+        .poll(() => page.locator("#lottery-check").textContent(), PATIENCE)
+        .toContain("the seed, kept apart, could not change");
       await screenshot(page, "fan-redis-2-new-place");
 
       // The operator lets fans in again: the page moves on to the seat map.

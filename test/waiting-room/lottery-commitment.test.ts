@@ -94,6 +94,24 @@ describe("the lottery commitment in DynamoDB", () => {
     expect(verifyDraw({ ...draw, entries: (await published()).map(entryOf) }).pass).toBe(false);
   });
 
+  it("an empty pre-queue reveals the committed seed at the open too, with the hash of no entries", async () => {
+    const evt = freshEventId("empty");
+    ok(await rooms[0]!.configure(evt, settings));
+    const opened = await Promise.all(rooms.map((r) => r.openNow(evt)));
+    const stored = await store.read(evt);
+    for (const o of opened) {
+      expect(ok(o).info.lottery).toMatchObject({ seed: stored!.seed, size: 0 });
+    }
+    const lottery = ok(await rooms[1]!.info(evt)).info.lottery;
+    expect(verifyDraw({ ...lottery, entries: [] } as Parameters<typeof verifyDraw>[0]).checks).toEqual({
+      commitment: true,
+      entriesWellFormed: true,
+      size: true,
+      membershipHash: true,
+      order: true,
+    });
+  });
+
   it("a room Redis lost comes back with the committed seed, not a new one", async () => {
     const evt = freshEventId("wipe");
     const first = ok(await rooms[0]!.configure(evt, settings)).info.lottery.commitment;

@@ -143,8 +143,8 @@ export class FanPage implements FanView {
     out.dataset.ok = String(matches);
     out.textContent = matches
       ? lineRestarted
-        ? "✓ Checked in your browser: this seed matches the commitment published when the line was restarted " +
-          "(the line before the failure, and its draw, could not be kept)."
+        ? "✓ Checked in your browser: this seed matches the commitment published before the sale " +
+          "(the line was restarted after a failure; the seed, kept apart, could not change)."
         : "✓ Checked in your browser: this seed matches the commitment published before the sale."
       : "✗ This seed does NOT match the published commitment.";
   }
