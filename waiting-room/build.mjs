@@ -1,5 +1,6 @@
 // Builds the browser pages into waiting-room/dist/: index.html (the fan's waiting room, seat map
-// and checkout), console.html (the operator console) and content-hashed assets under assets/.
+// and checkout), console.html (the operator console), lottery.html (anyone checks the draw) and
+// content-hashed assets under assets/.
 // Run by `npm run build:pages`, itself run before `npm start` and `npm test`.
 //
 // The pages talk to the API at their own origin unless told otherwise: `?api=<url>` at run time,
@@ -20,6 +21,7 @@ const retired = join(root, `.dist-old-${process.pid}`);
 const pages = [
   { html: "index.html", entry: "fan.ts" },
   { html: "console.html", entry: "console.ts" },
+  { html: "lottery.html", entry: "lottery.ts" },
 ];
 
 async function build() {
