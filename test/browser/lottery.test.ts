@@ -130,6 +130,8 @@ describe("the lottery page", () => {
       const page = await context.newPage();
       page.setDefaultTimeout(30_000);
       const errors = watchErrors(page);
+      const workers: string[] = [];
+      page.on("worker", (worker) => workers.push(worker.url()));
 
       // The fan page links to the check of its own event.
       await page.goto(`${server.url}/?event=${eventId}`);
@@ -141,6 +143,8 @@ describe("the lottery page", () => {
 
       await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
       expect(await checkStates(page)).toEqual(ALL_PASS);
+      // The checks ran in the lottery worker, off the page's thread.
+      expect(workers.some((url) => /\/assets\/lottery-worker-[A-Z0-9]+\.js$/.test(url))).toBe(true);
       expect(await page.locator("#verify-progress").textContent()).toBe(
         `Done: ${fanIds.length} entries checked in this browser`,
       );

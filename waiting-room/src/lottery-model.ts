@@ -16,6 +16,7 @@ import {
   type DrawCheck,
   entryOf,
   type Pace,
+  type PublishedDraw,
 } from "./lottery-recipe.js";
 
 /** The waiting-room info's `lottery`, as published (seed and the rest once drawn). */
@@ -78,9 +79,20 @@ export interface LotteryView {
   message(m: Message | null): void;
 }
 
+/** Runs the checks of a draw, reporting the ranking's progress (in the page, or in a worker). */
+export type DrawChecker = (draw: PublishedDraw, progress: (done: number, total: number) => void) => Promise<DrawCheck>;
+
+/** The checks in the page itself, a batch of digests at a time with a pause between batches. */
+export function checkInPage(pace: Pace = DEFAULT_PACE): DrawChecker {
+  return (draw, progress) => checkDraw(draw, { ...pace, progress });
+}
+
 export interface LotteryDeps {
   api: { call<T>(method: string, path: string, options?: CallOptions): Promise<ApiResult<T>> };
   eventId: string;
+  /** Where the checks run; in the page (checkInPage) unless told otherwise. */
+  checker?: DrawChecker;
+  /** The in-page checker's pace, when no checker is given. */
   pace?: Pace;
   /** WebCrypto's presence (a test may take it away). */
   digestAvailable?: () => boolean;
@@ -108,11 +120,13 @@ const MAX_PAGES = 100_000;
 const allPending = (): Record<CheckName, CheckState> =>
   Object.fromEntries(CHECK_NAMES.map((name) => [name, "pending"])) as Record<CheckName, CheckState>;
 
+// Arrays, not maps: a look-up is a scan (a millisecond at 100,000), while building a Map of every
+// entry held the page up for most of a second in Chromium.
 interface Membership {
-  /** entry -> position in the recomputed draw */
-  drawn: Map<string, number>;
-  /** entry -> position in the gateway's list (the first, if it lists one twice) */
-  listed: Map<string, number>;
+  /** The recomputed draw: index i has position i + 1. */
+  drawn: readonly string[];
+  /** The gateway's list, as published. */
+  listed: readonly string[];
 }
 
 type Loaded = { kind: "drawn"; membership: Membership } | { kind: "not-drawn" } | { kind: "failed" };
@@ -131,8 +145,8 @@ export class LotteryModel {
     this.view = view;
   }
 
-  private get pace(): Pace {
-    return this.deps.pace ?? DEFAULT_PACE;
+  private get checker(): DrawChecker {
+    return this.deps.checker ?? checkInPage(this.deps.pace);
   }
 
   private digestAvailable(): boolean {
@@ -283,8 +297,7 @@ export class LotteryModel {
       cursor = next;
     }
 
-    const pace = this.pace;
-    const check = await checkDraw(
+    const check = await this.checker(
       {
         commitment: lottery.commitment,
         seed: lottery.seed,
@@ -293,11 +306,8 @@ export class LotteryModel {
         size: lottery.size,
         entries,
       },
-      {
-        ...pace,
-        progress: (done, total) => {
-          if (this.current(generation)) this.view?.progress({ phase: "ranking", done, total });
-        },
+      (done, total) => {
+        if (this.current(generation)) this.view?.progress({ phase: "ranking", done, total });
       },
     );
     if (!this.current(generation)) return { kind: "failed" };
@@ -315,12 +325,7 @@ export class LotteryModel {
       firstMismatch: check.firstMismatch,
       first: check.order.slice(0, 10),
     });
-    const drawn = new Map(check.order.map((entry, i) => [entry, i + 1]));
-    const listed = new Map<string, number>();
-    entries.forEach((entry, i) => {
-      if (!listed.has(entry)) listed.set(entry, i + 1);
-    });
-    return { kind: "drawn", membership: { drawn, listed } };
+    return { kind: "drawn", membership: { drawn: check.order, listed: entries } };
   }
 
   /** The fan's place in the draw, from their fan id (hashed in the browser, sent nowhere). */
@@ -344,13 +349,13 @@ export class LotteryModel {
     const outcome = await loaded;
     if (outcome.kind === "failed") return answer({ kind: "unavailable" });
     if (outcome.kind === "not-drawn") return answer({ kind: "not-drawn", entry });
-    const position = outcome.membership.drawn.get(entry);
-    if (position === undefined) return answer({ kind: "absent", entry });
+    const position = outcome.membership.drawn.indexOf(entry) + 1;
+    if (position === 0) return answer({ kind: "absent", entry });
     return answer({
       kind: "found",
       entry,
       position,
-      publishedPosition: outcome.membership.listed.get(entry) ?? 0,
+      publishedPosition: outcome.membership.listed.indexOf(entry) + 1,
     });
   }
 }

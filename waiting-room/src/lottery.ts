@@ -10,6 +10,8 @@ import { plural } from "./format.js";
 import {
   CHECK_LABELS,
   type CheckState,
+  checkInPage,
+  type DrawChecker,
   LotteryModel,
   type LotteryView,
   type PlaceResult,
@@ -18,10 +20,47 @@ import {
   progressText,
   type Verdict,
 } from "./lottery-model.js";
-import { CHECK_NAMES, type CheckName } from "./lottery-recipe.js";
+import { CHECK_NAMES, type CheckName, type DrawCheck } from "./lottery-recipe.js";
 import { savedFanId } from "./storage.js";
 
+declare const __LOTTERY_WORKER__: string;
+
 const FLASH = "flash";
+/** The worker's asset, named by the build (relative to the page, as every asset). */
+const WORKER_ASSET = typeof __LOTTERY_WORKER__ === "string" ? __LOTTERY_WORKER__ : "";
+
+/**
+ * The checks in a Web Worker (lottery-worker.ts): sorting and hashing a large membership then
+ * never holds the page up. Where no worker can be had, or it fails, the page does it in batches.
+ */
+const checkInWorker: DrawChecker = (draw, progress) => {
+  const inPage = () => checkInPage()(draw, progress);
+  if (!WORKER_ASSET || typeof Worker === "undefined") return inPage();
+  return new Promise((resolve) => {
+    let worker: Worker;
+    try {
+      worker = new Worker(new URL(`assets/${WORKER_ASSET}`, document.baseURI), { type: "module" });
+    } catch {
+      resolve(inPage());
+      return;
+    }
+    worker.onmessage = (event: MessageEvent<{ progress?: { done: number; total: number }; check?: DrawCheck }>) => {
+      const { progress: p, check } = event.data;
+      if (p) {
+        progress(p.done, p.total);
+        return;
+      }
+      worker.terminate();
+      resolve(check ?? inPage());
+    };
+    worker.onerror = (event) => {
+      event.preventDefault();
+      worker.terminate();
+      resolve(inPage());
+    };
+    worker.postMessage(draw);
+  });
+};
 
 const STATE_TEXT: Record<CheckState, string> = { pending: "…", pass: "PASS", fail: "FAIL" };
 
@@ -164,7 +203,7 @@ function start() {
   }
 
   setText("published-event", eventId);
-  const model = new LotteryModel({ api, eventId });
+  const model = new LotteryModel({ api, eventId, checker: checkInWorker });
   model.observe(new LotteryPage());
   const fanInput = byId<HTMLInputElement>("place-fan");
   fanInput.value = savedFanId() ?? "";
