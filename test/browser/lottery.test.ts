@@ -4,7 +4,8 @@
  * the place the gateway gave them (prefilled from the fan page's storage), a fan id that never
  * joined is told so; the same pre-queue tampered with in Redis after the draw (two places swapped)
  * FAILs on the order at place 1; before the draw the page shows the commitment; an unknown event
- * and an unreachable gateway are said in words.
+ * and an unreachable gateway are said in words; and with its Web Worker blocked the page checks
+ * in batches itself.
  */
 import { Redis } from "ioredis";
 import type { Page } from "playwright-core";
@@ -234,7 +235,7 @@ describe("the lottery page", () => {
     }
   }, 60_000);
 
-  it("says so for an unknown event and for a gateway it cannot reach, and recovers on Try again", async () => {
+  it("says so for an unknown event and for a gateway it cannot reach, recovers on Try again, and checks without its worker", async () => {
     const { eventId } = await preQueue(["a", "b", "c"]);
     await draw(eventId);
     const context = await browser!.get().newContext();
@@ -252,6 +253,12 @@ describe("the lottery page", () => {
       await page.unroute("**/v1/**");
       await page.getByRole("button", { name: "Try again" }).click();
       await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
+
+      // Without its worker (the asset cannot be loaded), the page runs the checks itself.
+      await page.route("**/assets/lottery-worker-*", (route) => route.abort("failed"));
+      await page.reload();
+      await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
+      expect(await checkStates(page)).toEqual(ALL_PASS);
     } finally {
       await context.close();
     }
