@@ -141,6 +141,7 @@ describe("the page's recipe (WebCrypto) against src/lottery/draw.ts", () => {
 // --- the model against a fake gateway ---------------------------------------------------------
 
 const PAGE = 1_000;
+const ON_SALE_AT = "2026-12-24T18:00:00.000Z";
 
 type Published = node.PublishedDraw | { commitment: string };
 
@@ -158,7 +159,7 @@ function answer(d: Published, path: string, opts: { beaconSource?: string } = {}
             size: d.size,
           }
         : { commitment: d.commitment };
-    return ok({ state: "seed" in d ? "open" : "prequeue", lottery });
+    return ok({ onSaleAt: ON_SALE_AT, state: "seed" in d ? "open" : "prequeue", lottery });
   }
   if (path.includes("/queue/lottery")) {
     if (!("seed" in d)) return refused(409, { code: "not_drawn", message: "the pre-queue has not been drawn yet" });
@@ -181,6 +182,7 @@ const gateway = (d: Published, opts: { beaconSource?: string } = {}) =>
 class RecordingView implements LotteryView {
   publishedLottery: PublishedLottery | null = null;
   notDrawnCalls = 0;
+  closesAt: number | null = null;
   progresses: Progress[] = [];
   states: Record<string, CheckState>[] = [];
   verdicts: Verdict[] = [];
@@ -189,8 +191,9 @@ class RecordingView implements LotteryView {
   published(l: PublishedLottery) {
     this.publishedLottery = l;
   }
-  notDrawn() {
+  notDrawn(_l: PublishedLottery, onSaleAt: number | null) {
     this.notDrawnCalls++;
+    this.closesAt = onSaleAt;
   }
   progress(p: Progress) {
     this.progresses.push(p);
@@ -336,6 +339,7 @@ describe("the lottery page's model", () => {
     await model.load();
     expect(view.publishedLottery?.seed).toBeUndefined();
     expect(view.notDrawnCalls).toBe(1);
+    expect(view.closesAt).toBe(Date.parse(ON_SALE_AT));
     expect(view.verdicts).toEqual([]);
     expect(api.count("/queue/lottery")).toBe(0);
     expect(await model.findPlace("alice")).toEqual({ kind: "not-drawn", entry: node.entryOf("alice") });
@@ -410,6 +414,25 @@ describe("the lottery page's model", () => {
     await loading;
     const position = d.entries.indexOf(node.entryOf(ids[5]!)) + 1;
     expect(await asked).toEqual({ kind: "found", entry: node.entryOf(ids[5]!), position, publishedPosition: position });
+  });
+
+  it("a place asked for before a failed load is answered by the Try again that follows", async () => {
+    const ids = fans(50);
+    const d = honestDraw(ids);
+    let up = false;
+    // Down: the info call hangs until the test answers it "no answer".
+    const api = new FakeApi((call) => (up ? answer(d, call.path) : undefined));
+    const { model, view } = modelFor(api);
+    const failing = model.load();
+    const asked = model.findPlace(ids[7]!);
+    await waitUntil(() => view.places.length === 1);
+    expect(view.places[0]!.kind).toBe("waiting");
+    api.take("/waiting-room").answer(noAnswer());
+    await failing;
+    up = true;
+    view.lastMessage!.actions![0]!.run();
+    const position = d.entries.indexOf(node.entryOf(ids[7]!)) + 1;
+    expect(await asked).toEqual({ kind: "found", entry: node.entryOf(ids[7]!), position, publishedPosition: position });
   });
 
   it("pages that lead round in a circle end with an error, not a loop", async () => {

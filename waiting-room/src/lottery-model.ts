@@ -32,6 +32,7 @@ export interface PublishedLottery {
 
 interface RoomInfo {
   state?: string;
+  onSaleAt?: string;
   lottery?: PublishedLottery;
 }
 
@@ -70,8 +71,8 @@ export type PlaceResult =
 export interface LotteryView {
   /** What the gateway published about the draw (called once the info is in). */
   published(lottery: PublishedLottery): void;
-  /** Before the draw: only the commitment is out. */
-  notDrawn(lottery: PublishedLottery): void;
+  /** Before the draw: only the commitment is out; the pre-queue closes at `onSaleAt` (epoch ms), when known. */
+  notDrawn(lottery: PublishedLottery, onSaleAt: number | null): void;
   progress(p: Progress): void;
   checks(states: Record<CheckName, CheckState>): void;
   verdict(v: Verdict): void;
@@ -187,7 +188,7 @@ export class LotteryModel {
         message(
           "error",
           `There is no on-sale called "${this.deps.eventId}".`,
-          "Check the event id in your link, or type another one above.",
+          "Check the event id in your link, or type another one in the box below.",
         ),
       );
     else if (res.status === 0)
@@ -228,8 +229,10 @@ export class LotteryModel {
       return { kind: "failed" };
     }
     this.view?.published(lottery);
+    const onSale = Date.parse(info.body.onSaleAt ?? "");
+    const onSaleAt = Number.isFinite(onSale) ? onSale : null;
     if (!lottery.seed) {
-      this.view?.notDrawn(lottery);
+      this.view?.notDrawn(lottery, onSaleAt);
       return { kind: "not-drawn" };
     }
     if (typeof lottery.membershipHash !== "string" || typeof lottery.size !== "number") {
@@ -265,7 +268,7 @@ export class LotteryModel {
       if (!this.current(generation)) return { kind: "failed" };
       if (!res.ok) {
         if (res.status === 409 && res.error.code === "not_drawn") {
-          this.view?.notDrawn(lottery);
+          this.view?.notDrawn(lottery, onSaleAt);
           return { kind: "not-drawn" };
         }
         return this.refused(res, `Page ${page} of the membership`);
@@ -338,15 +341,21 @@ export class LotteryModel {
     if (fanId.length === 0) return answer({ kind: "invalid" });
     if (!this.digestAvailable()) return answer({ kind: "unavailable" });
     const entry = await entryOf(fanId);
+    let source = this.loaded;
     let settled = false;
-    const loaded = this.loaded.then((l) => {
+    const first = source.then((l) => {
       settled = true;
       return l;
     });
     // One turn for an already-settled load to answer before saying "wait".
     await Promise.resolve();
     if (!settled) answer({ kind: "waiting", entry });
-    const outcome = await loaded;
+    let outcome = await first;
+    // A Try again meanwhile: its load is the one that answers.
+    while (outcome.kind === "failed" && source !== this.loaded) {
+      source = this.loaded;
+      outcome = await source;
+    }
     if (outcome.kind === "failed") return answer({ kind: "unavailable" });
     if (outcome.kind === "not-drawn") return answer({ kind: "not-drawn", entry });
     const position = outcome.membership.drawn.indexOf(entry) + 1;

@@ -78,8 +78,12 @@ class LotteryPage implements LotteryView {
     byId("place").hidden = false;
   }
 
-  notDrawn(_lottery: PublishedLottery): void {
+  notDrawn(_lottery: PublishedLottery, onSaleAt: number | null): void {
     byId("draw-pending").hidden = false;
+    setText(
+      "draw-close",
+      onSaleAt === null ? "at the on-sale" : `at the on-sale, ${new Date(onSaleAt).toLocaleString()}`,
+    );
     byId("verify").hidden = true;
   }
 
