@@ -27,6 +27,10 @@ export interface PublishedLottery {
   beacon?: string;
   /** Where the beacon value comes from (e.g. "drand quicknet round 1234"), when the gateway says. */
   beaconSource?: string;
+  /** A source was named but its value did not come in time: the draw took none. */
+  beaconMissed?: boolean;
+  /** The room was recreated after a Redis loss: the draw as sealed in DynamoDB. */
+  sealedOnly?: boolean;
   size?: number;
 }
 

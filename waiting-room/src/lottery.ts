@@ -71,7 +71,14 @@ class LotteryPage implements LotteryView {
     setText("draw-seed", lottery.seed ?? "not revealed yet");
     setText("draw-membership", lottery.membershipHash ?? "—");
     setText("draw-beacon", lottery.seed ? lottery.beacon || "(none)" : "—");
-    setText("draw-beacon-source", typeof lottery.beaconSource === "string" ? `from ${lottery.beaconSource}` : "");
+    const source = typeof lottery.beaconSource === "string" ? `from ${lottery.beaconSource}` : "";
+    setText(
+      "draw-beacon-source",
+      lottery.beaconMissed === true
+        ? `${source}${source ? ": " : ""}its value did not come in time, so the draw took none`
+        : source,
+    );
+    byId("draw-sealed").hidden = lottery.sealedOnly !== true;
     setText("draw-size", typeof lottery.size === "number" ? plural(lottery.size, "fan") : "—");
     byId("draw-pending").hidden = true;
     byId("verify").hidden = !lottery.seed;
