@@ -5,7 +5,8 @@
  * joined is told so; the same pre-queue tampered with in Redis after the draw (two places swapped)
  * FAILs on the order at place 1; before the draw the page shows the commitment; an unknown event
  * and an unreachable gateway are said in words; and with its Web Worker blocked the page checks
- * in batches itself.
+ * in batches itself. A recorded beacon and its source are shown, and after a Redis wipe the draw
+ * sealed in DynamoDB still PASSes.
  */
 import { Redis } from "ioredis";
 import type { Page } from "playwright-core";
@@ -204,6 +205,45 @@ describe("the lottery page", () => {
         .poll(() => page.locator("#place-result").textContent(), PATIENCE)
         .toContain("Your drawn position: #1 (but the box office's list has you at #2)");
       await screenshot(page, "lottery-2-fail");
+      expect(errors).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  }, 120_000);
+
+  it("shows the beacon and its source, and still PASSes the draw sealed in DynamoDB after Redis lost the room", async () => {
+    const { eventId } = await preQueue(Array.from({ length: 200 }, (_, i) => `beacon-${i}`));
+    const source = "drand quicknet round 1234";
+    const value = "ab".repeat(32);
+    const recorded = await gw.request(`/v1/admin/events/${eventId}/waiting-room/beacon`, {
+      method: "PUT",
+      token: ADMIN_TOKEN,
+      json: { source, value },
+    });
+    expect(recorded.status).toBe(200);
+    await draw(eventId);
+
+    const context = await browser!.get().newContext({ viewport: { width: 1000, height: 1000 } });
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(30_000);
+      const errors = watchErrors(page);
+      await page.goto(`${server.url}/lottery?event=${eventId}`);
+      await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
+      expect(await page.locator("#draw-beacon").textContent()).toBe(value);
+      expect(await page.locator("#draw-beacon-source").textContent()).toBe(`from ${source}`);
+      expect(await page.locator("#draw-sealed").isVisible()).toBe(false);
+
+      // Redis loses every key of the event's line: the info and the pages come from the sealed draw.
+      const keys = await redis.keys(`wr:{evt:${eventId}}*`);
+      expect(keys.length).toBeGreaterThan(0);
+      await redis.del(...keys);
+      await page.reload();
+      await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
+      expect(await checkStates(page)).toEqual(ALL_PASS);
+      expect(await page.locator("#draw-sealed").isVisible()).toBe(true);
+      expect(await page.locator("#draw-beacon").textContent()).toBe(value);
+      await screenshot(page, "lottery-4-sealed");
       expect(errors).toEqual([]);
     } finally {
       await context.close();
