@@ -250,6 +250,35 @@ describe("the lottery page", () => {
     }
   }, 120_000);
 
+  it("after the close says the draw waits for a named beacon's value, then PASSes once it came", async () => {
+    const { eventId } = await preQueue(Array.from({ length: 20 }, (_, i) => `wait-${i}`));
+    const source = "drand quicknet round 4321";
+    const beacon = (body: unknown) =>
+      gw.request(`/v1/admin/events/${eventId}/waiting-room/beacon`, { method: "PUT", token: ADMIN_TOKEN, json: body });
+    expect((await beacon({ source })).status).toBe(200);
+    const opened = await gw.request(`/v1/admin/events/${eventId}/open-now`, { method: "POST", token: ADMIN_TOKEN });
+    expect(opened.status).toBe(200);
+    const context = await browser!.get().newContext();
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(30_000);
+      const errors = watchErrors(page);
+      await page.goto(`${server.url}/lottery?event=${eventId}`);
+      await page.locator("#draw-beacon-wait").waitFor({ state: "visible" });
+      expect(await page.locator("#draw-beacon-wait-source").textContent()).toBe(source);
+      expect(await page.locator("#verify").isVisible()).toBe(false);
+
+      expect((await beacon({ value: "cd".repeat(32) })).status).toBe(200);
+      await draw(eventId);
+      await page.reload();
+      await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
+      expect(await page.locator("#draw-beacon-wait").isVisible()).toBe(false);
+      expect(errors).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
+
   it("before the draw shows the commitment and says when the seed comes", async () => {
     const { eventId } = await preQueue(["early-1", "early-2"]);
     const info = (await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as {

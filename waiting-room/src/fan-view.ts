@@ -126,7 +126,14 @@ export class FanPage implements FanView {
 
   lottery(info: WaitingRoomInfo): void {
     setText("lottery-commitment", info.lottery.commitment);
-    byId<HTMLAnchorElement>("lottery-link").search = location.search; // the same event (and ?api=)
+    // The same event and ?api=, nothing else: an ?invite= token has no business in another address.
+    const here = new URLSearchParams(location.search);
+    const carried = new URLSearchParams();
+    for (const name of ["event", "api"]) {
+      const value = here.get(name);
+      if (value !== null) carried.set(name, value);
+    }
+    byId<HTMLAnchorElement>("lottery-link").search = carried.toString();
     const seed = info.lottery.seed;
     byId("lottery-revealed").hidden = !seed;
     byId("lottery-pending").hidden = Boolean(seed);

@@ -85,12 +85,16 @@ class LotteryPage implements LotteryView {
     byId("place").hidden = false;
   }
 
-  notDrawn(_lottery: PublishedLottery, onSaleAt: number | null): void {
+  notDrawn(lottery: PublishedLottery, onSaleAt: number | null): void {
     byId("draw-pending").hidden = false;
     setText(
       "draw-close",
       onSaleAt === null ? "at the on-sale" : `at the on-sale, ${new Date(onSaleAt).toLocaleString()}`,
     );
+    // Past the close with a beacon source named: the draw waits for that value (at most 10 minutes).
+    const waiting = typeof lottery.beaconSource === "string" && onSaleAt !== null && Date.now() >= onSaleAt;
+    byId("draw-beacon-wait").hidden = !waiting;
+    if (waiting) setText("draw-beacon-wait-source", lottery.beaconSource ?? "");
     byId("verify").hidden = true;
   }
 
