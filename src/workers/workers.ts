@@ -237,7 +237,8 @@ export function startWorkers(deps: WorkerDeps): Workers {
     ),
   ];
   const notify = deps.notify;
-  if (notify) {
+  // Only a process that can deliver takes the batches (one without the URL would drop them).
+  if (notify?.enabled) {
     workers.push(
       new Worker<NotifyBatch>(
         queueNames.notify,
