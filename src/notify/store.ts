@@ -43,6 +43,8 @@ export interface ClaimedFan {
   contact: string;
   /** The request's key hash (its item). */
   fanHash: string;
+  /** Its place in the order fans asked in (its waiting sort key), kept while claimed. */
+  order: string;
 }
 
 export type RequestOutcome =
@@ -217,10 +219,10 @@ export function createNotifyStore(options: {
             const won = await conditionalUpdate(ctx, {
               Key: { PK: candidate.PK, SK: candidate.SK },
               UpdateExpression:
-                "SET #state = :claimed, batchId = :batch, claimedAt = :at, seatsReturned = :seats, " +
+                "SET #state = :claimed, batchId = :batch, claimedAt = :at, seatsReturned = :seats, #order = :order, " +
                 "GSI2PK = :pk, GSI2SK = :sk",
               ConditionExpression: "#state = :waiting",
-              ExpressionAttributeNames: { "#state": "state" },
+              ExpressionAttributeNames: { "#state": "state", "#order": "order" },
               ExpressionAttributeValues: {
                 ":claimed": "claimed",
                 ":waiting": "waiting",
@@ -228,10 +230,19 @@ export function createNotifyStore(options: {
                 ":at": iso(now),
                 ":seats": seatsReturned,
                 ":pk": notifyKeys.claimed(eventId),
-                ":sk": expirySortKey(checkAt, `${batchId}#${fanHash}`),
+                ":order": String(candidate.GSI2SK),
+                // A batch's requests in the order they were made, so a redelivery keeps it.
+                ":sk": expirySortKey(checkAt, `${batchId}#${String(candidate.GSI2SK)}`),
               },
             });
-            if (won) claimed.push({ fanId: String(candidate.fanId), contact: String(candidate.contact), fanHash });
+            if (won) {
+              claimed.push({
+                fanId: String(candidate.fanId),
+                contact: String(candidate.contact),
+                fanHash,
+                order: String(candidate.GSI2SK),
+              });
+            }
           }
           start = page.LastEvaluatedKey;
           if (!start) break;
@@ -255,7 +266,7 @@ export function createNotifyStore(options: {
         }),
       ),
 
-    dueBatches: (eventId, limit = 100) =>
+    dueBatches: (eventId, limit = 1_000) =>
       guard("notifyDueBatches", async () => {
         if (!ID_PATTERN.test(eventId)) return [];
         const out = await ctx.doc.send(
@@ -280,10 +291,19 @@ export function createNotifyStore(options: {
             fans: [],
           };
           const fanHash = String(item.PK).slice(String(item.PK).lastIndexOf("#") + 1);
-          batch.fans.push({ fanId: String(item.fanId), contact: String(item.contact), fanHash });
+          batch.fans.push({
+            fanId: String(item.fanId),
+            contact: String(item.contact),
+            fanHash,
+            order: String(item.order),
+          });
           batches.set(batchId, batch);
         }
-        return [...batches.values()];
+        const due = [...batches.values()];
+        // A full page may have cut its last batch short: that one waits for the next run, whole
+        // (its retry carries the same idempotency key, so a partial one would hide the rest).
+        if (out.LastEvaluatedKey && due.length > 1) due.pop();
+        return due;
       }),
 
     deferBatch: (eventId, fans, batchId, checkAt) =>
@@ -298,7 +318,7 @@ export function createNotifyStore(options: {
               ExpressionAttributeValues: {
                 ":claimed": "claimed",
                 ":batch": batchId,
-                ":sk": expirySortKey(checkAt, `${batchId}#${f.fanHash}`),
+                ":sk": expirySortKey(checkAt, `${batchId}#${f.order}`),
               },
             }),
           ),

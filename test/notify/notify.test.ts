@@ -9,7 +9,10 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { buildApp } from "../../src/http/app.js";
-import { derivedNotifySecret } from "../../src/notify/service.js";
+import pino from "pino";
+import { createDynamoClient } from "../../src/dynamodb/client.js";
+import { createNotifier, derivedNotifySecret, REDELIVER_AFTER_MS } from "../../src/notify/service.js";
+import { createNotifyStore } from "../../src/notify/store.js";
 import { NOTIFY_IDEMPOTENCY_HEADER, NOTIFY_SIGNATURE_HEADER, type SeatsBackPayload } from "../../src/notify/webhook.js";
 import { verifyWebhook } from "../../src/payments/webhook.js";
 import { buildServices } from "../../src/services.js";
@@ -283,5 +286,43 @@ describe("seats-back notifications", () => {
     }
     const gone = await gw1.request(`/v1/events/${eventId}/notify`, { token });
     expect(await gone.json()).toEqual({ eventId, requested: false });
+  });
+
+  it("a batch whose delivery never got through is delivered again by the backstop, under the same key", async () => {
+    let now = Date.now();
+    const dynamo = createDynamoClient({ endpoint: inject("dynamoEndpoint"), region: "us-east-1" });
+    try {
+      const store = createNotifyStore({ client: dynamo, tableName, clock: () => now });
+      // No queue: one attempt at once, as when the job was lost with a Redis restarted empty.
+      const notifier = createNotifier({
+        store,
+        delivery: { url: receiver.url, secret: derivedNotifySecret(SECRET) },
+        logger: pino({ level: "silent" }),
+        clock: () => now,
+      });
+      const eventId = uniqueId("bs");
+      for (const fanId of ["b0", "b1", "b2"]) {
+        expect((await store.request({ eventId, fanId, contact: `c-${fanId}`, maxRequests: 10 })).ok).toBe(true);
+        now += 1;
+      }
+      receiver.state.failNext = 1;
+      expect(await notifier.seatsReturned(eventId, 1)).toBe(FANS_PER_SEAT);
+      const mine = () => receiver.posts.filter((p) => p.payload.eventId === eventId);
+      expect(mine().map((p) => p.status)).toEqual([500]);
+      // Not due yet: the job's own retries would still be running.
+      expect(await notifier.redeliverDue(eventId)).toBe(0);
+      now += REDELIVER_AFTER_MS + 1;
+      expect(await notifier.redeliverDue(eventId)).toBe(1);
+      expect(mine().map((p) => p.status)).toEqual([500, 200]);
+      expect(mine()[1]!.key).toBe(mine()[0]!.key);
+      expect(mine()[1]!.payload.fans.map((f) => f.fanId)).toEqual(["b0", "b1"]);
+      // Acknowledged: out of the backstop's index for good.
+      now += REDELIVER_AFTER_MS + 1;
+      expect(await notifier.redeliverDue(eventId)).toBe(0);
+      expect((await store.get(eventId, "b0"))?.state).toBe("notified");
+      expect((await store.get(eventId, "b2"))?.state).toBe("waiting");
+    } finally {
+      dynamo.destroy();
+    }
   });
 });
