@@ -24,7 +24,7 @@ import { DeleteCommand, GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { GSI2 } from "../dynamodb/table.js";
 import { expiryBound, expirySortKey, fanKeyHash, ID_PATTERN } from "../inventory/keys.js";
-import { conditionalUpdate, createCtx, type Ctx, guard, type Item, transact } from "../inventory/store.js";
+import { conditionalUpdate, createCtx, type Ctx, guard, type Item, mapLimit, transact } from "../inventory/store.js";
 
 export type NotifyState = "waiting" | "claimed" | "notified";
 
@@ -213,36 +213,42 @@ export function createNotifyStore(options: {
               ...(start ? { ExclusiveStartKey: start } : {}),
             }),
           );
-          for (const candidate of page.Items ?? []) {
-            if (claimed.length >= count) break;
-            const fanHash = String(candidate.PK).slice(String(candidate.PK).lastIndexOf("#") + 1);
-            const won = await conditionalUpdate(ctx, {
-              Key: { PK: candidate.PK, SK: candidate.SK },
-              UpdateExpression:
-                "SET #state = :claimed, batchId = :batch, claimedAt = :at, seatsReturned = :seats, #order = :order, " +
-                "GSI2PK = :pk, GSI2SK = :sk",
-              ConditionExpression: "#state = :waiting",
-              ExpressionAttributeNames: { "#state": "state", "#order": "order" },
-              ExpressionAttributeValues: {
-                ":claimed": "claimed",
-                ":waiting": "waiting",
-                ":batch": batchId,
-                ":at": iso(now),
-                ":seats": seatsReturned,
-                ":pk": notifyKeys.claimed(eventId),
-                ":order": String(candidate.GSI2SK),
-                // A batch's requests in the order they were made, so a redelivery keeps it.
-                ":sk": expirySortKey(checkAt, `${batchId}#${String(candidate.GSI2SK)}`),
-              },
-            });
-            if (won) {
+          // As many at once as are still wanted (no more: a fan claimed is a fan told), so a
+          // return of hundreds of seats is not hundreds of writes in a row; winners keep their order.
+          const items = page.Items ?? [];
+          for (let i = 0; i < items.length && claimed.length < count; ) {
+            const slice = items.slice(i, i + (count - claimed.length));
+            i += slice.length;
+            const won = await mapLimit(slice, 16, (candidate) =>
+              conditionalUpdate(ctx, {
+                Key: { PK: candidate.PK, SK: candidate.SK },
+                UpdateExpression:
+                  "SET #state = :claimed, batchId = :batch, claimedAt = :at, seatsReturned = :seats, #order = :order, " +
+                  "GSI2PK = :pk, GSI2SK = :sk",
+                ConditionExpression: "#state = :waiting",
+                ExpressionAttributeNames: { "#state": "state", "#order": "order" },
+                ExpressionAttributeValues: {
+                  ":claimed": "claimed",
+                  ":waiting": "waiting",
+                  ":batch": batchId,
+                  ":at": iso(now),
+                  ":seats": seatsReturned,
+                  ":pk": notifyKeys.claimed(eventId),
+                  ":order": String(candidate.GSI2SK),
+                  // A batch's requests in the order they were made, so a redelivery keeps it.
+                  ":sk": expirySortKey(checkAt, `${batchId}#${String(candidate.GSI2SK)}`),
+                },
+              }),
+            );
+            slice.forEach((candidate, j) => {
+              if (!won[j]) return;
               claimed.push({
                 fanId: String(candidate.fanId),
                 contact: String(candidate.contact),
-                fanHash,
+                fanHash: String(candidate.PK).slice(String(candidate.PK).lastIndexOf("#") + 1),
                 order: String(candidate.GSI2SK),
               });
-            }
+            });
           }
           start = page.LastEvaluatedKey;
           if (!start) break;

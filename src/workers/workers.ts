@@ -76,8 +76,9 @@ export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrit
     total.generalAdmissionHoldsExpired += result.generalAdmissionHoldsExpired;
     total.generalAdmissionQuantityReturned += result.generalAdmissionQuantityReturned;
   }
-  // The notifier's backstop rides on the sweeps, which every live event has: one Query when idle.
-  if (deps.notify?.enabled) {
+  // The notifier's backstop rides on shard 0's sweeps (every live event has them, every 5 min and
+  // after a reconnect): one Query when nothing is due.
+  if (deps.notify?.enabled && (job.shard === undefined || job.shard === 0)) {
     await deps.notify.redeliverDue(job.eventId).catch(() => 0);
   }
   return total;
