@@ -1,5 +1,6 @@
 // Builds the browser pages into waiting-room/dist/: index.html (the fan's waiting room, seat map
-// and checkout), console.html (the operator console) and content-hashed assets under assets/.
+// and checkout), console.html (the operator console), lottery.html (anyone checks the draw) and
+// content-hashed assets under assets/.
 // Run by `npm run build:pages`, itself run before `npm start` and `npm test`.
 //
 // The pages talk to the API at their own origin unless told otherwise: `?api=<url>` at run time,
@@ -20,6 +21,7 @@ const retired = join(root, `.dist-old-${process.pid}`);
 const pages = [
   { html: "index.html", entry: "fan.ts" },
   { html: "console.html", entry: "console.ts" },
+  { html: "lottery.html", entry: "lottery.ts" },
 ];
 
 async function build() {
@@ -27,9 +29,9 @@ async function build() {
   await rm(staging, { recursive: true, force: true });
   await mkdir(join(staging, "assets"), { recursive: true });
 
-  // The proof-of-work worker first: the fan page names its hashed asset (__POW_WORKER__).
+  // The workers first: the pages name their hashed assets (__POW_WORKER__, __LOTTERY_WORKER__).
   const workerBuild = await esbuild.build({
-    entryPoints: [join(src, "pow-worker.ts")],
+    entryPoints: [join(src, "pow-worker.ts"), join(src, "lottery-worker.ts")],
     outdir: join(staging, "assets"),
     entryNames: "[name]-[hash]",
     bundle: true,
@@ -39,8 +41,14 @@ async function build() {
     metafile: true,
     logLevel: "warning",
   });
-  const powWorker = Object.keys(workerBuild.metafile.outputs).map((out) => basename(out))[0];
+  const workerOf = new Map();
+  for (const [out, meta] of Object.entries(workerBuild.metafile.outputs)) {
+    if (meta.entryPoint) workerOf.set(basename(meta.entryPoint), basename(out));
+  }
+  const powWorker = workerOf.get("pow-worker.ts");
   if (!powWorker) throw new Error("esbuild produced no proof-of-work worker");
+  const lotteryWorker = workerOf.get("lottery-worker.ts");
+  if (!lotteryWorker) throw new Error("esbuild produced no lottery worker");
 
   const result = await esbuild.build({
     entryPoints: [...pages.map((p) => join(src, p.entry)), join(src, "styles.css")],
@@ -55,6 +63,7 @@ async function build() {
     define: {
       __API_BASE__: JSON.stringify(process.env.ONSALE_API_BASE ?? ""),
       __POW_WORKER__: JSON.stringify(powWorker),
+      __LOTTERY_WORKER__: JSON.stringify(lotteryWorker),
     },
     metafile: true,
     logLevel: "warning",

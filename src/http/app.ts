@@ -12,6 +12,7 @@ import type { AppDeps, AppEnv, CachedReads } from "./context.js";
 import { requestContext } from "./request-context.js";
 import { ApiError, errorBody } from "./errors.js";
 import { actionLogRoutes } from "./routes/admin/action-log.js";
+import { beaconRoute } from "./routes/admin/beacon.js";
 import { closeEventRoute } from "./routes/admin/close-event.js";
 import { getEventRoute, listEventsRoute } from "./routes/admin/events.js";
 import { settingsHistoryRoute } from "./routes/admin/history.js";
@@ -136,6 +137,7 @@ export function buildApp(deps: AppDeps) {
     closeEventRoute,
     saleRoutes,
     patchWaitingRoomRoute,
+    beaconRoute,
     settingsHistoryRoute,
     revokeRoute,
     statsRoute,

@@ -12,6 +12,9 @@ export interface RemoteCheck extends DrawCheck {
   membershipHash: string;
   beacon: string;
   size: number;
+  beaconSource?: string;
+  beaconMissed?: boolean;
+  sealedOnly?: boolean;
 }
 
 interface Lottery {
@@ -20,6 +23,9 @@ interface Lottery {
   membershipHash?: string;
   beacon?: string;
   size?: number;
+  beaconSource?: string;
+  beaconMissed?: boolean;
+  sealedOnly?: boolean;
 }
 
 async function getJson(url: string): Promise<unknown> {
@@ -60,5 +66,8 @@ export async function verifyRemoteDraw(gateway: string, eventId: string): Promis
     membershipHash: lottery.membershipHash,
     beacon: lottery.beacon ?? "",
     size: lottery.size ?? -1,
+    ...(lottery.beaconSource ? { beaconSource: lottery.beaconSource } : {}),
+    ...(lottery.beaconMissed ? { beaconMissed: true } : {}),
+    ...(lottery.sealedOnly ? { sealedOnly: true } : {}),
   };
 }

@@ -5,6 +5,7 @@
  */
 import type { Cluster, Redis } from "ioredis";
 import type { z } from "zod";
+import type { LotteryStore } from "../lottery/store.js";
 import type { Logger } from "../logger.js";
 import { redisReady } from "../redis/availability.js";
 import { registerScripts, type RunScript } from "../redis/scripts.js";
@@ -45,15 +46,11 @@ export interface RoomContext {
   guarded<T>(op: string, eventId: string, fn: () => Promise<T>): Promise<T | Unavailable>;
 }
 
-/** Commits a candidate seed once per event and returns the committed one (src/lottery/store.ts). */
-export interface LotteryCommitter {
-  commit(
-    eventId: string,
-    candidate: { seed: string; commitment: string },
-  ): Promise<{ seed: string; commitment: string }>;
-  /** The committed seed, for the draw (Redis never holds it before the draw). */
-  read(eventId: string): Promise<{ seed: string; commitment: string } | null>;
-}
+/**
+ * Where the lottery is committed, outside Redis (src/lottery/store.ts): the seed once per event,
+ * the beacon, and the draw's sealed record and order.
+ */
+export type LotteryCommitter = LotteryStore;
 
 /** What the parts that may find a room Redis lost need besides (restore.ts builds it). */
 export interface RestoringContext extends RoomContext {

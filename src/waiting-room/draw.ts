@@ -11,6 +11,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { drawKey, drawOrder, entryOf, membershipHash } from "../lottery/draw.js";
+import type { DrawRecord } from "../lottery/store.js";
 import { keysFor, notFound, type RoomContext } from "./context.js";
 import { lineKeys } from "./keys.js";
 import { Fields, infoFrom, ReplyShapeError } from "./replies.js";
@@ -23,9 +24,13 @@ const LOCK_MS = 120_000;
 
 export type DrawResult =
   | { ok: true; changed: boolean; info: WaitingRoomInfo }
-  | { ok: false; reason: "not_closed" | "drawing" }
+  /** A beacon source was recorded and its value has not come yet (the draw waits a bounded while). */
+  | { ok: false; reason: "not_closed" | "drawing" | "awaiting_beacon" }
   | NotFound
   | Unavailable;
+
+/** How many times a draw computes again when a beacon value came in between its read and its seal. */
+const SEAL_ATTEMPTS = 3;
 
 export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<DrawResult> {
   const k = keysFor(eventId);
@@ -47,23 +52,32 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
       // An empty pre-queue was marked drawn at the close; with the seed kept out of Redis it is
       // revealed now, with the membership hash of no entries (the recipe holds for size 0).
       if (seed === "" && ctx.lottery && Number(preCount ?? 0) === 0) {
-        const committed = await ctx.lottery.read(eventId);
-        if (committed && /^[0-9a-f]{64}$/.test(committed.seed)) {
+        const inputs = await drawInputs(ctx, eventId, Number(openedAt));
+        if (inputs.ok) {
           const m = membershipHash([]);
-          const b = beacon ?? "";
-          return finish(ctx, eventId, k, committed.seed, m, b, drawKey(committed.seed, m, b));
+          const sealed = await sealDraw(ctx, eventId, Number(openedAt), inputs, m, (b) => ({
+            key: drawKey(inputs.seed, m, b),
+            order: [],
+          }));
+          if (!sealed.ok) return sealed;
+          return finish(ctx, eventId, k, inputs.seed, m, sealed.beacon, drawKey(inputs.seed, m, sealed.beacon));
         }
+        if (inputs.reason !== "no_seed") return { ok: false, reason: inputs.reason };
       }
       return finish(ctx, eventId, k, seed, "", beacon ?? "", "");
+    }
+    // The seed, the beacon and any sealed record: from DynamoDB where they are committed (Redis
+    // has no seed before the draw), else from Redis (a room without a committer).
+    const inputs = ctx.lottery
+      ? await drawInputs(ctx, eventId, Number(openedAt))
+      : ({ ok: true, seed, beacon: beacon ?? "", beaconMissed: false } as const);
+    if (!inputs.ok) {
+      if (inputs.reason === "no_seed") throw new ReplyShapeError(`draw of ${eventId}: no committed seed`);
+      return { ok: false, reason: inputs.reason };
     }
     const token = randomBytes(8).toString("hex");
     if ((await redis.set(lockKey, token, "PX", LOCK_MS, "NX")) !== "OK") return { ok: false, reason: "drawing" };
     try {
-      // The seed: from DynamoDB where it is committed (Redis has none before the draw), else
-      // from Redis (a room without a committer).
-      const committed = ctx.lottery ? await ctx.lottery.read(eventId) : null;
-      const theSeed = committed?.seed ?? seed;
-      if (!/^[0-9a-f]{64}$/.test(theSeed)) throw new ReplyShapeError(`draw of ${eventId}: no committed seed`);
       const fanIds = new Set<string>();
       let cursor = "0";
       do {
@@ -77,9 +91,23 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
       const fanOf = new Map<string, string>();
       for (const fanId of fanIds) fanOf.set(entryOf(fanId), fanId);
       const m = membershipHash(fanOf.keys());
-      const b = beacon ?? "";
-      const key = drawKey(theSeed, m, b);
-      const order = drawOrder(key, fanOf.keys());
+      // The order for a beacon, computed once per beacon (a million fans take seconds).
+      let built: { beacon: string; key: string; order: string[] } | undefined;
+      const build = (b: string) => {
+        if (built?.beacon !== b) {
+          const key = drawKey(inputs.seed, m, b);
+          built = { beacon: b, key, order: drawOrder(key, fanOf.keys()) };
+        }
+        return built;
+      };
+      const sealed = await sealDraw(ctx, eventId, Number(openedAt), inputs, m, build);
+      if (!sealed.ok) return sealed;
+      const { key, order } = build(sealed.beacon);
+      if (sealed.m !== m) {
+        // A room recreated after a wipe, whose membership is not the one drawn and sealed: its own
+        // order stands in Redis, the sealed one is what is published (snapshot.ts).
+        ctx.log?.warn({ eventId, sealed: sealed.m, membershipHash: m }, "the pre-queue differs from the sealed draw");
+      }
       for (let start = 0; start < order.length; start += WRITE_CHUNK) {
         const pipeline = redis.pipeline();
         const args: (string | number)[] = [];
@@ -89,15 +117,77 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
         pipeline.zadd(k.pre, "XX", ...args);
         await pipeline.exec();
       }
-      const result = await finish(ctx, eventId, k, theSeed, m, b, key);
+      const result = await finish(ctx, eventId, k, inputs.seed, m, sealed.beacon, key);
       if (result.ok && result.changed) {
-        ctx.log?.info({ eventId, size: order.length, membershipHash: m, beacon: b }, "pre-queue drawn");
+        ctx.log?.info({ eventId, size: order.length, membershipHash: m, beacon: sealed.beacon }, "pre-queue drawn");
       }
       return result;
     } finally {
       if ((await redis.get(lockKey)) === token) await redis.del(lockKey);
     }
   });
+}
+
+type DrawInputs =
+  | { ok: true; seed: string; beacon: string; beaconMissed: boolean; sealed?: DrawRecord }
+  | { ok: false; reason: "awaiting_beacon" | "no_seed" };
+
+/** What the draw takes from DynamoDB: the seed, the beacon (waiting for a recorded source's value), a sealed record. */
+async function drawInputs(ctx: RoomContext, eventId: string, closedAt: number): Promise<DrawInputs> {
+  const committed = await ctx.lottery!.read(eventId);
+  if (!committed || !/^[0-9a-f]{64}$/.test(committed.seed)) return { ok: false, reason: "no_seed" };
+  if (committed.draw) {
+    return {
+      ok: true,
+      seed: committed.seed,
+      beacon: committed.draw.beacon,
+      beaconMissed: false,
+      sealed: committed.draw,
+    };
+  }
+  if (committed.beaconSource !== undefined && committed.beacon === undefined) {
+    if (Date.now() < closedAt + ctx.lottery!.beaconWaitMs) return { ok: false, reason: "awaiting_beacon" };
+    return { ok: true, seed: committed.seed, beacon: "", beaconMissed: true };
+  }
+  return { ok: true, seed: committed.seed, beacon: committed.beacon ?? "", beaconMissed: false };
+}
+
+/**
+ * Seals the draw in DynamoDB (the order's pages, then the record), building the key and order
+ * again when a beacon value came in between the read and the seal. Returns the membership hash
+ * and beacon that stand: the sealed record's when a draw was sealed already (a rerun after a
+ * crash finds its own; a room recreated after a wipe finds the original).
+ */
+async function sealDraw(
+  ctx: RoomContext,
+  eventId: string,
+  closedAt: number,
+  first: Extract<DrawInputs, { ok: true }>,
+  m: string,
+  build: (beacon: string) => { key: string; order: readonly string[] },
+): Promise<{ ok: true; m: string; beacon: string } | { ok: false; reason: "awaiting_beacon" }> {
+  let inputs: DrawInputs = first;
+  for (let attempt = 0; attempt < SEAL_ATTEMPTS; attempt++) {
+    if (!inputs.ok) {
+      if (inputs.reason === "no_seed") throw new ReplyShapeError(`draw of ${eventId}: the committed seed vanished`);
+      return { ok: false, reason: inputs.reason };
+    }
+    if (inputs.sealed) return { ok: true, m: inputs.sealed.membershipHash, beacon: inputs.sealed.beacon };
+    if (!ctx.lottery) return { ok: true, m, beacon: inputs.beacon };
+    const { key, order } = build(inputs.beacon);
+    const record = {
+      membershipHash: m,
+      size: order.length,
+      beacon: inputs.beacon,
+      drawKey: key,
+      beaconMissed: inputs.beaconMissed,
+    };
+    const out = await ctx.lottery.seal(eventId, record, order);
+    if (out.ok) return { ok: true, m, beacon: inputs.beacon };
+    if (out.reason === "other_draw") return { ok: true, m: out.record.membershipHash, beacon: out.record.beacon };
+    inputs = await drawInputs(ctx, eventId, closedAt);
+  }
+  throw new ReplyShapeError(`draw of ${eventId}: the beacon changed ${SEAL_ATTEMPTS} times during the seal`);
 }
 
 async function finish(

@@ -3,10 +3,12 @@
  * elapsed time owes, so asking moves the line), and the drawn pre-queue page by page for audit.
  */
 import { z } from "zod";
+import { entryOf } from "../lottery/draw.js";
+import type { LotteryCommitment, LotteryStore } from "../lottery/store.js";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
 import { lineKeys, type WaitingRoomKeys } from "./keys.js";
 import { Fields, infoFrom, ReplyShapeError, settingsFrom, statsFrom } from "./replies.js";
-import type { InfoResult, LotteryPageResult, NotFound, StatsResult } from "./types.js";
+import type { InfoResult, LotteryPageResult, NotFound, StatsResult, WaitingRoomInfo } from "./types.js";
 
 const pageSchema = z.object({
   offset: z.number().int().min(0),
@@ -31,10 +33,87 @@ async function readSnapshot<T>(
   );
 }
 
-export async function info(ctx: RestoringContext, eventId: string): Promise<InfoResult> {
+/** The room's info from Redis alone (no lottery record read). */
+export async function roomInfo(ctx: RestoringContext, eventId: string): Promise<InfoResult> {
   const k = keysFor(eventId);
   if (!k) return notFound;
   return readSnapshot(ctx, "info", eventId, k, (f) => ({ info: infoFrom(f) }));
+}
+
+export async function info(ctx: RestoringContext, eventId: string): Promise<InfoResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  const result = await readSnapshot(ctx, "info", eventId, k, (f) => ({ info: infoFrom(f) }));
+  if (!result.ok || !ctx.lottery) return result;
+  const store = ctx.lottery;
+  const drawn = result.info.lottery.seed !== undefined;
+  let committed = await committedOf(store, eventId).catch(() => null);
+  if (committed && drawn && !committed.draw) committed = await committedOf(store, eventId, true).catch(() => null);
+  if (!committed) return result;
+  return { ...result, info: { ...result.info, lottery: publishedLottery(result.info.lottery, committed) } };
+}
+
+/**
+ * What DynamoDB holds of an event's lottery, read at most every COMMITTED_TTL_MS per process (a
+ * beacon recorded on another gateway shows here within that); a record this process changed is
+ * read again at once (forgetCommitted), and so is one read before its draw was sealed once Redis
+ * shows the draw.
+ */
+const COMMITTED_TTL_MS = 2_000;
+const COMMITTED_CACHED = 1_000;
+const committedCaches = new WeakMap<
+  LotteryStore,
+  Map<string, { at: number; value: Promise<LotteryCommitment | null> }>
+>();
+function committedOf(store: LotteryStore, eventId: string, fresh = false): Promise<LotteryCommitment | null> {
+  let cache = committedCaches.get(store);
+  if (!cache) {
+    cache = new Map();
+    committedCaches.set(store, cache);
+  }
+  const hit = cache.get(eventId);
+  if (hit && !fresh && Date.now() - hit.at < COMMITTED_TTL_MS) return hit.value;
+  if (cache.size >= COMMITTED_CACHED) cache.clear();
+  const value = store.read(eventId);
+  const entry = { at: Date.now(), value };
+  cache.set(eventId, entry);
+  value.catch(() => cache.get(eventId) === entry && cache.delete(eventId));
+  return value;
+}
+
+/** Drops this process's cached read of the event's lottery (after this process changed it). */
+export function forgetCommitted(store: LotteryStore, eventId: string): void {
+  committedCaches.get(store)?.delete(eventId);
+}
+
+/**
+ * The lottery as published: Redis's, with the beacon's source (and its value before the draw)
+ * from DynamoDB; and once a draw is sealed that Redis does not hold (the room was recreated after
+ * a wipe), the sealed draw's inputs, which the membership pages then serve from DynamoDB too.
+ */
+function publishedLottery(redis: WaitingRoomInfo["lottery"], committed: LotteryCommitment): WaitingRoomInfo["lottery"] {
+  const source = committed.beaconSource === undefined ? {} : { beaconSource: committed.beaconSource };
+  const draw = committed.draw;
+  if (!draw) {
+    return {
+      ...redis,
+      ...source,
+      ...(committed.beacon && redis.seed === undefined ? { beacon: committed.beacon } : {}),
+    };
+  }
+  const missed = draw.beaconMissed ? { beaconMissed: true } : {};
+  if (redis.seed !== undefined && redis.membershipHash === draw.membershipHash)
+    return { ...redis, ...source, ...missed };
+  return {
+    commitment: committed.commitment,
+    seed: committed.seed,
+    membershipHash: draw.membershipHash,
+    ...(draw.beacon ? { beacon: draw.beacon } : {}),
+    size: draw.size,
+    ...source,
+    ...missed,
+    sealedOnly: true,
+  };
 }
 
 export async function stats(ctx: RestoringContext, eventId: string): Promise<StatsResult> {
@@ -54,11 +133,18 @@ export async function lotteryPage(
   if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
   const { offset, limit } = parsed.data;
   return ctx.guarded("lotteryPage", eventId, async () => {
+    // Redis's order while Redis holds the sealed draw (so a place moved in Redis after the draw
+    // shows); the sealed order from DynamoDB once the room was recreated after a wipe.
+    const sealed = ctx.lottery ? (await committedOf(ctx.lottery, eventId))?.draw : undefined;
+    if (sealed && (await ctx.redis.hget(k.room, "membershipHash")) !== sealed.membershipHash) {
+      const entries = await ctx.lottery!.entries(eventId, sealed.drawKey, offset, limit);
+      return { ok: true as const, preQueued: sealed.size, offset, entries };
+    }
     const { reply, outcome } = await ctx.script("lotteryPage", lineKeys(k), [offset, limit]);
     if (outcome === "not_found") return notFound;
     if (outcome === "not_drawn") return { ok: false as const, reason: outcome };
     if (outcome || !Array.isArray(reply)) throw new ReplyShapeError("lotteryPage: unexpected reply");
     const [preQueued, ...fanIds] = reply.map(String);
-    return { ok: true as const, preQueued: Number(preQueued), offset, fanIds };
+    return { ok: true as const, preQueued: Number(preQueued), offset, entries: fanIds.map(entryOf), fanIds };
   });
 }

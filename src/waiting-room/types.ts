@@ -38,7 +38,22 @@ export interface WaitingRoomInfo {
    * membership hash M, the beacon (when one was recorded) and the pre-queue's size
    * (src/lottery/draw.ts has the recipe).
    */
-  lottery: { commitment: string; seed?: string; membershipHash?: string; beacon?: string; size?: number };
+  lottery: {
+    commitment: string;
+    seed?: string;
+    membershipHash?: string;
+    beacon?: string;
+    size?: number;
+    /** Where the beacon value comes from, named by the operator before the close (src/waiting-room/beacon.ts). */
+    beaconSource?: string;
+    /** A beacon source was named but its value did not come in time: the draw took none. */
+    beaconMissed?: boolean;
+    /**
+     * The draw sealed in DynamoDB is not the one Redis holds (the room was recreated after a wipe):
+     * these are the sealed draw's inputs, and the membership pages serve its sealed order.
+     */
+    sealedOnly?: boolean;
+  };
 }
 
 /** Operator figures. `admitted`, `abandoned`, `completed`, `expired`, `revoked` are totals. */
@@ -234,7 +249,11 @@ export type SessionActiveResult = { ok: true; active: boolean; decided: boolean 
 export type RestoreOutcome = "restored" | "exists" | "no_event" | "unavailable";
 
 export type LotteryPageResult =
-  | { ok: true; preQueued: number; offset: number; fanIds: string[] }
+  /**
+   * `entries`: SHA-256 (hex) of each fan id, from place `offset + 1` on; `fanIds` too when the
+   * page came from Redis (not from the sealed draw in DynamoDB: see snapshot.ts).
+   */
+  | { ok: true; preQueued: number; offset: number; entries: string[]; fanIds?: string[] }
   | NotFound
   | { ok: false; reason: "not_drawn" }
   | Invalid

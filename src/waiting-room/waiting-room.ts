@@ -20,10 +20,11 @@ import { trackRedis } from "../redis/availability.js";
 import { createRoomContext, type LotteryCommitter, type RestoringContext } from "./context.js";
 import { claimIdentity, join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
+import { type BeaconResult, recordBeacon } from "./beacon.js";
 import { drawPreQueue } from "./draw.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
-import { info, lotteryPage, stats } from "./snapshot.js";
+import { forgetCommitted, info, lotteryPage, roomInfo, stats } from "./snapshot.js";
 import type { JsonWebKeySet, SigningKeyInput, SigningKeySet } from "./signing-keys.js";
 import { createTokenService, type AccessTokenClaims, type QueueTokenClaims, type TokenCheck } from "./tokens.js";
 import type {
@@ -148,9 +149,14 @@ export interface WaitingRoom {
   jwks(): JsonWebKeySet;
   /** The drawn pre-queue in lottery order, a page at a time (for audit). */
   lotteryPage(eventId: string, page: { offset: number; limit: number }): Promise<LotteryPageResult>;
+  /** Records the draw's beacon source (before the close) and/or value (src/waiting-room/beacon.ts). */
+  recordBeacon(eventId: string, beacon: { source?: string; value?: string }): Promise<BeaconResult>;
   /** Delete every key of the event's waiting room. */
   remove(eventId: string): Promise<RemoveResult>;
 }
+
+/** How long a process waits before it tries again a draw that could not finish. */
+const DRAW_RETRY_MS = 1_000;
 
 export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   const { redis } = options;
@@ -168,13 +174,21 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
 
   // The draw runs once the pre-queue has closed, in whichever process first sees it pending
   // (draw.ts locks it across processes); one run at a time per event in this process.
+  // A draw that could not finish (another process drawing, a beacon awaited) is not tried again
+  // by this process for DRAW_RETRY_MS: every pre-queued fan's poll kicks it.
   const drawing = new Map<string, Promise<unknown>>();
   const kickDraw = (eventId: string): Promise<unknown> => {
     const pending = drawing.get(eventId);
     if (pending) return pending;
     const run = drawPreQueue(ctx, eventId)
-      .catch(() => undefined)
-      .finally(() => drawing.delete(eventId));
+      .then(
+        (result) => (result.ok ? 0 : DRAW_RETRY_MS),
+        () => DRAW_RETRY_MS,
+      )
+      .then((wait) => {
+        if (wait === 0) drawing.delete(eventId);
+        else setTimeout(() => drawing.delete(eventId), wait).unref();
+      });
     drawing.set(eventId, run);
     return run;
   };
@@ -226,6 +240,11 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     verifyAccessToken: (token, eventId) => tokens.verifyAccessToken(token, eventId),
     jwks: () => tokens.jwks(),
     lotteryPage: (eventId, page) => lotteryPage(ctx, eventId, page),
+    recordBeacon: async (eventId, beacon) => {
+      const result = await recordBeacon(ctx, (id) => roomInfo(ctx, id), eventId, beacon);
+      if (ctx.lottery) forgetCommitted(ctx.lottery, eventId);
+      return result;
+    },
     remove: (eventId) => removeRoom(ctx, eventId),
   };
 }

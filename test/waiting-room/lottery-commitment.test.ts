@@ -67,8 +67,8 @@ describe("the lottery commitment in DynamoDB", () => {
       const out: string[] = [];
       for (let offset = 0; ; offset += 1_000) {
         const page = ok(await rooms[1]!.lotteryPage(evt, { offset, limit: 1_000 }));
-        out.push(...page.fanIds);
-        if (page.fanIds.length < 1_000) return out;
+        out.push(...page.fanIds!);
+        if (page.fanIds!.length < 1_000) return out;
       }
     };
     const honest = await published();

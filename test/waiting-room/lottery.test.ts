@@ -47,7 +47,7 @@ async function drawOnce(r: WaitingRoom): Promise<{ order: string; recomputed: st
   ok(await r.remove(evt));
   const seed = info.lottery.seed ?? "";
   return {
-    order: page.fanIds.join(""),
+    order: page.fanIds!.join(""),
     recomputed: lotteryOrder(seed, ["a", "b", "c", "d"]).join(""),
     committed: created.info.lottery.commitment === commitmentOf(seed),
   };
@@ -86,7 +86,7 @@ describe("pre-queue lottery", () => {
       ok(await room.lotteryPage(evt, { offset: 1_000, limit: 1_000 })),
     ];
     expect(pages[0]!.preQueued).toBe(2_000);
-    expect(pages.flatMap((p) => p.fanIds)).toEqual(expected);
+    expect(pages.flatMap((p) => p.fanIds!)).toEqual(expected);
 
     // later arrivals queue behind the whole pre-queue, in arrival order
     for (let i = 1; i <= 5; i++) {

@@ -126,6 +126,7 @@ export class FanPage implements FanView {
 
   lottery(info: WaitingRoomInfo): void {
     setText("lottery-commitment", info.lottery.commitment);
+    byId<HTMLAnchorElement>("lottery-link").search = location.search; // the same event (and ?api=)
     const seed = info.lottery.seed;
     byId("lottery-revealed").hidden = !seed;
     byId("lottery-pending").hidden = Boolean(seed);

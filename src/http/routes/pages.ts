@@ -1,8 +1,8 @@
 /**
  * The browser pages (waiting-room/dist/, built by `npm run build:pages`): `/` is the fan's
- * waiting room, seat map and checkout, `/console` the operator console, `/assets/<file>` their
- * scripts and styles. The same files can be deployed to a CDN; served from here they call the API
- * on this origin.
+ * waiting room, seat map and checkout, `/console` the operator console, `/lottery` the draw
+ * recomputed in the browser, `/assets/<file>` their scripts and styles. The same files can be
+ * deployed to a CDN; served from here they call the API on this origin.
  *
  * Only names built from a fixed alphabet are looked up, and only directly inside assets/, so no
  * request can reach a file outside the bundle. A missing bundle is a 503 that says how to build it.
@@ -98,6 +98,9 @@ export function createPagesRoutes(distDir: string = defaultPagesDir) {
     .get("/console", (c) => page(c, "console.html"))
     .get("/console.html", (c) => page(c, "console.html"))
     .get("/console/", (c) => c.redirect("/console", 301))
+    .get("/lottery", (c) => page(c, "lottery.html"))
+    .get("/lottery.html", (c) => page(c, "lottery.html"))
+    .get("/lottery/", (c) => c.redirect("/lottery", 301))
     .get("/assets/:name", async (c) => {
       const name = c.req.param("name");
       const type = contentTypes[extname(name)];

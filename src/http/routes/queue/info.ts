@@ -31,6 +31,17 @@ const Info = z
         .int()
         .optional()
         .openapi({ description: "once drawn: how many fans the pre-queue held at its close" }),
+      beaconSource: z.string().optional().openapi({
+        description:
+          "where the beacon value comes from (e.g. a drand round published after the close), named by the operator before the close",
+      }),
+      beaconMissed: z.boolean().optional().openapi({
+        description: "true: a beacon source was named but its value did not come in time, so the draw took none",
+      }),
+      sealedOnly: z.boolean().optional().openapi({
+        description:
+          "true: the waiting room was recreated after its Redis data was lost; these are the draw's inputs as sealed in DynamoDB, and the membership pages serve the sealed order",
+      }),
     }),
   })
   .openapi("WaitingRoomInfo");

@@ -1,5 +1,4 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import { entryOf } from "../../../lottery/draw.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { EventIdParam } from "../../schemas.js";
@@ -51,13 +50,13 @@ export const lotteryRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =
     if (result.reason === "invalid") throw new ApiError("invalid_request", "invalid cursor");
     throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 2 });
   }
-  const end = offset + result.fanIds.length;
+  const end = offset + result.entries.length;
   return c.json(
     {
       size: result.preQueued,
-      entries: result.fanIds.map(entryOf),
+      entries: result.entries,
       firstPosition: offset + 1,
-      ...(result.fanIds.length === PAGE && end < result.preQueued ? { next: String(end) } : {}),
+      ...(result.entries.length === PAGE && end < result.preQueued ? { next: String(end) } : {}),
     },
     200,
   );

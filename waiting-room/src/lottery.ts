@@ -1,0 +1,233 @@
+/**
+ * The lottery page (`/lottery?event=<id>`): anyone recomputes an event's draw in the browser from
+ * what the gateway publishes, and a fan finds their place from their fan id. The fetching and the
+ * checks are in lottery-model.ts, the recipe in lottery-recipe.ts; this file draws them.
+ */
+import { Api } from "./api.js";
+import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, isEventId } from "./config.js";
+import { byId, clearFlash, flash, h, setText, showMessage } from "./dom.js";
+import { plural } from "./format.js";
+import {
+  CHECK_LABELS,
+  type CheckState,
+  checkInPage,
+  type DrawChecker,
+  LotteryModel,
+  type LotteryView,
+  type PlaceResult,
+  type Progress,
+  type PublishedLottery,
+  progressText,
+  type Verdict,
+} from "./lottery-model.js";
+import { CHECK_NAMES, type CheckName, type DrawCheck } from "./lottery-recipe.js";
+import { savedFanId } from "./storage.js";
+
+declare const __LOTTERY_WORKER__: string;
+
+const FLASH = "flash";
+/** The worker's asset, named by the build (relative to the page, as every asset). */
+const WORKER_ASSET = typeof __LOTTERY_WORKER__ === "string" ? __LOTTERY_WORKER__ : "";
+
+/**
+ * The checks in a Web Worker (lottery-worker.ts): sorting and hashing a large membership then
+ * never holds the page up. Where no worker can be had, or it fails, the page does it in batches.
+ */
+const checkInWorker: DrawChecker = (draw, progress) => {
+  const inPage = () => checkInPage()(draw, progress);
+  if (!WORKER_ASSET || typeof Worker === "undefined") return inPage();
+  return new Promise((resolve) => {
+    let worker: Worker;
+    try {
+      worker = new Worker(new URL(`assets/${WORKER_ASSET}`, document.baseURI), { type: "module" });
+    } catch {
+      resolve(inPage());
+      return;
+    }
+    worker.onmessage = (event: MessageEvent<{ progress?: { done: number; total: number }; check?: DrawCheck }>) => {
+      const { progress: p, check } = event.data;
+      if (p) {
+        progress(p.done, p.total);
+        return;
+      }
+      worker.terminate();
+      resolve(check ?? inPage());
+    };
+    worker.onerror = (event) => {
+      event.preventDefault();
+      worker.terminate();
+      resolve(inPage());
+    };
+    worker.postMessage(draw);
+  });
+};
+
+const STATE_TEXT: Record<CheckState, string> = { pending: "…", pass: "PASS", fail: "FAIL" };
+
+class LotteryPage implements LotteryView {
+  published(lottery: PublishedLottery): void {
+    byId("published").hidden = false;
+    setText("draw-commitment", lottery.commitment);
+    setText("draw-seed", lottery.seed ?? "not revealed yet");
+    setText("draw-membership", lottery.membershipHash ?? "—");
+    setText("draw-beacon", lottery.seed ? lottery.beacon || "(none)" : "—");
+    const source = typeof lottery.beaconSource === "string" ? `from ${lottery.beaconSource}` : "";
+    setText(
+      "draw-beacon-source",
+      lottery.beaconMissed === true
+        ? `${source}${source ? ": " : ""}its value did not come in time, so the draw took none`
+        : source,
+    );
+    byId("draw-sealed").hidden = lottery.sealedOnly !== true;
+    setText("draw-size", typeof lottery.size === "number" ? plural(lottery.size, "fan") : "—");
+    byId("draw-pending").hidden = true;
+    byId("verify").hidden = !lottery.seed;
+    byId("place").hidden = false;
+  }
+
+  notDrawn(_lottery: PublishedLottery, onSaleAt: number | null): void {
+    byId("draw-pending").hidden = false;
+    setText(
+      "draw-close",
+      onSaleAt === null ? "at the on-sale" : `at the on-sale, ${new Date(onSaleAt).toLocaleString()}`,
+    );
+    byId("verify").hidden = true;
+  }
+
+  progress(p: Progress): void {
+    setText("verify-progress", progressText(p));
+    const share =
+      p.phase === "done"
+        ? 1
+        : p.phase === "fetching"
+          ? // Fetching is the first half of the work, ranking the second.
+            (p.size === 0 ? 1 : Math.min(1, p.entries / p.size)) / 2
+          : 0.5 + (p.total === 0 ? 1 : p.done / p.total) / 2;
+    const percent = Math.round(share * 100);
+    byId("verify-bar").setAttribute("aria-valuenow", String(percent));
+    byId("verify-bar-fill").style.width = `${percent}%`;
+  }
+
+  checks(states: Record<CheckName, CheckState>): void {
+    byId("checks").replaceChildren(
+      ...CHECK_NAMES.map((name) =>
+        h(
+          "li",
+          { "data-check": name, "data-state": states[name] },
+          h("span", { class: "check-state" }, STATE_TEXT[states[name]]),
+          " ",
+          h("span", {}, CHECK_LABELS[name]),
+        ),
+      ),
+    );
+    const pending = CHECK_NAMES.some((name) => states[name] === "pending");
+    if (pending) {
+      const verdict = byId("verdict");
+      verdict.dataset.state = "pending";
+      verdict.textContent = "";
+      byId("first-positions").hidden = true;
+    }
+  }
+
+  verdict(v: Verdict): void {
+    const out = byId("verdict");
+    out.dataset.state = v.pass ? "pass" : "fail";
+    if (v.pass) {
+      out.textContent = "PASS: the published order is the draw, recomputed in this browser.";
+    } else {
+      const where =
+        v.firstMismatch > 0 ? ` The published order departs from the draw at position ${v.firstMismatch}.` : "";
+      out.textContent = `FAIL: ${plural(v.failed.length, "check")} failed (${v.failed.join(", ")}).${where}`;
+    }
+    byId("first-positions").hidden = v.first.length === 0;
+    byId("first-list").replaceChildren(...v.first.map((entry) => h("li", {}, h("code", { class: "hash" }, entry))));
+  }
+
+  place(r: PlaceResult): void {
+    const out = byId("place-result");
+    out.dataset.kind = r.kind;
+    switch (r.kind) {
+      case "invalid":
+        out.textContent = "Type your fan id first.";
+        return;
+      case "unavailable":
+        out.textContent = "Your place can't be looked up until the draw has been fetched.";
+        return;
+      case "waiting":
+        out.textContent = "Still fetching the draw; your place shows as soon as it is in.";
+        return;
+      case "not-drawn":
+        out.textContent = `The draw has not happened yet. Your entry will be ${r.entry}.`;
+        return;
+      case "absent":
+        out.replaceChildren(
+          "This fan id is not in the pre-queue (its entry ",
+          h("code", { class: "hash" }, r.entry),
+          " is not in the published membership).",
+        );
+        return;
+      case "found":
+        out.replaceChildren(
+          h("strong", { id: "place-position" }, `Your drawn position: #${r.position.toLocaleString()}`),
+          r.publishedPosition !== r.position
+            ? ` (but the box office's list has you at #${r.publishedPosition.toLocaleString()})`
+            : "",
+          ". Your entry: ",
+          h("code", { class: "hash" }, r.entry),
+        );
+        return;
+    }
+  }
+
+  message(m: Parameters<LotteryView["message"]>[0]): void {
+    if (m) showMessage(FLASH, m);
+    else clearFlash(FLASH);
+  }
+}
+
+function start() {
+  const api = new Api(apiBase());
+  if (apiIsElsewhere(api.base)) {
+    const note = byId("api-note");
+    note.hidden = false;
+    note.textContent = `This page talks to the box office at ${api.base}.`;
+  }
+  const eventId = eventIdFromUrl();
+  const eventInput = byId<HTMLInputElement>("event-input");
+  eventInput.value = eventId ?? DEFAULT_EVENT_ID;
+  byId<HTMLFormElement>("event-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const chosen = eventInput.value.trim();
+    if (!isEventId(chosen)) {
+      flash(FLASH, "warning", "That event id doesn't look right.", "Use letters, digits and _ (up to 32).");
+      eventInput.focus();
+      return;
+    }
+    // In the address, so the check can be shared and bookmarked.
+    const url = new URL(location.href);
+    url.searchParams.set("event", chosen);
+    location.assign(url.toString());
+  });
+  if (!eventId) {
+    flash(FLASH, "info", "Which event's draw?", "Type its event id and press the button.");
+    return;
+  }
+
+  setText("published-event", eventId);
+  const model = new LotteryModel({ api, eventId, checker: checkInWorker });
+  model.observe(new LotteryPage());
+  const fanInput = byId<HTMLInputElement>("place-fan");
+  fanInput.value = savedFanId() ?? "";
+  byId<HTMLFormElement>("place-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    void model.findPlace(fanInput.value.trim());
+  });
+  void model.load();
+}
+
+try {
+  start();
+} catch (err) {
+  // Never a blank page: say what broke.
+  flash(FLASH, "error", "This page could not start.", err instanceof Error ? err.message : String(err));
+}
