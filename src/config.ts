@@ -95,6 +95,17 @@ const gatewaySchema = z.object({
   PAYMENT_REDIS_URL: z.string().url().optional(),
   /** HMAC secret of payment webhooks; default derived from GATEWAY_SECRET (the simulated provider uses it). */
   PAYMENT_WEBHOOK_SECRET: z.string().min(16).optional(),
+  /**
+   * Where "seats are back" batches are posted (src/notify/); unset: the feature is off, except
+   * under `npm start`'s demo event, which wires a local receiver that logs them.
+   */
+  NOTIFY_WEBHOOK_URL: z.string().url().optional(),
+  /** HMAC secret of the seats-back webhook (Onsale-Signature); default derived from GATEWAY_SECRET. */
+  NOTIFY_WEBHOOK_SECRET: z.string().min(16).optional(),
+  /** Fans told per seat that comes back to a sold-out event, in the order they asked. */
+  NOTIFY_FANS_PER_SEAT: z.coerce.number().positive().max(100).default(2),
+  /** Requests to be told an event may hold at once; past it 409 notify_limit_reached. */
+  NOTIFY_MAX_REQUESTS_PER_EVENT: z.coerce.number().int().positive().max(1_000_000).default(10_000),
   RATE_LIMIT_PER_IP: z.coerce.number().min(0).default(50),
   RATE_LIMIT_PER_FAN: z.coerce.number().min(0).default(5),
   /**
@@ -166,6 +177,7 @@ const SECRET_VARIABLES = [
   "ADMIN_TOKEN",
   "GATEWAY_SECRET",
   "PAYMENT_WEBHOOK_SECRET",
+  "NOTIFY_WEBHOOK_SECRET",
   "LOAD_TEST_TOKEN",
   "METRICS_TOKEN",
   "INVITE_SECRET",
@@ -254,6 +266,13 @@ export type GatewayConfig = {
   paymentTimeoutMs: number;
   paymentWebhookSecret: string | undefined;
   paymentRedisUrl: string | undefined;
+  /** The seats-back webhook (src/notify/): off without a URL. */
+  notify: {
+    webhookUrl: string | undefined;
+    webhookSecret: string | undefined;
+    fansPerSeat: number;
+    maxRequestsPerEvent: number;
+  };
   rateLimitPerIp: number;
   rateLimitPerFan: number;
   loadTestToken: string | undefined;
@@ -368,6 +387,12 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     paymentTimeoutMs: e.PAYMENT_TIMEOUT_MS,
     paymentWebhookSecret: e.PAYMENT_WEBHOOK_SECRET,
     paymentRedisUrl: e.PAYMENT_REDIS_URL,
+    notify: {
+      webhookUrl: e.NOTIFY_WEBHOOK_URL,
+      webhookSecret: e.NOTIFY_WEBHOOK_SECRET,
+      fansPerSeat: e.NOTIFY_FANS_PER_SEAT,
+      maxRequestsPerEvent: e.NOTIFY_MAX_REQUESTS_PER_EVENT,
+    },
     rateLimitPerIp: e.RATE_LIMIT_PER_IP,
     rateLimitPerFan: e.RATE_LIMIT_PER_FAN,
     loadTestToken: e.LOAD_TEST_TOKEN,

@@ -6,6 +6,7 @@
 import type { EventService } from "./events/event-service.js";
 import type { EventInput } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
+import { type NotifyReceiver, startNotifyReceiver } from "./notify/receiver.js";
 
 export const DEMO_EVENT_ID = "demo";
 
@@ -41,4 +42,22 @@ export async function ensureDemoEvent(deps: { events: EventService; logger: Logg
     throw new Error(`demo waiting room not configured: ${result.room.reason}`);
   }
   return true;
+}
+
+/**
+ * "Simulated here": with no NOTIFY_WEBHOOK_URL, `npm start` (one process, gateway and workers)
+ * points the seats-back webhook at a local receiver that checks each batch's signature and logs
+ * who would be mailed (src/notify/receiver.ts). Split roles need a receiver both can reach: none.
+ */
+export async function demoNotifyReceiver(options: {
+  demoEvent: boolean;
+  role: string;
+  webhookUrl: string | undefined;
+  secret: string;
+  logger: Logger;
+}): Promise<NotifyReceiver | undefined> {
+  if (options.webhookUrl || !options.demoEvent || options.role !== "all") return undefined;
+  const receiver = await startNotifyReceiver({ secret: options.secret, logger: options.logger });
+  options.logger.info({ url: receiver.url }, "seats-back webhook: a local receiver logs each batch (demo)");
+  return receiver;
 }

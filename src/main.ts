@@ -5,13 +5,14 @@
  */
 import { type Infrastructure, startInfrastructure } from "./bootstrap.js";
 import { ConfigError, type GatewayConfig, loadGatewayConfig } from "./config.js";
-import { DEMO_EVENT_ID, ensureDemoEvent } from "./demo.js";
+import { DEMO_EVENT_ID, demoNotifyReceiver, ensureDemoEvent } from "./demo.js";
 import { ensureTable } from "./dynamodb/table.js";
 import { derivedWebhookSecret } from "./gateway.js";
 import { buildApp } from "./http/app.js";
 import { listenApp } from "./http/serve.js";
 import { chooseLogFormat, createLogger, type Logger } from "./logger.js";
 import { createMetrics } from "./metrics.js";
+import { derivedNotifySecret } from "./notify/service.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
 import { waitForRedis } from "./redis/availability.js";
 import { describeRedis } from "./redis/connect.js";
@@ -51,6 +52,14 @@ async function main(): Promise<void> {
   // dated: the replacement guard and the reconciler allow for it.
   const requestBudgetMs = config.dynamodb.timeoutMs * config.dynamodb.maxAttempts;
   let listeningPort: number | undefined;
+  const notifySecret = config.notify.webhookSecret ?? derivedNotifySecret(infra.gatewaySecret);
+  const notifyReceiver = await demoNotifyReceiver({
+    demoEvent: config.demoEvent,
+    role: config.role,
+    webhookUrl: config.notify.webhookUrl,
+    secret: notifySecret,
+    logger: log,
+  });
   const services = buildServices({
     redis: infra.redis,
     ...(config.paymentRedisUrl ? { paymentRedisUrl: config.paymentRedisUrl } : {}),
@@ -82,6 +91,12 @@ async function main(): Promise<void> {
       streamWriteTimeoutMs: config.sse.writeTimeoutMs,
     },
     queues: true,
+    notify: {
+      webhookUrl: config.notify.webhookUrl ?? notifyReceiver?.url,
+      webhookSecret: notifySecret,
+      fansPerSeat: config.notify.fansPerSeat,
+      maxRequestsPerEvent: config.notify.maxRequestsPerEvent,
+    },
     paymentTimeoutMs: config.paymentTimeoutMs,
     shieldLeaseMs: requestBudgetMs,
     dynamoRequestBudgetMs: requestBudgetMs,
@@ -168,6 +183,7 @@ async function main(): Promise<void> {
       await new Promise<void>((resolve) => open.close(() => resolve()));
     }
     await services.close();
+    await notifyReceiver?.close();
     await workerHealth?.close();
     await infra.stop();
   });

@@ -147,6 +147,14 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ["limit"] as const,
       registers: [registry],
     }),
+    notify: new Counter({
+      name: "gateway_notify_total",
+      help:
+        "Seats-back notifications (src/notify/): requested, repeated, cancelled, limit_reached, not_sold_out (requests); " +
+        "claimed, notified, redelivered (fans); delivery_failed (attempts)",
+      labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
   };
 }
 

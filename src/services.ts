@@ -28,6 +28,8 @@ import { createActionLog } from "./operators/action-log.js";
 import { type PaymentProvider, withTimeout } from "./payments/provider.js";
 import { createSimulatedProvider } from "./payments/simulated.js";
 import type { WebhookEvent } from "./payments/webhook.js";
+import { createNotifier, derivedNotifySecret } from "./notify/service.js";
+import { createNotifyStore } from "./notify/store.js";
 import { createPurchaseSaga } from "./purchases/saga.js";
 import { createWebhookDeduplication } from "./purchases/webhook-dedup.js";
 import { requireRedis, trackRedis } from "./redis/availability.js";
@@ -41,7 +43,14 @@ import { createInviteVerifier, type InviteKeys } from "./waiting-room/invites.js
 import { createProofOfWork } from "./waiting-room/proof-of-work.js";
 import { createEventJobs, type EventJobs } from "./workers/event-jobs.js";
 import { bookingPublisher } from "./workers/outbox.js";
-import { createQueues, type Queues, queueJobCounts, reconcileScheduler, sweepScheduler } from "./workers/queues.js";
+import {
+  createQueues,
+  notifyDispatch,
+  type Queues,
+  queueJobCounts,
+  reconcileScheduler,
+  sweepScheduler,
+} from "./workers/queues.js";
 import { createMetricsReporter } from "./metrics-reporter.js";
 import { createEventStats, type EventStatsOptions } from "./stats/index.js";
 import { startWorkers, type WorkerDeps, type Workers } from "./workers/workers.js";
@@ -123,6 +132,15 @@ export interface ServicesConfig {
   eventCloseGraceMs?: number;
   /** The operator's figures: counts snapshot and history intervals (src/stats/); tests shorten them. */
   stats?: EventStatsOptions;
+  /** The seats-back webhook (NOTIFY_*, src/notify/); no `webhookUrl`: the feature is off. */
+  notify?: {
+    webhookUrl?: string | undefined;
+    webhookSecret?: string | undefined;
+    fansPerSeat?: number;
+    maxRequestsPerEvent?: number;
+    /** Per delivery attempt (default 10 s). */
+    timeoutMs?: number;
+  };
 }
 
 export interface Services extends AppDeps {
@@ -188,6 +206,25 @@ export function buildServices(config: ServicesConfig): Services {
     ...(queues ? { reconciler: reconcileScheduler(queues), bookings: bookingPublisher(queues) } : {}),
   });
   const limits = { ...defaultLimits, ...config.limits };
+  const notifyConfig = config.notify ?? {};
+  const notify = createNotifier({
+    store: createNotifyStore({ client: dynamo, tableName, ...(config.clock ? { clock: config.clock } : {}) }),
+    ...(notifyConfig.webhookUrl
+      ? {
+          delivery: {
+            url: notifyConfig.webhookUrl,
+            secret: notifyConfig.webhookSecret ?? derivedNotifySecret(config.gatewaySecret),
+            ...(notifyConfig.timeoutMs ? { timeoutMs: notifyConfig.timeoutMs } : {}),
+          },
+        }
+      : {}),
+    ...(queues ? { dispatch: notifyDispatch(queues) } : {}),
+    ...(notifyConfig.fansPerSeat ? { fansPerSeat: notifyConfig.fansPerSeat } : {}),
+    ...(notifyConfig.maxRequestsPerEvent ? { maxRequestsPerEvent: notifyConfig.maxRequestsPerEvent } : {}),
+    logger,
+    metrics,
+    ...(config.clock ? { clock: config.clock } : {}),
+  });
   const relay = createSeatChangeRelay(subscriber, logger);
 
   let workers: Workers | undefined;
@@ -219,15 +256,19 @@ export function buildServices(config: ServicesConfig): Services {
       ...(eventJobs ? { jobs: eventJobs } : {}),
       ...closeGrace,
     }),
-    holds: createHoldService({
-      inventory,
-      seatMap,
-      seatMapWrites,
-      metrics,
-      logger,
-      ...(config.shieldLeaseMs ? { leaseMs: config.shieldLeaseMs } : {}),
-      ...(queues ? { sweeps: sweepScheduler(queues) } : {}),
-    }),
+    // A released hold's seats are told to the fans who asked to hear of them (src/notify/).
+    holds: notify.wrapHolds(
+      createHoldService({
+        inventory,
+        seatMap,
+        seatMapWrites,
+        metrics,
+        logger,
+        ...(config.shieldLeaseMs ? { leaseMs: config.shieldLeaseMs } : {}),
+        ...(queues ? { sweeps: sweepScheduler(queues) } : {}),
+      }),
+    ),
+    notify,
     rateLimiter: createRateLimiter(redis, { metrics, logger }),
     purchases,
     stats: createEventStats(
@@ -257,6 +298,7 @@ export function buildServices(config: ServicesConfig): Services {
         inventory,
         seatMap,
         seatMapWrites,
+        notify,
         purchases,
         paymentTimeoutMs,
         logger,

@@ -29,6 +29,7 @@ import { purchaseRoute } from "./routes/purchases/create.js";
 import { getPurchaseRoute } from "./routes/purchases/get.js";
 import { webhookRoute } from "./routes/purchases/webhook.js";
 import { releaseHoldRoute } from "./routes/holds/release.js";
+import { notifyRoutes } from "./routes/notify/notify.js";
 import { challengeRoute } from "./routes/queue/challenge.js";
 import { infoRoute } from "./routes/queue/info.js";
 import { lotteryRoute } from "./routes/queue/lottery.js";
@@ -147,6 +148,7 @@ export function buildApp(deps: AppDeps) {
     statusRoute,
     infoRoute,
     lotteryRoute,
+    notifyRoutes,
     seatMapSummaryRoute,
     sectionSeatsRoute,
     seatStreamRoute,

@@ -8,6 +8,7 @@ import type { EventService } from "../events/event-service.js";
 import type { EventDefinition, GeneralAdmissionCounts } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
+import type { Notifier } from "../notify/service.js";
 import type { MetricsReporter } from "../metrics-reporter.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import type { WebhookDeduplication } from "../purchases/webhook-dedup.js";
@@ -85,6 +86,8 @@ export interface AppDeps {
   /** Setting up an event, and what is known of one (its cached definition, its counts). */
   events: EventService;
   holds: HoldService;
+  /** "Tell me when seats come back" (src/notify/); `enabled` false without NOTIFY_WEBHOOK_URL. */
+  notify: Notifier;
   rateLimiter: RateLimiter;
   purchases: PurchaseSaga;
   /** The operator's counts (shared snapshots) and the history the console charts (src/stats/). */

@@ -35,6 +35,9 @@ export const errorCodes = [
   "invite_required",
   "invalid_invite",
   "identity_already_queued",
+  "not_sold_out",
+  "notify_limit_reached",
+  "notify_disabled",
   "unavailable",
   "internal_error",
 ] as const;
@@ -70,6 +73,9 @@ export const statusOf: Record<ErrorCode, ContentfulStatusCode> = {
   invite_required: 428,
   invalid_invite: 403,
   identity_already_queued: 409,
+  not_sold_out: 409,
+  notify_limit_reached: 409,
+  notify_disabled: 404,
   internal_error: 500,
   unavailable: 503,
 };

@@ -11,6 +11,7 @@
 import { Queue } from "bullmq";
 import { type OutboxRecord, SWEEP_SHARDS } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
+import type { NotifyBatch } from "../notify/service.js";
 import { requireRedis, trackRedis } from "../redis/availability.js";
 import type { RedisClient } from "../redis/scripts.js";
 
@@ -27,6 +28,8 @@ export const queueNames = {
   outbox: "outbox-publish",
   /** Where integrators consume `BookingConfirmed`. */
   bookings: "booking-confirmed",
+  /** Delivers "seats are back" batches to NOTIFY_WEBHOOK_URL (src/notify/). */
+  notify: "seats-back-notify",
 } as const;
 
 export type QueueName = (typeof queueNames)[keyof typeof queueNames];
@@ -144,6 +147,8 @@ export interface Queues {
   outbox: Queue<OutboxJob>;
   /** Where the saga adds each confirmed purchase's booking (the outbox's common path). */
   bookings: Queue<BookingConfirmedJob>;
+  /** "Seats are back" batches on their way to the operator's webhook. */
+  notify: Queue<NotifyBatch>;
   close(): Promise<void>;
 }
 
@@ -189,7 +194,17 @@ export function createQueues(connection: RedisClient, logger?: Logger): Queues {
     defaultJobOptions: { removeOnComplete: 100, removeOnFail: 500 },
   });
   const bookings = createBookingsQueue(connection, { logger });
-  for (const queue of [sweep, seatMapRefresh, reconcile, outbox] as Queue[]) {
+  const notify = new Queue<NotifyBatch>(queueNames.notify, {
+    ...options,
+    // A receiver down is tried again with backoff, about 4 minutes in all; then the backstop.
+    defaultJobOptions: {
+      removeOnComplete: { age: 24 * 3600 },
+      removeOnFail: { age: 24 * 3600 },
+      attempts: 8,
+      backoff: { type: "exponential", delay: 1_000 },
+    },
+  });
+  for (const queue of [sweep, seatMapRefresh, reconcile, outbox, notify] as Queue[]) {
     queue.on("error", (err: Error) => logger?.debug({ queue: queue.name, err: err.message }, "queue connection error"));
   }
   return {
@@ -199,8 +214,16 @@ export function createQueues(connection: RedisClient, logger?: Logger): Queues {
     reconcile,
     outbox,
     bookings,
+    notify,
     close: async () => {
-      await Promise.all([sweep.close(), seatMapRefresh.close(), reconcile.close(), outbox.close(), bookings.close()]);
+      await Promise.all([
+        sweep.close(),
+        seatMapRefresh.close(),
+        reconcile.close(),
+        outbox.close(),
+        bookings.close(),
+        notify.close(),
+      ]);
     },
   };
 }
@@ -211,7 +234,14 @@ export const QUEUE_STATES = ["waiting", "delayed", "active", "failed"] as const;
 
 /** Jobs of every queue by state (a few Redis commands per queue); for /metrics. */
 export async function queueJobCounts(queues: Queues): Promise<Record<string, Record<string, number>>> {
-  const all = [queues.sweep, queues.seatMapRefresh, queues.reconcile, queues.outbox, queues.bookings] as Queue[];
+  const all = [
+    queues.sweep,
+    queues.seatMapRefresh,
+    queues.reconcile,
+    queues.outbox,
+    queues.bookings,
+    queues.notify,
+  ] as Queue[];
   const counts = await Promise.all(all.map((q) => q.getJobCounts(...QUEUE_STATES)));
   return Object.fromEntries(all.map((q, i) => [q.name, counts[i]!]));
 }
@@ -388,6 +418,21 @@ export function reconcileScheduler(queues: Queues) {
         { kind: "purchase", eventId, purchaseId, ...(sessionId ? { sessionId } : {}) },
         { jobId: `reconcile-${purchaseId}`, delay: delayMs },
       );
+    },
+  };
+}
+
+/**
+ * The notifier's dispatch: a batch's job under its batch id (a repeat while it exists adds
+ * nothing); the backstop's re-adds under ids of their own, since the first may have failed for good.
+ */
+export function notifyDispatch(queues: Pick<Queues, "notify" | "connection">) {
+  return {
+    async add(batch: NotifyBatch, attempt: number): Promise<void> {
+      requireRedis(queues.connection, "queue the seats-back notification");
+      await queues.notify.add("notify", batch, {
+        jobId: attempt === 0 ? `notify-${batch.batchId}` : `notify-${batch.batchId}-r${attempt}`,
+      });
     },
   };
 }

@@ -9,6 +9,7 @@ import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import { type Inventory, SWEEP_SHARDS, type SweepResult } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
+import type { NotifyBatch, Notifier } from "../notify/service.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import { connectRedis, type RedisTarget } from "../redis/connect.js";
 import type { RedisClient } from "../redis/scripts.js";
@@ -33,6 +34,8 @@ export interface WorkerDeps {
   seatMap: Pick<SeatMapCache, "rebuild">;
   /** What a sweep released is told to the seat map. */
   seatMapWrites: Pick<SeatMapWrites, "released">;
+  /** Seats a sweep gave back are told to the fans who asked (src/notify/); absent: nobody asked. */
+  notify?: Pick<Notifier, "enabled" | "seatsReturned" | "deliver" | "redeliverDue">;
   purchases: PurchaseSaga;
   /** A pending purchase younger than this may still have a charge in flight: left alone. */
   paymentTimeoutMs: number;
@@ -53,7 +56,7 @@ export interface Workers {
 }
 
 /** One shard of the event, or every shard (the backstop's job names none). */
-export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrites">, job: SweepJob) {
+export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrites" | "notify">, job: SweepJob) {
   const shards = job.shard === undefined ? Array.from({ length: SWEEP_SHARDS }, (_, s) => s) : [job.shard];
   const total: SweepResult = {
     examined: 0,
@@ -65,11 +68,18 @@ export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrit
   for (const shard of shards) {
     const result = await deps.inventory.holds.sweepExpired({ eventId: job.eventId, shard });
     await deps.seatMapWrites.released(job.eventId, result.releasedSeats);
+    // After the seat map: a fan told first would find the seats still shown as held.
+    await deps.notify?.seatsReturned(job.eventId, result.seatsReleased + result.generalAdmissionQuantityReturned);
     total.examined += result.examined;
     total.seatsReleased += result.seatsReleased;
     total.releasedSeats.push(...result.releasedSeats);
     total.generalAdmissionHoldsExpired += result.generalAdmissionHoldsExpired;
     total.generalAdmissionQuantityReturned += result.generalAdmissionQuantityReturned;
+  }
+  // The notifier's backstop rides on shard 0's sweeps (every live event has them, every 5 min and
+  // after a reconnect): one Query when nothing is due.
+  if (deps.notify?.enabled && (job.shard === undefined || job.shard === 0)) {
+    await deps.notify.redeliverDue(job.eventId).catch(() => 0);
   }
   return total;
 }
@@ -227,6 +237,17 @@ export function startWorkers(deps: WorkerDeps): Workers {
       { ...common("outbox"), concurrency: 1 },
     ),
   ];
+  const notify = deps.notify;
+  // Only a process that can deliver takes the batches (one without the URL would drop them).
+  if (notify?.enabled) {
+    workers.push(
+      new Worker<NotifyBatch>(
+        queueNames.notify,
+        logged(queueNames.notify, (batch: NotifyBatch) => notify.deliver(batch)),
+        common("notify"),
+      ) as unknown as (typeof workers)[number],
+    );
+  }
   for (const w of workers) {
     w.on("failed", (job, err) => {
       const level = err instanceof StillPending || err.name === "StillPending" ? "debug" : "warn";

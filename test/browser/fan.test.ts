@@ -17,6 +17,10 @@ import {
 } from "../gateway/harness.js";
 import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
 import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
+import pino from "pino";
+import { startNotifyReceiver } from "../../src/notify/receiver.js";
+import { derivedNotifySecret } from "../../src/notify/service.js";
+import { SECRET } from "../gateway/harness.js";
 
 let gw: Gateway;
 let db: ClaimedDatabase | undefined;
@@ -304,5 +308,58 @@ describe.concurrent("the fan's pages in a browser", () => {
     await page.getByRole("button", { name: "Back to the seat map" }).first().click();
     await reachSeatMap(page);
     expect(errors).toEqual([]);
+  }, 60_000);
+
+  it("on a sold-out map a fan asks to be told, and is told when the seats come back", async ({ expect }) => {
+    // A gateway of its own with the webhook wired to the demo's receiver (signature checked).
+    const receiver = await startNotifyReceiver({
+      secret: derivedNotifySecret(SECRET),
+      logger: pino({ level: "silent" }),
+    });
+    const notifyGw = await startGateway({
+      tableName: await createTable(),
+      redisUrl: db!.url,
+      notify: { webhookUrl: receiver.url },
+    });
+    const notifyServer = await listen(notifyGw);
+    try {
+      const eventId = uniqueId();
+      const input = smallEvent({ sections: [{ id: "A", tier: "Floor", price: 15000, rows: 1, seatsPerRow: 2 }] });
+      expect((await putEvent(notifyGw, eventId, { ...input, generalAdmission: [] })).status).toBe(201);
+      const hold = await notifyGw.deps.holds.holdSeats({ eventId, fanId: "buyer", seatIds: ["A-1-1", "A-1-2"] });
+      if (!hold.ok) throw new Error(`hold failed: ${JSON.stringify(hold)}`);
+
+      const { page, errors } = await newPage();
+      await page.goto(`${notifyServer.url}/?event=${eventId}`);
+      await page.getByLabel("Your fan id").fill("hopeful");
+      await page.getByRole("button", { name: "Join the line" }).click();
+      await reachSeatMap(page);
+      await page.getByRole("heading", { name: "Sold out, for now" }).waitFor();
+      await page.getByLabel("Tell me at").fill("hopeful@example.com");
+      await page.getByRole("button", { name: "Tell me when seats come back" }).click();
+      await page.getByText("You're on the list").waitFor(PATIENCE);
+      expect(await page.getByRole("button", { name: "Tell me when seats come back" }).isVisible()).toBe(false);
+      await screenshot(page, "fan-9-notify-requested");
+
+      // The buyer lets the seats go: the fan who asked is told, and the map shows them free.
+      const released = await notifyGw.deps.holds.release({ eventId, holdId: hold.hold.holdId, fanId: "buyer" });
+      expect(released.ok).toBe(true);
+      await expect
+        .poll(
+          () => receiver.batches.filter((b) => b.payload.eventId === eventId).flatMap((b) => b.payload.fans),
+          PATIENCE,
+        )
+        .toEqual([{ fanId: "hopeful", contact: "hopeful@example.com" }]);
+      await expect.poll(() => page.locator('[data-section="A"] .count').textContent(), PATIENCE).toBe("2 of 2 left");
+      // Asked and told: the page still says so after a reload.
+      await page.reload();
+      await reachSeatMap(page);
+      await page.getByText("We told you: seats came back.").waitFor(PATIENCE);
+      expect(errors).toEqual([]);
+    } finally {
+      await notifyServer.close();
+      await notifyGw.close();
+      await receiver.close();
+    }
   }, 60_000);
 });

@@ -60,6 +60,8 @@ export async function startGateway(options: {
   operatorTokens?: ServicesConfig["operatorTokens"];
   /** INVITE_SECRET / INVITE_PUBLIC_KEY: what checks invite tokens. */
   invites?: ServicesConfig["invites"];
+  /** NOTIFY_*: the seats-back webhook (src/notify/); off by default. */
+  notify?: ServicesConfig["notify"];
 }): Promise<Gateway> {
   const requestTimeoutMs = 10_000;
   let app: ReturnType<typeof buildApp> | undefined;
@@ -78,6 +80,7 @@ export async function startGateway(options: {
     ...(options.sectionPages ? { sectionPages: options.sectionPages } : {}),
     ...(options.operatorTokens ? { operatorTokens: options.operatorTokens } : {}),
     ...(options.invites ? { invites: options.invites } : {}),
+    ...(options.notify ? { notify: options.notify } : {}),
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     queues: options.workers ?? false,
     ...(options.deliverWebhooks

@@ -13,6 +13,7 @@ import { formatMoney, type Message, message, plural } from "./format.js";
 import { BestPanel } from "./seatmap-best.js";
 import { SeatGrid } from "./seatmap-grid.js";
 import { type LiveState, type OpenStream, SeatMapModel, type SeatMapObserver } from "./seatmap-model.js";
+import { NotifyPanel } from "./seatmap-notify.js";
 import { TierCards } from "./seatmap-tiers.js";
 import { listSeats } from "./seats.js";
 import type { Hold } from "./types.js";
@@ -47,12 +48,14 @@ export class SeatMap {
   private readonly tiers: TierCards;
   private readonly grid: SeatGrid;
   private readonly best: BestPanel;
+  private readonly notify: NotifyPanel;
 
   constructor(private readonly hooks: SeatMapHooks) {
     this.model = new SeatMapModel({ ...hooks, openStream: eventSourceStream });
     this.tiers = new TierCards(this.model);
     this.grid = new SeatGrid(this.model);
     this.best = new BestPanel(this.model);
+    this.notify = new NotifyPanel(this.model, hooks);
     this.model.observe(this.observer());
     byId("map-hold").addEventListener("click", () => void this.model.holdSelected());
     byId("map-clear").addEventListener("click", () => this.model.clearSelection());
@@ -85,9 +88,13 @@ export class SeatMap {
       summaryLoaded: () => {
         this.tiers.render();
         this.best.render();
+        this.notify.render();
         this.renderSelection();
       },
-      sectionCount: (id) => this.tiers.paintSection(id),
+      sectionCount: (id) => {
+        this.tiers.paintSection(id);
+        this.notify.render();
+      },
       sectionOpening: (section, switching) => {
         this.tiers.paintSections();
         this.grid.opening(section, switching);

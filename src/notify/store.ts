@@ -1,0 +1,334 @@
+/**
+ * "Tell me when seats come back": the fans' requests, in DynamoDB (a Redis wipe loses none).
+ *
+ *   request  PK `EVT#<e>#NOTIFY#<fanHash>`, SK `NOTIFY`: fanId, contact, requestedAt, state.
+ *            One item per event and fan (fanKeyHash: a fan id may hold anything, `#` included),
+ *            so asking twice is one conditional Put that finds the first.
+ *   count    PK `EVT#<e>#NOTIFY`, SK `COUNT`: requests stored, against the per-event limit; it
+ *            rides in the same transaction as the Put and the Delete.
+ *
+ * A request moves waiting -> claimed -> notified, each step one conditional UpdateItem:
+ *   waiting  in GSI2 `EVT#<e>#NOTIFY#WAITING`, sorted `<requestedAt ISO>#<seq>#<fanHash>`: the order
+ *            fans asked in, read oldest first.
+ *   claimed  taken by one delivery batch (`batchId`), out of the waiting index and into
+ *            `EVT#<e>#NOTIFY#CLAIMED` sorted by when its delivery is next due for a check, so a
+ *            batch whose job was lost (Redis restarted empty) is delivered again (same batch id,
+ *            same idempotency key at the receiver).
+ *   notified the receiver acknowledged its batch; out of GSI2.
+ *
+ * Claiming is per item (`state = waiting` on the item itself): two sweeps reading the same
+ * candidates from the index each win different fans, and no fan is claimed twice. A whole-batch
+ * transaction would be all-or-nothing: two sweeps on the same first fans would cancel each other.
+ */
+import { DeleteCommand, GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { GSI2 } from "../dynamodb/table.js";
+import { expiryBound, expirySortKey, fanKeyHash, ID_PATTERN } from "../inventory/keys.js";
+import { conditionalUpdate, createCtx, type Ctx, guard, type Item, mapLimit, transact } from "../inventory/store.js";
+
+export type NotifyState = "waiting" | "claimed" | "notified";
+
+export interface NotifyRequest {
+  eventId: string;
+  fanId: string;
+  contact: string;
+  requestedAt: string;
+  state: NotifyState;
+  batchId?: string;
+  notifiedAt?: string;
+}
+
+export interface ClaimedFan {
+  fanId: string;
+  contact: string;
+  /** The request's key hash (its item). */
+  fanHash: string;
+  /** Its place in the order fans asked in (its waiting sort key), kept while claimed. */
+  order: string;
+}
+
+export type RequestOutcome =
+  | { ok: true; created: boolean; request: NotifyRequest }
+  | { ok: false; reason: "limit_reached"; limit: number }
+  | { ok: false; reason: "contention" };
+
+export interface NotifyStore {
+  request(input: { eventId: string; fanId: string; contact: string; maxRequests: number }): Promise<RequestOutcome>;
+  /** True when there was a request to cancel. */
+  cancel(eventId: string, fanId: string): Promise<boolean>;
+  get(eventId: string, fanId: string): Promise<NotifyRequest | null>;
+  /**
+   * Up to `count` waiting requests, oldest first, claimed for `batchId`; due for a check at
+   * `checkAt` (epoch ms) unless acknowledged by then.
+   */
+  claim(eventId: string, count: number, batchId: string, checkAt: number, seatsReturned: number): Promise<ClaimedFan[]>;
+  /** claimed (by `batchId`) -> notified; false when it was not (cancelled meanwhile, another batch). */
+  markNotified(eventId: string, fanHash: string, batchId: string): Promise<boolean>;
+  /** Claimed requests whose delivery check is due, grouped by batch. */
+  dueBatches(
+    eventId: string,
+    limit?: number,
+  ): Promise<Array<{ batchId: string; seatsReturned: number; claimedAt: string; fans: ClaimedFan[] }>>;
+  /** A due batch's requests, next due at `checkAt`. */
+  deferBatch(eventId: string, fans: readonly ClaimedFan[], batchId: string, checkAt: number): Promise<void>;
+}
+
+export const notifyKeys = {
+  request: (eventId: string, fanHash: string) => ({ PK: `EVT#${eventId}#NOTIFY#${fanHash}`, SK: "NOTIFY" }),
+  count: (eventId: string) => ({ PK: `EVT#${eventId}#NOTIFY`, SK: "COUNT" }),
+  waiting: (eventId: string) => `EVT#${eventId}#NOTIFY#WAITING`,
+  claimed: (eventId: string) => `EVT#${eventId}#NOTIFY#CLAIMED`,
+};
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function toRequest(item: Item): NotifyRequest {
+  return {
+    eventId: String(item.eventId),
+    fanId: String(item.fanId),
+    contact: String(item.contact),
+    requestedAt: String(item.requestedAt),
+    state: item.state as NotifyState,
+    ...(typeof item.batchId === "string" ? { batchId: item.batchId } : {}),
+    ...(typeof item.notifiedAt === "string" ? { notifiedAt: item.notifiedAt } : {}),
+  };
+}
+
+export function createNotifyStore(options: {
+  client: DynamoDBClient;
+  tableName: string;
+  clock?: () => number;
+}): NotifyStore {
+  const ctx: Ctx = createCtx(options.client, options.tableName, options.clock ?? Date.now);
+  // Requests of one millisecond keep the order they were written in this process.
+  let seq = 0;
+
+  const get = (eventId: string, fanId: string) =>
+    guard("notifyGet", async () => {
+      if (!ID_PATTERN.test(eventId)) return null;
+      const out = await ctx.doc.send(
+        new GetCommand({
+          TableName: ctx.tableName,
+          Key: notifyKeys.request(eventId, fanKeyHash(fanId)),
+          ConsistentRead: true,
+        }),
+      );
+      return out.Item ? toRequest(out.Item) : null;
+    });
+
+  return {
+    get,
+
+    request: ({ eventId, fanId, contact, maxRequests }) =>
+      guard("notifyRequest", async (): Promise<RequestOutcome> => {
+        const fanHash = fanKeyHash(fanId);
+        const now = ctx.clock();
+        seq = (seq + 1) % 1_000_000;
+        const item: Item = {
+          ...notifyKeys.request(eventId, fanHash),
+          entity: "NOTIFY",
+          eventId,
+          fanId,
+          contact,
+          requestedAt: iso(now),
+          state: "waiting",
+          GSI2PK: notifyKeys.waiting(eventId),
+          GSI2SK: `${iso(now)}#${String(seq).padStart(6, "0")}#${fanHash}`,
+        };
+        const out = await transact(ctx, [
+          {
+            Put: {
+              TableName: ctx.tableName,
+              Item: item,
+              ConditionExpression: "attribute_not_exists(PK)",
+              ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+            },
+          },
+          {
+            Update: {
+              TableName: ctx.tableName,
+              Key: notifyKeys.count(eventId),
+              UpdateExpression: "ADD requests :one",
+              ConditionExpression: "attribute_not_exists(requests) OR requests < :max",
+              ExpressionAttributeValues: { ":one": 1, ":max": maxRequests },
+            },
+          },
+        ]);
+        if (out.ok) return { ok: true, created: true, request: toRequest(item) };
+        if (out.contention) return { ok: false, reason: "contention" };
+        // Asked before: the first request stands (its place in the order, its contact).
+        const existing = out.reasons[0]?.item;
+        if (out.reasons[0]?.code === "ConditionalCheckFailed" && existing) {
+          return { ok: true, created: false, request: toRequest(existing) };
+        }
+        return { ok: false, reason: "limit_reached", limit: maxRequests };
+      }),
+
+    cancel: (eventId, fanId) =>
+      guard("notifyCancel", async () => {
+        const out = await transact(ctx, [
+          {
+            Delete: {
+              TableName: ctx.tableName,
+              Key: notifyKeys.request(eventId, fanKeyHash(fanId)),
+              ConditionExpression: "attribute_exists(PK)",
+            },
+          },
+          {
+            Update: {
+              TableName: ctx.tableName,
+              Key: notifyKeys.count(eventId),
+              UpdateExpression: "ADD requests :minus",
+              ExpressionAttributeValues: { ":minus": -1 },
+            },
+          },
+        ]);
+        if (out.ok) return true;
+        if (out.contention) {
+          // Collisions only: delete the request alone (the count then over-counts by one, never under).
+          await ctx.doc.send(
+            new DeleteCommand({ TableName: ctx.tableName, Key: notifyKeys.request(eventId, fanKeyHash(fanId)) }),
+          );
+          return true;
+        }
+        return false;
+      }),
+
+    claim: (eventId, count, batchId, checkAt, seatsReturned) =>
+      guard("notifyClaim", async () => {
+        const claimed: ClaimedFan[] = [];
+        if (count <= 0 || !ID_PATTERN.test(eventId)) return claimed;
+        const now = ctx.clock();
+        let start: Record<string, unknown> | undefined;
+        // Candidates in request order; each is taken by a conditional write on the item, so a
+        // candidate another sweep took (or the index shows late) is skipped, never taken twice.
+        while (claimed.length < count) {
+          const page = await ctx.doc.send(
+            new QueryCommand({
+              TableName: ctx.tableName,
+              IndexName: GSI2,
+              KeyConditionExpression: "GSI2PK = :pk",
+              ExpressionAttributeValues: { ":pk": notifyKeys.waiting(eventId) },
+              Limit: Math.min(100, Math.max(count * 2, 10)),
+              ...(start ? { ExclusiveStartKey: start } : {}),
+            }),
+          );
+          // As many at once as are still wanted (no more: a fan claimed is a fan told), so a
+          // return of hundreds of seats is not hundreds of writes in a row; winners keep their order.
+          const items = page.Items ?? [];
+          for (let i = 0; i < items.length && claimed.length < count; ) {
+            const slice = items.slice(i, i + (count - claimed.length));
+            i += slice.length;
+            const won = await mapLimit(slice, 16, (candidate) =>
+              conditionalUpdate(ctx, {
+                Key: { PK: candidate.PK, SK: candidate.SK },
+                UpdateExpression:
+                  "SET #state = :claimed, batchId = :batch, claimedAt = :at, seatsReturned = :seats, #order = :order, " +
+                  "GSI2PK = :pk, GSI2SK = :sk",
+                ConditionExpression: "#state = :waiting",
+                ExpressionAttributeNames: { "#state": "state", "#order": "order" },
+                ExpressionAttributeValues: {
+                  ":claimed": "claimed",
+                  ":waiting": "waiting",
+                  ":batch": batchId,
+                  ":at": iso(now),
+                  ":seats": seatsReturned,
+                  ":pk": notifyKeys.claimed(eventId),
+                  ":order": String(candidate.GSI2SK),
+                  // A batch's requests in the order they were made, so a redelivery keeps it.
+                  ":sk": expirySortKey(checkAt, `${batchId}#${String(candidate.GSI2SK)}`),
+                },
+              }),
+            );
+            slice.forEach((candidate, j) => {
+              if (!won[j]) return;
+              claimed.push({
+                fanId: String(candidate.fanId),
+                contact: String(candidate.contact),
+                fanHash: String(candidate.PK).slice(String(candidate.PK).lastIndexOf("#") + 1),
+                order: String(candidate.GSI2SK),
+              });
+            });
+          }
+          start = page.LastEvaluatedKey;
+          if (!start) break;
+        }
+        return claimed;
+      }),
+
+    markNotified: (eventId, fanHash, batchId) =>
+      guard("notifyMarkNotified", () =>
+        conditionalUpdate(ctx, {
+          Key: notifyKeys.request(eventId, fanHash),
+          UpdateExpression: "SET #state = :notified, notifiedAt = :at REMOVE GSI2PK, GSI2SK",
+          ConditionExpression: "#state = :claimed AND batchId = :batch",
+          ExpressionAttributeNames: { "#state": "state" },
+          ExpressionAttributeValues: {
+            ":notified": "notified",
+            ":claimed": "claimed",
+            ":batch": batchId,
+            ":at": iso(ctx.clock()),
+          },
+        }),
+      ),
+
+    dueBatches: (eventId, limit = 1_000) =>
+      guard("notifyDueBatches", async () => {
+        if (!ID_PATTERN.test(eventId)) return [];
+        const out = await ctx.doc.send(
+          new QueryCommand({
+            TableName: ctx.tableName,
+            IndexName: GSI2,
+            KeyConditionExpression: "GSI2PK = :pk AND GSI2SK < :bound",
+            ExpressionAttributeValues: { ":pk": notifyKeys.claimed(eventId), ":bound": expiryBound(ctx.clock()) },
+            Limit: limit,
+          }),
+        );
+        const batches = new Map<
+          string,
+          { batchId: string; seatsReturned: number; claimedAt: string; fans: ClaimedFan[] }
+        >();
+        for (const item of out.Items ?? []) {
+          const batchId = String(item.batchId);
+          const batch = batches.get(batchId) ?? {
+            batchId,
+            seatsReturned: Number(item.seatsReturned ?? 0),
+            claimedAt: String(item.claimedAt),
+            fans: [],
+          };
+          const fanHash = String(item.PK).slice(String(item.PK).lastIndexOf("#") + 1);
+          batch.fans.push({
+            fanId: String(item.fanId),
+            contact: String(item.contact),
+            fanHash,
+            order: String(item.order),
+          });
+          batches.set(batchId, batch);
+        }
+        const due = [...batches.values()];
+        // A full page may have cut its last batch short: that one waits for the next run, whole
+        // (its retry carries the same idempotency key, so a partial one would hide the rest).
+        if (out.LastEvaluatedKey && due.length > 1) due.pop();
+        return due;
+      }),
+
+    deferBatch: (eventId, fans, batchId, checkAt) =>
+      guard("notifyDeferBatch", async () => {
+        await Promise.all(
+          fans.map((f) =>
+            conditionalUpdate(ctx, {
+              Key: notifyKeys.request(eventId, f.fanHash),
+              UpdateExpression: "SET GSI2SK = :sk",
+              ConditionExpression: "#state = :claimed AND batchId = :batch",
+              ExpressionAttributeNames: { "#state": "state" },
+              ExpressionAttributeValues: {
+                ":claimed": "claimed",
+                ":batch": batchId,
+                ":sk": expirySortKey(checkAt, `${batchId}#${f.order}`),
+              },
+            }),
+          ),
+        );
+      }),
+  };
+}

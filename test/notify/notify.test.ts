@@ -1,0 +1,375 @@
+/**
+ * "Tell me when seats come back" (issue 18 item 5), end to end on real parts: the HTTP app, real
+ * Redis and BullMQ, the local DynamoDB, and a real HTTP receiver that checks every signature.
+ * An event sells out, fans ask at once, the holds expire, two gateways' sweeps run at once: the
+ * receiver is told of NOTIFY_FANS_PER_SEAT fans per seat, the earliest askers, each fan once;
+ * a receiver that fails gets the retry under the same idempotency key.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { buildApp } from "../../src/http/app.js";
+import pino from "pino";
+import { createDynamoClient } from "../../src/dynamodb/client.js";
+import { createNotifier, derivedNotifySecret, REDELIVER_AFTER_MS } from "../../src/notify/service.js";
+import { createNotifyStore } from "../../src/notify/store.js";
+import { NOTIFY_IDEMPOTENCY_HEADER, NOTIFY_SIGNATURE_HEADER, type SeatsBackPayload } from "../../src/notify/webhook.js";
+import { verifyWebhook } from "../../src/payments/webhook.js";
+import { buildServices } from "../../src/services.js";
+import { sweepJob } from "../../src/workers/workers.js";
+import {
+  createTable,
+  eventInput,
+  type Gateway,
+  gatewayOf,
+  metricTotal,
+  putEvent,
+  SECRET,
+  testServicesConfig,
+  uniqueId,
+} from "../gateway/harness.js";
+import { sleep } from "../support/worker-process.js";
+
+const FANS_PER_SEAT = 2;
+const MAX_REQUESTS = 12;
+
+interface Post {
+  status: number;
+  key: string;
+  signed: boolean;
+  payload: SeatsBackPayload;
+}
+
+/** The operator's mail system, as a test sees it: every POST recorded, the first `failNext` answered 500. */
+async function startReceiver() {
+  const posts: Post[] = [];
+  const state = { failNext: 0 };
+  const secret = derivedNotifySecret(SECRET);
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const signed = verifyWebhook(secret, body, req.headers[NOTIFY_SIGNATURE_HEADER.toLowerCase()] as string).ok;
+      const status = !signed ? 401 : state.failNext > 0 ? 500 : 200;
+      if (status === 500) state.failNext--;
+      posts.push({
+        status,
+        key: String(req.headers[NOTIFY_IDEMPOTENCY_HEADER.toLowerCase()]),
+        signed,
+        payload: JSON.parse(body.toString("utf8")) as SeatsBackPayload,
+      });
+      res.writeHead(status).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    posts,
+    state,
+    /** What the receiver acted on: the first accepted POST of each idempotency key. */
+    accepted: () => {
+      const seen = new Map<string, Post>();
+      for (const p of posts) if (p.status === 200 && !seen.has(p.key)) seen.set(p.key, p);
+      return [...seen.values()];
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+/** The store's clock, moved past the holds' expiry instead of waiting for it. */
+let clockOffsetMs = 0;
+const clock = () => Date.now() + clockOffsetMs;
+
+function gateway(tableName: string, url: string | undefined): Gateway {
+  const services = buildServices({
+    ...testServicesConfig({ tableName, redisUrl: inject("redisUrl") }),
+    clock,
+    redisOptions: { maxRetriesPerRequest: 1, enableAutoPipelining: true },
+    queues: true,
+    notify: { webhookUrl: url, fansPerSeat: FANS_PER_SEAT, maxRequestsPerEvent: MAX_REQUESTS },
+  });
+  return gatewayOf(buildApp(services), services);
+}
+
+let receiver: Receiver;
+let tableName: string;
+let gw1: Gateway;
+let gw2: Gateway;
+let off: Gateway;
+
+beforeAll(async () => {
+  receiver = await startReceiver();
+  tableName = await createTable();
+  // Two gateways on one table and one Redis, each running workers: two processes' sweeps and
+  // deliveries at once. A third without NOTIFY_WEBHOOK_URL.
+  gw1 = gateway(tableName, receiver.url);
+  gw2 = gateway(tableName, receiver.url);
+  off = gateway(tableName, undefined);
+  gw1.deps.startWorkers();
+  gw2.deps.startWorkers();
+});
+afterAll(async () => {
+  await Promise.all([gw1?.close(), gw2?.close(), off?.close()]);
+  await receiver?.close();
+});
+
+async function join(gw: Gateway, eventId: string, fanId: string): Promise<string> {
+  const res = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } });
+  expect([200, 201]).toContain(res.status);
+  return ((await res.json()) as { queueToken: string }).queueToken;
+}
+
+const ask = (gw: Gateway, eventId: string, token: string, contact: unknown) =>
+  gw.request(`/v1/events/${eventId}/notify`, { method: "POST", token, json: { contact } });
+
+async function errorCode(res: Response): Promise<string> {
+  return ((await res.json()) as { error: { code: string } }).error.code;
+}
+
+/**
+ * An event of `seats` seats in one row, every seat held by one fan for `holdSeconds`: sold out
+ * (long enough, on a loaded machine, for the fans to ask while it still is).
+ */
+async function soldOutEvent(seats: number, holdSeconds = 120) {
+  const eventId = uniqueId("nt");
+  const input = eventInput({
+    sections: [{ id: "A", tier: "Floor", price: 1_000, rows: 1, seatsPerRow: seats }],
+    generalAdmission: [],
+    maxSeatsPerFan: seats,
+  });
+  expect((await putEvent(gw1, eventId, input)).status).toBe(201);
+  const early = await join(gw1, eventId, "early");
+  // Not sold out yet: the fan is sent to the seats.
+  const notYet = await ask(gw1, eventId, early, "mail:early@example.com");
+  expect(notYet.status).toBe(409);
+  expect(await errorCode(notYet)).toBe("not_sold_out");
+  const seatIds = Array.from({ length: seats }, (_, i) => `A-1-${i + 1}`);
+  const hold = await gw1.deps.holds.holdSeats({ eventId, fanId: "buyer", seatIds, holdSeconds });
+  if (!hold.ok) throw new Error(`hold failed: ${JSON.stringify(hold)}`);
+  return { eventId, hold: hold.hold };
+}
+
+const sweepBoth = (eventId: string) =>
+  Promise.all(
+    [gw1, gw2].map((gw) =>
+      sweepJob(
+        { inventory: gw.deps.inventory, seatMapWrites: gw.deps.seatMapWrites, notify: gw.deps.notify },
+        { eventId },
+      ),
+    ),
+  );
+
+describe("seats-back notifications", () => {
+  it("tells FANS_PER_SEAT fans per returned seat, earliest first, each once, across two sweeps at once", async () => {
+    const seats = 4;
+    const { eventId, hold } = await soldOutEvent(seats);
+    // Two more fans than the event takes ask at once, half through each gateway.
+    const all = Array.from({ length: MAX_REQUESTS + 2 }, (_, i) => `fan${i}`);
+    const allTokens = await Promise.all(all.map((f) => join(gw1, eventId, f)));
+    const asked = await Promise.all(
+      allTokens.map((t, i) => ask(i % 2 ? gw2 : gw1, eventId, t, `mail:${all[i]}@example.com`)),
+    );
+    const statuses = asked.map((r) => r.status);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(MAX_REQUESTS);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(2);
+    const fanIds: string[] = [];
+    const tokens: string[] = [];
+    const requestedAt = new Map<string, string>();
+    await Promise.all(
+      asked.map(async (r, i) => {
+        const body = (await r.json()) as { requestedAt?: string; error?: { code: string } };
+        if (r.status === 409) return expect(body.error?.code).toBe("notify_limit_reached");
+        requestedAt.set(all[i]!, body.requestedAt!);
+      }),
+    );
+    all.forEach((f, i) => {
+      if (!requestedAt.has(f)) return;
+      fanIds.push(f);
+      tokens.push(allTokens[i]!);
+    });
+
+    // Asking again answers the first request (even at the limit, since it is the same one).
+    const again = await ask(gw2, eventId, tokens[0]!, "mail:other@example.com");
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as { requestedAt: string }).requestedAt).toBe(requestedAt.get(fanIds[0]!));
+
+    // The holds lapse; two gateways sweep every shard at once.
+    clockOffsetMs += Math.max(0, Date.parse(hold.expiresAt) - clock() + 1_000);
+    const swept = await sweepBoth(eventId);
+    expect(swept.reduce((n, r) => n + r.seatsReleased, 0)).toBe(seats);
+
+    const wanted = seats * FANS_PER_SEAT;
+    await vi.waitFor(
+      () =>
+        expect(
+          receiver
+            .accepted()
+            .filter((p) => p.payload.eventId === eventId)
+            .flatMap((p) => p.payload.fans),
+        ).toHaveLength(wanted),
+      { timeout: 20_000, interval: 50 },
+    );
+    const batches = receiver.accepted().filter((p) => p.payload.eventId === eventId);
+    const told = batches.flatMap((p) => p.payload.fans);
+    expect(receiver.posts.every((p) => p.signed)).toBe(true);
+    // Each fan once, with the contact they gave.
+    expect(new Set(told.map((f) => f.fanId)).size).toBe(wanted);
+    for (const f of told) expect(f.contact).toBe(`mail:${f.fanId}@example.com`);
+    // The earliest askers: nobody told asked after anybody left waiting.
+    const toldIds = new Set(told.map((f) => f.fanId));
+    const lastTold = Math.max(...[...toldIds].map((f) => Date.parse(requestedAt.get(f)!)));
+    const firstLeft = Math.min(...fanIds.filter((f) => !toldIds.has(f)).map((f) => Date.parse(requestedAt.get(f)!)));
+    expect(lastTold).toBeLessThanOrEqual(firstLeft);
+    // Within a batch, in the order they asked.
+    for (const batch of batches) {
+      const times = batch.payload.fans.map((f) => Date.parse(requestedAt.get(f.fanId)!));
+      expect(times).toEqual([...times].sort((x, y) => x - y));
+      expect(batch.payload.seatsReturned).toBeGreaterThan(0);
+    }
+    expect(batches.reduce((n, p) => n + p.payload.seatsReturned * FANS_PER_SEAT, 0)).toBe(wanted);
+
+    // The fans told read `notified`; the others still wait.
+    const told0 = fanIds.findIndex((f) => toldIds.has(f));
+    const left0 = fanIds.findIndex((f) => !toldIds.has(f));
+    await vi.waitFor(async () => {
+      const res = await gw2.request(`/v1/events/${eventId}/notify`, { token: tokens[told0]! });
+      expect(((await res.json()) as { state: string }).state).toBe("notified");
+    });
+    const waiting = await gw2.request(`/v1/events/${eventId}/notify`, { token: tokens[left0]! });
+    expect(await waiting.json()).toMatchObject({ requested: true, state: "waiting" });
+
+    // Sweeping again returns nothing and tells nobody more.
+    const before = receiver.posts.length;
+    const again2 = await sweepBoth(eventId);
+    expect(again2.reduce((n, r) => n + r.seatsReleased, 0)).toBe(0);
+    await sleep(300);
+    expect(receiver.posts.length).toBe(before);
+    expect(await metricTotal(gw1, "gateway_notify_total", { outcome: "claimed" })).toBeGreaterThan(0);
+  });
+
+  it("a released hold tells the next fans, and a receiver that fails gets the retry under the same key", async () => {
+    const { eventId, hold } = await soldOutEvent(1);
+    const tokens = await Promise.all(["r0", "r1", "r2"].map((f) => join(gw1, eventId, f)));
+    for (const [i, t] of tokens.entries()) expect((await ask(gw1, eventId, t, `push:r${i}`)).status).toBe(201);
+    receiver.state.failNext = 1;
+    const released = await gw1.deps.holds.release({ eventId, holdId: hold.holdId, fanId: "buyer" });
+    expect(released.ok).toBe(true);
+    await vi.waitFor(() => expect(receiver.accepted().filter((p) => p.payload.eventId === eventId)).toHaveLength(1), {
+      timeout: 20_000,
+      interval: 50,
+    });
+    const mine = receiver.posts.filter((p) => p.payload.eventId === eventId);
+    expect(mine.map((p) => p.status)).toEqual([500, 200]);
+    expect(mine[1]!.key).toBe(mine[0]!.key);
+    expect(mine[1]!.payload).toEqual(mine[0]!.payload);
+    // One seat, two fans per seat: the first two who asked, in that order.
+    expect(mine[1]!.payload.fans).toEqual([
+      { fanId: "r0", contact: "push:r0" },
+      { fanId: "r1", contact: "push:r1" },
+    ]);
+  });
+
+  it("refuses bad input, missing tokens, and answers notify_disabled without a webhook", async () => {
+    const { eventId } = await soldOutEvent(1);
+    const token = await join(gw1, eventId, "x");
+    const long = await ask(gw1, eventId, token, "m".repeat(257));
+    expect(long.status).toBe(400);
+    expect(await errorCode(long)).toBe("invalid_request");
+    const empty = await ask(gw1, eventId, token, "");
+    expect(empty.status).toBe(400);
+    const extra = await gw1.request(`/v1/events/${eventId}/notify`, {
+      method: "POST",
+      token,
+      json: { contact: "ok", fanId: "someone-else" },
+    });
+    expect(extra.status).toBe(400);
+    const noToken = await gw1.request(`/v1/events/${eventId}/notify`, { method: "POST", json: { contact: "ok" } });
+    expect(noToken.status).toBe(401);
+    const disabled = await ask(off, eventId, token, "ok");
+    expect(disabled.status).toBe(404);
+    expect(await errorCode(disabled)).toBe("notify_disabled");
+    // Cancelling is idempotent, and asking again after it works.
+    expect((await ask(gw1, eventId, token, "ok")).status).toBe(201);
+    for (let i = 0; i < 2; i++) {
+      const del = await gw1.request(`/v1/events/${eventId}/notify`, { method: "DELETE", token });
+      expect(del.status).toBe(204);
+    }
+    const gone = await gw1.request(`/v1/events/${eventId}/notify`, { token });
+    expect(await gone.json()).toEqual({ eventId, requested: false });
+  });
+
+  it("a batch whose delivery never got through is delivered again by the backstop, under the same key", async () => {
+    let now = Date.now();
+    const dynamo = createDynamoClient({ endpoint: inject("dynamoEndpoint"), region: "us-east-1" });
+    try {
+      const store = createNotifyStore({ client: dynamo, tableName, clock: () => now });
+      // No queue: one attempt at once, as when the job was lost with a Redis restarted empty.
+      const notifier = createNotifier({
+        store,
+        delivery: { url: receiver.url, secret: derivedNotifySecret(SECRET) },
+        logger: pino({ level: "silent" }),
+        clock: () => now,
+      });
+      const eventId = uniqueId("bs");
+      for (const fanId of ["b0", "b1", "b2"]) {
+        expect((await store.request({ eventId, fanId, contact: `c-${fanId}`, maxRequests: 10 })).ok).toBe(true);
+        now += 1;
+      }
+      receiver.state.failNext = 1;
+      expect(await notifier.seatsReturned(eventId, 1)).toBe(FANS_PER_SEAT);
+      const mine = () => receiver.posts.filter((p) => p.payload.eventId === eventId);
+      expect(mine().map((p) => p.status)).toEqual([500]);
+      // Not due yet: the job's own retries would still be running.
+      expect(await notifier.redeliverDue(eventId)).toBe(0);
+      now += REDELIVER_AFTER_MS + 1;
+      expect(await notifier.redeliverDue(eventId)).toBe(1);
+      expect(mine().map((p) => p.status)).toEqual([500, 200]);
+      expect(mine()[1]!.key).toBe(mine()[0]!.key);
+      expect(mine()[1]!.payload.fans.map((f) => f.fanId)).toEqual(["b0", "b1"]);
+      // Acknowledged: out of the backstop's index for good.
+      now += REDELIVER_AFTER_MS + 1;
+      expect(await notifier.redeliverDue(eventId)).toBe(0);
+      expect((await store.get(eventId, "b0"))?.state).toBe("notified");
+      expect((await store.get(eventId, "b2"))?.state).toBe("waiting");
+    } finally {
+      dynamo.destroy();
+    }
+  });
+
+  it("many returns claimed at once on two gateways: each fan once, the earliest askers", async () => {
+    const { eventId } = await soldOutEvent(1);
+    const store = createNotifyStore({ client: gw1.deps.clients.dynamo, tableName });
+    const fanIds = Array.from({ length: 20 }, (_, i) => `m${String(i).padStart(2, "0")}`);
+    // In a known order: one after the other.
+    for (const fanId of fanIds) {
+      expect((await store.request({ eventId, fanId, contact: fanId, maxRequests: 100 })).ok).toBe(true);
+    }
+    const returns = 8;
+    const claimed = await Promise.all(
+      Array.from({ length: returns }, (_, i) => (i % 2 ? gw2 : gw1).deps.notify.seatsReturned(eventId, 1)),
+    );
+    expect(claimed.reduce((a, b) => a + b, 0)).toBe(returns * FANS_PER_SEAT);
+    await vi.waitFor(
+      () =>
+        expect(
+          receiver
+            .accepted()
+            .filter((p) => p.payload.eventId === eventId)
+            .flatMap((p) => p.payload.fans),
+        ).toHaveLength(returns * FANS_PER_SEAT),
+      { timeout: 20_000, interval: 50 },
+    );
+    const told = receiver
+      .accepted()
+      .filter((p) => p.payload.eventId === eventId)
+      .flatMap((p) => p.payload.fans.map((f) => f.fanId));
+    expect([...told].sort()).toEqual(fanIds.slice(0, returns * FANS_PER_SEAT));
+  });
+});
