@@ -299,6 +299,7 @@ export function buildServices(config: ServicesConfig): Services {
         seatMap,
         seatMapWrites,
         notify,
+        waitingRoom,
         purchases,
         paymentTimeoutMs,
         logger,

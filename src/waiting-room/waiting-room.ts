@@ -21,7 +21,7 @@ import { createRoomContext, type LotteryCommitter, type RestoringContext } from 
 import { claimIdentity, join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
 import { type BeaconResult, recordBeacon } from "./beacon.js";
-import { drawPreQueue } from "./draw.js";
+import { type DrawResult, drawPreQueue } from "./draw.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
 import { forgetCommitted, info, lotteryPage, roomInfo, stats } from "./snapshot.js";
@@ -149,6 +149,11 @@ export interface WaitingRoom {
   jwks(): JsonWebKeySet;
   /** The drawn pre-queue in lottery order, a page at a time (for audit). */
   lotteryPage(eventId: string, page: { offset: number; limit: number }): Promise<LotteryPageResult>;
+  /**
+   * Draws the pre-queue if it has closed (the close itself is lazy: this call makes it at
+   * onSaleAt): what the draw job runs (src/workers/draw.ts). `changed` false: drawn already.
+   */
+  drawDue(eventId: string): Promise<DrawResult>;
   /** Records the draw's beacon source (before the close) and/or value (src/waiting-room/beacon.ts). */
   recordBeacon(eventId: string, beacon: { source?: string; value?: string }): Promise<BeaconResult>;
   /** Delete every key of the event's waiting room. */
@@ -240,6 +245,12 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     verifyAccessToken: (token, eventId) => tokens.verifyAccessToken(token, eventId),
     jwks: () => tokens.jwks(),
     lotteryPage: (eventId, page) => lotteryPage(ctx, eventId, page),
+    drawDue: async (eventId) => {
+      const room = await roomInfo(ctx, eventId);
+      if (!room.ok) return room;
+      if (room.info.state === "prequeue") return { ok: false, reason: "not_closed" };
+      return drawPreQueue(ctx, eventId);
+    },
     recordBeacon: async (eventId, beacon) => {
       const result = await recordBeacon(ctx, (id) => roomInfo(ctx, id), eventId, beacon);
       if (ctx.lottery) forgetCommitted(ctx.lottery, eventId);

@@ -23,13 +23,26 @@
 import { DEFAULT_REQUEST_BUDGET_MS, EVENT_CACHE_MS, type EventDefinition, type Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
-import { type Queues, SWEEP_BUCKET_MS, scheduleEvent, scheduleEventEnd, unscheduleEvent } from "./queues.js";
+import {
+  type Queues,
+  SWEEP_BUCKET_MS,
+  scheduleDraw,
+  scheduleEvent,
+  scheduleEventEnd,
+  unscheduleEvent,
+} from "./queues.js";
 import { type ArmOutcome, MAX_REMEMBERED_EVENTS, rescheduleOnReconnect } from "./reschedule.js";
 
 /** How long after the close a hold may still be made: another gateway's cached event, then the write. */
 export const CLOSE_GRACE_MS = EVENT_CACHE_MS + DEFAULT_REQUEST_BUDGET_MS;
 
-export type ArmableEvent = Pick<EventDefinition, "eventId" | "sections" | "holdSeconds" | "closedAt" | "jobsEndedAt">;
+export type ArmableEvent = Pick<
+  EventDefinition,
+  "eventId" | "sections" | "holdSeconds" | "closedAt" | "jobsEndedAt" | "onSaleAt"
+>;
+
+/** A draw is armed for an on-sale up to this long past (a process started late still draws). */
+export const DRAW_ARM_WINDOW_MS = 3_600_000;
 
 export interface EventJobs {
   /**
@@ -80,6 +93,11 @@ export function createEventJobs(options: {
       event.sections.map((s) => s.id),
       { kick },
     );
+    // The draw at onSaleAt, whether or not anyone polls then (./draw.ts); one chain per on-sale time.
+    const onSaleAt = Date.parse(event.onSaleAt);
+    if (Number.isFinite(onSaleAt) && onSaleAt > Date.now() - DRAW_ARM_WINDOW_MS) {
+      await scheduleDraw(queues, { kind: "draw", eventId: event.eventId, onSaleAt, run: 0 }, onSaleAt - Date.now());
+    }
     return "live";
   };
 

@@ -14,6 +14,7 @@ import type { Logger } from "../logger.js";
 import type { NotifyBatch } from "../notify/service.js";
 import { requireRedis, trackRedis } from "../redis/availability.js";
 import type { RedisClient } from "../redis/scripts.js";
+import { type DrawJob, drawJobId } from "./draw.js";
 
 export const QUEUE_PREFIX = "{onsale}";
 
@@ -73,7 +74,9 @@ export type ReconcileJob =
    * A closed event whose last hold has expired: its remaining work finished, then every job of it
    * removed (./event-end.ts). `run` numbers the chain; `quietSince`: since when no run found work.
    */
-  | { kind: "end"; eventId: string; run: number; quietSince?: number };
+  | { kind: "end"; eventId: string; run: number; quietSince?: number }
+  /** The lottery draw at the event's onSaleAt (./draw.ts). */
+  | DrawJob;
 
 export interface OutboxJob {
   eventId: string;
@@ -322,6 +325,15 @@ export async function unscheduleEvent(queues: Queues, eventId: string): Promise<
     queues.reconcile.removeJobScheduler(ids.reconcile),
     queues.outbox.removeJobScheduler(ids.outbox),
   ]);
+}
+
+/** Adds a run of an event's draw chain (./draw.ts) after `delayMs`; the same run again adds nothing. */
+export async function scheduleDraw(queues: Queues, job: DrawJob, delayMs: number): Promise<void> {
+  requireRedis(queues.connection, "schedule the draw");
+  await queues.reconcile.add("draw", job, {
+    jobId: drawJobId(job.eventId, job.onSaleAt, job.run),
+    delay: Math.max(0, delayMs),
+  });
 }
 
 /** The job id of a closed event's n-th end run (deterministic: many gateways add one chain). */

@@ -10,6 +10,8 @@ import { type Inventory, SWEEP_SHARDS, type SweepResult } from "../inventory/ind
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { NotifyBatch, Notifier } from "../notify/service.js";
+import type { WaitingRoom } from "../waiting-room/index.js";
+import { drawJob } from "./draw.js";
 import type { PurchaseSaga } from "../purchases/saga.js";
 import { connectRedis, type RedisTarget } from "../redis/connect.js";
 import type { RedisClient } from "../redis/scripts.js";
@@ -24,6 +26,7 @@ import {
   type ReconcileJob,
   type SeatMapRefreshJob,
   type SweepJob,
+  scheduleDraw,
 } from "./queues.js";
 
 export interface WorkerDeps {
@@ -34,6 +37,8 @@ export interface WorkerDeps {
   seatMap: Pick<SeatMapCache, "rebuild">;
   /** What a sweep released is told to the seat map. */
   seatMapWrites: Pick<SeatMapWrites, "released">;
+  /** The lottery draw job draws through it (./draw.ts); absent: draw jobs find no room. */
+  waitingRoom?: Pick<WaitingRoom, "drawDue">;
   /** Seats a sweep gave back are told to the fans who asked (src/notify/); absent: nobody asked. */
   notify?: Pick<Notifier, "enabled" | "seatsReturned" | "deliver" | "redeliverDue">;
   purchases: PurchaseSaga;
@@ -103,7 +108,7 @@ export class StillPending extends Error {
  */
 export async function reconcileJob(
   deps: Pick<WorkerDeps, "inventory" | "purchases" | "paymentTimeoutMs">,
-  job: Exclude<ReconcileJob, { kind: "end" }>,
+  job: Exclude<ReconcileJob, { kind: "end" } | { kind: "draw" }>,
 ) {
   const minAgeMs = deps.paymentTimeoutMs;
   if (job.kind === "purchase") {
@@ -199,6 +204,14 @@ export function startWorkers(deps: WorkerDeps): Workers {
     publishOutbox({ inventory: deps.inventory, bookings, logger: deps.logger, ...deps.outbox }, { eventId });
   const reconcileOrEnd = (job: Job<ReconcileJob>) => {
     const data = job.data;
+    if (data.kind === "draw") {
+      const waitingRoom = deps.waitingRoom;
+      if (!waitingRoom) return Promise.resolve({ outcome: "no_room" });
+      return drawJob(
+        { waitingRoom, next: (next, delayMs) => scheduleDraw(queues, next, delayMs), logger: deps.logger },
+        data,
+      );
+    }
     if (data.kind !== "end") return reconcileJob(deps, data);
     return endEventJob(
       {
