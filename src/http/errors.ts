@@ -32,6 +32,7 @@ export const errorCodes = [
   "invite_required",
   "invalid_invite",
   "identity_already_queued",
+  "auto_admit_enabled",
   "unavailable",
   "internal_error",
 ] as const;
@@ -64,6 +65,7 @@ export const statusOf: Record<ErrorCode, ContentfulStatusCode> = {
   invite_required: 428,
   invalid_invite: 403,
   identity_already_queued: 409,
+  auto_admit_enabled: 409,
   internal_error: 500,
   unavailable: 503,
 };
