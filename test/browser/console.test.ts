@@ -319,6 +319,20 @@ describe.concurrent("the operator console in a browser", () => {
     expect(ratePoints?.split(" ").length).toBeGreaterThanOrEqual(2);
     expect(await loop.locator("polyline.loop-p99").getAttribute("points")).not.toBe("");
     await screenshot(op.page, "console-7-admission-loop");
+    // While it runs the rate field is the loop's; the operator turns it off, with a confirmation.
+    expect(await op.page.locator("#settings-rate").isDisabled()).toBe(true);
+    await op.page.getByRole("button", { name: "Turn the loop off…" }).click();
+    const dialog = op.page.getByRole("dialog");
+    await dialog.waitFor();
+    expect(await dialog.textContent()).toContain("Admission loop: on → off");
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await op.page.getByText("Applied on every gateway.").waitFor();
+    await expect
+      .poll(() => op.page.locator("#loop-settings").textContent(), PATIENCE)
+      .toMatch(/^Off: the rate is set by hand/);
+    expect(await op.page.locator("#settings-rate").isDisabled()).toBe(false);
+    const room = await gw.deps.waitingRoom.stats(eventId);
+    expect(room.ok && room.settings.autoAdmit.enabled).toBe(false);
     expect(op.errors).toEqual([]);
   }, 90_000);
 

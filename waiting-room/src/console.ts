@@ -60,6 +60,10 @@ function renderLoopSettings(stats: Stats) {
   const rateInput = byId<HTMLInputElement>("settings-rate");
   rateInput.disabled = a?.enabled === true;
   rateInput.title = a?.enabled ? "Set by the admission loop while it is on" : "";
+  const toggle = byId<HTMLButtonElement>("loop-toggle");
+  toggle.hidden = !a;
+  toggle.dataset.action = a?.enabled ? "off" : "on";
+  toggle.textContent = a?.enabled ? "Turn the loop off…" : "Turn the loop on…";
   setText(
     "loop-settings",
     !a
@@ -272,6 +276,17 @@ async function reviewSettings() {
   }
 }
 
+async function toggleLoop() {
+  const on = byId("loop-toggle").dataset.action === "on";
+  const warning = on
+    ? "The gateway sets admitPerSecond every 5 s from measured capacity, within the loop's bounds; a rate typed here is refused while it runs."
+    : "admitPerSecond stays where the loop left it; set it by hand from now on.";
+  const changes = [{ field: "Admission loop", from: on ? "off" : "on", to: on ? "on" : "off" }];
+  if (await confirmChange(on ? "Turn the admission loop on?" : "Turn the admission loop off?", changes, warning)) {
+    await model.apply({ autoAdmit: { enabled: on } });
+  }
+}
+
 async function togglePause() {
   const plan = model.planPause(byId("settings-pause").dataset.action === "resume");
   if (await confirmChange(plan.title, plan.changes, plan.warning)) await model.apply(plan.patch);
@@ -335,6 +350,7 @@ function start() {
     (event.target as HTMLInputElement).dataset.dirty = "true";
   });
   byId("settings-pause").addEventListener("click", () => void togglePause());
+  byId("loop-toggle").addEventListener("click", () => void toggleLoop());
   if (model.token && eventIdFromUrl()) void model.connect(model.eventId);
 }
 

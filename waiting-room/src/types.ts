@@ -185,6 +185,8 @@ export interface WaitingRoomSettings {
   sessionSeconds: number;
   abandonSeconds?: number;
   paused: boolean;
+  /** In a reply, all of them; in a change, those to set. */
+  autoAdmit?: Partial<AutoAdmitSettings>;
 }
 
 /**
