@@ -4,8 +4,8 @@
  *
  * Each process counts its own claims' latencies (the hold path, src/claims/hold-service.ts) in
  * histogram buckets per event, and reads its DynamoDB throttled attempts off its metrics. On each
- * sampler tick it adds them into one Redis hash per event (HINCRBY, one pipeline for every event:
- * no round trip per request). Throttles are the table's, not one event's: a process adds its
+ * sampler tick it adds them into one Redis hash per event (HINCRBY, a pipeline per event, all
+ * sent together: no round trip per request). Throttles are the table's, not one event's: a process adds its
  * throttles since its last flush to every event it flushes, so each event's hash holds what the
  * table threw back at every gateway in that time.
  *
@@ -109,16 +109,20 @@ export function createLoopMeasures(options: {
       const taken = counts;
       counts = new Map();
       if (taken.size === 0) return;
-      const pipeline = redis.pipeline();
-      for (const [eventId, c] of taken) {
-        const key = statsKeys(eventId).loopMeasures;
-        c.forEach((n, i) => {
-          if (n > 0) pipeline.hincrby(key, `b${i}`, n);
-        });
-        if (throttles > 0) pipeline.hincrby(key, "throttles", throttles);
-        pipeline.pexpire(key, options.intervalMs * 4);
-      }
-      await pipeline.exec();
+      // A pipeline per event: its keys share the event's hash tag, so each runs on one Redis
+      // Cluster node (auto-pipelining still sends them together on one server).
+      await Promise.all(
+        [...taken].map(([eventId, c]) => {
+          const key = statsKeys(eventId).loopMeasures;
+          const pipeline = redis.pipeline();
+          c.forEach((n, i) => {
+            if (n > 0) pipeline.hincrby(key, `b${i}`, n);
+          });
+          if (throttles > 0) pipeline.hincrby(key, "throttles", throttles);
+          pipeline.pexpire(key, options.intervalMs * 4);
+          return pipeline.exec();
+        }),
+      );
     },
   };
 }
