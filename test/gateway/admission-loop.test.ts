@@ -28,8 +28,8 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-function gateway(): CountedGateway {
-  const gw = startCountedGateway(tableName, { sampleIntervalMs: INTERVAL_MS, countsIntervalMs: INTERVAL_MS });
+function gateway(table = tableName): CountedGateway {
+  const gw = startCountedGateway(table, { sampleIntervalMs: INTERVAL_MS, countsIntervalMs: INTERVAL_MS });
   gateways.push(gw);
   return gw;
 }
@@ -125,7 +125,9 @@ describe("closed-loop admission", () => {
   }, 60_000);
 
   it("two gateways: one steps each slot, the rate rises on fast claims, falls past the p99 target, within bounds", async () => {
-    const pair = [gateway(), gateway()];
+    // A table of its own: the events sampled are listed per table, and a round's count is this event's alone.
+    const own = await createTable();
+    const pair = [gateway(own), gateway(own)];
     const [a, b] = pair as [CountedGateway, CountedGateway];
     const eventId = uniqueId("al");
     const input = eventInput({ waitingRoom: { admitPerSecond: 1, maxActive: 10_000, sessionSeconds: 600 } });
