@@ -66,10 +66,11 @@ export function sectionSource(inventory: Inventory) {
  * reader (src/inventory/items.ts) has to pass them through for them to reach here; until it does
  * they read as absent, and the restored room has them off.
  */
-function botSettingsOf({ powBits, invites }: OperatorRoomSettings): BotSettings {
+function botSettingsOf({ powBits, invites, autoAdmit }: OperatorRoomSettings): BotSettings {
   return {
     ...(powBits !== undefined ? { powBits } : {}),
     ...(invites !== undefined ? { invites } : {}),
+    ...(autoAdmit !== undefined ? { autoAdmit } : {}),
   };
 }
 

@@ -226,6 +226,20 @@ export function buildServices(config: ServicesConfig): Services {
     ...(config.clock ? { clock: config.clock } : {}),
   });
   const relay = createSeatChangeRelay(subscriber, logger);
+  const stats = createEventStats(
+    {
+      redis,
+      source: {
+        seats: (eventId) => inventory.seats.eventCounts({ eventId }),
+        purchases: (eventId) => purchases.counts(eventId),
+      },
+      waitingRoom,
+      scope: tableName,
+      logger,
+      metrics,
+    },
+    config.stats,
+  );
 
   let workers: Workers | undefined;
   const services: Services = {
@@ -266,24 +280,14 @@ export function buildServices(config: ServicesConfig): Services {
         logger,
         ...(config.shieldLeaseMs ? { leaseMs: config.shieldLeaseMs } : {}),
         ...(queues ? { sweeps: sweepScheduler(queues) } : {}),
+        // The admission loop's claim p99 (src/stats/loop.ts).
+        latency: stats.claims,
       }),
     ),
     notify,
     rateLimiter: createRateLimiter(redis, { metrics, logger }),
     purchases,
-    stats: createEventStats(
-      {
-        redis,
-        source: {
-          seats: (eventId) => inventory.seats.eventCounts({ eventId }),
-          purchases: (eventId) => purchases.counts(eventId),
-        },
-        waitingRoom,
-        scope: tableName,
-        logger,
-      },
-      config.stats,
-    ),
+    stats,
     webhooks: {
       secret: config.webhookSecret ?? derivedWebhookSecret(config.gatewaySecret),
       ...createWebhookDeduplication(redis, logger),

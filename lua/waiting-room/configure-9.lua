@@ -22,6 +22,8 @@
               paused the room Redis lost, and it must come back paused in the same step)
   ARGV[11]    powBits, ARGV[12] invites '1' | '0': the bot settings the room comes back with
               (restore mode only, as paused; optional)
+  ARGV[13..17] autoAdmit '1' | '0', autoMin, autoMax, autoP99Ms, autoThrottles: the admission
+              loop's settings the room comes back with (restore mode only; optional, '' = unset)
 
   Returns the snapshot plus 'created' 1|0 and 'changed' 1|0, or
     -5  the room has already opened (its pre-queue is drawn) and the arguments differ
@@ -44,7 +46,14 @@ end
 if not r then
   redis.call('HSET', K_ROOM, 'seed', ARGV[6], 'commitment', ARGV[7], 'epoch', ARGV[8],
     'createdAt', int(now), 'paused', (restore and ARGV[10] == '1') and '1' or '0', 'closed', '0')
-  if restore then redis.call('HSET', K_ROOM, 'powBits', ARGV[11] or '0', 'invites', ARGV[12] or '0') end
+  if restore then
+    redis.call('HSET', K_ROOM, 'powBits', ARGV[11] or '0', 'invites', ARGV[12] or '0')
+    local loop = { 'autoAdmit', 'autoMin', 'autoMax', 'autoP99Ms', 'autoThrottles' }
+    for i, name in ipairs(loop) do
+      local v = ARGV[12 + i]
+      if v and v ~= '' then redis.call('HSET', K_ROOM, name, v) end
+    end
+  end
   created = 1
 else
   tick(r, now)

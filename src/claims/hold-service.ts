@@ -98,6 +98,11 @@ export interface HoldServiceOptions {
   logger: Logger;
   /** How long a shield lease lasts: longer than a DynamoDB write, short enough to heal fast. */
   leaseMs?: number;
+  /**
+   * Told every hold's latency, whatever its outcome (a failure that took long is the overload
+   * signal): the admission loop's claim p99 (src/stats/loop.ts).
+   */
+  latency?: { record(eventId: string, ms: number): void };
 }
 
 export function createHoldService(options: HoldServiceOptions): HoldService {
@@ -188,7 +193,20 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
     return { views: views.filter((v): v is SectionView => v !== null), skipped };
   };
 
-  return {
+  const timed = <A extends { eventId: string }, R>(hold: (request: A) => Promise<R>) => {
+    const latency = options.latency;
+    if (!latency) return hold;
+    return async (request: A): Promise<R> => {
+      const started = performance.now();
+      try {
+        return await hold(request);
+      } finally {
+        latency.record(request.eventId, performance.now() - started);
+      }
+    };
+  };
+
+  const service: HoldService = {
     async holdSeats({ eventId, fanId, seatIds, holdSeconds }) {
       // What the request is wrong in itself for (a seat named twice, too many, unknown, not on
       // sale) is refused as such first, whatever state the seats are in; then the shield.
@@ -304,5 +322,11 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       if (result.ok) void seatMapWrites.released(eventId, result.releasedSeats);
       return result;
     },
+  };
+  return {
+    ...service,
+    holdSeats: timed(service.holdSeats),
+    holdBest: timed(service.holdBest),
+    holdGeneralAdmission: timed(service.holdGeneralAdmission),
   };
 }

@@ -38,6 +38,7 @@ export const errorCodes = [
   "not_sold_out",
   "notify_limit_reached",
   "notify_disabled",
+  "auto_admit_enabled",
   "unavailable",
   "internal_error",
 ] as const;
@@ -76,6 +77,7 @@ export const statusOf: Record<ErrorCode, ContentfulStatusCode> = {
   not_sold_out: 409,
   notify_limit_reached: 409,
   notify_disabled: 404,
+  auto_admit_enabled: 409,
   internal_error: 500,
   unavailable: 503,
 };

@@ -8,6 +8,7 @@ import type {
   GeneralAdmissionQuantity,
   Hold,
   HoldStatus,
+  OperatorRoomSettings,
   OutboxRecord,
   Purchase,
   PurchaseStatus,
@@ -72,10 +73,28 @@ export function toEvent(item: Item): EventDefinition {
             ...(typeof (item.roomSettings as Item).invites === "boolean"
               ? { invites: (item.roomSettings as Item).invites === true }
               : {}),
+            ...autoAdmitOf((item.roomSettings as Item).autoAdmit),
             updatedAt: str(item.roomSettings as Item, "updatedAt"),
           },
         }
       : {}),
+  };
+}
+
+/** The admission loop's stored settings, when the item has them whole. */
+function autoAdmitOf(value: unknown): Pick<OperatorRoomSettings, "autoAdmit"> {
+  if (!value || typeof value !== "object") return {};
+  const a = value as Item;
+  const numbers = ["minPerSecond", "maxPerSecond", "targetClaimP99Ms", "maxThrottlesPerSecond"] as const;
+  if (typeof a.enabled !== "boolean" || numbers.some((n) => typeof a[n] !== "number")) return {};
+  return {
+    autoAdmit: {
+      enabled: a.enabled,
+      minPerSecond: num(a, "minPerSecond"),
+      maxPerSecond: num(a, "maxPerSecond"),
+      targetClaimP99Ms: num(a, "targetClaimP99Ms"),
+      maxThrottlesPerSecond: num(a, "maxThrottlesPerSecond"),
+    },
   };
 }
 

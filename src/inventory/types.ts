@@ -78,6 +78,14 @@ export interface OperatorRoomSettings {
   powBits?: number;
   /** Joins need an operator-signed invite; absent: false. */
   invites?: boolean;
+  /** The admission loop's settings (src/waiting-room/types.ts AutoAdmitSettings); absent: off. */
+  autoAdmit?: {
+    enabled: boolean;
+    minPerSecond: number;
+    maxPerSecond: number;
+    targetClaimP99Ms: number;
+    maxThrottlesPerSecond: number;
+  };
   updatedAt: string;
 }
 

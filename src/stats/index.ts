@@ -4,13 +4,16 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics.js";
 import type { RedisClient } from "../redis/scripts.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
-import { createStatsSampler, ServedEvents, type StatsSampler } from "./sampler.js";
+import { type ClaimLatency, createLoopMeasures } from "./loop.js";
+import { createStatsSampler, SAMPLE_INTERVAL_MS, ServedEvents, type StatsSampler } from "./sampler.js";
 import { type CountsSnapshots, type CountsSource, createCountsSnapshots } from "./snapshots.js";
 
 export { HISTORY_WINDOW_MS, MAX_SAMPLES, SAMPLE_INTERVAL_MS, ServedEvents, type StatsSample } from "./sampler.js";
 export { COUNTS_INTERVAL_MS, type CountsSnapshot } from "./snapshots.js";
+export type { ClaimLatency, LoopSample } from "./loop.js";
 
 export interface EventStatsOptions {
   /** Counts snapshots are recomputed when older (default COUNTS_INTERVAL_MS, 5 s). */
@@ -27,15 +30,19 @@ export interface EventStats {
   readonly served: ServedEvents;
   readonly counts: CountsSnapshots;
   readonly sampler: StatsSampler;
+  /** The hold path reports each claim's latency here (the admission loop's p99, src/stats/loop.ts). */
+  readonly claims: ClaimLatency;
 }
 
 export function createEventStats(
   deps: {
     redis: RedisClient;
     source: CountsSource;
-    waitingRoom: Pick<WaitingRoom, "stats">;
+    waitingRoom: Pick<WaitingRoom, "stats" | "updateSettings">;
     scope: string;
     logger: Logger;
+    /** Its DynamoDB throttled attempts feed the admission loop. */
+    metrics?: Pick<Metrics, "dynamoAttemptErrors">;
   },
   options: EventStatsOptions = {},
 ): EventStats {
@@ -46,8 +53,14 @@ export function createEventStats(
     id: randomUUID(),
     ...(options.countsIntervalMs ? { intervalMs: options.countsIntervalMs } : {}),
   });
+  const measures = createLoopMeasures({
+    redis: deps.redis,
+    ...(deps.metrics ? { metrics: deps.metrics } : {}),
+    intervalMs: options.sampleIntervalMs ?? SAMPLE_INTERVAL_MS,
+  });
   const sampler = createStatsSampler({
     redis: deps.redis,
+    measures,
     snapshots: counts,
     waitingRoom: deps.waitingRoom,
     served,
@@ -57,5 +70,5 @@ export function createEventStats(
     ...(options.windowMs ? { windowMs: options.windowMs } : {}),
     ...(options.maxSamples ? { maxSamples: options.maxSamples } : {}),
   });
-  return { served, counts, sampler };
+  return { served, counts, sampler, claims: measures };
 }

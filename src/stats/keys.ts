@@ -14,6 +14,10 @@ export function statsKeys(eventId: string) {
     slot: `${base}:slot`,
     /** zset: the samples, scored by time (lua/stats-record-1.lua). */
     history: `${base}:history`,
+    /** string: the admission loop's state between steps (JSON, src/stats/loop.ts). */
+    loop: `${base}:loop`,
+    /** hash: claim latency bucket counts and throttles every gateway added since the last step. */
+    loopMeasures: `${base}:loop-m`,
   };
 }
 

@@ -23,6 +23,7 @@ import { redisReady, requireRedis } from "../redis/availability.js";
 import { type RedisClient, registerScripts, scriptFamily } from "../redis/scripts.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
 import { sampledEventsKey, statsKeys } from "./keys.js";
+import { createLoopRunner, type LoopMeasures, type LoopSample } from "./loop.js";
 import type { CountsSnapshots } from "./snapshots.js";
 
 /** One sample per event every this long. */
@@ -64,6 +65,15 @@ export interface StatsSample {
   admitPerSecond: number | null;
   /** What the room admits per second now (0 when paused, capped by maxActive). */
   effectiveAdmitPerSecond: number | null;
+  /** The hold path's p99 latency over the slot, every gateway (src/stats/loop.ts); null: no claims. */
+  claimP99Ms?: number | null;
+  /** Claims counted over the slot, and DynamoDB throttled attempts, every gateway. */
+  claims?: number;
+  throttles?: number;
+  /** Sessions ended so far (completed + expired + revoked): its slope is what checkout frees. */
+  finished?: number;
+  /** The admission loop's step in this slot, when it is on. */
+  loop?: LoopSample;
 }
 
 /**
@@ -101,8 +111,10 @@ export interface StatsSampler {
 export function createStatsSampler(options: {
   redis: RedisClient;
   snapshots: CountsSnapshots;
-  waitingRoom: Pick<WaitingRoom, "stats">;
+  waitingRoom: Pick<WaitingRoom, "stats" | "updateSettings">;
   served: ServedEvents;
+  /** This process's claim figures, flushed each tick; the claimer steps the admission loop. */
+  measures?: LoopMeasures;
   /** The deployment (its DynamoDB table): the list of events to sample is its own. */
   scope: string;
   logger: Logger;
@@ -116,6 +128,7 @@ export function createStatsSampler(options: {
   const maxSamples = options.maxSamples ?? MAX_SAMPLES;
   const registry = sampledEventsKey(options.scope);
   const run = registerScripts(redis, statsScripts);
+  const loop = createLoopRunner({ redis, waitingRoom, intervalMs, windowMs, logger });
   const watched = new Set<string>();
   // Events whose line moved at their last sample here: kept in use while fans wait or shop.
   const moving = new Set<string>();
@@ -125,6 +138,11 @@ export function createStatsSampler(options: {
   async function take(eventId: string, at: number): Promise<StatsSample | null> {
     const [counts, room] = await Promise.all([snapshots.latest(eventId), waitingRoom.stats(eventId)]);
     if (!counts) return null;
+    // The loop's step, once per slot, by this claimer; a failed step leaves the rate as it was.
+    const stepped = await loop.run(eventId, at, room.ok ? room : undefined).catch((err: unknown) => {
+      logger.warn({ err: (err as Error).message, eventId }, "admission loop: no step this slot");
+      return undefined;
+    });
     const areas = Object.values(counts.seats.generalAdmission);
     const sum = (pick: (a: (typeof areas)[number]) => number) => areas.reduce((n, a) => n + pick(a), 0);
     const seats = counts.seats.seats;
@@ -145,8 +163,11 @@ export function createStatsSampler(options: {
         pending: counts.purchases.pending,
         failed: counts.purchases.failed,
       },
-      admitPerSecond: room.ok ? room.settings.admitPerSecond : null,
+      admitPerSecond: stepped?.loop ? stepped.loop.rate : room.ok ? room.settings.admitPerSecond : null,
       effectiveAdmitPerSecond: queue ? queue.effectiveAdmitPerSecond : null,
+      ...(stepped ? { ...stepped.claims } : {}),
+      ...(queue ? { finished: queue.completed + queue.expired + queue.revoked } : {}),
+      ...(stepped?.loop ? { loop: stepped.loop } : {}),
     };
   }
 
@@ -162,6 +183,10 @@ export function createStatsSampler(options: {
 
   async function tickOnce(): Promise<number> {
     if (!redisReady(redis)) return 0;
+    // Before any claim: what this process counted reaches the step of every slot claimed after.
+    await options.measures?.flush().catch((err: unknown) => {
+      logger.debug({ err: (err as Error).message }, "stats sampler: claim figures not flushed");
+    });
     const touched = [...new Set([...served.recent, ...watched, ...moving])];
     served.recent.clear();
     watched.clear();

@@ -15,6 +15,8 @@ export const SCRIPT_OUTCOMES = {
   "-7": "not_drawn",
   "-8": "not_closed",
   "-9": "draw_incomplete",
+  "-10": "auto_admit_on",
+  "-11": "auto_admit_bounds",
 } as const;
 
 export type ScriptOutcome = (typeof SCRIPT_OUTCOMES)[keyof typeof SCRIPT_OUTCOMES];
@@ -45,6 +47,8 @@ export const OUTCOME_MESSAGES: Record<ScriptOutcome, string> = {
   not_drawn: "the pre-queue has not been drawn yet",
   not_closed: "the pre-queue has not closed yet",
   draw_incomplete: "the draw has not written every place yet",
+  auto_admit_on: "the admission loop sets admitPerSecond while it is on; turn it off in the same change",
+  auto_admit_bounds: "autoAdmit.minPerSecond would exceed autoAdmit.maxPerSecond",
 };
 
 /** The outcome a negative reply stands for; `null` when the reply is a result, not a code. */

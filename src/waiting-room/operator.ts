@@ -8,10 +8,11 @@ import { z } from "zod";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
 import { allKeys, lineKeysWithChanges } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
-import { changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
+import { AUTO_ADMIT_FIELDS, changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
 import { MAX_POW_BITS } from "./proof-of-work.js";
 import { endSession } from "./sessions.js";
 import type {
+  AutoAdmitSettings,
   ConfigureInput,
   ConfigureResult,
   FanStatusName,
@@ -50,13 +51,44 @@ const patchSchema = z
     closed: z.boolean(),
     powBits: z.number().int().min(0).max(MAX_POW_BITS),
     invites: z.boolean(),
+    autoAdmit: z
+      .object({
+        enabled: z.boolean(),
+        minPerSecond: rate,
+        maxPerSecond: rate,
+        targetClaimP99Ms: z.number().int().min(1).max(60_000),
+        maxThrottlesPerSecond: rate,
+      })
+      .partial()
+      .strict()
+      .refine((a) => a.minPerSecond === undefined || a.maxPerSecond === undefined || a.minPerSecond <= a.maxPerSecond, {
+        message: "minPerSecond must not exceed maxPerSecond",
+        path: ["minPerSecond"],
+      }),
   })
   .partial()
   .strict();
 
+/** The loop's settings as room-hash pairs (update-settings-9.lua, configure-9.lua). */
+export function autoAdmitArgs(a: Partial<AutoAdmitSettings>): string[] {
+  const args: string[] = [];
+  for (const [name, field] of Object.entries(AUTO_ADMIT_FIELDS) as [keyof AutoAdmitSettings, string][]) {
+    const value = a[name];
+    if (value === undefined) continue;
+    args.push(field, typeof value === "boolean" ? (value ? "1" : "0") : String(value));
+  }
+  return args;
+}
+
 export type ConfigureMode =
   | { mode: "configure" }
-  | { mode: "restore"; paused: boolean; powBits?: number | undefined; invites?: boolean | undefined };
+  | {
+      mode: "restore";
+      paused: boolean;
+      powBits?: number | undefined;
+      invites?: boolean | undefined;
+      autoAdmit?: AutoAdmitSettings | undefined;
+    };
 
 /** Needs no restore: restoring is this call in 'restore' mode. */
 export async function configureRoom(
@@ -100,6 +132,8 @@ export async function configureRoom(
       // the bot settings a restored room comes back with (restore mode only)
       how.mode === "restore" ? String(Math.max(0, Math.min(MAX_POW_BITS, Math.floor(how.powBits ?? 0)))) : "0",
       how.mode === "restore" && how.invites ? "1" : "0",
+      // the loop's settings (restore mode only), in the script's order; '' = unset
+      ...restoredLoop(how),
     ]);
     if (outcome === "already_open") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
@@ -117,6 +151,13 @@ export async function configureRoom(
   });
 }
 
+function restoredLoop(how: ConfigureMode): string[] {
+  const a = how.mode === "restore" ? how.autoAdmit : undefined;
+  if (!a) return ["", "", "", "", ""];
+  const pairs = autoAdmitArgs(a);
+  return pairs.filter((_, i) => i % 2 === 1);
+}
+
 export async function openNow(ctx: RoomContext, eventId: string): Promise<OpenNowResult> {
   const k = keysFor(eventId);
   if (!k) return notFound;
@@ -129,11 +170,16 @@ export async function openNow(ctx: RoomContext, eventId: string): Promise<OpenNo
   });
 }
 
+/**
+ * `loop`: the admission loop's own step (src/stats/loop.ts): only `admitPerSecond`, applied only
+ * while the loop is on, logged only when it moved enough (update-settings-9.lua).
+ */
 export async function updateSettings(
   ctx: RestoringContext,
   eventId: string,
   patch: SettingsPatch,
   by?: string,
+  loop = false,
 ): Promise<UpdateSettingsResult> {
   const k = keysFor(eventId);
   if (!k) return notFound;
@@ -142,18 +188,28 @@ export async function updateSettings(
   const args: string[] = [];
   for (const [name, value] of Object.entries(parsed.data)) {
     if (value === undefined) continue;
-    args.push(name, typeof value === "boolean" ? (value ? "1" : "0") : String(value));
+    if (name === "autoAdmit") args.push(...autoAdmitArgs(value as Partial<AutoAdmitSettings>));
+    else args.push(name, typeof value === "boolean" ? (value ? "1" : "0") : String(value));
   }
   // Who made the change, kept in its log entry (not a setting).
   if (by !== undefined) args.push("by", by.slice(0, 64));
+  if (loop) args.push("loop", "1");
   return ctx.withRestore(eventId, () =>
     ctx.guarded("updateSettings", eventId, async () => {
       const { reply, outcome } = await ctx.script("updateSettings", lineKeysWithChanges(k), args);
       if (outcome === "not_found") return notFound;
+      if (outcome === "auto_admit_on") return { ok: false as const, reason: outcome };
+      if (outcome === "auto_admit_bounds") {
+        return {
+          ok: false as const,
+          reason: "invalid" as const,
+          issues: ["autoAdmit.minPerSecond: must not exceed maxPerSecond"],
+        };
+      }
       if (outcome) throw new ReplyShapeError(`updateSettings: unexpected ${outcome}`);
       const f = new Fields(reply);
       const changed = f.num("changed");
-      if (changed > 0) ctx.log?.info({ eventId, patch: parsed.data }, "waiting-room settings changed");
+      if (changed > 0 && !loop) ctx.log?.info({ eventId, patch: parsed.data }, "waiting-room settings changed");
       return { ok: true as const, changed, settings: settingsFrom(f) };
     }),
   );

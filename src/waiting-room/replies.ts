@@ -4,6 +4,7 @@
  * Negative codes are read through the family's table (codes.ts) before a reply gets here.
  */
 import type {
+  AutoAdmitSettings,
   FanStatusName,
   RateLimited,
   RoomSettings,
@@ -89,8 +90,39 @@ export function settingsFrom(f: Fields): RoomSettings {
     closed: f.flag("closed"),
     powBits: f.num("powBits"),
     invites: f.flag("invites"),
+    autoAdmit: autoAdmitFrom(f),
   };
 }
+
+/** The loop's settings when an operator never set them (update-settings-9.lua has min and max too). */
+export const AUTO_ADMIT_DEFAULTS: AutoAdmitSettings = {
+  enabled: false,
+  minPerSecond: 0,
+  maxPerSecond: 100_000,
+  targetClaimP99Ms: 250,
+  maxThrottlesPerSecond: 0,
+};
+
+function autoAdmitFrom(f: Fields): AutoAdmitSettings {
+  const d = AUTO_ADMIT_DEFAULTS;
+  const or = (name: string, fallback: number) => (f.str(name) === "" ? fallback : f.num(name));
+  return {
+    enabled: or("autoAdmit", 0) !== 0,
+    minPerSecond: or("autoMin", d.minPerSecond),
+    maxPerSecond: or("autoMax", d.maxPerSecond),
+    targetClaimP99Ms: or("autoP99Ms", d.targetClaimP99Ms),
+    maxThrottlesPerSecond: or("autoThrottles", d.maxThrottlesPerSecond),
+  };
+}
+
+/** The room hash's field of each loop setting (update-settings-9.lua, configure-9.lua). */
+export const AUTO_ADMIT_FIELDS: Record<keyof AutoAdmitSettings, string> = {
+  enabled: "autoAdmit",
+  minPerSecond: "autoMin",
+  maxPerSecond: "autoMax",
+  targetClaimP99Ms: "autoP99Ms",
+  maxThrottlesPerSecond: "autoThrottles",
+};
 
 export function infoFrom(f: Fields): WaitingRoomInfo {
   const seed = f.str("seed");

@@ -21,6 +21,21 @@ export interface RoomSettings {
   powBits: number;
   /** Whether a new place needs an operator's invite token. */
   invites: boolean;
+  /** Closed-loop admission (src/waiting-room/admission-loop.ts): while enabled it sets admitPerSecond. */
+  autoAdmit: AutoAdmitSettings;
+}
+
+/**
+ * The closed loop's settings: the rate it sets stays within [minPerSecond, maxPerSecond] and backs
+ * off when the claim path's p99 latency passes targetClaimP99Ms or DynamoDB throttles pass
+ * maxThrottlesPerSecond (docs/waiting-room.md "Admission that follows capacity").
+ */
+export interface AutoAdmitSettings {
+  enabled: boolean;
+  minPerSecond: number;
+  maxPerSecond: number;
+  targetClaimP99Ms: number;
+  maxThrottlesPerSecond: number;
 }
 
 /** The public `GET /v1/events/{eventId}/waiting-room` body. */
@@ -148,10 +163,11 @@ export interface ConfigureInput {
   abandonSeconds?: number;
 }
 
-/** The bot settings (proof of work, invites) a restored room comes back with. */
+/** The bot settings (proof of work, invites) a restored room comes back with, and the loop's. */
 export interface BotSettings {
   powBits?: number;
   invites?: boolean;
+  autoAdmit?: AutoAdmitSettings;
 }
 
 /** What a restore configures a lost room with: the stored settings, paused or not. */
@@ -215,11 +231,15 @@ export interface SettingsPatch {
   closed?: boolean;
   powBits?: number;
   invites?: boolean;
+  /** The fields given change; the others keep their values. */
+  autoAdmit?: Partial<AutoAdmitSettings>;
 }
 
 export type UpdateSettingsResult =
   | { ok: true; changed: number; settings: RoomSettings }
   | Invalid
+  /** A manual admitPerSecond while the loop is on (and stays on): the loop owns the rate. */
+  | { ok: false; reason: "auto_admit_on" }
   | NotFound
   | Unavailable;
 

@@ -116,8 +116,15 @@ export interface WaitingRoom {
   info(eventId: string): Promise<InfoResult>;
   /** Operator stats and settings in force. */
   stats(eventId: string): Promise<StatsResult>;
-  /** Change settings from now on, on every gateway at once; returns the settings in force. */
-  updateSettings(eventId: string, patch: SettingsPatch, options?: { by?: string }): Promise<UpdateSettingsResult>;
+  /**
+   * Change settings from now on, on every gateway at once; returns the settings in force. `loop`:
+   * the admission loop's step (only admitPerSecond, only while the loop is on; operator.ts).
+   */
+  updateSettings(
+    eventId: string,
+    patch: SettingsPatch,
+    options?: { by?: string; loop?: boolean },
+  ): Promise<UpdateSettingsResult>;
   /** The latest settings changes, newest first. */
   settingsHistory(eventId: string, limit?: number): Promise<SettingsHistoryResult>;
   /** The fan bought: the session ends and frees its slot. */
@@ -233,7 +240,8 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       return result;
     },
     stats: (eventId) => stats(ctx, eventId),
-    updateSettings: (eventId, patch, updateOptions) => updateSettings(ctx, eventId, patch, updateOptions?.by),
+    updateSettings: (eventId, patch, updateOptions) =>
+      updateSettings(ctx, eventId, patch, updateOptions?.by, updateOptions?.loop === true),
     settingsHistory: (eventId, limit) => settingsHistory(ctx, eventId, limit),
     completeSession: (eventId, sessionId) => endSession(ctx, eventId, sessionId, "completed"),
     revokeSession: (eventId, sessionId) => endSession(ctx, eventId, sessionId, "revoked"),

@@ -267,6 +267,75 @@ describe.concurrent("the operator console in a browser", () => {
     expect(op.errors).toEqual([]);
   }, 60_000);
 
+  it("with the admission loop on, the console charts its steps and shows its settings", async ({ expect }) => {
+    const eventId = uniqueId();
+    const input = eventInput({ waitingRoom: { admitPerSecond: 1, maxActive: 100, sessionSeconds: 600 } });
+    expect((await putEvent(gw, eventId, input)).status).toBe(201);
+    const joins = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: `l${i}` } }),
+      ),
+    );
+    expect(joins.every((r) => r.status === 201)).toBe(true);
+    const on = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+      method: "PATCH",
+      token: ADMIN_TOKEN,
+      json: { autoAdmit: { enabled: true, minPerSecond: 1, maxPerSecond: 20, targetClaimP99Ms: 250 } },
+    });
+    expect(on.status).toBe(200);
+    // Three of the sampler's slots (5 s each; this test's gateway runs no timer), fast claims in each.
+    gw.deps.stats.sampler.watch(eventId);
+    const recorded = async () => {
+      const res = await gw.request(`/v1/admin/events/${eventId}/stats/history`, { token: ADMIN_TOKEN });
+      return ((await res.json()) as { samples: unknown[] }).samples.length;
+    };
+    for (let slot = 1; slot <= 3; slot++) {
+      await expect
+        .poll(
+          async () => {
+            for (let i = 0; i < 20; i++) gw.deps.stats.claims.record(eventId, 15 + i);
+            await gw.deps.stats.sampler.tick();
+            return recorded();
+          },
+          { timeout: 20_000, interval: 250 },
+        )
+        .toBeGreaterThanOrEqual(slot);
+    }
+
+    const op = await newPage({ width: 1280, height: 900 });
+    await op.page.goto(`${server.url}/console?event=${eventId}`);
+    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
+    await op.page.getByRole("button", { name: "Connect" }).click();
+    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    await expect
+      .poll(() => op.page.locator("#loop-settings").textContent(), PATIENCE)
+      .toMatch(/^On: sets admitPerSecond/);
+    const loop = op.page.locator("#loop-figure");
+    await expect
+      .poll(() => loop.locator("title").textContent(), PATIENCE)
+      .toMatch(/^Admission loop: rate set [\d.]+\/s, sessions finishing [\d.]+\/s, claim p99 \d+ ms \(target 250 ms\)/);
+    expect(await readout(op.page, "loop")).toMatch(/^[\d.]+\/s · (increasing|at_max)$/);
+    const ratePoints = await loop.locator("polyline.loop-rate").getAttribute("points");
+    expect(ratePoints?.split(" ").length).toBeGreaterThanOrEqual(2);
+    expect(await loop.locator("polyline.loop-p99").getAttribute("points")).not.toBe("");
+    await screenshot(op.page, "console-7-admission-loop");
+    // While it runs the rate field is the loop's; the operator turns it off, with a confirmation.
+    expect(await op.page.locator("#settings-rate").isDisabled()).toBe(true);
+    await op.page.getByRole("button", { name: "Turn the loop off…" }).click();
+    const dialog = op.page.getByRole("dialog");
+    await dialog.waitFor();
+    expect(await dialog.textContent()).toContain("Admission loop: on → off");
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await op.page.getByText("Applied on every gateway.").waitFor();
+    await expect
+      .poll(() => op.page.locator("#loop-settings").textContent(), PATIENCE)
+      .toMatch(/^Off: the rate is set by hand/);
+    expect(await op.page.locator("#settings-rate").isDisabled()).toBe(false);
+    const room = await gw.deps.waitingRoom.stats(eventId);
+    expect(room.ok && room.settings.autoAdmit.enabled).toBe(false);
+    expect(op.errors).toEqual([]);
+  }, 90_000);
+
   it("a wrong operator token is refused with a clear message", async ({ expect }) => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId)).status).toBe(201);

@@ -543,7 +543,7 @@ describe("the waiting-room module: epochs and restore (shared Redis; remove() st
 });
 
 describe("an operator's change survives the loss: it is kept on the stored event", () => {
-  it("a room paused and slowed by PATCH comes back paused, at the operator's rate", async () => {
+  it("a room paused and slowed by PATCH comes back paused, at the operator's rate, its admission loop on", async () => {
     const own = await spawnRedis();
     const tableName = await createTable();
     const gw = await startGateway({ tableName, redisUrl: own.url });
@@ -557,8 +557,22 @@ describe("an operator's change survives the loss: it is kept on the stored event
         json: { paused: true, admitPerSecond: 7, maxActive: 40 },
       });
       expect(res.status).toBe(200);
+      // The loop turned on, with its bounds and targets: it must come back on, with them.
+      const loop = {
+        enabled: true,
+        minPerSecond: 3,
+        maxPerSecond: 70,
+        targetClaimP99Ms: 180,
+        maxThrottlesPerSecond: 2,
+      };
+      const turnedOn = await call(gw, `/v1/admin/events/${id}/waiting-room`, {
+        method: "PATCH",
+        token: ADMIN_TOKEN,
+        json: { autoAdmit: loop },
+      });
+      expect(turnedOn.res.status).toBe(200);
       const stored = await gw.deps.inventory.events.get({ eventId: id });
-      expect(stored?.roomSettings).toMatchObject({ paused: true, admitPerSecond: 7, maxActive: 40 });
+      expect(stored?.roomSettings).toMatchObject({ paused: true, admitPerSecond: 7, maxActive: 40, autoAdmit: loop });
 
       await killRedis(own, [gw]);
       const again = await restartRedis(own.port, [gw]);
@@ -567,7 +581,7 @@ describe("an operator's change survives the loss: it is kept on the stored event
         const joined = await call(gw, `/v1/events/${id}/queue`, { method: "POST", json: { fanId: "zoe" } });
         expect(joined.res.status).toBe(201);
         const settings = ok(await gw.deps.waitingRoom.stats(id)).settings;
-        expect(settings).toMatchObject({ paused: true, admitPerSecond: 7, maxActive: 40 });
+        expect(settings).toMatchObject({ paused: true, admitPerSecond: 7, maxActive: 40, autoAdmit: loop });
         const status = await call(gw, `/v1/events/${id}/queue/status`, {
           token: ((await joined.res.json()) as Place).queueToken,
         });

@@ -96,3 +96,98 @@ export class Sparkline {
         : `${this.label}: now ${this.format(this.last)}, highest ${this.format(peak)} over ${spanText(spanMs)}`;
   }
 }
+
+export interface LoopChartSeries {
+  rate: readonly TimedPoint[];
+  finishing: readonly TimedPoint[];
+  p99: readonly TimedPoint[];
+  target: readonly TimedPoint[];
+}
+
+/**
+ * The admission loop on one chart: the rate it set and the rate sessions finished at (per second,
+ * one scale), the claim path's p99 and its target (ms, the other scale, the target dashed). Where
+ * the p99 line crosses the target the rate line should turn down; where the finishing line sits
+ * under the rate, checkout is not keeping up.
+ */
+export class LoopChart {
+  readonly element: SVGSVGElement;
+  private readonly lines: Record<keyof LoopChartSeries, SVGPolylineElement>;
+  private readonly title: SVGTitleElement;
+  /** The two scales' tops, as text beside the chart (a wide chart would stretch text drawn in it). */
+  readonly scales: HTMLElement;
+
+  constructor(private readonly label: string) {
+    this.element = svg("svg", {
+      viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
+      preserveAspectRatio: "none",
+      role: "img",
+      class: "sparkline loop-chart",
+    });
+    this.title = svg("title", {});
+    this.scales = document.createElement("span");
+    this.scales.className = "chart-unit loop-scales";
+    // Colours as attributes (the stylesheet's .line is the one-series chart's).
+    const line = (cls: string, stroke: string, dash = "") =>
+      svg("polyline", {
+        class: `loop-line ${cls}`,
+        points: "",
+        fill: "none",
+        stroke,
+        "stroke-width": "2",
+        "vector-effect": "non-scaling-stroke",
+        ...(dash ? { "stroke-dasharray": dash } : {}),
+      });
+    this.lines = {
+      rate: line("loop-rate", "#4b3fd6"),
+      finishing: line("loop-finishing", "#1f8a4c"),
+      p99: line("loop-p99", "#c2410c"),
+      target: line("loop-target", "#c2410c", "4 3"),
+    };
+    this.element.append(
+      this.title,
+      svg("line", { x1: "0", y1: String(HEIGHT - 0.5), x2: String(WIDTH), y2: String(HEIGHT - 0.5), class: "axis" }),
+      this.lines.target,
+      this.lines.p99,
+      this.lines.finishing,
+      this.lines.rate,
+    );
+    this.show({ rate: [], finishing: [], p99: [], target: [] }, 0, 1);
+  }
+
+  show(series: LoopChartSeries, end: number, spanMs: number): void {
+    const cols = {
+      rate: columns(series.rate, end, spanMs),
+      finishing: columns(series.finishing, end, spanMs),
+      p99: columns(series.p99, end, spanMs),
+      target: columns(series.target, end, spanMs),
+    };
+    const top = (names: (keyof LoopChartSeries)[]) => Math.max(1, ...names.flatMap((n) => cols[n].map((c) => c.value)));
+    const perSecond = top(["rate", "finishing"]);
+    const ms = top(["p99", "target"]);
+    for (const name of Object.keys(cols) as (keyof LoopChartSeries)[]) {
+      const max = name === "p99" || name === "target" ? ms : perSecond;
+      this.lines[name].setAttribute(
+        "points",
+        cols[name]
+          .map((c) => `${c.x.toFixed(1)},${(HEIGHT - 2 - (c.value / max) * (HEIGHT - 18)).toFixed(1)}`)
+          .join(" "),
+      );
+    }
+    const last = (points: readonly TimedPoint[]) => points[points.length - 1]?.value;
+    const rate = last(series.rate);
+    this.scales.textContent = `top of the chart: ${perSecond.toLocaleString()}/s · ${Math.round(ms).toLocaleString()} ms`;
+    if (rate === undefined) {
+      this.title.textContent = `${this.label}: no steps yet`;
+      return;
+    }
+    const finishing = last(series.finishing);
+    const p99 = last(series.p99);
+    const target = last(series.target);
+    this.title.textContent =
+      `${this.label}: rate set ${rate.toLocaleString()}/s, sessions finishing ` +
+      `${finishing === undefined ? "unknown" : `${finishing.toLocaleString()}/s`}, claim p99 ` +
+      `${p99 === undefined ? "no claims" : `${Math.round(p99).toLocaleString()} ms`}` +
+      `${target === undefined ? "" : ` (target ${target.toLocaleString()} ms)`} over ${spanText(spanMs)}`;
+  }
+}

@@ -11,6 +11,8 @@ import { type Message, message } from "./format.js";
 import type { Stats, StatsHistory, StatsSample, WaitingRoomInfo, WaitingRoomSettings } from "./types.js";
 
 export const POLL_MS = 1_000;
+/** While the admission loop is on, the gateway's new samples (one per 5 s) are read this often at most. */
+const LOOP_READ_MS = 2_500;
 /** Rates are taken over this window of samples, not over one noisy poll. */
 export const RATE_WINDOW_MS = 5_000;
 /** The charts show at most this much: the hour the gateway keeps. */
@@ -101,8 +103,29 @@ export interface ChartPoint {
  * sample per 5 s, src/stats/sampler.ts) followed by this console's polls. Rates are slopes of the
  * counters over RATE_WINDOW_MS, whatever the samples' spacing.
  */
+/** One step of the admission loop, as its chart reads it (the gateway's samples only). */
+export interface LoopPoint {
+  at: number;
+  rate: number;
+  finishing: number | null;
+  p99: number | null;
+  target: number;
+  reason: string;
+}
+
+export interface LoopSeries {
+  rate: ChartPoint[];
+  finishing: ChartPoint[];
+  p99: ChartPoint[];
+  target: ChartPoint[];
+  latest: LoopPoint | undefined;
+}
+
 export class ChartHistory {
   private samples: ChartSample[] = [];
+  private loopPoints: LoopPoint[] = [];
+  /** The newest gateway sample read (what the next history read starts after). */
+  lastGatewayAt = 0;
 
   get size(): number {
     return this.samples.length;
@@ -121,6 +144,45 @@ export class ChartHistory {
 
   clear(): void {
     this.samples = [];
+    this.loopPoints = [];
+    this.lastGatewayAt = 0;
+  }
+
+  /** The gateway's samples: those with a loop step become the loop chart's points. */
+  addGateway(samples: readonly StatsSample[]): void {
+    this.add(samples.map(chartSample));
+    const known = new Set(this.loopPoints.map((p) => p.at));
+    for (const s of samples) {
+      this.lastGatewayAt = Math.max(this.lastGatewayAt, s.at);
+      if (!s.loop || known.has(s.at)) continue;
+      this.loopPoints.push({
+        at: s.at,
+        rate: s.loop.rate,
+        finishing: s.loop.finishingPerSecond,
+        p99: s.claimP99Ms ?? null,
+        target: s.loop.targetClaimP99Ms,
+        reason: s.loop.reason,
+      });
+    }
+    this.loopPoints.sort((a, b) => a.at - b.at);
+    this.loopPoints = this.loopPoints.filter((p) => p.at >= this.lastGatewayAt - HISTORY_MS);
+  }
+
+  /** The loop chart: the rate it set, what sessions freed, the claim p99 and its target. */
+  loop(): LoopSeries {
+    const pts = this.loopPoints;
+    const of = (pick: (p: LoopPoint) => number | null) =>
+      pts.flatMap((p) => {
+        const value = pick(p);
+        return value === null ? [] : [{ at: p.at, value }];
+      });
+    return {
+      rate: of((p) => p.rate),
+      finishing: of((p) => p.finishing),
+      p99: of((p) => p.p99),
+      target: of((p) => p.target),
+      latest: pts[pts.length - 1],
+    };
   }
 
   /** Adds samples (any order; one already there, by time, is kept once) and drops what is too old. */
@@ -310,12 +372,22 @@ export class ConsoleModel extends Observed<ConsoleView> {
         { token },
       );
       if (!res.ok) return;
-      this.history.add(res.body.samples.map(chartSample));
+      this.history.addGateway(res.body.samples);
       const last = res.body.samples[res.body.samples.length - 1];
       if (!res.body.more || !last) break;
       since = last.at;
     }
     this.view.charted(this.history);
+  }
+
+  private async loadLoopSteps(token: string): Promise<void> {
+    const since = this.history.lastGatewayAt;
+    const res = await this.api.call<StatsHistory>(
+      "GET",
+      `/v1/admin/events/${encodeURIComponent(this.eventId)}/stats/history?since=${since}`,
+      { token },
+    );
+    if (res.ok) this.history.addGateway(res.body.samples);
   }
 
   private schedule() {
@@ -361,6 +433,10 @@ export class ConsoleModel extends Observed<ConsoleView> {
     this.history.add([
       { at, waiting: stats.waiting, active: stats.active, held, admitted: stats.admitted, sold, conflicts },
     ]);
+    // The loop's steps are in the gateway's samples only: while it is on, read the new ones.
+    if (stats.waitingRoom?.settings?.autoAdmit?.enabled && this.api.now() - this.history.lastGatewayAt > LOOP_READ_MS) {
+      await this.loadLoopSteps(token);
+    }
     if (infoRes.ok) {
       this.inForce.admitPerSecond = infoRes.body.admitPerSecond;
       this.state = infoRes.body.state;

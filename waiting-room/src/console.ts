@@ -8,7 +8,7 @@
  * wires the forms, the dialog and the storage.
  */
 import { Api } from "./api.js";
-import { Sparkline, spanText } from "./chart.js";
+import { LoopChart, Sparkline, spanText } from "./chart.js";
 import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, isEventId } from "./config.js";
 import {
   type Change,
@@ -49,6 +49,34 @@ const charts: Record<ChartName, { title: string; unit: string; chart: Sparkline 
     chart: new Sparkline("Conflicts per second", rate),
   },
 };
+const loopChart = new LoopChart("Admission loop");
+byId("loop-figure").append(loopChart.scales, loopChart.element);
+
+/** The loop's settings as the last poll read them. */
+function renderLoopSettings(stats: Stats) {
+  const a = stats.waitingRoom?.settings?.autoAdmit;
+  byId("loop-figure").dataset.enabled = a?.enabled ? "true" : "false";
+  // While the loop is on it owns the rate: the gateway would refuse a hand-set one (409).
+  const rateInput = byId<HTMLInputElement>("settings-rate");
+  rateInput.disabled = a?.enabled === true;
+  rateInput.title = a?.enabled ? "Set by the admission loop while it is on" : "";
+  const toggle = byId<HTMLButtonElement>("loop-toggle");
+  toggle.hidden = !a;
+  toggle.dataset.action = a?.enabled ? "off" : "on";
+  toggle.textContent = a?.enabled ? "Turn the loop off…" : "Turn the loop on…";
+  setText(
+    "loop-settings",
+    !a
+      ? "Unknown: this gateway does not say."
+      : a.enabled
+        ? `On: sets admitPerSecond every 5 s within ${rate(a.minPerSecond)}–${rate(a.maxPerSecond)}/s, ` +
+          `backing off above a claim p99 of ${a.targetClaimP99Ms.toLocaleString()} ms or ` +
+          `${a.maxThrottlesPerSecond.toLocaleString()} DynamoDB throttles/s.`
+        : `Off: the rate is set by hand (bounds kept: ${rate(a.minPerSecond)}–${rate(a.maxPerSecond)}/s, ` +
+          `p99 target ${a.targetClaimP99Ms.toLocaleString()} ms).`,
+  );
+}
+
 const RATE_CHARTS: ReadonlySet<ChartName> = new Set(["admissions", "sales", "conflicts"]);
 const readouts = new Map<ChartName, HTMLElement>();
 
@@ -169,6 +197,7 @@ const view: ConsoleView = {
   },
   polled(stats: Stats, rates: Rates | null, room: RoomStatus) {
     byId("dash-updated").dataset.stale = "false";
+    renderLoopSettings(stats);
     readout("waiting", stats.waiting);
     readout("active", stats.active);
     readout("holds", stats.seats.held + Object.values(stats.generalAdmission).reduce((n, g) => n + (g.held ?? 0), 0));
@@ -184,6 +213,10 @@ const view: ConsoleView = {
   charted(history: ChartHistory) {
     const { end, span } = history;
     for (const name of Object.keys(charts) as ChartName[]) charts[name].chart.show(history.series(name), end, span);
+    const loop = history.loop();
+    loopChart.show(loop, end, span);
+    const readoutEl = document.querySelector<HTMLElement>('[data-chart="loop"]');
+    if (readoutEl) readoutEl.textContent = loop.latest ? `${rate(loop.latest.rate)}/s · ${loop.latest.reason}` : "–";
     setText("charts-title", history.size > 0 ? `Last ${spanText(span).replace(/^the last /, "")}` : "Live");
   },
   stale(reason) {
@@ -240,6 +273,17 @@ async function reviewSettings() {
   }
   if (await confirmChange(`Change admission for ${model.eventId}?`, plan.changes, plan.warning)) {
     await model.apply(plan.patch);
+  }
+}
+
+async function toggleLoop() {
+  const on = byId("loop-toggle").dataset.action === "on";
+  const warning = on
+    ? "The gateway sets admitPerSecond every 5 s from measured capacity, within the loop's bounds; a rate typed here is refused while it runs."
+    : "admitPerSecond stays where the loop left it; set it by hand from now on.";
+  const changes = [{ field: "Admission loop", from: on ? "off" : "on", to: on ? "on" : "off" }];
+  if (await confirmChange(on ? "Turn the admission loop on?" : "Turn the admission loop off?", changes, warning)) {
+    await model.apply({ autoAdmit: { enabled: on } });
   }
 }
 
@@ -306,6 +350,7 @@ function start() {
     (event.target as HTMLInputElement).dataset.dirty = "true";
   });
   byId("settings-pause").addEventListener("click", () => void togglePause());
+  byId("loop-toggle").addEventListener("click", () => void toggleLoop());
   if (model.token && eventIdFromUrl()) void model.connect(model.eventId);
 }
 

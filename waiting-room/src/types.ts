@@ -120,7 +120,12 @@ export interface Stats {
   sections?: { id: string; available: number; held: number; sold: number; total: number }[];
   generalAdmission: Record<string, { available: number; held?: number; sold: number; capacity?: number }>;
   purchases: { confirmed: number; pending: number; failed: number; refunded?: number };
-  waitingRoom?: { state: string; effectiveAdmitPerSecond: number; servedThrough: number };
+  waitingRoom?: {
+    state: string;
+    effectiveAdmitPerSecond: number;
+    servedThrough: number;
+    settings?: { admitPerSecond: number; maxActive: number; autoAdmit?: AutoAdmitSettings };
+  };
   /** When seats, areas and purchases were counted (a shared snapshot, at most about 5 s old). */
   counts?: { at: string; source: string };
 }
@@ -139,6 +144,30 @@ export interface StatsSample {
   purchases: { confirmed: number; pending: number; failed: number };
   admitPerSecond: number | null;
   effectiveAdmitPerSecond: number | null;
+  /** The hold path's p99 over the slot, every gateway; null: no claims. */
+  claimP99Ms?: number | null;
+  /** Sessions ended so far (its slope: what checkout frees). */
+  finished?: number;
+  /** The admission loop's step in this slot, when it was on. */
+  loop?: {
+    rate: number;
+    was: number;
+    reason: string;
+    finishingPerSecond: number | null;
+    throttlesPerSecond: number | null;
+    targetClaimP99Ms: number;
+    minPerSecond: number;
+    maxPerSecond: number;
+  };
+}
+
+/** The closed loop's settings (PATCH .../waiting-room autoAdmit). */
+export interface AutoAdmitSettings {
+  enabled: boolean;
+  minPerSecond: number;
+  maxPerSecond: number;
+  targetClaimP99Ms: number;
+  maxThrottlesPerSecond: number;
 }
 
 export interface StatsHistory {
@@ -156,6 +185,8 @@ export interface WaitingRoomSettings {
   sessionSeconds: number;
   abandonSeconds?: number;
   paused: boolean;
+  /** In a reply, all of them; in a change, those to set. */
+  autoAdmit?: Partial<AutoAdmitSettings>;
 }
 
 /**

@@ -68,5 +68,8 @@ local function snapshot(r, now)
     'expired', int(r.expired), 'revoked', int(r.revoked), 'preCount', int(r.preCount),
     'tail', int(r.tail), 'served', int(r.served), 'epoch', r.epoch, 'drawn', int(r.drawn),
     'membershipHash', r.membershipHash, 'beacon', r.beacon,
-    'powBits', int(r.powBits), 'invites', int(r.invites) }
+    'powBits', int(r.powBits), 'invites', int(r.invites),
+    -- the closed loop's settings as stored ('' when never set: src/waiting-room/replies.ts has the defaults)
+    'autoAdmit', r.raw.autoAdmit or '', 'autoMin', r.raw.autoMin or '', 'autoMax', r.raw.autoMax or '',
+    'autoP99Ms', r.raw.autoP99Ms or '', 'autoThrottles', r.raw.autoThrottles or '' }
 end

@@ -99,6 +99,7 @@ export const saleRoutes = new OpenAPIHono<AppEnv>()
         paused: true,
         powBits: s.powBits,
         invites: s.invites,
+        autoAdmit: s.autoAdmit,
       })
       .catch((err: unknown) =>
         c.get("log").warn({ err: (err as Error).message, eventId }, "closed sale not kept on the event"),

@@ -24,6 +24,40 @@ const Sample = z
       .number()
       .nullable()
       .openapi({ description: "The rate the room admits at now (0 when paused)" }),
+    claimP99Ms: z.number().nullable().optional().openapi({
+      description: "The hold path's p99 latency over the slot, merged across gateways, ms; null: no holds",
+    }),
+    claims: z.number().optional().openapi({ description: "Holds counted over the slot, every gateway" }),
+    throttles: z.number().optional().openapi({
+      description: "DynamoDB attempts throttled over the slot, every gateway (the table's, not only this event's)",
+    }),
+    finished: z.number().optional().openapi({
+      description: "Sessions ended so far (completed, expired, revoked): a counter, its slope what checkout frees",
+    }),
+    loop: z
+      .object({
+        rate: z.number().openapi({ description: "The admitPerSecond the step set (or kept)" }),
+        was: z.number().openapi({ description: "The rate before the step" }),
+        reason: z.enum([
+          "starting",
+          "idle",
+          "p99_over_target",
+          "throttled",
+          "settling",
+          "near_target",
+          "tracking_finishes",
+          "increasing",
+          "at_max",
+          "at_min",
+        ]),
+        finishingPerSecond: z.number().nullable(),
+        throttlesPerSecond: z.number().nullable(),
+        targetClaimP99Ms: z.number(),
+        minPerSecond: z.number(),
+        maxPerSecond: z.number(),
+      })
+      .optional()
+      .openapi({ description: "The admission loop's step in this slot, when the loop is on (autoAdmit)" }),
   })
   .openapi("StatsSample");
 

@@ -35,7 +35,21 @@ const Stats = z
       effectiveAdmitPerSecond: z.number(),
       servedThrough: z.number(),
       settings: z
-        .object({ admitPerSecond: z.number(), maxActive: z.number(), sessionSeconds: z.number(), paused: z.boolean() })
+        .object({
+          admitPerSecond: z.number(),
+          maxActive: z.number(),
+          sessionSeconds: z.number(),
+          paused: z.boolean(),
+          autoAdmit: z
+            .object({
+              enabled: z.boolean(),
+              minPerSecond: z.number(),
+              maxPerSecond: z.number(),
+              targetClaimP99Ms: z.number(),
+              maxThrottlesPerSecond: z.number(),
+            })
+            .openapi({ description: "the admission loop's settings (PATCH .../waiting-room autoAdmit)" }),
+        })
         .optional(),
     }),
   })
@@ -116,6 +130,7 @@ export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => 
                 maxActive: room.settings.maxActive,
                 sessionSeconds: room.settings.sessionSeconds,
                 paused: room.settings.paused,
+                autoAdmit: room.settings.autoAdmit,
               },
             }
           : {}),

@@ -5,6 +5,51 @@ import { bearerSecurity, EventIdParam } from "../../schemas.js";
 import { MAX_POW_BITS } from "../../../waiting-room/proof-of-work.js";
 import { operatorOnly } from "./guard.js";
 
+const AutoAdmitPatch = z
+  .strictObject({
+    enabled: z
+      .boolean()
+      .optional()
+      .openapi({
+        description:
+          "true: the admission loop sets admitPerSecond every 5 s from measured capacity (sessions finishing, " +
+          "the claim path's p99 latency, DynamoDB throttles); a manual admitPerSecond is then refused (409 " +
+          "auto_admit_enabled) unless the same change sets enabled: false",
+      }),
+    minPerSecond: z.number().min(0).max(100_000).optional().openapi({
+      description: "the loop never sets less (default 0)",
+    }),
+    maxPerSecond: z.number().min(0).max(100_000).optional().openapi({
+      description: "the loop never sets more (default 100000); must not be below minPerSecond",
+    }),
+    targetClaimP99Ms: z.number().int().min(1).max(60_000).optional().openapi({
+      description: "the hold path's p99 latency, across gateways, the loop backs off above (default 250)",
+    }),
+    maxThrottlesPerSecond: z.number().min(0).max(100_000).optional().openapi({
+      description: "DynamoDB throttled attempts per second, across gateways, the loop backs off above (default 0)",
+    }),
+  })
+  .refine((a) => Object.keys(a).length > 0, "name at least one loop setting")
+  .refine((a) => a.minPerSecond === undefined || a.maxPerSecond === undefined || a.minPerSecond <= a.maxPerSecond, {
+    message: "minPerSecond must not exceed maxPerSecond",
+    path: ["minPerSecond"],
+  })
+  .openapi("AutoAdmitPatch", {
+    description:
+      'Closed-loop admission (docs/waiting-room.md "Admission that follows capacity"). Fields not given ' +
+      "keep their values; the bounds are checked against the stored ones too (400).",
+  });
+
+const AutoAdmit = z
+  .object({
+    enabled: z.boolean(),
+    minPerSecond: z.number(),
+    maxPerSecond: z.number(),
+    targetClaimP99Ms: z.number(),
+    maxThrottlesPerSecond: z.number(),
+  })
+  .openapi("AutoAdmitSettings");
+
 const Patch = z
   .strictObject({
     admitPerSecond: z.number().min(0).max(100_000).optional(),
@@ -29,6 +74,7 @@ const Patch = z
     invites: z.boolean().optional().openapi({
       description: "true: a new place needs the operator's invite token (INVITE_SECRET / INVITE_PUBLIC_KEY)",
     }),
+    autoAdmit: AutoAdmitPatch.optional(),
   })
   .refine((p) => Object.keys(p).length > 0, "name at least one setting")
   .openapi("WaitingRoomPatch");
@@ -44,6 +90,7 @@ const Settings = z
     closed: z.boolean(),
     powBits: z.number().int(),
     invites: z.boolean(),
+    autoAdmit: AutoAdmit,
   })
   .openapi("WaitingRoomSettings");
 
@@ -54,13 +101,19 @@ const route = createRoute({
   summary: "Change admission settings; takes effect at once on every gateway instance",
   description:
     "`admitPerSecond: 0` pauses admission. A rate change applies from now on, never retroactively. Each change " +
-    "is kept in the settings history (`GET .../waiting-room/history`: old and new values, the token's name).",
+    "is kept in the settings history (`GET .../waiting-room/history`: old and new values, the token's name). " +
+    "With `autoAdmit.enabled` the admission loop owns admitPerSecond (its changes are logged `by: autoAdmit` " +
+    "when the rate moved 10% or more since the last one logged; every step is in the stats history).",
   security: bearerSecurity,
   middleware: [operatorOnly] as const,
   request: { params: EventIdParam, body: { required: true, content: { "application/json": { schema: Patch } } } },
   responses: {
     200: { description: "settings in force", content: { "application/json": { schema: Settings } } },
     400: { description: "invalid", content: { "application/json": { schema: ErrorBody } } },
+    409: {
+      description: "`auto_admit_enabled`: admitPerSecond while the admission loop is on (it owns the rate)",
+      content: { "application/json": { schema: ErrorBody } },
+    },
     401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
     403: { description: "a read-only operator token", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
@@ -75,6 +128,12 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
     if (result.reason === "invalid")
       throw new ApiError("invalid_request", "invalid settings", { details: { issues: result.issues } });
+    if (result.reason === "auto_admit_on") {
+      throw new ApiError(
+        "auto_admit_enabled",
+        "the admission loop sets admitPerSecond while it is on; send autoAdmit: {enabled: false} with the rate",
+      );
+    }
     throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 1 });
   }
   const s = result.settings;
@@ -92,6 +151,7 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
       paused: s.paused || s.closed,
       powBits: s.powBits,
       invites: s.invites,
+      autoAdmit: s.autoAdmit,
     })
     .catch((err: unknown) =>
       c.get("log").warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),
@@ -107,6 +167,7 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
       closed: s.closed,
       powBits: s.powBits,
       invites: s.invites,
+      autoAdmit: s.autoAdmit,
     },
     200,
   );
