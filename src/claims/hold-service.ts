@@ -17,6 +17,7 @@ import {
   SectionView,
   shardOf,
 } from "../inventory/index.js";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
@@ -57,13 +58,14 @@ export interface BestHoldRequest {
  * to the shield (a Redis round trip each, no DynamoDB request), and in DynamoDB (a transaction
  * each; the first one included).
  */
-export const BEST_SHIELD_LOSSES = 24;
-export const BEST_TRANSACTIONS = 4;
+export const BEST_SHIELD_LOSSES = 40;
+export const BEST_TRANSACTIONS = 6;
 /**
  * After this many shield losses in a row the request reads the cached map again: in a rush the
  * map it read first falls behind (holds reach it a moment after DynamoDB granted them), and a
  * crowd keeps proposing the same front seats from it. `npm run bench:best` (2,000 fans, 64 in
- * flight, 5,000 seats): with 12 losses and no re-read, 81 fans were refused with 1,000 seats free.
+ * flight, 5,000 seats): with 12 losses and no re-read, 81 fans were refused with 1,000 seats free;
+ * with 24 losses and 4 transactions, the race test's crowd under the full suite refused 3 of 800.
  */
 const BEST_REREAD_AFTER = 4;
 /** Blocks ranked per proposal: enough for a retry's pool (inventory/best.ts choose). */
@@ -274,6 +276,11 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
           attempt++;
           if (++shieldLosses >= BEST_SHIELD_LOSSES) return noBlock();
           if (shieldLosses % BEST_REREAD_AFTER === 0) {
+            // A pause growing with the losses, at random, before reading the map again: the
+            // writes of the crowd's winners land in it, and the losers do not all come back at
+            // once. (On a loaded machine, the full suite, 3 of 800 fans were refused with pairs
+            // free at 24 losses and 4 transactions, no pause.)
+            await sleep(Math.random() * 2 * (shieldLosses / BEST_REREAD_AFTER));
             ({ views, skipped } = await viewsOf(plan));
             for (const v of views) v.take(seen);
           }
@@ -295,6 +302,9 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
             release = async () => {};
             attempt++;
             if (++transactions > BEST_TRANSACTIONS) return noBlock();
+            // The map proposed seats DynamoDB had granted already: it lags, so read it again.
+            ({ views, skipped } = await viewsOf(plan));
+            for (const v of views) v.take(seen);
             return propose();
           }),
         );
