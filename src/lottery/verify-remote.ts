@@ -3,6 +3,7 @@
  * `lottery` (commitment, revealed seed, membership hash, beacon, size) and the membership pages
  * (`GET /v1/events/{id}/queue/lottery`). Used by `npm run verify-lottery` (scripts/verify-lottery.ts).
  */
+import type { WaitingRoomInfo } from "../waiting-room/types.js";
 import { type DrawCheck, verifyDraw } from "./draw.js";
 
 export interface RemoteCheck extends DrawCheck {
@@ -17,16 +18,8 @@ export interface RemoteCheck extends DrawCheck {
   sealedOnly?: boolean;
 }
 
-interface Lottery {
-  commitment: string;
-  seed?: string;
-  membershipHash?: string;
-  beacon?: string;
-  size?: number;
-  beaconSource?: string;
-  beaconMissed?: boolean;
-  sealedOnly?: boolean;
-}
+/** The queue info's `lottery`, as the gateway publishes it. */
+type Lottery = WaitingRoomInfo["lottery"];
 
 async function getJson(url: string): Promise<unknown> {
   const res = await fetch(url);
