@@ -3,7 +3,7 @@
  * a real gateway: it solves the proof-of-work challenge in a Web Worker and joins, and it passes
  * the invite from its address (`?invite=`).
  */
-import type { BrowserContext, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { mintInvite } from "../../src/waiting-room/invites.js";
 import {
@@ -16,14 +16,13 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
-import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+import { ensurePagesBuilt, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 
 const INVITE_SECRET = "operator-invite-secret-0123456789-abcdef";
 
 let gw: Gateway;
 let server: { url: string; close(): Promise<void> };
-let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
-const contexts: BrowserContext[] = [];
+let browser: TestBrowser | undefined;
 
 beforeAll(async () => {
   ensurePagesBuilt();
@@ -33,19 +32,14 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const context of contexts) await context.close().catch(() => {});
   await browser?.close();
   await server?.close();
   await gw?.close();
 });
 
-async function newPage(): Promise<{ page: Page; errors: string[] }> {
+async function newPage() {
   if (!browser) throw new Error("the browser was not started");
-  const context = await browser.get().newContext({ viewport: { width: 1100, height: 900 } });
-  contexts.push(context);
-  const page = await context.newPage();
-  page.setDefaultTimeout(30_000);
-  return { page, errors: watchErrors(page) };
+  return browser.newPage();
 }
 
 const PATIENCE = { timeout: 30_000, interval: 100 };

@@ -5,7 +5,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, type BrowserContextOptions, chromium, type Page } from "playwright-core";
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const ARTIFACTS = join(process.cwd(), "test-artifacts");
@@ -34,19 +34,61 @@ export async function launchChromium(): Promise<Browser> {
 }
 
 /**
+ * How long a page action and a navigation may take. The parallel suite runs two test files at once
+ * on two cores beside Chromium, Redis and dynalite; a page load there has taken over 15 s (a CI
+ * run on Node 20), so navigations get a minute.
+ */
+export const PAGE_TIMEOUT_MS = 30_000;
+export const NAVIGATION_TIMEOUT_MS = 60_000;
+
+/** Gives a page the suite's patience for actions and navigations. */
+export function patient(page: Page): Page {
+  page.setDefaultTimeout(PAGE_TIMEOUT_MS);
+  page.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
+  return page;
+}
+
+export interface TestBrowser {
+  /** The launched browser; throws the launch's error when it failed. */
+  get(): Browser;
+  /**
+   * A page in a context of its own (its own storage), with the suite's timeouts and its errors
+   * collected. `initScript` runs in the context before any page script (to seed localStorage).
+   */
+  newPage(options?: BrowserContextOptions & { initScript?: string }): Promise<{
+    page: Page;
+    errors: string[];
+    context: BrowserContext;
+  }>;
+  /** Closes every context newPage opened, then the browser. */
+  close(): Promise<void>;
+}
+
+/**
  * Launches Chromium once for a test file. A launch failure is kept and thrown by every test that
  * asks for the browser, so each of them fails (a throwing beforeAll would only mark them skipped).
  */
-export async function sharedChromium(): Promise<{ get(): Browser; close(): Promise<void> }> {
+export async function sharedChromium(): Promise<TestBrowser> {
   const launched = await launchChromium().catch((err: unknown) =>
     err instanceof Error ? err : new Error(String(err)),
   );
+  const contexts: BrowserContext[] = [];
+  const get = () => {
+    if (launched instanceof Error) throw launched;
+    return launched;
+  };
   return {
-    get() {
-      if (launched instanceof Error) throw launched;
-      return launched;
+    get,
+    async newPage(options = {}) {
+      const { initScript, ...contextOptions } = options;
+      const context = await get().newContext({ viewport: { width: 1100, height: 900 }, ...contextOptions });
+      contexts.push(context);
+      if (initScript !== undefined) await context.addInitScript(initScript);
+      const page = patient(await context.newPage());
+      return { page, errors: watchErrors(page), context };
     },
     close: async () => {
+      for (const context of contexts.splice(0)) await context.close().catch(() => {});
       if (!(launched instanceof Error)) await launched.close();
     },
   };

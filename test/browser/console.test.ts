@@ -4,7 +4,7 @@
  * one of them a browser on a phone-sized screen, are admitted. A console opened (or reloaded)
  * later charts the line as the gateway's history kept it.
  */
-import type { BrowserContext, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import {
   ADMIN_TOKEN,
@@ -17,12 +17,11 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
-import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+import { ensurePagesBuilt, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 
 let gw: Gateway;
 let server: { url: string; close(): Promise<void> };
-let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
-const contexts: BrowserContext[] = [];
+let browser: TestBrowser | undefined;
 
 beforeAll(async () => {
   ensurePagesBuilt();
@@ -32,19 +31,14 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const context of contexts) await context.close().catch(() => {});
   await browser?.close();
   await server?.close();
   await gw?.close();
 });
 
-async function newPage(viewport: { width: number; height: number }): Promise<{ page: Page; errors: string[] }> {
+async function newPage(viewport: { width: number; height: number }) {
   if (!browser) throw new Error("the browser was not started");
-  const context = await browser.get().newContext({ viewport });
-  contexts.push(context);
-  const page = await context.newPage();
-  page.setDefaultTimeout(15_000);
-  return { page, errors: watchErrors(page) };
+  return browser.newPage({ viewport });
 }
 
 async function stats(eventId: string) {
@@ -53,7 +47,7 @@ async function stats(eventId: string) {
 }
 
 /** expect.poll waits 1 s by default; a loaded CI machine needs more. */
-const PATIENCE = { timeout: 15_000, interval: 100 };
+const PATIENCE = { timeout: 30_000, interval: 100 };
 
 const readout = (page: Page, chart: string) => page.locator(`[data-chart="${chart}"]`).textContent();
 
@@ -149,7 +143,7 @@ describe.concurrent("the operator console in a browser", () => {
     expect(await op.page.locator("#dash-summary").textContent()).toContain("6 admitted so far");
 
     // The fan page notices at its next suggested poll and moves on to the seat map by itself.
-    await fan.page.getByRole("heading", { name: "Choose your seats" }).waitFor({ timeout: 15_000 });
+    await fan.page.getByRole("heading", { name: "Choose your seats" }).waitFor({ timeout: 30_000 });
     await screenshot(fan.page, "console-2-fan-admitted-seat-map-phone");
     await screenshot(op.page, "console-3-after-raise");
 

@@ -3,7 +3,7 @@
  * workers for the reconciler), served on a real port: waiting room to confirmed purchase, two
  * fans racing for one seat, and an expired hold.
  */
-import type { BrowserContext, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import {
   ADMIN_TOKEN,
@@ -15,7 +15,7 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
-import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+import { ensurePagesBuilt, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 import pino from "pino";
 import { startNotifyReceiver } from "../../src/notify/receiver.js";
@@ -25,8 +25,7 @@ import { SECRET } from "../gateway/harness.js";
 let gw: Gateway;
 let db: ClaimedDatabase | undefined;
 let server: { url: string; close(): Promise<void> };
-let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
-const contexts: BrowserContext[] = [];
+let browser: TestBrowser | undefined;
 
 beforeAll(async () => {
   ensurePagesBuilt();
@@ -39,20 +38,15 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const context of contexts) await context.close().catch(() => {});
   await browser?.close();
   await server?.close();
   await gw?.close();
   await db?.release();
 });
 
-async function newPage(viewport = { width: 1100, height: 900 }): Promise<{ page: Page; errors: string[] }> {
+async function newPage(viewport = { width: 1100, height: 900 }) {
   if (!browser) throw new Error("the browser was not started");
-  const context = await browser.get().newContext({ viewport });
-  contexts.push(context);
-  const page = await context.newPage();
-  page.setDefaultTimeout(15_000);
-  return { page, errors: watchErrors(page) };
+  return browser.newPage({ viewport });
 }
 
 async function joinLine(page: Page, eventId: string, fanId: string) {
@@ -71,7 +65,7 @@ async function openSection(page: Page, sectionId: string) {
 }
 
 /** expect.poll waits 1 s by default; a loaded CI machine needs more. */
-const PATIENCE = { timeout: 15_000, interval: 100 };
+const PATIENCE = { timeout: 30_000, interval: 100 };
 
 const seat = (page: Page, id: string) => page.locator(`[data-seat="${id}"]`);
 

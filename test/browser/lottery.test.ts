@@ -21,12 +21,12 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
-import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+import { ensurePagesBuilt, patient, screenshot, sharedChromium, type TestBrowser, watchErrors } from "./browser.js";
 
 let gw: Gateway;
 let server: Awaited<ReturnType<typeof listen>>;
 let redis: Redis;
-let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
+let browser: TestBrowser | undefined;
 
 beforeAll(async () => {
   ensurePagesBuilt();
@@ -130,7 +130,7 @@ describe("the lottery page", () => {
     await context.addInitScript(`localStorage.setItem("onsale.fanId", ${JSON.stringify(me.fanId)})`);
     try {
       const page = await context.newPage();
-      page.setDefaultTimeout(30_000);
+      patient(page);
       const errors = watchErrors(page);
       const workers: string[] = [];
       page.on("worker", (worker) => workers.push(worker.url()));
@@ -188,7 +188,7 @@ describe("the lottery page", () => {
     const context = await browser!.get().newContext({ viewport: { width: 1000, height: 1000 } });
     try {
       const page = await context.newPage();
-      page.setDefaultTimeout(30_000);
+      patient(page);
       const errors = watchErrors(page);
       await page.goto(`${server.url}/lottery?event=${eventId}`);
       await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("FAIL");
@@ -226,7 +226,7 @@ describe("the lottery page", () => {
     const context = await browser!.get().newContext({ viewport: { width: 1000, height: 1000 } });
     try {
       const page = await context.newPage();
-      page.setDefaultTimeout(30_000);
+      patient(page);
       const errors = watchErrors(page);
       await page.goto(`${server.url}/lottery?event=${eventId}`);
       await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
@@ -261,7 +261,7 @@ describe("the lottery page", () => {
     const context = await browser!.get().newContext();
     try {
       const page = await context.newPage();
-      page.setDefaultTimeout(30_000);
+      patient(page);
       const errors = watchErrors(page);
       await page.goto(`${server.url}/lottery?event=${eventId}`);
       await page.locator("#draw-beacon-wait").waitFor({ state: "visible" });
@@ -287,7 +287,7 @@ describe("the lottery page", () => {
     const context = await browser!.get().newContext();
     try {
       const page = await context.newPage();
-      page.setDefaultTimeout(30_000);
+      patient(page);
       const errors = watchErrors(page);
       await page.goto(`${server.url}/lottery?event=${eventId}`);
       await expect.poll(() => page.locator("#draw-commitment").textContent(), PATIENCE).toBe(info.lottery.commitment);
@@ -310,7 +310,7 @@ describe("the lottery page", () => {
     const context = await browser!.get().newContext();
     try {
       const page = await context.newPage();
-      page.setDefaultTimeout(30_000);
+      patient(page);
       await page.goto(`${server.url}/lottery?event=no_such_event`);
       await page.getByText('There is no on-sale called "no_such_event".').waitFor();
 

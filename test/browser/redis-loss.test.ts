@@ -17,12 +17,12 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { killRedis, restartRedis } from "../support/redis-loss.js";
-import { ensurePagesBuilt, screenshot, sharedChromium, watchErrors } from "./browser.js";
+import { ensurePagesBuilt, patient, screenshot, sharedChromium, type TestBrowser, watchErrors } from "./browser.js";
 
 let redis: SpawnedRedis;
 let gw: Gateway;
 let server: { url: string; close(): Promise<void> };
-let browser: Awaited<ReturnType<typeof sharedChromium>> | undefined;
+let browser: TestBrowser | undefined;
 
 beforeAll(async () => {
   ensurePagesBuilt();
@@ -59,7 +59,7 @@ describe("the fan's page when Redis is lost", () => {
     const context = await browser!.get().newContext({ viewport: { width: 1100, height: 900 } });
     try {
       const page = await context.newPage();
-      page.setDefaultTimeout(30_000);
+      patient(page);
       const errors = watchErrors(page);
       await page.goto(`${server.url}/?event=${eventId}`);
       await page.getByLabel("Your fan id").fill("patient-fan");
