@@ -63,9 +63,16 @@ export class RunFigures {
    * skew.
    */
   readonly admissionDelaysMs: number[] = [];
+  /**
+   * The part of each delay before the fan even asked: from the decision to the sending of the
+   * poll that saw it (0 when that poll made the decision itself). The rest is the answer's time.
+   */
+  readonly admissionAskDelaysMs: number[] = [];
 
-  admitted(position: number, delayMs?: number): void {
+  admitted(position: number, delayMs?: number, askDelayMs?: number): void {
     if (delayMs !== undefined && Number.isFinite(delayMs)) this.admissionDelaysMs.push(Math.max(0, delayMs));
+    if (askDelayMs !== undefined && Number.isFinite(askDelayMs))
+      this.admissionAskDelaysMs.push(Math.max(0, askDelayMs));
     this.positions.push(position);
     this.admissionOrder.push(this.tally.admitted++);
     this.firstAdmitAt ??= Date.now();

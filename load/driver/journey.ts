@@ -74,6 +74,7 @@ async function waitForAdmission(run: FanRun, i: number, behaviour: FanBehaviour)
   const leavesAfter = behaviour.leavesAfterMs?.(i);
   const leaveAt = leavesAfter === undefined ? undefined : Date.now() + leavesAfter;
   while (Date.now() <= run.hardStop) {
+    const askedAt = Date.now();
     const s = await client.call<{
       status: string;
       position: number;
@@ -83,7 +84,12 @@ async function waitForAdmission(run: FanRun, i: number, behaviour: FanBehaviour)
       admittedAt?: string;
     }>("status", "GET", `${ev}/queue/status`, { token: joined.body.queueToken });
     if (s.status === 200 && s.body.accessToken) {
-      figures.admitted(s.body.position, s.body.admittedAt ? Date.now() - Date.parse(s.body.admittedAt) : undefined);
+      const decidedAt = s.body.admittedAt ? Date.parse(s.body.admittedAt) : undefined;
+      figures.admitted(
+        s.body.position,
+        decidedAt === undefined ? undefined : Date.now() - decidedAt,
+        decidedAt === undefined ? undefined : askedAt - decidedAt,
+      );
       return s.body.accessToken;
     }
     if (s.status === 200 && s.body.status !== "waiting" && s.body.status !== "prequeue") return undefined;

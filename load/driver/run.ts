@@ -94,6 +94,8 @@ export interface RunResult extends Tally {
   tau: number;
   /** Milliseconds from the line's decision to admit a fan to the fan's seeing it (status `admittedAt`). */
   admissionDelayMs: LatencySummary;
+  /** The part of it before the fan's poll was sent (the rest is the answer's time). */
+  admissionAskDelayMs: LatencySummary;
   /** Status polls sent per fan who joined (every answer counted, refusals too). */
   pollsPerFan: number;
   endpoints: EndpointRow[];
@@ -237,6 +239,7 @@ function resultOf(
     sellOutSeconds: figures.soldOutAt === null ? null : (figures.soldOutAt - onSaleAt) / 1000,
     tau: kendallTau(figures.positions, figures.admissionOrder),
     admissionDelayMs: summarize(figures.admissionDelaysMs),
+    admissionAskDelayMs: summarize(figures.admissionAskDelaysMs),
     pollsPerFan: pollsPerFan(endpointRows(run.client), played.fans),
     endpoints: endpointRows(run.client),
     startedAt: played.startedAt,
@@ -343,6 +346,12 @@ export function renderResult(r: RunResult): string {
     lines.push(
       `admission seen after the decision: p50 ${fmt(d.p50)} ms, p95 ${fmt(d.p95)} ms, max ${fmt(d.max)} ms   status polls per fan ${fmt(r.pollsPerFan, 2)}`,
     );
+    const a = r.admissionAskDelayMs;
+    if (a?.count) {
+      lines.push(
+        `  of it before the fan asked: p50 ${fmt(a.p50)} ms, p95 ${fmt(a.p95)} ms, max ${fmt(a.max)} ms (the rest is the answer's time)`,
+      );
+    }
   }
   if (r.thresholds?.length) {
     lines.push("", "thresholds:");
