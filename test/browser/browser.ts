@@ -51,15 +51,8 @@ export function patient(page: Page): Page {
 export interface TestBrowser {
   /** The launched browser; throws the launch's error when it failed. */
   get(): Browser;
-  /**
-   * A page in a context of its own (its own storage), with the suite's timeouts and its errors
-   * collected. `initScript` runs in the context before any page script (to seed localStorage).
-   */
-  newPage(options?: BrowserContextOptions & { initScript?: string }): Promise<{
-    page: Page;
-    errors: string[];
-    context: BrowserContext;
-  }>;
+  /** A page in a context of its own (its own storage), with the suite's timeouts and its errors collected. */
+  newPage(options?: BrowserContextOptions): Promise<{ page: Page; errors: string[] }>;
   /** Closes every context newPage opened, then the browser. */
   close(): Promise<void>;
 }
@@ -80,12 +73,10 @@ export async function sharedChromium(): Promise<TestBrowser> {
   return {
     get,
     async newPage(options = {}) {
-      const { initScript, ...contextOptions } = options;
-      const context = await get().newContext({ viewport: { width: 1100, height: 900 }, ...contextOptions });
+      const context = await get().newContext({ viewport: { width: 1100, height: 900 }, ...options });
       contexts.push(context);
-      if (initScript !== undefined) await context.addInitScript(initScript);
       const page = patient(await context.newPage());
-      return { page, errors: watchErrors(page), context };
+      return { page, errors: watchErrors(page) };
     },
     close: async () => {
       for (const context of contexts.splice(0)) await context.close().catch(() => {});
