@@ -551,7 +551,7 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
     const now = ctx.clock();
     const view = (e: FanEntry) => holdOfEntry(eventId, fanId, holdId, e, now);
     if (entry.status === "confirmed") return { ok: false, reason: "hold_confirmed" };
-    if (entry.status === "released") return { ok: true, hold: view(entry), releasedSeats: [] };
+    if (entry.status === "released") return { ok: true, hold: view(entry), releasedSeats: [], placesReturned: 0 };
 
     if (entry.area === undefined) {
       const refs = (entry.ids ?? []).map((s) => parseSeatId(s)).filter((r): r is SeatRef => r !== null);
@@ -562,10 +562,11 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
       if ((await releaseFanEntry(ctx, eventId, fanId, holdId)) === "confirmed") {
         return { ok: false, reason: "hold_confirmed" };
       }
-      return { ok: true, hold: view({ ...entry, status: "released" }), releasedSeats };
+      return { ok: true, hold: view({ ...entry, status: "released" }), releasedSeats, placesReturned: 0 };
     }
 
     const areaId = entry.area;
+    const counters = countersOf(entry.from, entry.seats);
     const out = await transact(
       ctx,
       [
@@ -580,7 +581,7 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
             ReturnValuesOnConditionCheckFailure: "ALL_OLD",
           },
         },
-        ...Object.entries(countersOf(entry.from, entry.seats)).map(([k, q]) => ({
+        ...Object.entries(counters).map(([k, q]) => ({
           Update: placesBack(ctx, eventId, areaId, Number(k), q),
         })),
       ],
@@ -599,10 +600,13 @@ export async function release(ctx: Ctx, eventId: string, holdId: string, fanId: 
       if ((await releaseFanEntry(ctx, eventId, fanId, holdId)) === "confirmed") {
         return { ok: false, reason: "hold_confirmed" };
       }
-      return { ok: true, hold: view({ ...entry, status: "released" }), releasedSeats: [] };
+      // Only the call whose transaction moved the record gave the places back (a concurrent
+      // release of the same hold finds it released and returns none).
+      const placesReturned = out.ok ? Object.values(counters).reduce((a, b) => a + b, 0) : 0;
+      return { ok: true, hold: view({ ...entry, status: "released" }), releasedSeats: [], placesReturned };
     }
     // Swept as expired before us: its places are back, and the entry counts for nothing any more.
-    return { ok: true, hold: view(entry), releasedSeats: [] };
+    return { ok: true, hold: view(entry), releasedSeats: [], placesReturned: 0 };
   });
 }
 

@@ -177,8 +177,12 @@ export type HoldResult =
   | { ok: false; reason: "contention" };
 
 export type ReleaseResult =
-  /** `releasedSeats`: the seats this call turned available (for the seat map); empty on a repeat. */
-  | { ok: true; hold: Hold; releasedSeats: string[] }
+  /**
+   * `releasedSeats`: the seats this call turned available (for the seat map); `placesReturned`:
+   * the general-admission places it gave back. Both empty (0) on a repeat, or when the sweep
+   * returned the hold first: each seat and place is counted by exactly one caller.
+   */
+  | { ok: true; hold: Hold; releasedSeats: string[]; placesReturned: number }
   | { ok: false; reason: "not_found" }
   | { ok: false; reason: "hold_not_owned" }
   /** The hold was bought; sold seats never go back. */

@@ -183,9 +183,9 @@ export function createNotifier(options: NotifyOptions): Notifier {
         ...holds,
         async release(request) {
           const result = await holds.release(request);
-          if (result.ok && result.releasedSeats.length > 0) {
-            void notifier.seatsReturned(request.eventId, result.releasedSeats.length);
-          }
+          // Seats and general-admission places alike: a fan told "seats are back" may want either.
+          const returned = result.ok ? result.releasedSeats.length + result.placesReturned : 0;
+          if (returned > 0) void notifier.seatsReturned(request.eventId, returned);
           return result;
         },
       };

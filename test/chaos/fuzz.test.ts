@@ -64,6 +64,15 @@ const LIVE_HEAP_GROWTH_LIMIT = 16 * 1024 * 1024;
  */
 const RSS_GROWTH_LIMIT = 48 * 1024 * 1024;
 
+/**
+ * Replay of a failed run: FUZZ_SEED (and FUZZ_PATH) from the failure's report, applied to the
+ * measured run (the warm-up stays random: the state it leaves differs in detail only).
+ */
+const REPLAY =
+  process.env.FUZZ_SEED !== undefined
+    ? { seed: Number(process.env.FUZZ_SEED), ...(process.env.FUZZ_PATH ? { path: process.env.FUZZ_PATH } : {}) }
+    : {};
+
 const EVENT = "fuzz_evt";
 const OTHER_EVENT = "fuzz_other";
 const WEBHOOK_SECRET = derivedWebhookSecret(SECRET);
@@ -959,7 +968,7 @@ describe("bad input: a property-based HTTP fuzzer over every endpoint", () => {
         if (failures.length > 0)
           throw new Error(`${failures.length} bad answers:\n${failures.slice(0, 5).join("\n\n")}`);
       }),
-      { numRuns: RUNS, endOnFailure: true, reporter: shortReport },
+      { numRuns: RUNS, endOnFailure: true, reporter: shortReport, ...REPLAY },
     );
     const after = await live();
     const seconds = (Date.now() - started) / 1000;

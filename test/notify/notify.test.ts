@@ -276,6 +276,44 @@ describe("seats-back notifications", () => {
     ]);
   });
 
+  it("a released general-admission hold tells the next fans too, once however many releases race", async () => {
+    const eventId = uniqueId("ntga");
+    const input = eventInput({
+      sections: [{ id: "A", tier: "Floor", price: 1_000, rows: 1, seatsPerRow: 1 }],
+      generalAdmission: [{ id: "GA", tier: "Standing", price: 500, capacity: 2 }],
+      maxSeatsPerFan: 3,
+    });
+    expect((await putEvent(gw1, eventId, input)).status).toBe(201);
+    const seat = await gw1.deps.holds.holdSeats({ eventId, fanId: "buyer", seatIds: ["A-1-1"], holdSeconds: 120 });
+    expect(seat.ok).toBe(true);
+    const places = await gw1.deps.holds.holdGeneralAdmission({
+      eventId,
+      fanId: "buyer",
+      areaId: "GA",
+      quantity: 2,
+      holdSeconds: 120,
+    });
+    if (!places.ok) throw new Error(`hold failed: ${JSON.stringify(places)}`);
+    const fans = ["g0", "g1", "g2", "g3", "g4"];
+    const tokens = await Promise.all(fans.map((f) => join(gw1, eventId, f)));
+    for (const [i, t] of tokens.entries()) expect((await ask(gw1, eventId, t, `push:g${i}`)).status).toBe(201);
+    // Three releases of the same hold at once, on two gateways: the two places come back once.
+    const releases = await Promise.all(
+      [gw1, gw2, gw1].map((gw) => gw.deps.holds.release({ eventId, holdId: places.hold.holdId, fanId: "buyer" })),
+    );
+    expect(releases.every((r) => r.ok)).toBe(true);
+    await vi.waitFor(() => expect(receiver.accepted().filter((p) => p.payload.eventId === eventId)).toHaveLength(1), {
+      timeout: 20_000,
+      interval: 50,
+    });
+    await sleep(300);
+    const mine = receiver.accepted().filter((p) => p.payload.eventId === eventId);
+    expect(mine).toHaveLength(1);
+    // Two places, two fans per place: the first four who asked.
+    expect(mine[0]!.payload.seatsReturned).toBe(2);
+    expect(mine[0]!.payload.fans.map((f) => f.fanId)).toEqual(["g0", "g1", "g2", "g3"]);
+  });
+
   it("refuses bad input, missing tokens, and answers notify_disabled without a webhook", async () => {
     const { eventId } = await soldOutEvent(1);
     const token = await join(gw1, eventId, "x");
