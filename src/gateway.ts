@@ -7,7 +7,7 @@ import { createHmac } from "node:crypto";
 import type { GatewayLimits } from "./http/context.js";
 import type { Inventory, OperatorRoomSettings } from "./inventory/index.js";
 import type { SeatRow } from "./seatmap/cache.js";
-import type { BotSettings } from "./waiting-room/types.js";
+import type { BotSettings, RoomSettings } from "./waiting-room/types.js";
 
 /** The default webhook secret: derived, so the simulated provider and the gateway agree. */
 export function derivedWebhookSecret(gatewaySecret: string): string {
@@ -62,16 +62,39 @@ export function sectionSource(inventory: Inventory) {
 }
 
 /**
- * The bot settings kept with the operator's (the PATCH stores them in the same map). The store's
- * reader (src/inventory/items.ts) has to pass them through for them to reach here; until it does
- * they read as absent, and the restored room has them off.
+ * The settings kept beside the rates (roomKeeper stores them in the same map): the bot settings,
+ * the admission loop's, and the version the restored room numbers its next change above.
  */
-function botSettingsOf({ powBits, invites, autoAdmit }: OperatorRoomSettings): BotSettings {
+function botSettingsOf({ powBits, invites, autoAdmit, version }: OperatorRoomSettings): BotSettings {
   return {
     ...(powBits !== undefined ? { powBits } : {}),
     ...(invites !== undefined ? { invites } : {}),
     ...(autoAdmit !== undefined ? { autoAdmit } : {}),
+    ...(version !== undefined ? { settingsVersion: version } : {}),
   };
+}
+
+/**
+ * Where the waiting room keeps its settings after each change (the operator's, the admission
+ * loop's): on the event item, for roomSource. The stored map has no `closed`: a closed room is
+ * kept paused, so it comes back admitting nobody.
+ */
+export function roomKeeper(inventory: Inventory) {
+  return (eventId: string, s: RoomSettings, version: number) =>
+    inventory.events.saveRoomSettings({
+      eventId,
+      settings: {
+        admitPerSecond: s.admitPerSecond,
+        maxActive: s.maxActive,
+        sessionSeconds: s.sessionSeconds,
+        abandonSeconds: s.abandonSeconds,
+        paused: s.paused || s.closed,
+        powBits: s.powBits,
+        invites: s.invites,
+        autoAdmit: s.autoAdmit,
+        ...(version > 0 ? { version } : {}),
+      },
+    });
 }
 
 /**

@@ -15,7 +15,7 @@ import { createSeatMapWrites, type SeatMapWrites } from "./claims/seat-map-write
 import { createDocumentClient, createDynamoClient } from "./dynamodb/client.js";
 import { instrumentDynamo } from "./dynamodb/instrument.js";
 import { createEventService } from "./events/event-service.js";
-import { defaultLimits, derivedWebhookSecret, roomSource, sectionSource } from "./gateway.js";
+import { defaultLimits, derivedWebhookSecret, roomKeeper, roomSource, sectionSource } from "./gateway.js";
 import type { AppDeps, GatewayLimits } from "./http/context.js";
 import type { NamedOperatorToken } from "./http/middleware/admin-auth.js";
 import { createRateLimiter } from "./http/middleware/rate-limit.js";
@@ -186,6 +186,7 @@ export function buildServices(config: ServicesConfig): Services {
     signingKeys: config.tokenSigningKeys,
     logger,
     restore: roomSource(inventory),
+    keep: roomKeeper(inventory),
     lottery: createLotteryStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) }),
   });
   const queues = config.queues ? createQueues(redis, logger) : undefined;

@@ -24,6 +24,8 @@
               (restore mode only, as paused; optional)
   ARGV[13..17] autoAdmit '1' | '0', autoMin, autoMax, autoP99Ms, autoThrottles: the admission
               loop's settings the room comes back with (restore mode only; optional, '' = unset)
+  ARGV[18]    settingsAt: the version of the settings it comes back with (restore mode only;
+              optional): update-settings-9.lua's next version is above it
 
   Returns the snapshot plus 'created' 1|0 and 'changed' 1|0, or
     -5  the room has already opened (its pre-queue is drawn) and the arguments differ
@@ -53,6 +55,7 @@ if not r then
       local v = ARGV[12 + i]
       if v and v ~= '' then redis.call('HSET', K_ROOM, name, v) end
     end
+    if ARGV[18] and ARGV[18] ~= '' then redis.call('HSET', K_ROOM, 'settingsAt', ARGV[18]) end
   end
   created = 1
 else

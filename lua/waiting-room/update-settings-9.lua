@@ -19,6 +19,8 @@
   The log entry (XADD) has, for every field changed, `<name>` the new value and `<name>.was` the
   old one, and `by` when given: the settings history says what each change was and who made it.
 
+  A change also sets `settingsAt`, the settings' version (the snapshot carries it).
+
   Returns the snapshot plus 'changed' <number of fields changed>, or
     -1  unknown event
     -10 admitPerSecond given while autoAdmit is on and stays on (the loop owns the rate); nothing
@@ -99,6 +101,11 @@ if changed > 0 and given.admitPerSecond ~= nil and r.raw.admitPerSecond ~= given
 end
 
 if changed > 0 then
+  -- The settings' version: strictly rising per room, and from the clock, so that it keeps rising
+  -- past a room restored after a Redis loss (restore brings back the version kept outside). The
+  -- copy kept in DynamoDB is written only by a newer version (src/inventory/events.ts).
+  args[#args + 1] = 'settingsAt'
+  args[#args + 1] = int(math.max(now, (tonumber(r.raw.settingsAt) or 0) + 1))
   redis.call('HSET', K_ROOM, unpack(args))
   if log then
     redis.call('XADD', KEYS[9], 'MAXLEN', '~', '1000', '*', 'at', int(now), 'kind', 'settings', unpack(logged))

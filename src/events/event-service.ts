@@ -13,7 +13,6 @@ import type {
   EventInput,
   GeneralAdmissionCounts,
   Inventory,
-  OperatorRoomSettings,
 } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
@@ -43,11 +42,6 @@ export interface EventService {
   cached(eventId: string): Promise<EventDefinition | null>;
   /** Whether the cached event has the section, synchronously; undefined when it cannot tell now. */
   hasSection(eventId: string, sectionId: string): boolean | undefined;
-  /**
-   * Keeps the operator's waiting-room settings on the event, so a room Redis loses comes back with
-   * them (RELIABILITY.md). False when there is no such event.
-   */
-  saveRoomSettings(eventId: string, settings: Omit<OperatorRoomSettings, "updatedAt">): Promise<boolean>;
   /** Seats and areas by status, from the authoritative store; null for an unknown event. */
   counts(eventId: string): Promise<EventCounts | null>;
   generalAdmission(eventId: string, areaId: string): Promise<GeneralAdmissionCounts | null>;
@@ -160,7 +154,6 @@ export function createEventService(deps: {
     get: (eventId) => inventory.events.get({ eventId }),
     cached: (eventId) => inventory.events.cached({ eventId }),
     hasSection: (eventId, sectionId) => inventory.events.hasSection({ eventId, sectionId }),
-    saveRoomSettings: (eventId, settings) => inventory.events.saveRoomSettings({ eventId, settings }),
     counts: (eventId) => inventory.seats.eventCounts({ eventId }),
     generalAdmission: (eventId, areaId) => inventory.seats.generalAdmission({ eventId, areaId }),
   };

@@ -66,8 +66,10 @@ export async function getEvent(ctx: Ctx, eventId: string): Promise<EventDefiniti
 }
 
 /**
- * Keeps the operator's latest waiting-room settings on the event item (one UpdateItem; the last
- * change wins, as it does in Redis). False when there is no such event. A replacement (PUT)
+ * Keeps the waiting room's latest settings on the event item (one UpdateItem). With a `version`,
+ * only over an older version (or none): saves that race, from several gateways or from an
+ * operator and the admission loop, leave the settings Redis holds last, whatever order they reach
+ * DynamoDB in. False when there is no such event or a newer version is kept. A replacement (PUT)
  * writes a new item without them: the PUT's settings are in force again.
  */
 export async function saveRoomSettings(
@@ -80,8 +82,14 @@ export async function saveRoomSettings(
     conditionalUpdate(ctx, {
       Key: keys.event(eventId),
       UpdateExpression: "SET roomSettings = :s",
-      ConditionExpression: "attribute_exists(PK)",
-      ExpressionAttributeValues: { ":s": { ...settings, updatedAt: iso(ctx.clock()) } },
+      ConditionExpression:
+        settings.version === undefined
+          ? "attribute_exists(PK)"
+          : "attribute_exists(PK) AND (attribute_not_exists(roomSettings.version) OR roomSettings.version < :v)",
+      ExpressionAttributeValues: {
+        ":s": { ...settings, updatedAt: iso(ctx.clock()) },
+        ...(settings.version === undefined ? {} : { ":v": settings.version }),
+      },
     }),
   );
 }

@@ -74,6 +74,9 @@ export function toEvent(item: Item): EventDefinition {
               ? { invites: (item.roomSettings as Item).invites === true }
               : {}),
             ...autoAdmitOf((item.roomSettings as Item).autoAdmit),
+            ...(typeof (item.roomSettings as Item).version === "number"
+              ? { version: num(item.roomSettings as Item, "version") }
+              : {}),
             updatedAt: str(item.roomSettings as Item, "updatedAt"),
           },
         }

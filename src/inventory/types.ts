@@ -86,6 +86,11 @@ export interface OperatorRoomSettings {
     targetClaimP99Ms: number;
     maxThrottlesPerSecond: number;
   };
+  /**
+   * The version the waiting room gave these settings (update-settings-9.lua): a save with a
+   * version not above the stored one changes nothing. Absent on items kept before versions.
+   */
+  version?: number;
   updatedAt: string;
 }
 

@@ -88,6 +88,7 @@ export type ConfigureMode =
       powBits?: number | undefined;
       invites?: boolean | undefined;
       autoAdmit?: AutoAdmitSettings | undefined;
+      settingsVersion?: number | undefined;
     };
 
 /** Needs no restore: restoring is this call in 'restore' mode. */
@@ -134,6 +135,7 @@ export async function configureRoom(
       how.mode === "restore" && how.invites ? "1" : "0",
       // the loop's settings (restore mode only), in the script's order; '' = unset
       ...restoredLoop(how),
+      how.mode === "restore" && how.settingsVersion ? String(Math.floor(how.settingsVersion)) : "",
     ]);
     if (outcome === "already_open") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
@@ -210,7 +212,8 @@ export async function updateSettings(
       const f = new Fields(reply);
       const changed = f.num("changed");
       if (changed > 0 && !loop) ctx.log?.info({ eventId, patch: parsed.data }, "waiting-room settings changed");
-      return { ok: true as const, changed, settings: settingsFrom(f) };
+      const version = f.str("settingsAt") === "" ? 0 : f.num("settingsAt");
+      return { ok: true as const, changed, settings: settingsFrom(f), version };
     }),
   );
 }

@@ -55,11 +55,13 @@ export function createRestorer(
     // A room the operator had paused comes back paused, in the same script that creates it.
     // So are its bot settings: a Redis wipe must not open the line to bots.
     // The admission loop's settings too: a loop that was on keeps owning the rate.
-    const { paused, powBits, invites, autoAdmit, ...settings } = input;
+    // And the settings' version: the next change is kept over the copy it was restored from.
+    const { paused, powBits, invites, autoAdmit, settingsVersion, ...settings } = input;
     const result = await configure(eventId, settings, paused === true, {
       ...(powBits === undefined ? {} : { powBits }),
       ...(invites === undefined ? {} : { invites }),
       ...(autoAdmit === undefined ? {} : { autoAdmit }),
+      ...(settingsVersion === undefined ? {} : { settingsVersion }),
     });
     if (!result.ok) return result.reason === "unavailable" ? "unavailable" : "no_event";
     if (!result.created) return "exists";

@@ -168,6 +168,8 @@ export interface BotSettings {
   powBits?: number;
   invites?: boolean;
   autoAdmit?: AutoAdmitSettings;
+  /** The version of the kept settings: the restored room's next change is numbered above it. */
+  settingsVersion?: number;
 }
 
 /** What a restore configures a lost room with: the stored settings, paused or not. */
@@ -236,7 +238,11 @@ export interface SettingsPatch {
 }
 
 export type UpdateSettingsResult =
-  | { ok: true; changed: number; settings: RoomSettings }
+  /**
+   * `version`: the settings' version in Redis (update-settings-9.lua), rising with every change
+   * (0 before the first): what orders the copies kept outside Redis.
+   */
+  | { ok: true; changed: number; settings: RoomSettings; version: number }
   | Invalid
   /** A manual admitPerSecond while the loop is on (and stays on): the loop owns the rate. */
   | { ok: false; reason: "auto_admit_on" }

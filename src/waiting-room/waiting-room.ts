@@ -42,6 +42,7 @@ import type {
   RestoreInput,
   RestoreOutcome,
   RevokeFanResult,
+  RoomSettings,
   SessionActiveResult,
   SettingsHistoryResult,
   SettingsPatch,
@@ -74,6 +75,13 @@ export interface WaitingRoomOptions {
    * new one. Without it the seed is drawn and kept in Redis alone.
    */
   lottery?: LotteryCommitter;
+  /**
+   * Where the settings in force are kept outside Redis after every change (the gateway keeps them
+   * on the event in DynamoDB, for `restore`), with their version: a copy is kept only over an
+   * older one, so changes racing on several gateways leave the latest. Resolves false when it was
+   * not kept (no such event, or a newer copy is there). A failure is logged; the change stands.
+   */
+  keep?: (eventId: string, settings: RoomSettings, version: number) => Promise<boolean>;
 }
 
 export interface WaitingRoom {
@@ -240,8 +248,17 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       return result;
     },
     stats: (eventId) => stats(ctx, eventId),
-    updateSettings: (eventId, patch, updateOptions) =>
-      updateSettings(ctx, eventId, patch, updateOptions?.by, updateOptions?.loop === true),
+    updateSettings: async (eventId, patch, updateOptions) => {
+      const result = await updateSettings(ctx, eventId, patch, updateOptions?.by, updateOptions?.loop === true);
+      // Every change, the operator's and the admission loop's, before the answer: a Redis lost
+      // right after it comes back with it.
+      if (result.ok && result.changed > 0 && options.keep) {
+        await options.keep(eventId, result.settings, result.version).catch((err: unknown) => {
+          base.log?.warn({ eventId, err: (err as Error).message }, "waiting-room settings not kept on the event");
+        });
+      }
+      return result;
+    },
     settingsHistory: (eventId, limit) => settingsHistory(ctx, eventId, limit),
     completeSession: (eventId, sessionId) => endSession(ctx, eventId, sessionId, "completed"),
     revokeSession: (eventId, sessionId) => endSession(ctx, eventId, sessionId, "revoked"),

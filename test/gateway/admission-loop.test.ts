@@ -198,6 +198,9 @@ describe("closed-loop admission", () => {
     // The rate is in force in the room, and the loop's changes are in the history under its name.
     const room = await a.deps.waitingRoom.stats(eventId);
     expect(room.ok && room.settings.admitPerSecond).toBe(all.at(-1)!.loop!.rate);
+    // ...and kept on the event, as each step moved it: a Redis lost now comes back at this rate.
+    const kept = await a.deps.inventory.events.get({ eventId });
+    expect(kept?.roomSettings?.admitPerSecond).toBe(all.at(-1)!.loop!.rate);
     const history = await a.deps.waitingRoom.settingsHistory(eventId);
     const byLoop = history.ok ? history.changes.filter((c) => c.fields.by === "autoAdmit") : [];
     expect(byLoop.length).toBeGreaterThan(0);

@@ -191,6 +191,37 @@ describe("createEvent / getEvent", () => {
     expect(stored?.layoutComplete).toBe(true);
   });
 
+  it("keeps the waiting room's settings only over an older version, however the saves race", async () => {
+    const eventId = uniqueEventId("room");
+    await fx.inventory.events.create({ eventId, input: eventInput(fx.clock) });
+    const settings = (version: number) => ({
+      admitPerSecond: version,
+      maxActive: 100 + version,
+      sessionSeconds: 600,
+      abandonSeconds: 120,
+      paused: false,
+      version,
+    });
+    // Twelve versions saved at once, from separate clients, in no particular order.
+    const order = [7, 3, 12, 1, 9, 5, 11, 2, 8, 4, 10, 6];
+    const kept = await Promise.all(
+      order.map((v) => fx.newInstance().events.saveRoomSettings({ eventId, settings: settings(v) })),
+    );
+    expect(kept).toContain(true);
+    expect((await fx.inventory.events.get({ eventId }))?.roomSettings).toMatchObject(settings(12));
+    // Older, or the same version again: refused, nothing changes.
+    expect(await fx.inventory.events.saveRoomSettings({ eventId, settings: settings(11) })).toBe(false);
+    expect(await fx.inventory.events.saveRoomSettings({ eventId, settings: { ...settings(12), maxActive: 1 } })).toBe(
+      false,
+    );
+    expect((await fx.inventory.events.get({ eventId }))?.roomSettings).toMatchObject(settings(12));
+    expect(await fx.inventory.events.saveRoomSettings({ eventId, settings: settings(13) })).toBe(true);
+    expect((await fx.inventory.events.get({ eventId }))?.roomSettings?.version).toBe(13);
+    expect(await fx.inventory.events.saveRoomSettings({ eventId: uniqueEventId("none"), settings: settings(1) })).toBe(
+      false,
+    );
+  });
+
   it("refuses holds while not on sale", async () => {
     const eventId = uniqueEventId("presale");
     await fx.inventory.events.create({

@@ -595,4 +595,62 @@ describe("an operator's change survives the loss: it is kept on the stored event
       await own.close();
     }
   }, 240_000);
+
+  it("changes racing on two gateways leave on the event the settings Redis holds last, and the room comes back with them", async () => {
+    const own = await spawnRedis();
+    const tableName = await createTable();
+    const pair = [
+      await startGateway({ tableName, redisUrl: own.url }),
+      await startGateway({ tableName, redisUrl: own.url }),
+    ];
+    try {
+      const id = uniqueId("rr");
+      const input = eventInput({ waitingRoom: { admitPerSecond: 10_000, maxActive: 50, sessionSeconds: 600 } });
+      expect((await putEvent(pair[0]!, id, input)).status).toBe(201);
+      // Thirty operators' changes in flight at once, half on each gateway: each its own maxActive.
+      const answers = await Promise.all(
+        Array.from({ length: 30 }, (_, i) =>
+          call(pair[i % 2]!, `/v1/admin/events/${id}/waiting-room`, {
+            method: "PATCH",
+            token: ADMIN_TOKEN,
+            json: { maxActive: 100 + i, admitPerSecond: 200 + i },
+          }),
+        ),
+      );
+      expect(answers.map((a) => a.res.status)).toEqual(Array(30).fill(200));
+      const last = ok(await pair[0]!.deps.waitingRoom.stats(id)).settings;
+      const stored = await pair[1]!.deps.inventory.events.get({ eventId: id });
+      expect({
+        maxActive: stored?.roomSettings?.maxActive,
+        admitPerSecond: stored?.roomSettings?.admitPerSecond,
+      }).toEqual({ maxActive: last.maxActive, admitPerSecond: last.admitPerSecond });
+      expect(stored?.roomSettings?.version).toBeGreaterThan(0);
+
+      await killRedis(own, pair);
+      const again = await restartRedis(own.port, pair);
+      try {
+        const joined = await call(pair[1]!, `/v1/events/${id}/queue`, { method: "POST", json: { fanId: "yan" } });
+        expect(joined.res.status).toBe(201);
+        expect(ok(await pair[1]!.deps.waitingRoom.stats(id)).settings).toMatchObject({
+          maxActive: last.maxActive,
+          admitPerSecond: last.admitPerSecond,
+        });
+        // The restored room's next change is kept over the copy it came back from.
+        const next = await call(pair[0]!, `/v1/admin/events/${id}/waiting-room`, {
+          method: "PATCH",
+          token: ADMIN_TOKEN,
+          json: { maxActive: 7 },
+        });
+        expect(next.res.status).toBe(200);
+        const after = await pair[0]!.deps.inventory.events.get({ eventId: id });
+        expect(after?.roomSettings?.maxActive).toBe(7);
+        expect(after?.roomSettings?.version).toBeGreaterThan(stored!.roomSettings!.version!);
+      } finally {
+        await Promise.all(pair.map((g) => g.close()));
+        await again.close();
+      }
+    } finally {
+      await own.close();
+    }
+  }, 240_000);
 });

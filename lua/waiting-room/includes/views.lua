@@ -71,5 +71,7 @@ local function snapshot(r, now)
     'powBits', int(r.powBits), 'invites', int(r.invites),
     -- the closed loop's settings as stored ('' when never set: src/waiting-room/replies.ts has the defaults)
     'autoAdmit', r.raw.autoAdmit or '', 'autoMin', r.raw.autoMin or '', 'autoMax', r.raw.autoMax or '',
-    'autoP99Ms', r.raw.autoP99Ms or '', 'autoThrottles', r.raw.autoThrottles or '' }
+    'autoP99Ms', r.raw.autoP99Ms or '', 'autoThrottles', r.raw.autoThrottles or '',
+    -- the settings' version (update-settings-9.lua); '' before the first change
+    'settingsAt', r.raw.settingsAt or '' }
 end

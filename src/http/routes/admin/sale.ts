@@ -87,23 +87,8 @@ export const saleRoutes = new OpenAPIHono<AppEnv>()
       if (result.reason === "invalid") throw new ApiError("internal_error", "closing the room was refused");
       throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 1 });
     }
-    const s = result.settings;
-    // Kept on the event as paused (the stored settings have no `closed`): a room Redis loses comes
-    // back admitting nobody. If DynamoDB cannot take it now, only that safety net is missing.
-    await events
-      .saveRoomSettings(eventId, {
-        admitPerSecond: s.admitPerSecond,
-        maxActive: s.maxActive,
-        sessionSeconds: s.sessionSeconds,
-        abandonSeconds: s.abandonSeconds,
-        paused: true,
-        powBits: s.powBits,
-        invites: s.invites,
-        autoAdmit: s.autoAdmit,
-      })
-      .catch((err: unknown) =>
-        c.get("log").warn({ err: (err as Error).message, eventId }, "closed sale not kept on the event"),
-      );
+    // The waiting room kept the closed room on the event as paused (src/gateway.ts roomKeeper): a
+    // room Redis loses comes back admitting nobody.
     const event = await events.get(eventId);
     if (!event) throw new ApiError("not_found", `no event ${eventId}`);
     return c.json({ eventId, changed: result.changed > 0, sale: saleStateOf(event, "closed") }, 200);

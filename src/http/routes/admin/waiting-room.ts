@@ -137,25 +137,9 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
     throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 1 });
   }
   const s = result.settings;
+  // The waiting room kept them on the event too (src/gateway.ts roomKeeper), so a room that Redis
+  // loses comes back with them (RELIABILITY.md).
   c.get("log").info({ eventId, settings: s }, "waiting-room settings changed");
-  // Kept on the event too, so a room that Redis loses comes back with them (RELIABILITY.md). The
-  // change is in force already; if DynamoDB cannot take it now, only that safety net is missing.
-  await c
-    .get("deps")
-    .events.saveRoomSettings(eventId, {
-      admitPerSecond: s.admitPerSecond,
-      maxActive: s.maxActive,
-      sessionSeconds: s.sessionSeconds,
-      abandonSeconds: s.abandonSeconds,
-      // The stored settings have no `closed`: a closed room is kept paused, so it comes back admitting nobody.
-      paused: s.paused || s.closed,
-      powBits: s.powBits,
-      invites: s.invites,
-      autoAdmit: s.autoAdmit,
-    })
-    .catch((err: unknown) =>
-      c.get("log").warn({ err: (err as Error).message, eventId }, "waiting-room settings not kept on the event"),
-    );
   return c.json(
     {
       onSaleAt: s.onSaleAt,
