@@ -2,7 +2,8 @@
  * The operator console in headless Chromium: with admission stopped (admitPerSecond 0) and fans
  * waiting after the draw, the operator raises the rate in the console, confirms, and the fans,
  * one of them a browser on a phone-sized screen, are admitted. A console opened (or reloaded)
- * later charts the line as the gateway's history kept it.
+ * later charts the line as the gateway's history kept it. The admission loop's bounds are set in
+ * its form, through the same confirmation.
  */
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, it } from "vitest";
@@ -329,6 +330,77 @@ describe.concurrent("the operator console in a browser", () => {
     expect(room.ok && room.settings.autoAdmit.enabled).toBe(false);
     expect(op.errors).toEqual([]);
   }, 90_000);
+
+  it("the operator sets the loop's bounds in the console; a min above the max is named and not sent", async ({
+    expect,
+  }) => {
+    const eventId = uniqueId();
+    const input = eventInput({ waitingRoom: { admitPerSecond: 1, maxActive: 100, sessionSeconds: 600 } });
+    expect((await putEvent(gw, eventId, input)).status).toBe(201);
+    const on = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+      method: "PATCH",
+      token: ADMIN_TOKEN,
+      json: { autoAdmit: { enabled: true, minPerSecond: 1, maxPerSecond: 20, targetClaimP99Ms: 250 } },
+    });
+    expect(on.status).toBe(200);
+    const loopInForce = async () => {
+      const room = await gw.deps.waitingRoom.stats(eventId);
+      if (!room.ok) throw new Error("no room");
+      return room.settings.autoAdmit;
+    };
+
+    const op = await newPage({ width: 1280, height: 900 });
+    const patches: unknown[] = [];
+    op.page.on("request", (req) => {
+      if (req.method() === "PATCH") patches.push(req.postDataJSON());
+    });
+    await op.page.goto(`${server.url}/console?event=${eventId}`);
+    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
+    await op.page.getByRole("button", { name: "Connect" }).click();
+    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    // Pre-filled from the poll.
+    await expect.poll(() => op.page.getByLabel("Max admissions /s").inputValue(), PATIENCE).toBe("20");
+    expect(await op.page.getByLabel("Min admissions /s").inputValue()).toBe("1");
+    expect(await op.page.getByLabel("Claim p99 target (ms)").inputValue()).toBe("250");
+
+    await op.page.getByLabel("Min admissions /s").fill("2");
+    await op.page.getByLabel("Max admissions /s").fill("9");
+    await op.page.getByLabel("Claim p99 target (ms)").fill("150");
+    // The polls keep coming; what the operator typed stays.
+    await new Promise((r) => setTimeout(r, 1_200));
+    expect(await op.page.getByLabel("Max admissions /s").inputValue()).toBe("9");
+    await op.page.getByRole("button", { name: "Apply bounds…" }).click();
+    const dialog = op.page.getByRole("dialog");
+    await dialog.waitFor();
+    const rows = await dialog.locator("li").allTextContents();
+    expect(rows).toEqual(["Min admissions /s: 1 → 2", "Max admissions /s: 20 → 9", "Claim p99 target (ms): 250 → 150"]);
+    await screenshot(op.page, "console-8-loop-bounds-confirm");
+    await dialog.getByRole("button", { name: "Apply" }).click();
+    await op.page.getByText("Applied on every gateway.").waitFor();
+    expect(patches).toEqual([{ autoAdmit: { minPerSecond: 2, maxPerSecond: 9, targetClaimP99Ms: 150 } }]);
+    expect(await loopInForce()).toEqual({
+      enabled: true,
+      minPerSecond: 2,
+      maxPerSecond: 9,
+      targetClaimP99Ms: 150,
+      maxThrottlesPerSecond: 0,
+    });
+    await expect.poll(() => op.page.locator("#loop-settings").textContent(), PATIENCE).toContain("within 2.0–9.0/s");
+
+    // A min above the max: said beside the field, no dialog, nothing sent.
+    await op.page.getByLabel("Min admissions /s").fill("10");
+    await op.page.getByRole("button", { name: "Apply bounds…" }).click();
+    const error = op.page.locator("#bounds-min-error");
+    await expect.poll(() => error.textContent(), PATIENCE).toBe("Must not be above the max (9).");
+    expect(await op.page.getByLabel("Min admissions /s").getAttribute("aria-invalid")).toBe("true");
+    expect(await op.page.locator("#bounds-min:focus").count()).toBe(1);
+    await screenshot(op.page, "console-9-loop-bounds-invalid");
+    expect(await dialog.isVisible()).toBe(false);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(patches).toHaveLength(1);
+    expect((await loopInForce()).minPerSecond).toBe(2);
+    expect(op.errors).toEqual([]);
+  }, 60_000);
 
   it("a wrong operator token is refused with a clear message", async ({ expect }) => {
     const eventId = uniqueId();

@@ -1,7 +1,8 @@
 /**
  * The operator console's model without a browser: rates over a window of samples, the metric
  * sum, the charts' history (the gateway's hour loaded on connect, the polls appended, rates as
- * slopes), the settings checks and the confirmation texts, and the poll's reactions to the gateway.
+ * slopes), the settings and loop-bounds checks and the confirmation texts, and the poll's reactions
+ * to the gateway.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
@@ -18,6 +19,7 @@ import {
   type RoomStatus,
   sumMetric,
 } from "../../waiting-room/src/console-model.js";
+import { type BoundsText, planBounds } from "../../waiting-room/src/console-bounds.js";
 import type { Message } from "../../waiting-room/src/format.js";
 import type { Stats, StatsHistory, StatsSample, WaitingRoomInfo } from "../../waiting-room/src/types.js";
 import { FakeApi, ok, refused } from "./fakes.js";
@@ -145,6 +147,63 @@ describe("settings changes", () => {
   });
 });
 
+describe("the admission loop's bounds", () => {
+  const loop = { enabled: true, minPerSecond: 1, maxPerSecond: 20, targetClaimP99Ms: 250, maxThrottlesPerSecond: 0 };
+  const typed = (t: Partial<BoundsText>): BoundsText => ({ min: "1", max: "20", p99: "250", throttles: "0", ...t });
+
+  it("patches only the bounds that change, never `enabled`, with from → to rows", () => {
+    expect(planBounds(typed({ min: "2", max: "9", p99: "150" }), loop)).toEqual({
+      ok: true,
+      patch: { autoAdmit: { minPerSecond: 2, maxPerSecond: 9, targetClaimP99Ms: 150 } },
+      changes: [
+        { field: "Min admissions /s", from: "1", to: "2" },
+        { field: "Max admissions /s", from: "20", to: "9" },
+        { field: "Claim p99 target (ms)", from: "250", to: "150" },
+      ],
+      warning: "The loop keeps to them from its next step (within 5 s); it stays on.",
+    });
+    // An empty field keeps its value; fractional rates are the gateway's too.
+    const off = planBounds(typed({ min: "", max: "", p99: "", throttles: "0.5" }), { ...loop, enabled: false });
+    expect(off).toMatchObject({ ok: true, patch: { autoAdmit: { maxThrottlesPerSecond: 0.5 } } });
+    expect(off.ok && off.warning).toMatch(/^The loop is off/);
+    expect(planBounds(typed({}), loop)).toMatchObject({
+      ok: false,
+      errors: {},
+      message: { title: "Nothing to change." },
+    });
+    expect(planBounds(typed({ min: "2" }), undefined)).toMatchObject({ ok: false, errors: {} });
+  });
+
+  it("holds each field to the gateway's limits and says so beside it", () => {
+    const errors = (t: Partial<BoundsText>) => {
+      const plan = planBounds(typed(t), loop);
+      return plan.ok ? null : plan.errors;
+    };
+    expect(errors({ min: "-1", p99: "150.5", throttles: "x" })).toEqual({
+      min: "A number from 0 to 100,000.",
+      p99: "A whole number from 1 to 60,000.",
+      throttles: "A number from 0 to 100,000.",
+    });
+    expect(errors({ max: "100001", p99: "0" })).toEqual({
+      max: "A number from 0 to 100,000.",
+      p99: "A whole number from 1 to 60,000.",
+    });
+    expect(errors({ p99: "60001" })).toEqual({ p99: "A whole number from 1 to 60,000." });
+    expect(errors({ min: "0", max: "0", p99: "60000", throttles: "100000" })).toBeNull();
+  });
+
+  it("keeps min ≤ max against the bound in force too, naming the one that moved", () => {
+    const errorsOf = (t: Partial<BoundsText>) => {
+      const plan = planBounds(typed(t), loop);
+      return plan.ok ? null : plan.errors;
+    };
+    expect(errorsOf({ min: "10", max: "9" })).toEqual({ min: "Must not be above the max (9)." });
+    expect(errorsOf({ min: "21", max: "" })).toEqual({ min: "Must not be above the max (20)." });
+    expect(errorsOf({ max: "0.5" })).toEqual({ max: "Must not be below the min (1)." });
+    expect(errorsOf({ min: "9", max: "9" })).toBeNull();
+  });
+});
+
 describe("the console's poll", () => {
   const STATS: Stats = {
     waiting: 6,
@@ -263,6 +322,46 @@ describe("the console's poll", () => {
       inForce: "In force: admitPerSecond 3 · maxActive 100",
     });
     expect(s.model.planPause(false)).toMatchObject({ title: "Pause admission?", patch: { paused: true } });
+    s.model.disconnect();
+  });
+
+  it("plans the loop's bounds against the last poll's, and says what they are once applied", async () => {
+    const autoAdmit = {
+      enabled: true,
+      minPerSecond: 1,
+      maxPerSecond: 20,
+      targetClaimP99Ms: 250,
+      maxThrottlesPerSecond: 0,
+    };
+    const polled: Stats = {
+      ...STATS,
+      waitingRoom: {
+        state: "open",
+        effectiveAdmitPerSecond: 5,
+        servedThrough: 0,
+        settings: { admitPerSecond: 5, maxActive: 100, autoAdmit },
+      },
+    };
+    const s = setup(() => ok(polled));
+    await s.model.connect("evt");
+    const plan = s.model.planBounds({ min: "2", max: "9", p99: "150", throttles: "" });
+    expect(plan.ok && plan.patch).toEqual({ autoAdmit: { minPerSecond: 2, maxPerSecond: 9, targetClaimP99Ms: 150 } });
+    if (!plan.ok) return;
+    const applying = s.model.apply(plan.patch);
+    const call = s.api.take("/waiting-room");
+    expect(call).toMatchObject({ method: "PATCH", options: { json: plan.patch } });
+    const now = { ...autoAdmit, minPerSecond: 2, maxPerSecond: 9, targetClaimP99Ms: 150 };
+    call.answer(
+      ok({ onSaleAt: "", admitPerSecond: 5, maxActive: 100, sessionSeconds: 600, paused: false, autoAdmit: now }),
+    );
+    expect(await applying).toBe(true);
+    expect(s.view.messages.at(-1)?.text).toBe("loop on · 2–9/s · claim p99 target 150 ms · 0 throttles/s");
+
+    // A refusal is the existing error message, and apply says it was not applied.
+    const refusedApply = s.model.apply({ autoAdmit: { minPerSecond: 30 } });
+    s.api.take("/waiting-room").answer(refused(400, { code: "invalid_request", message: "invalid settings" }));
+    expect(await refusedApply).toBe(false);
+    expect(s.view.messages.at(-1)).toMatchObject({ title: "The change was not applied.", text: "invalid settings" });
     s.model.disconnect();
   });
 

@@ -7,6 +7,7 @@
  */
 import { Observed } from "./observed.js";
 import type { Api } from "./api.js";
+import { type BoundsPlan, type BoundsText, planBounds } from "./console-bounds.js";
 import { type Message, message } from "./format.js";
 import type { Stats, StatsHistory, StatsSample, WaitingRoomInfo, WaitingRoomSettings } from "./types.js";
 
@@ -437,6 +438,8 @@ export class ConsoleModel extends Observed<ConsoleView> {
     if (stats.waitingRoom?.settings?.autoAdmit?.enabled && this.api.now() - this.history.lastGatewayAt > LOOP_READ_MS) {
       await this.loadLoopSteps(token);
     }
+    const loop = stats.waitingRoom?.settings?.autoAdmit;
+    if (loop) this.inForce.autoAdmit = loop;
     if (infoRes.ok) {
       this.inForce.admitPerSecond = infoRes.body.admitPerSecond;
       this.state = infoRes.body.state;
@@ -466,6 +469,11 @@ export class ConsoleModel extends Observed<ConsoleView> {
     return planSettings(rateText, maxText, this.inForce);
   }
 
+  /** The loop's bounds and targets as typed, against those the last poll (or change) read. */
+  planBounds(typed: BoundsText): BoundsPlan {
+    return planBounds(typed, this.inForce.autoAdmit);
+  }
+
   /** The confirmation for pausing (or, with `resume`, resuming) admission. */
   planPause(resume: boolean): {
     title: string;
@@ -486,9 +494,10 @@ export class ConsoleModel extends Observed<ConsoleView> {
     };
   }
 
-  async apply(patch: Partial<WaitingRoomSettings>): Promise<void> {
+  /** Sends a change; true when the gateway applied it (a refusal is told to the view). */
+  async apply(patch: Partial<WaitingRoomSettings>): Promise<boolean> {
     const token = this.token;
-    if (!token) return;
+    if (!token) return false;
     const res = await this.api.call<WaitingRoomSettings>(
       "PATCH",
       `/v1/admin/events/${encodeURIComponent(this.eventId)}/waiting-room`,
@@ -496,17 +505,19 @@ export class ConsoleModel extends Observed<ConsoleView> {
     );
     if (!res.ok) {
       this.view.message(message("error", "The change was not applied.", res.error.message));
-      return;
+      return false;
     }
     this.inForce = { ...this.inForce, ...res.body };
     this.view.applied(res.body);
-    this.view.message(
-      message(
-        "success",
-        "Applied on every gateway.",
-        `admitPerSecond ${res.body.admitPerSecond} · maxActive ${res.body.maxActive} · ${res.body.paused ? "paused" : "not paused"}`,
-      ),
-    );
+    const a = res.body.autoAdmit;
+    // A change of the loop's bounds says what they are now; any other, what admission is.
+    const detail =
+      patch.autoAdmit && a
+        ? `loop ${a.enabled ? "on" : "off"} · ${a.minPerSecond}–${a.maxPerSecond}/s · ` +
+          `claim p99 target ${a.targetClaimP99Ms} ms · ${a.maxThrottlesPerSecond} throttles/s`
+        : `admitPerSecond ${res.body.admitPerSecond} · maxActive ${res.body.maxActive} · ${res.body.paused ? "paused" : "not paused"}`;
+    this.view.message(message("success", "Applied on every gateway.", detail));
     await this.pollOnce();
+    return true;
   }
 }

@@ -4,8 +4,9 @@
  * controls with a confirmation step, and seat counts by section.
  * The operator token is typed into the page and kept in sessionStorage (this tab only).
  *
- * The state, the poll and the settings rules are in console-model.ts; this file draws them and
- * wires the forms, the dialog and the storage.
+ * The state, the poll and the settings rules are in console-model.ts (the loop's bounds in
+ * console-bounds.ts); the loop's section is drawn by console-loop.ts, the sale controls by
+ * console-operator.ts; this file draws the rest and wires the forms, the dialog and the storage.
  */
 import { Api } from "./api.js";
 import { LoopChart, Sparkline, spanText } from "./chart.js";
@@ -20,6 +21,7 @@ import {
   type RoomStatus,
   rate,
 } from "./console-model.js";
+import { initLoopControls } from "./console-loop.js";
 import { initSaleControls } from "./console-operator.js";
 import { byId, clearFlash, flash, h, setText, showMessage } from "./dom.js";
 import { operatorToken, rememberOperatorToken } from "./storage.js";
@@ -51,31 +53,6 @@ const charts: Record<ChartName, { title: string; unit: string; chart: Sparkline 
 };
 const loopChart = new LoopChart("Admission loop");
 byId("loop-figure").append(loopChart.scales, loopChart.element);
-
-/** The loop's settings as the last poll read them. */
-function renderLoopSettings(stats: Stats) {
-  const a = stats.waitingRoom?.settings?.autoAdmit;
-  byId("loop-figure").dataset.enabled = a?.enabled ? "true" : "false";
-  // While the loop is on it owns the rate: the gateway would refuse a hand-set one (409).
-  const rateInput = byId<HTMLInputElement>("settings-rate");
-  rateInput.disabled = a?.enabled === true;
-  rateInput.title = a?.enabled ? "Set by the admission loop while it is on" : "";
-  const toggle = byId<HTMLButtonElement>("loop-toggle");
-  toggle.hidden = !a;
-  toggle.dataset.action = a?.enabled ? "off" : "on";
-  toggle.textContent = a?.enabled ? "Turn the loop off…" : "Turn the loop on…";
-  setText(
-    "loop-settings",
-    !a
-      ? "Unknown: this gateway does not say."
-      : a.enabled
-        ? `On: sets admitPerSecond every 5 s within ${rate(a.minPerSecond)}–${rate(a.maxPerSecond)}/s, ` +
-          `backing off above a claim p99 of ${a.targetClaimP99Ms.toLocaleString()} ms or ` +
-          `${a.maxThrottlesPerSecond.toLocaleString()} DynamoDB throttles/s.`
-        : `Off: the rate is set by hand (bounds kept: ${rate(a.minPerSecond)}–${rate(a.maxPerSecond)}/s, ` +
-          `p99 target ${a.targetClaimP99Ms.toLocaleString()} ms).`,
-  );
-}
 
 const RATE_CHARTS: ReadonlySet<ChartName> = new Set(["admissions", "sales", "conflicts"]);
 const readouts = new Map<ChartName, HTMLElement>();
@@ -197,7 +174,7 @@ const view: ConsoleView = {
   },
   polled(stats: Stats, rates: Rates | null, room: RoomStatus) {
     byId("dash-updated").dataset.stale = "false";
-    renderLoopSettings(stats);
+    loopControls.render(stats);
     readout("waiting", stats.waiting);
     readout("active", stats.active);
     readout("holds", stats.seats.held + Object.values(stats.generalAdmission).reduce((n, g) => n + (g.held ?? 0), 0));
@@ -234,6 +211,12 @@ const view: ConsoleView = {
   clearMessage: () => clearFlash(FLASH),
 };
 model.observe(view);
+
+const loopControls = initLoopControls({
+  model,
+  confirm: (title, changes, warning) => confirmChange(title, changes, warning),
+  flashRegion: FLASH,
+});
 
 const sale = initSaleControls({
   api,
@@ -273,17 +256,6 @@ async function reviewSettings() {
   }
   if (await confirmChange(`Change admission for ${model.eventId}?`, plan.changes, plan.warning)) {
     await model.apply(plan.patch);
-  }
-}
-
-async function toggleLoop() {
-  const on = byId("loop-toggle").dataset.action === "on";
-  const warning = on
-    ? "The gateway sets admitPerSecond every 5 s from measured capacity, within the loop's bounds; a rate typed here is refused while it runs."
-    : "admitPerSecond stays where the loop left it; set it by hand from now on.";
-  const changes = [{ field: "Admission loop", from: on ? "off" : "on", to: on ? "on" : "off" }];
-  if (await confirmChange(on ? "Turn the admission loop on?" : "Turn the admission loop off?", changes, warning)) {
-    await model.apply({ autoAdmit: { enabled: on } });
   }
 }
 
@@ -350,7 +322,6 @@ function start() {
     (event.target as HTMLInputElement).dataset.dirty = "true";
   });
   byId("settings-pause").addEventListener("click", () => void togglePause());
-  byId("loop-toggle").addEventListener("click", () => void toggleLoop());
   if (model.token && eventIdFromUrl()) void model.connect(model.eventId);
 }
 
