@@ -215,9 +215,13 @@ export async function spawnRedisCluster(
       await Promise.all(
         replicas.map((_, i) => clients[masterCount + i]!.call("CLUSTER", "REPLICATE", String(masterIds[i]))),
       );
-      await pollUntil("cluster_state:ok on every node", 30_000, async () => {
-        for (const c of clients)
-          if (!String(await c.call("CLUSTER", "INFO")).includes("cluster_state:ok")) return false;
+      // With cluster-require-full-coverage off, a node says cluster_state:ok before gossip has told
+      // it every master's slots: a client that loads its slot map from it then misses a master.
+      await pollUntil("cluster_state:ok and every slot known on every node", 30_000, async () => {
+        for (const c of clients) {
+          const info = String(await c.call("CLUSTER", "INFO"));
+          if (!info.includes("cluster_state:ok") || !info.includes("cluster_slots_ok:16384")) return false;
+        }
         return true;
       });
       // A replica that has not synced yet could not take over: wait for every link.

@@ -12,7 +12,13 @@ import {
   waitingRoomKeys,
   type WaitingRoom,
 } from "../../src/waiting-room/index.js";
-import { clusterClient, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
+import {
+  clusterClient,
+  idsOnMasters,
+  ownerOf,
+  type SpawnedRedisCluster,
+  spawnRedisCluster,
+} from "../support/redis-cluster.js";
 import { SECRET, eventId, fanOut, fans, ok, until } from "./helpers.js";
 
 let redisCluster: SpawnedRedisCluster | undefined;
@@ -26,29 +32,18 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) clients.push(await clusterClient(redisCluster));
   rooms = clients.map((redis) => createWaitingRoom({ redis, secret: SECRET }));
 
-  const owners = new Map<string, string>();
-  while (owners.size < 3) {
-    const evt = eventId("cluster");
-    const owner = await ownerOf(evt);
-    if (owner && ![...owners.values()].includes(owner)) owners.set(evt, owner);
-  }
-  events = [...owners.keys()];
+  // From the cluster's own CLUSTER SLOTS, not the client's cached slot map (bounded: it throws
+  // rather than spin when a master serves nothing).
+  events = await idsOnMasters(clients[0]!, { count: 3, make: () => eventId("cluster"), keyOf: roomKey });
 }, 60_000);
 
-/** The node ("host:port") that serves an event's slot. */
-async function ownerOf(evt: string): Promise<string | undefined> {
-  const first = clients[0]!;
-  const slot = Number(await first.cluster("KEYSLOT", waitingRoomKeys(evt).room));
-  return first.slots[slot]?.[0];
-}
+const roomKey = (evt: string) => waitingRoomKeys(evt).room;
 
 /** A fresh event id served by the same node as `evt`. */
 async function eventBeside(evt: string): Promise<string> {
-  const owner = await ownerOf(evt);
-  for (;;) {
-    const candidate = eventId("cluster");
-    if ((await ownerOf(candidate)) === owner) return candidate;
-  }
+  const on = await ownerOf(clients[0]!, roomKey(evt));
+  const [beside] = await idsOnMasters(clients[0]!, { count: 1, make: () => eventId("cluster"), keyOf: roomKey, on });
+  return beside!;
 }
 
 afterAll(async () => {
