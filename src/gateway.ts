@@ -92,7 +92,7 @@ export function roomKeeper(inventory: Inventory) {
         powBits: s.powBits,
         invites: s.invites,
         autoAdmit: s.autoAdmit,
-        ...(version > 0 ? { version } : {}),
+        version,
       },
     });
 }

@@ -33,6 +33,9 @@ import type {
   SectionInput,
 } from "./types.js";
 
+/** What the waiting room keeps on the event: its settings with the version they had in Redis. */
+type KeptRoomSettings = Omit<OperatorRoomSettings, "updatedAt" | "version"> & { version: number };
+
 /** A replacement that has not finished within this long is presumed crashed and may be taken over. */
 const BUILD_LEASE_MS = 15 * 60_000;
 const BATCH_SIZE = 25;
@@ -66,30 +69,21 @@ export async function getEvent(ctx: Ctx, eventId: string): Promise<EventDefiniti
 }
 
 /**
- * Keeps the waiting room's latest settings on the event item (one UpdateItem). With a `version`,
- * only over an older version (or none): saves that race, from several gateways or from an
+ * Keeps the waiting room's latest settings on the event item (one UpdateItem), only over an older
+ * version (or none: an item kept before versions): saves that race, from several gateways or from an
  * operator and the admission loop, leave the settings Redis holds last, whatever order they reach
  * DynamoDB in. False when there is no such event or a newer version is kept. A replacement (PUT)
  * writes a new item without them: the PUT's settings are in force again.
  */
-export async function saveRoomSettings(
-  ctx: Ctx,
-  eventId: string,
-  settings: Omit<OperatorRoomSettings, "updatedAt">,
-): Promise<boolean> {
+export async function saveRoomSettings(ctx: Ctx, eventId: string, settings: KeptRoomSettings): Promise<boolean> {
   if (!ID_PATTERN.test(eventId)) return false;
   return guard("saveRoomSettings", () =>
     conditionalUpdate(ctx, {
       Key: keys.event(eventId),
       UpdateExpression: "SET roomSettings = :s",
       ConditionExpression:
-        settings.version === undefined
-          ? "attribute_exists(PK)"
-          : "attribute_exists(PK) AND (attribute_not_exists(roomSettings.version) OR roomSettings.version < :v)",
-      ExpressionAttributeValues: {
-        ":s": { ...settings, updatedAt: iso(ctx.clock()) },
-        ...(settings.version === undefined ? {} : { ":v": settings.version }),
-      },
+        "attribute_exists(PK) AND (attribute_not_exists(roomSettings.version) OR roomSettings.version < :v)",
+      ExpressionAttributeValues: { ":s": { ...settings, updatedAt: iso(ctx.clock()) }, ":v": settings.version },
     }),
   );
 }
@@ -760,7 +754,7 @@ export interface EventStore {
    * Keeps the operator's waiting-room settings on the event (restored with them after a Redis
    * loss). False when there is no such event.
    */
-  saveRoomSettings(args: EventRef & { settings: Omit<OperatorRoomSettings, "updatedAt"> }): Promise<boolean>;
+  saveRoomSettings(args: EventRef & { settings: KeptRoomSettings }): Promise<boolean>;
   /**
    * Events with a complete layout, latest on-sale first, at most `limit` (GSI1, eventually
    * consistent): for startup work, never for a request. Events stored before the index existed

@@ -50,6 +50,14 @@ async function stats(eventId: string) {
 /** expect.poll waits 1 s by default; a loaded CI machine needs more. */
 const PATIENCE = { timeout: 30_000, interval: 100 };
 
+/** Opens the console on the event and connects with the operator token, as an operator does. */
+async function connect(page: Page, eventId: string) {
+  await page.goto(`${server.url}/console?event=${eventId}`);
+  await page.getByLabel("Operator token").fill(ADMIN_TOKEN);
+  await page.getByRole("button", { name: "Connect" }).click();
+  await page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+}
+
 const readout = (page: Page, chart: string) => page.locator(`[data-chart="${chart}"]`).textContent();
 
 describe.concurrent("the operator console in a browser", () => {
@@ -101,10 +109,7 @@ describe.concurrent("the operator console in a browser", () => {
 
     // The operator connects; the token is typed into the page.
     const op = await newPage({ width: 1280, height: 900 });
-    await op.page.goto(`${server.url}/console?event=${eventId}`);
-    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
-    await op.page.getByRole("button", { name: "Connect" }).click();
-    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    await connect(op.page, eventId);
     await expect.poll(() => readout(op.page, "waiting"), PATIENCE).toBe("6");
     expect(await op.page.locator("#dash-state").textContent()).toBe("paused (rate 0)");
     expect(await op.page.getByLabel("Admissions per second").inputValue()).toBe("0");
@@ -168,10 +173,7 @@ describe.concurrent("the operator console in a browser", () => {
     const [rita] = await admitFans(gw, eventId, ["rita"]);
 
     const op = await newPage({ width: 1280, height: 900 });
-    await op.page.goto(`${server.url}/console?event=${eventId}`);
-    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
-    await op.page.getByRole("button", { name: "Connect" }).click();
-    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    await connect(op.page, eventId);
     const dialog = op.page.getByRole("dialog");
 
     // Close the sale: confirmed in the dialog, then joins are refused
@@ -244,10 +246,7 @@ describe.concurrent("the operator console in a browser", () => {
     await expect.poll(async () => (await stats(eventId)).waiting, PATIENCE).toBe(0);
 
     const op = await newPage({ width: 1280, height: 900 });
-    await op.page.goto(`${server.url}/console?event=${eventId}`);
-    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
-    await op.page.getByRole("button", { name: "Connect" }).click();
-    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    await connect(op.page, eventId);
     const queueChart = op.page.locator(".chart").first();
     await expect.poll(() => readout(op.page, "waiting"), PATIENCE).toBe("0");
     expect(await queueChart.locator(".peak").textContent()).toBe("max 4");
@@ -298,10 +297,7 @@ describe.concurrent("the operator console in a browser", () => {
     }
 
     const op = await newPage({ width: 1280, height: 900 });
-    await op.page.goto(`${server.url}/console?event=${eventId}`);
-    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
-    await op.page.getByRole("button", { name: "Connect" }).click();
-    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    await connect(op.page, eventId);
     await expect
       .poll(() => op.page.locator("#loop-settings").textContent(), PATIENCE)
       .toMatch(/^On: sets admitPerSecond/);
@@ -354,10 +350,7 @@ describe.concurrent("the operator console in a browser", () => {
     op.page.on("request", (req) => {
       if (req.method() === "PATCH") patches.push(req.postDataJSON());
     });
-    await op.page.goto(`${server.url}/console?event=${eventId}`);
-    await op.page.getByLabel("Operator token").fill(ADMIN_TOKEN);
-    await op.page.getByRole("button", { name: "Connect" }).click();
-    await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
+    await connect(op.page, eventId);
     // Pre-filled from the poll.
     await expect.poll(() => op.page.getByLabel("Max admissions /s").inputValue(), PATIENCE).toBe("20");
     expect(await op.page.getByLabel("Min admissions /s").inputValue()).toBe("1");

@@ -214,7 +214,7 @@ model.observe(view);
 
 const loopControls = initLoopControls({
   model,
-  confirm: (title, changes, warning) => confirmChange(title, changes, warning),
+  confirm: confirmChange,
   flashRegion: FLASH,
 });
 
@@ -222,7 +222,7 @@ const sale = initSaleControls({
   api,
   token: () => model.token,
   eventId: () => model.eventId,
-  confirm: (title, changes, warning) => confirmChange(title, changes, warning),
+  confirm: confirmChange,
   flashRegion: FLASH,
   changed: () => void model.pollOnce(),
 });
