@@ -77,7 +77,13 @@ export async function inBatches<T, R>(items: T[], size: number, fn: (item: T) =>
 export async function putBenchEvent(
   gatewayUrl: string,
   eventId: string,
-  event: { name: string; sections: unknown[]; admitPerSecond: number; generalAdmission?: unknown[] },
+  event: {
+    name: string;
+    sections: unknown[];
+    admitPerSecond: number;
+    generalAdmission?: unknown[];
+    maxActive?: number;
+  },
 ): Promise<void> {
   const put = await call(`${gatewayUrl}/v1/admin/events/${eventId}`, {
     method: "PUT",
@@ -89,7 +95,11 @@ export async function putBenchEvent(
       maxSeatsPerFan: 4,
       sections: event.sections,
       generalAdmission: event.generalAdmission ?? [],
-      waitingRoom: { admitPerSecond: event.admitPerSecond, maxActive: 1_000_000, sessionSeconds: 3600 },
+      waitingRoom: {
+        admitPerSecond: event.admitPerSecond,
+        maxActive: event.maxActive ?? 1_000_000,
+        sessionSeconds: 3600,
+      },
     },
   });
   if (put.status !== 201) throw new Error(`event ${eventId} not created: ${put.status} ${JSON.stringify(put.body)}`);
@@ -248,6 +258,40 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
         }),
       }),
     );
+    // A line that does not move (one session, taken): every poll is a fan whose turn has not come.
+    const fullEvent = `${eventId}w`;
+    await putBenchEvent(gw.url, fullEvent, {
+      name: "Bench (room full)",
+      sections: [{ id: "A", tier: "Floor", price: 10000, rows: 1, seatsPerRow: 10 }],
+      admitPerSecond: 1,
+      maxActive: 1,
+    });
+    const waitingTokens = await inBatches(fanIds, 200, async (fanId) => {
+      const r = await call<{ queueToken: string }>(`${gw.url}/v1/events/${fullEvent}/queue`, {
+        method: "POST",
+        json: { fanId },
+      });
+      return r.body.queueToken;
+    });
+    const cacheBefore = await pollsAnswered(gw.url);
+    const waitingPoll = await measured({
+      ...load,
+      name: "queue status poll, fan waiting (room full)",
+      baseUrl: gw.url,
+      serverPid: pid,
+      next: (i) => ({
+        path: `/v1/events/${fullEvent}/queue/status`,
+        headers: { authorization: `Bearer ${waitingTokens[i % waitingTokens.length]}` },
+      }),
+    });
+    const cacheAfter = await pollsAnswered(gw.url);
+    results.push({
+      ...waitingPoll,
+      extra: {
+        answeredFromCache: cacheAfter.cache - cacheBefore.cache,
+        answeredByRedis: cacheAfter.redis - cacheBefore.redis,
+      },
+    });
     let joined = 0;
     results.push(
       await measured({
@@ -310,6 +354,14 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
   }
   for (const r of results) r.ceilingRatio = r.perSecond / ceiling.perSecond;
   return results;
+}
+
+/** Queue polls the gateway answered from its line cache and from Redis, from its /metrics. */
+async function pollsAnswered(url: string): Promise<{ cache: number; redis: number }> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  const count = (answered: string) =>
+    Number(new RegExp(`^gateway_queue_polls_total\\{answered="${answered}"\\} (\\d+)`, "m").exec(metrics)?.[1] ?? 0);
+  return { cache: count("cache"), redis: count("redis") };
 }
 
 /** DynamoDB hold writes the gateway has made, from its /metrics. */

@@ -41,6 +41,8 @@ if (env.MODE === "hello") {
   const services = buildServices({
     redisUrl: env.REDIS_URL!,
     redisOptions: { enableAutoPipelining: true },
+    // LINE_CACHE=off: every poll asks Redis (the line before its cache, for a before/after).
+    ...(process.env.LINE_CACHE === "off" ? { lineCache: false } : {}),
     dynamodb: { endpoint: env.DYNAMODB_ENDPOINT, region: "us-east-1", table: env.DYNAMODB_TABLE },
     logger: pino({ level: "warn" }),
     metrics: createMetrics(),

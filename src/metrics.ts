@@ -107,6 +107,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ["queue", "state"] as const,
       registers: [registry],
     }),
+    queuePolls: new Counter({
+      name: "gateway_queue_polls_total",
+      help: "Queue status polls answered, by where from: cache (this process's view of the line, no Redis call) or redis",
+      labelNames: ["answered"] as const,
+      registers: [registry],
+    }),
     redisScripts: new Counter({
       name: "gateway_redis_script_calls_total",
       help: "Redis Lua script calls by script and outcome",

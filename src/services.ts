@@ -64,6 +64,11 @@ export interface ServicesConfig {
    * may keep an offline queue.
    */
   redisOptions?: RedisOptions;
+  /**
+   * Polls of waiting fans answered from this process's view of the line (default true;
+   * src/waiting-room/line-view.ts). false: every poll asks Redis, as before (a benchmark's baseline).
+   */
+  lineCache?: boolean;
   /** The simulated provider's ledger in a Redis of its own (PAYMENT_REDIS_URL); default `redisUrl`. */
   paymentRedisUrl?: string;
   dynamodb: {
@@ -188,6 +193,7 @@ export function buildServices(config: ServicesConfig): Services {
     restore: roomSource(inventory),
     keep: roomKeeper(inventory),
     lottery: createLotteryStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) }),
+    ...(config.lineCache === false ? { lineCache: false } : {}),
   });
   const queues = config.queues ? createQueues(redis, logger) : undefined;
   const closeGrace = config.eventCloseGraceMs ? { closeGraceMs: config.eventCloseGraceMs } : {};
@@ -317,6 +323,8 @@ export function buildServices(config: ServicesConfig): Services {
     },
     async close() {
       services.stats.sampler.stop();
+      // The heartbeats of polls answered from the line cache, before the connection goes.
+      await waitingRoom.close();
       // A worker finishes its current jobs; one killed instead would see them retried elsewhere.
       await workers?.close();
       eventJobs?.close();

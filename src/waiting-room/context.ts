@@ -12,6 +12,7 @@ import { registerScripts, type RunScript } from "../redis/scripts.js";
 import { onceEvery } from "../throttle.js";
 import { OUTCOME_MESSAGES, type ScriptOutcome, scriptOutcome } from "./codes.js";
 import { isEventId, waitingRoomKeys, type WaitingRoomKeys } from "./keys.js";
+import type { LineViews } from "./line-view.js";
 import { createPlaceReader, type PlaceReader } from "./places.js";
 import { type ScriptName, waitingRoomScripts } from "./scripts.js";
 import type { TokenService } from "./tokens.js";
@@ -31,6 +32,11 @@ export interface RoomContext {
    * lives in Redis only (tests of the line alone).
    */
   lottery?: LotteryCommitter | undefined;
+  /**
+   * The line as this process caches it (line-view.ts): polls of fans whose turn has not come are
+   * answered from it, and every answer from Redis teaches it. Absent: every poll asks Redis.
+   */
+  views?: LineViews | undefined;
   /** The family's runner: the raw reply. */
   run: RunScript<ScriptName>;
   /** A script's reply, with its negative code read as an outcome (logged at debug). */

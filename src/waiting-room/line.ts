@@ -50,7 +50,10 @@ async function statusOnce(
     if (outcome === "not_found") return notFound;
     if (outcome === "not_joined") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
-    return { ok: true as const, fanId, place: ctx.placeFrom(new Fields(reply), eventId, fanId) };
+    const f = new Fields(reply);
+    const place = ctx.placeFrom(f, eventId, fanId);
+    ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
+    return { ok: true as const, fanId, place };
   });
 }
 
@@ -76,6 +79,7 @@ async function joinOnce(
     const f = new Fields(reply);
     const queueToken = ctx.tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") });
     const place = ctx.placeFrom(f, eventId, fanId);
+    ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
     return { ok: true as const, created: f.flag("created"), fanId, queueToken, place };
   });
 }
@@ -89,6 +93,10 @@ export async function statusOf(
   const k = keysFor(eventId);
   if (!k) return notFound;
   if (!isFanId(fanId)) return { ok: false, reason: "not_joined" };
+  // A fan whose turn has not come, known to this process: answered from its view of the line,
+  // no Redis call (line-view.ts says when that is exact to within a refresh).
+  const cached = ctx.views?.answer(eventId, fanId, options.limits);
+  if (cached) return "ok" in cached ? cached : { ok: true, fanId, place: cached, cached: true };
   // The limits are taken once per request: the call again after a restore does not take them.
   let limits = options.limits;
   const found = await ctx.withRestore(eventId, () => {

@@ -11,6 +11,7 @@ export const waitingRoomScripts = scriptFamily({
     configure: "waiting-room/configure-9",
     join: "waiting-room/join-9",
     status: "waiting-room/status-10",
+    lineView: "waiting-room/line-view-8",
     snapshot: "waiting-room/snapshot-8",
     updateSettings: "waiting-room/update-settings-9",
     openNow: "waiting-room/open-now-9",

@@ -213,6 +213,8 @@ export type StatusResult =
        * the queue token of the new epoch.
        */
       replaced?: { queueToken: string };
+      /** Answered from this process's view of the line, with no Redis call (line-view.ts). */
+      cached?: true;
     }
   | NotFound
   | { ok: false; reason: "not_joined" }

@@ -22,6 +22,7 @@ import { claimIdentity, join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
 import { type BeaconResult, recordBeacon } from "./beacon.js";
 import { type DrawResult, drawPreQueue } from "./draw.js";
+import { createLineViews, type LineViewOptions, type LineViews } from "./line-view.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
 import { forgetCommitted, info, lotteryPage, roomInfo, stats } from "./snapshot.js";
@@ -82,6 +83,12 @@ export interface WaitingRoomOptions {
    * not kept (no such event, or a newer copy is there). A failure is logged; the change stands.
    */
   keep?: (eventId: string, settings: RoomSettings, version: number) => Promise<boolean>;
+  /**
+   * Polls of fans whose turn has not come answered from this process's cached view of the line,
+   * with their heartbeats sent in one call per event per refresh (line-view.ts). On by default;
+   * `false`: every poll is a Redis call (status-10.lua), as before.
+   */
+  lineCache?: boolean | LineViewOptions;
 }
 
 export interface WaitingRoom {
@@ -173,6 +180,10 @@ export interface WaitingRoom {
   recordBeacon(eventId: string, beacon: { source?: string; value?: string }): Promise<BeaconResult>;
   /** Delete every key of the event's waiting room. */
   remove(eventId: string): Promise<RemoveResult>;
+  /** Polls answered from this process's view of the line, refreshes and heartbeats sent (line-view.ts). */
+  lineCacheCounters(): ReturnType<LineViews["counters"]>;
+  /** Sends the heartbeats owed and stops the line cache's refreshes (a gateway shutting down). */
+  close(): Promise<void>;
 }
 
 /** How long a process waits before it tries again a draw that could not finish. */
@@ -190,6 +201,11 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   const restorer = createRestorer(base, options.restore, (eventId, input, paused, bots) =>
     configureRoom(base, eventId, input, { mode: "restore", paused, ...bots }),
   );
+  const views =
+    options.lineCache === false
+      ? undefined
+      : createLineViews(base, typeof options.lineCache === "object" ? options.lineCache : {});
+  base.views = views;
   const ctx: RestoringContext = { ...base, ...restorer };
 
   // The draw runs once the pre-queue has closed, in whichever process first sees it pending
@@ -232,9 +248,16 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     return opened;
   };
 
+  /** A change this process made: its own line cache reads the room again before answering from it. */
+  const changed = <R>(eventId: string, result: R): R => {
+    views?.invalidate(eventId);
+    return result;
+  };
+
   return {
-    configure: (eventId, input) => configureRoom(ctx, eventId, input, { mode: "configure" }),
-    openNow: openAndDraw,
+    configure: async (eventId, input) =>
+      changed(eventId, await configureRoom(ctx, eventId, input, { mode: "configure" })),
+    openNow: async (eventId) => changed(eventId, await openAndDraw(eventId)),
     join: async (eventId, fanId, joinOptions) => afterPlace(eventId, await join(ctx, eventId, fanId, joinOptions)),
     claimIdentity: (eventId, identity, fanId) => claimIdentity(ctx, eventId, identity, fanId),
     status: async (eventId, queueToken) => afterPlace(eventId, await status(ctx, eventId, queueToken)),
@@ -249,7 +272,10 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     },
     stats: (eventId) => stats(ctx, eventId),
     updateSettings: async (eventId, patch, updateOptions) => {
-      const result = await updateSettings(ctx, eventId, patch, updateOptions?.by, updateOptions?.loop === true);
+      const result = changed(
+        eventId,
+        await updateSettings(ctx, eventId, patch, updateOptions?.by, updateOptions?.loop === true),
+      );
       // Every change, the operator's and the admission loop's, before the answer: a Redis lost
       // right after it comes back with it.
       if (result.ok && result.changed > 0 && options.keep) {
@@ -281,6 +307,10 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       if (ctx.lottery) forgetCommitted(ctx.lottery, eventId);
       return result;
     },
-    remove: (eventId) => removeRoom(ctx, eventId),
+    remove: async (eventId) => changed(eventId, await removeRoom(ctx, eventId)),
+    lineCacheCounters: () => views?.counters() ?? { answered: 0, refreshes: 0, beats: 0, missing: 0 },
+    close: async () => {
+      await views?.close();
+    },
   };
 }

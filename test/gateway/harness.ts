@@ -62,6 +62,8 @@ export async function startGateway(options: {
   invites?: ServicesConfig["invites"];
   /** NOTIFY_*: the seats-back webhook (src/notify/); off by default. */
   notify?: ServicesConfig["notify"];
+  /** false: every queue poll asks Redis (src/waiting-room/line-view.ts); default on, as in production. */
+  lineCache?: boolean;
 }): Promise<Gateway> {
   const requestTimeoutMs = 10_000;
   let app: ReturnType<typeof buildApp> | undefined;
@@ -81,6 +83,7 @@ export async function startGateway(options: {
     ...(options.operatorTokens ? { operatorTokens: options.operatorTokens } : {}),
     ...(options.invites ? { invites: options.invites } : {}),
     ...(options.notify ? { notify: options.notify } : {}),
+    ...(options.lineCache === false ? { lineCache: false } : {}),
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     queues: options.workers ?? false,
     ...(options.deliverWebhooks

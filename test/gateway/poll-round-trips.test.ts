@@ -4,6 +4,10 @@
  * Retry-After at the same rates, a refused poll touches nothing of the line, and while Redis is
  * away the gateway counts the same limits in memory before it answers 503.
  *
+ * These are the polls that ask Redis: the gateway here runs without its line cache, so every
+ * poll does (with it, a poll of a fan whose turn has not come is answered by the gateway, its
+ * limits counted in the gateway's memory: the last describe block).
+ *
  * Commands are counted by the test's own redis-server (MONITOR), not by a stand-in.
  */
 import { Redis } from "ioredis";
@@ -19,6 +23,8 @@ const PER_FAN = 2;
 let redis: SpawnedRedis;
 let admin: Redis;
 let gw: Gateway;
+/** The same limits, with the line cache on (as in production). */
+let cached: Gateway;
 let tableName: string;
 
 beforeAll(async () => {
@@ -30,11 +36,18 @@ beforeAll(async () => {
     tableName,
     redisUrl: redis.url,
     limits: { ratePerIp: PER_IP, ratePerFan: PER_FAN, trustProxy: true },
+    lineCache: false,
+  });
+  cached = await startGateway({
+    tableName,
+    redisUrl: redis.url,
+    limits: { ratePerIp: PER_IP, ratePerFan: PER_FAN, trustProxy: true },
   });
 }, 60_000);
 
 afterAll(async () => {
   await gw?.close();
+  await cached?.close();
   admin?.disconnect();
   await redis?.close();
 });
@@ -75,11 +88,13 @@ const poll = (eventId: string, token: string, ip = freshIp()) =>
  * The commands clients sent to the test's Redis while `during` ran, by name, as Redis' MONITOR
  * saw them (the commands a script runs inside are its own, shown as from "lua", and left out).
  */
-async function commandsSent(during: () => Promise<void>): Promise<Record<string, number>> {
+async function commandsSent(during: () => Promise<void>, naming?: string): Promise<Record<string, number>> {
   const monitor = await admin.monitor();
   const sent: Record<string, number> = {};
   monitor.on("monitor", (_time: string, args: string[], source: string) => {
     if (source === "lua") return;
+    // With `naming`: only the commands with an argument (a key, a fan id) containing it.
+    if (naming !== undefined && !args.some((a) => String(a).includes(naming))) return;
     const name = String(args[0]).toLowerCase();
     sent[name] = (sent[name] ?? 0) + 1;
   });
@@ -196,6 +211,42 @@ describe("the limits, taken inside the scripts", () => {
     });
     await expectRateLimited(malformed, "ip:join");
     expect((await join(other, "rt_j_elsewhere", ip)).status).toBe(201);
+  });
+});
+
+describe("with the line cache", () => {
+  it("a poll of a fan far back sends no command; its limits are counted by the gateway: 429 past them", async () => {
+    const eventId = await waitingEvent();
+    // Ten fans ahead: the last one's turn is not near (the room admits nobody).
+    for (let i = 0; i < 10; i++) await joined(eventId, `rt_c_${i}`);
+    const join = await cached.request(`/v1/events/${eventId}/queue`, {
+      method: "POST",
+      json: { fanId: "rt_far" },
+      headers: { "x-forwarded-for": freshIp() },
+    });
+    const token = ((await join.json()) as { queueToken: string }).queueToken;
+    const pollCached = (ip = freshIp()) =>
+      cached.request(`/v1/events/${eventId}/queue/status`, { token, headers: { "x-forwarded-for": ip } });
+    // Until the gateway has read its view of the line, Redis answers (and its bucket counts).
+    const deadline = Date.now() + 5_000;
+    let sent: Record<string, number> = {};
+    do {
+      await new Promise((resolve) => setTimeout(resolve, 1_000 / PER_FAN));
+      // The status script names the fan's bucket key; the line cache's batch of heartbeats (which
+      // names the fan too, a refresh later) is the gateway's own, not this poll's.
+      sent = await commandsSent(async () => {
+        expect((await pollCached()).status).toBe(200);
+      }, "rl:fan:status:rt_far");
+    } while (Object.keys(sent).length > 0 && Date.now() < deadline);
+    expect(sent).toEqual({});
+    // The fan's bucket, in the gateway's memory: 12 in flight, a burst of 2 x PER_FAN answered.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const polls = await Promise.all(Array.from({ length: 12 }, () => pollCached()));
+    const statuses = polls.map((r) => r.status);
+    expect(statuses.filter((s) => s !== 200 && s !== 429)).toEqual([]);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(PER_FAN * 2);
+    expect(statuses.filter((s) => s === 200).length).toBeLessThanOrEqual(PER_FAN * 2 + 2);
+    await expectRateLimited(polls.find((r) => r.status === 429)!, "fan:status");
   });
 });
 

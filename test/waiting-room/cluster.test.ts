@@ -19,7 +19,7 @@ import {
   type SpawnedRedisCluster,
   spawnRedisCluster,
 } from "../support/redis-cluster.js";
-import { SECRET, eventId, fanOut, fans, ok, until } from "./helpers.js";
+import { SECRET, drawnEverywhere, eventId, fanOut, fans, ok, until } from "./helpers.js";
 
 let redisCluster: SpawnedRedisCluster | undefined;
 const clients: Cluster[] = [];
@@ -121,6 +121,7 @@ describe("on a 3-node Redis Cluster", () => {
     const { info } = ok(await rooms[1]!.openNow(evt));
     expect(seedMatchesCommitment(info.lottery.seed!, created.info.lottery.commitment)).toBe(true);
     const expected = lotteryOrder(info.lottery.seed!, ids);
+    await drawnEverywhere(rooms, evt, ids);
     const statuses = (await fanOut(rooms, ids, (r, fanId) => r.statusOf(evt, fanId))).map(ok);
     for (const s of statuses) expect(s.place.position).toBe(expected.indexOf(s.fanId) + 1);
     expect(ok(await rooms[0]!.lotteryPage(evt, { offset: 0, limit: 300 })).fanIds).toEqual(expected);

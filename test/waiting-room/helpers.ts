@@ -20,9 +20,19 @@ export interface Gateways {
   close(): void;
 }
 
-export function gateways(count: number, url: string = inject("redisUrl")): Gateways {
+/**
+ * `lineCache: false` for tests of the line's scripts themselves (what one call does): the line
+ * cache's refreshes (src/waiting-room/line-view.ts) run the tick in the background too.
+ */
+export function gateways(
+  count: number,
+  url: string = inject("redisUrl"),
+  options: { lineCache?: boolean } = {},
+): Gateways {
   const clients = Array.from({ length: count }, () => new Redis(url, { maxRetriesPerRequest: 1 }));
-  const rooms = clients.map((redis) => createWaitingRoom({ redis, secret: SECRET }));
+  const rooms = clients.map((redis) =>
+    createWaitingRoom({ redis, secret: SECRET, ...(options.lineCache === undefined ? {} : options) }),
+  );
   const room = rooms[0];
   if (!room) throw new Error("at least one gateway");
   return {
@@ -30,6 +40,7 @@ export function gateways(count: number, url: string = inject("redisUrl")): Gatew
     room,
     clients,
     close: () => {
+      for (const r of rooms) void r.close();
       for (const c of clients) c.disconnect();
     },
   };
@@ -46,6 +57,18 @@ export function fanOut<T, R>(
 
 export function fans(count: number, prefix = "fan"): string[] {
   return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
+}
+
+/**
+ * After an open-now on one gateway, the others' line caches (src/waiting-room/line-view.ts) still
+ * answer their pre-queued fans from the view before it, for up to a refresh: wait until every
+ * gateway answers every fan from the drawn line.
+ */
+export function drawnEverywhere(rooms: WaitingRoom[], eventId: string, ids: string[]): Promise<true> {
+  return until(async () => {
+    const polled = await fanOut(rooms, ids, (r, fanId) => r.statusOf(eventId, fanId));
+    return polled.every((p) => p.ok && p.place.status !== "prequeue") ? true : undefined;
+  });
 }
 
 // The platform's, re-exported for the tests that import it from here.

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { commitmentOf, lotteryOrder, seedMatchesCommitment, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { entryOf, membershipHash } from "../../src/lottery/draw.js";
-import { eventId, fanOut, fans, gateways, ok, until } from "./helpers.js";
+import { drawnEverywhere, eventId, fanOut, fans, gateways, ok, until } from "./helpers.js";
 
 const gw = gateways(4);
 afterAll(() => gw.close());
@@ -72,6 +72,7 @@ describe("pre-queue lottery", () => {
     expect(seedMatchesCommitment(seed!, commitment)).toBe(true);
 
     const expected = lotteryOrder(seed!, ids);
+    await drawnEverywhere(gw.rooms, evt, ids);
     const statuses = await fanOut(gw.rooms, ids, (r, fanId) => r.statusOf(evt, fanId));
     for (const [i, s] of statuses.entries()) {
       const { fanId, place } = ok(s);

@@ -12,6 +12,9 @@ import type { Metrics } from "../../metrics.js";
 import { redisReady, trackRedis } from "../../redis/availability.js";
 import { codeTable, type RedisClient, registerScripts, scriptFamily } from "../../redis/scripts.js";
 import { ApiError } from "../errors.js";
+import { createLocalBuckets } from "../../local-buckets.js";
+
+export { createLocalBuckets };
 
 export interface RateLimit {
   /** Tokens per second; 0 turns the limit off. */
@@ -42,34 +45,6 @@ const RATE_LIMIT_CODES = codeTable("rate-limit", { 1: "allowed", 0: "limited" })
 /** A limit's bucket size: the one given, else twice the rate (at least 1). */
 export function burstOf(limit: RateLimit): number {
   return limit.burst ?? Math.max(1, Math.ceil(limit.perSecond * 2));
-}
-
-/** Buckets kept in memory while Redis is away; the oldest are dropped past this many. */
-const LOCAL_BUCKETS = 100_000;
-
-/** The same token bucket as lua/rate-limit-1.lua, in this process: [allowed, retryAfterMs]. */
-export function createLocalBuckets(maxBuckets = LOCAL_BUCKETS, now: () => number = Date.now) {
-  const buckets = new Map<string, { tokens: number; at: number }>();
-  return {
-    take(key: string, perSecond: number, burst: number): [number, number] {
-      const t = now();
-      const bucket = buckets.get(key) ?? { tokens: burst, at: t };
-      bucket.tokens = Math.min(burst, bucket.tokens + ((t - bucket.at) / 1000) * perSecond);
-      bucket.at = t;
-      // Re-insert so the Map's order is least recently used first.
-      buckets.delete(key);
-      buckets.set(key, bucket);
-      if (buckets.size > maxBuckets) buckets.delete(buckets.keys().next().value as string);
-      if (bucket.tokens >= 1) {
-        bucket.tokens -= 1;
-        return [1, 0];
-      }
-      return [0, Math.ceil(((1 - bucket.tokens) / perSecond) * 1000)];
-    },
-    get size() {
-      return buckets.size;
-    },
-  };
 }
 
 export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; logger: Logger }): RateLimiter {

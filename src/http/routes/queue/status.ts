@@ -88,6 +88,7 @@ export const statusRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =>
     if (result.reason === "token") throw new ApiError("unauthenticated", "the queue token is not valid");
     throw new ApiError("unavailable", "the waiting room is unavailable; keep your token and retry", { retryAfter: 2 });
   }
+  c.get("deps").metrics.queuePolls.inc({ answered: result.cached ? "cache" : "redis" });
   const place = result.place;
   const odds =
     place.status === "waiting" || place.status === "prequeue" ? await oddsFor(c, eventId, place.ahead) : null;

@@ -1,0 +1,357 @@
+/**
+ * The line as this process caches it, so that the poll of a fan whose turn has not come touches
+ * no Redis (issue 28; docs/waiting-room.md "A poll answered from the cache").
+ *
+ * Per event this process serves polls of, it keeps:
+ *   - the view: the cursor (`served`), the vacated places ahead of it, the room's state and the
+ *     figures a fan's advice needs, read by lua/waiting-room/line-view-8.lua every
+ *     VIEW_REFRESH_MS (that call also runs the line's tick, so admission moves however polls are
+ *     answered);
+ *   - the fans it answered from Redis (join or poll): their place (or pre-queue arrival number),
+ *     the room epoch, and when this process last saw them poll;
+ *   - the heartbeats owed: every fan answered here since the last refresh, sent with it in one
+ *     call, which records them as seen now in Redis and names those no longer in line.
+ *
+ * A poll is answered here only when the answer cannot be one Redis would give differently except
+ * by the view's age (at most VIEW_STALE_MS, typically one refresh): the fan is known here, was
+ * seen here within the abandon time less two refreshes and a second (so its place cannot have
+ * been lost: every poll answered here is in Redis within a refresh), the room is drawn (or the
+ * pre-queue is open and the on-sale more than a second away), and the fan's turn is more than
+ * NEAR_SECONDS of admissions away. Every other poll goes to Redis as before (status-10.lua),
+ * which admits the fan when its turn has come: the admission decisions stay in Redis, in one
+ * place, and Redis is asked about O(admission rate) polls a second, not O(fans in line).
+ */
+import { createLocalBuckets } from "../local-buckets.js";
+import { adviseFan } from "./advice.js";
+import type { RoomContext } from "./context.js";
+import { keysFor } from "./context.js";
+import { lineKeys } from "./keys.js";
+import { Fields, iso, ReplyShapeError, ROOM_STATES } from "./replies.js";
+import type { FanPlace, RateLimited, RoomState, StatusLimits } from "./types.js";
+
+/** How often the view is read (and the heartbeats sent), per event, while it is polled. */
+export const VIEW_REFRESH_MS = 100;
+/** A view older than this answers nothing: every poll goes to Redis until a refresh succeeds. */
+const VIEW_STALE_MS = 1_000;
+/** An event nobody polled in this process for this long is dropped, with its fans. */
+const VIEW_IDLE_MS = 15_000;
+/** Fans whose turn is within this many seconds of admissions poll Redis, which admits them. */
+export const NEAR_SECONDS = 1;
+/** A pre-queued fan's poll goes to Redis from this long before the on-sale (the close, the draw). */
+const NEAR_ON_SALE_MS = 1_000;
+/** Vacated places ahead of the cursor the view lists; beyond them `ahead` counts none (over-estimates). */
+const GONE_LISTED = 10_000;
+/** Heartbeats per script call (Lua's unpack stack), the rest in further calls of the same refresh. */
+const BEATS_PER_CALL = 2_000;
+/** Fans remembered per event; the least recently learned go first (their next poll asks Redis). */
+const FANS_KEPT = 500_000;
+
+export interface LineViewOptions {
+  refreshMs?: number;
+  fansKept?: number;
+}
+
+interface View {
+  /** Local clock (Date.now) when the view was answered. */
+  fetchedAt: number;
+  /** Redis time minus local time at that moment. */
+  clockOffset: number;
+  served: number;
+  tail: number;
+  preSize: number;
+  openedAt: number;
+  drawn: boolean;
+  onSaleAt: number;
+  roomState: RoomState;
+  rate: number;
+  full: boolean;
+  admitPerSecond: number;
+  abandonSeconds: number;
+  epoch: string;
+  /** Vacated places ahead of the cursor, ascending (at most GONE_LISTED). */
+  gone: number[];
+}
+
+interface KnownFan {
+  status: "waiting" | "prequeue";
+  /** The place (waiting) or the arrival number (prequeue). */
+  position: number;
+  epoch: string;
+  /** Local clock of the last poll of this fan this process answered (either way). */
+  seenAt: number;
+}
+
+interface EventLine {
+  view: View | null;
+  fans: Map<string, KnownFan>;
+  beats: Set<string>;
+  askedAt: number;
+  timer: NodeJS.Timeout | null;
+  refreshing: boolean;
+  /** Invalidated while a refresh was in flight: that refresh's view is not taken. */
+  stale: boolean;
+}
+
+export interface LineViews {
+  /** The fan's place from this process's view, or null when Redis must answer (see above). */
+  answer(eventId: string, fanId: string, limits?: StatusLimits): FanPlace | RateLimited | null;
+  /** What Redis answered about a fan (join or poll), with the room's epoch. */
+  learn(eventId: string, fanId: string, place: FanPlace, epoch: string): void;
+  /**
+   * This process changed the room (settings, open now, configure, remove): its view is dropped
+   * and read again at once, so its own next poll answers see the change. Other processes see it
+   * at their next refresh (VIEW_REFRESH_MS).
+   */
+  invalidate(eventId: string): void;
+  /** Figures for tests and the bench: polls answered here, and refreshes. */
+  counters(): { answered: number; refreshes: number; beats: number; missing: number };
+  /** Stops every refresh (a gateway shutting down); the heartbeats owed are sent first. */
+  close(): Promise<void>;
+}
+
+/** How many listed vacated places are below `position` (binary search). */
+function goneBelow(gone: readonly number[], position: number): number {
+  let lo = 0;
+  let hi = gone.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((gone[mid] as number) < position) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function readView(reply: unknown, fetchedAt: number): { view: View; missing: string[] } {
+  if (!Array.isArray(reply) || reply.length < 4) throw new ReplyShapeError("line-view: expected a list");
+  const tail4 = reply.slice(-4);
+  if (tail4[0] !== "gone" || tail4[2] !== "missing" || !Array.isArray(tail4[1]) || !Array.isArray(tail4[3])) {
+    throw new ReplyShapeError("line-view: no gone/missing lists");
+  }
+  const f = new Fields(reply.slice(0, -4));
+  const now = f.num("now");
+  return {
+    view: {
+      fetchedAt,
+      clockOffset: now - fetchedAt,
+      served: f.num("served"),
+      tail: f.num("tail"),
+      preSize: f.num("preSize"),
+      openedAt: f.num("openedAt"),
+      drawn: f.flag("drawn"),
+      onSaleAt: f.num("onSaleAt"),
+      roomState: f.oneOf("roomState", ROOM_STATES),
+      rate: f.num("rate"),
+      full: f.flag("full"),
+      admitPerSecond: f.num("admitPerSecond"),
+      abandonSeconds: f.num("abandonSeconds"),
+      epoch: f.str("epoch"),
+      gone: (tail4[1] as unknown[]).map(Number),
+    },
+    missing: (tail4[3] as unknown[]).map(String),
+  };
+}
+
+export function createLineViews(ctx: RoomContext, options: LineViewOptions = {}): LineViews {
+  const refreshMs = options.refreshMs ?? VIEW_REFRESH_MS;
+  const fansKept = options.fansKept ?? FANS_KEPT;
+  const lines = new Map<string, EventLine>();
+  const buckets = createLocalBuckets();
+  const counts = { answered: 0, refreshes: 0, beats: 0, missing: 0 };
+
+  async function refresh(eventId: string, line: EventLine): Promise<void> {
+    if (line.refreshing) return;
+    const started = Date.now();
+    if (started - line.askedAt > VIEW_IDLE_MS && line.beats.size === 0) {
+      stopLine(eventId, line);
+      return;
+    }
+    const k = keysFor(eventId);
+    if (!k) return;
+    line.refreshing = true;
+    line.stale = false;
+    const beats = [...line.beats];
+    line.beats.clear();
+    try {
+      const chunks: string[][] = [];
+      for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
+      if (chunks.length === 0) chunks.push([]);
+      const keys = lineKeys(k);
+      const replies = await ctx.guarded("lineView", eventId, () =>
+        Promise.all(chunks.map((ids) => ctx.script("lineView", keys, [GONE_LISTED, ...ids]))),
+      );
+      if (!Array.isArray(replies)) throw new Error(replies.message);
+      const fetchedAt = Date.now();
+      let latest: View | null = null;
+      for (const { reply, outcome } of replies) {
+        if (outcome === "not_found") {
+          // No room (removed, or Redis lost it): nothing is answered here until Redis says more.
+          line.view = null;
+          line.fans.clear();
+          return;
+        }
+        if (outcome) throw new ReplyShapeError(`line-view: unexpected ${outcome}`);
+        const { view, missing } = readView(reply, fetchedAt);
+        latest = view;
+        counts.missing += missing.length;
+        for (const fanId of missing) line.fans.delete(fanId);
+      }
+      counts.refreshes += 1;
+      counts.beats += beats.length;
+      if (latest && line.view && latest.epoch !== line.view.epoch) line.fans.clear();
+      line.view = line.stale ? null : latest;
+    } catch (err) {
+      // The heartbeats may not have been recorded: those fans' next polls go to Redis, which
+      // records them; the stale view answers nothing after VIEW_STALE_MS.
+      for (const fanId of beats) {
+        const known = line.fans.get(fanId);
+        if (known) known.seenAt = 0;
+      }
+      ctx.log?.debug({ eventId, err: (err as Error).message }, "line view not refreshed");
+    } finally {
+      line.refreshing = false;
+      if (line.stale) {
+        line.stale = false;
+        void refresh(eventId, line);
+      }
+    }
+  }
+
+  function stopLine(eventId: string, line: EventLine) {
+    if (line.timer) clearInterval(line.timer);
+    line.timer = null;
+    if (lines.get(eventId) === line) lines.delete(eventId);
+  }
+
+  function lineOf(eventId: string): EventLine {
+    let line = lines.get(eventId);
+    if (!line) {
+      line = {
+        view: null,
+        fans: new Map(),
+        beats: new Set(),
+        askedAt: Date.now(),
+        timer: null,
+        refreshing: false,
+        stale: false,
+      };
+      lines.set(eventId, line);
+    }
+    if (!line.timer) {
+      const started = line;
+      line.timer = setInterval(() => void refresh(eventId, started), refreshMs);
+      line.timer.unref();
+      void refresh(eventId, line);
+    }
+    return line;
+  }
+
+  /** The limits of a poll answered here, taken in this process's buckets (ip first, as the script). */
+  function takeLimits(eventId: string, fanId: string, limits: StatusLimits | undefined): RateLimited | null {
+    for (const [name, limit] of [
+      ["ip", limits?.ip],
+      ["fan", limits?.fan],
+    ] as const) {
+      if (!limit || limit.perSecond <= 0) continue;
+      const subject = name === "fan" ? fanId : limit.subject;
+      const [allowed, retryAfterMs] = buckets.take(`${eventId}\n${name}\n${subject}`, limit.perSecond, limit.burst);
+      if (allowed !== 1) return { ok: false, reason: "rate_limited", limit: name, retryAfterMs };
+    }
+    return null;
+  }
+
+  return {
+    answer(eventId, fanId, limits) {
+      const line = lines.get(eventId);
+      if (!line) return null;
+      const now = Date.now();
+      line.askedAt = now;
+      const view = line.view;
+      const fan = line.fans.get(fanId);
+      if (!view || !fan || now - view.fetchedAt > VIEW_STALE_MS || fan.epoch !== view.epoch) return null;
+      // Seen here recently enough that the place cannot have been lost (every poll answered here
+      // reaches Redis within a refresh); otherwise Redis tells (and records this poll).
+      const keepMs = view.abandonSeconds * 1000 - 2 * refreshMs - 1_000;
+      if (now - fan.seenAt > keepMs) return null;
+      const redisNow = now + view.clockOffset;
+      let place: FanPlace;
+      if (fan.status === "prequeue") {
+        if (view.roomState !== "prequeue" || redisNow >= view.onSaleAt - NEAR_ON_SALE_MS) return null;
+        const ahead = Math.max(0, view.preSize - 1);
+        const advice = adviseFan({
+          status: "prequeue",
+          ahead,
+          effectiveRate: view.rate,
+          roomFull: view.full,
+          admitPerSecond: view.admitPerSecond,
+          untilOnSaleSeconds: Math.max(0, (view.onSaleAt - redisNow) / 1000),
+          abandonSeconds: view.abandonSeconds,
+        });
+        place = {
+          status: "prequeue",
+          provisional: true,
+          onSaleAt: iso(view.onSaleAt),
+          position: fan.position,
+          ahead,
+          ...advice,
+        };
+      } else {
+        if (view.openedAt === 0 || !view.drawn || fan.position <= view.served) return null;
+        const ahead = Math.max(0, fan.position - view.served - 1 - goneBelow(view.gone, fan.position));
+        if (ahead < Math.max(2, Math.ceil(view.rate * NEAR_SECONDS))) return null;
+        const advice = adviseFan({
+          status: "waiting",
+          ahead,
+          effectiveRate: view.rate,
+          roomFull: view.full,
+          admitPerSecond: view.admitPerSecond,
+          untilOnSaleSeconds: 0,
+          abandonSeconds: view.abandonSeconds,
+        });
+        place = { status: "waiting", provisional: false, position: fan.position, ahead, ...advice };
+      }
+      const limited = takeLimits(eventId, fanId, limits);
+      if (limited) return limited;
+      fan.seenAt = now;
+      line.beats.add(fanId);
+      counts.answered += 1;
+      return place;
+    },
+
+    learn(eventId, fanId, place, epoch) {
+      const line = lineOf(eventId);
+      line.askedAt = Date.now();
+      if (place.status === "waiting" || (place.status === "prequeue" && place.provisional)) {
+        line.fans.delete(fanId);
+        line.fans.set(fanId, { status: place.status, position: place.position, epoch, seenAt: Date.now() });
+        if (line.fans.size > fansKept) line.fans.delete(line.fans.keys().next().value as string);
+      } else {
+        line.fans.delete(fanId);
+      }
+    },
+
+    invalidate(eventId) {
+      const line = lines.get(eventId);
+      if (!line) return;
+      line.view = null;
+      // A refresh in flight may answer the state from before the change: read again after it.
+      if (line.refreshing) line.stale = true;
+      else void refresh(eventId, line);
+    },
+
+    counters: () => ({ ...counts }),
+
+    async close() {
+      const pending: Promise<void>[] = [];
+      for (const [eventId, line] of lines) {
+        if (line.timer) clearInterval(line.timer);
+        line.timer = null;
+        if (line.beats.size > 0) {
+          line.askedAt = Date.now();
+          pending.push(refresh(eventId, line));
+        }
+      }
+      await Promise.all(pending);
+      lines.clear();
+    },
+  };
+}

@@ -1,0 +1,205 @@
+/**
+ * The line cache (src/waiting-room/line-view.ts): a waiting fan's poll answered by the process
+ * with no Redis call, its heartbeat sent in the process's batch; admission still decided in Redis.
+ */
+import { Redis } from "ioredis";
+import { afterAll, describe, expect, inject, it, onTestFinished } from "vitest";
+import { waitingRoomKeys } from "../../src/waiting-room/index.js";
+import { eventId, fanOut, fans, gateways, ok, sleep, until } from "./helpers.js";
+
+const url = inject("redisUrl");
+const gw = gateways(3);
+const plain = gateways(1, url, { lineCache: false });
+const raw = new Redis(url);
+afterAll(() => {
+  gw.close();
+  plain.close();
+  raw.disconnect();
+});
+
+const past = () => Date.now() - 1_000;
+/** One session, taken by the first fan: the rest wait, and the cursor stands still. */
+const oneSession = { onSaleAt: past(), admitPerSecond: 1, maxActive: 1, sessionSeconds: 300, abandonSeconds: 4 };
+
+/** Redis commands naming `needle`, seen by MONITOR while `fn` runs. */
+async function commandsNaming(needle: string, fn: () => Promise<void>): Promise<string[]> {
+  const monitor = await new Redis(url).monitor();
+  const seen: string[] = [];
+  monitor.on("monitor", (_time: string, args: string[]) => {
+    if (args.some((a) => a.includes(needle))) seen.push(args.slice(0, 3).join(" "));
+  });
+  try {
+    await fn();
+    await sleep(50);
+  } finally {
+    monitor.disconnect();
+  }
+  return seen;
+}
+
+describe("the line cache", () => {
+  it("answers a waiting fan whose turn has not come with no Redis call, as Redis would", async () => {
+    const evt = eventId("cached");
+    const room = gw.room;
+    // One session, taken by the first fan: the rest wait, and the cursor stands still.
+    ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 1, maxActive: 1, sessionSeconds: 300 }));
+    const ids = fans(40, "cf");
+    for (const fanId of ids) ok(await room.join(evt, fanId));
+    const back = ids[30]!;
+    await until(async () => (room.lineCacheCounters().refreshes > 0 ? true : undefined));
+
+    const answered = room.lineCacheCounters().answered;
+    const polls: Awaited<ReturnType<typeof room.statusOf>>[] = [];
+    const statusCalls = await commandsNaming(`rl:fan:status:${back}`, async () => {
+      // 50 polls of the same fan really in flight at once, then one more
+      polls.push(...(await Promise.all(Array.from({ length: 50 }, () => room.statusOf(evt, back)))));
+      polls.push(await room.statusOf(evt, back));
+    });
+    expect(statusCalls).toEqual([]);
+    expect(room.lineCacheCounters().answered - answered).toBe(51);
+    for (const p of polls) expect(ok(p).cached).toBe(true);
+
+    // The same answer the line's own script gives (a room without the cache asks Redis).
+    const fromRedis = ok(await plain.room.statusOf(evt, back));
+    expect(fromRedis.cached).toBeUndefined();
+    const fromCache = ok(polls.at(-1)!).place;
+    expect(fromCache).toMatchObject({
+      status: fromRedis.place.status,
+      position: fromRedis.place.position,
+      ahead: fromRedis.place.ahead,
+      etaSeconds: fromRedis.place.etaSeconds,
+      provisional: false,
+    });
+    expect(fromCache.position).toBe(31);
+    expect(fromCache.ahead).toBe(29);
+
+    // A fan at the front (its turn within a second of admissions) is asked of Redis, which admits.
+    const front = ids[1]!;
+    const frontCalls = await commandsNaming(`rl:fan:status:${front}`, async () => {
+      ok(await room.statusOf(evt, front));
+    });
+    expect(frontCalls.length).toBe(1);
+  });
+
+  it("counts vacated places in `ahead`, and sends a fan the cache no longer knows to Redis", async () => {
+    const evt = eventId("vacated");
+    const room = gw.room;
+    ok(await room.configure(evt, oneSession));
+    const ids = fans(20, "vf");
+    for (const fanId of ids) ok(await room.join(evt, fanId));
+    const back = ids[19]!;
+    // Fans 3..6 stop polling and lose their places; the others keep polling.
+    const stoppers = new Set(ids.slice(2, 6));
+    const keepers = ids.filter((f) => !stoppers.has(f));
+    const k = waitingRoomKeys(evt);
+    const abandoned = async () => {
+      const records = await raw.hmget(k.fans, ...stoppers);
+      return records.every((r) => r?.startsWith("x|")) ? true : undefined;
+    };
+    for (let i = 0; i < 200 && !(await abandoned()); i++) {
+      await fanOut(gw.rooms, keepers, (r, fanId) => r.statusOf(evt, fanId));
+      await sleep(300);
+    }
+    expect(await abandoned()).toBe(true);
+    // The cache's view lists the vacated places: `ahead` is what Redis says.
+    await sleep(250);
+    const cached = ok(await room.statusOf(evt, back));
+    const fromRedis = ok(await plain.room.statusOf(evt, back));
+    expect(cached.place.ahead).toBe(fromRedis.place.ahead);
+    // place 20, fan 1 admitted (the cursor at 1), places 3..6 vacated
+    expect(fromRedis.place.ahead).toBe(20 - 1 - 1 - 4);
+
+    // A stopper comes back: the cache did not see it poll within the abandon time, so Redis
+    // answers, and tells it the place was lost.
+    const returning = ok(await room.statusOf(evt, ids[4]!));
+    expect(returning.cached).toBeUndefined();
+    expect(returning.place.status).toBe("abandoned");
+  });
+
+  it("keeps a place answered only from the cache: its heartbeats reach Redis in the batch", async () => {
+    const evt = eventId("beats");
+    const room = gw.room;
+    ok(await room.configure(evt, oneSession));
+    const ids = fans(12, "hb");
+    for (const fanId of ids) ok(await room.join(evt, fanId));
+    const keeper = ids[10]!;
+    const leaver = ids[11]!;
+    const k = waitingRoomKeys(evt);
+    const joinedSeen = Number(await raw.zscore(k.seen, keeper));
+    const started = Date.now();
+    let cachedPolls = 0;
+    let polls = 0;
+    const statusCalls = await commandsNaming(`rl:fan:status:${keeper}`, async () => {
+      // Past the abandon time, polling every 400 ms, always on this gateway.
+      while (Date.now() - started < 6_000) {
+        const p = ok(await room.statusOf(evt, keeper));
+        expect(p.place.status).toBe("waiting");
+        polls++;
+        if (p.cached) cachedPolls++;
+        await sleep(400);
+      }
+    });
+    // Most polls were answered from the cache (a poll finding the view older than a second, on a
+    // loaded machine, asks Redis)...
+    expect(cachedPolls).toBeGreaterThanOrEqual(polls / 2);
+    expect(statusCalls.length).toBeLessThan(cachedPolls);
+    // ...and its heartbeats reached Redis: the place is kept, seen lately.
+    expect(Number(await raw.zscore(k.seen, keeper))).toBeGreaterThan(joinedSeen + 4_000);
+    expect((await raw.hget(k.fans, keeper))?.startsWith("w|")).toBe(true);
+    // The fan who joined with it and never polled again lost the place.
+    expect((await raw.hget(k.fans, leaver))?.startsWith("x|")).toBe(true);
+  });
+
+  it("never exceeds maxActive with three gateways admitting at once, and admits every fan in place order", async () => {
+    const evt = eventId("three");
+    const maxActive = 8;
+    ok(await gw.room.configure(evt, { onSaleAt: past(), admitPerSecond: 150, maxActive, sessionSeconds: 300 }));
+    const ids = fans(120, "tg");
+    const joined = await fanOut(gw.rooms, ids, (r, fanId) => r.join(evt, fanId));
+    const placeOf = new Map(joined.map((j) => [ok(j).fanId, ok(j).place.position]));
+    const k = waitingRoomKeys(evt);
+    let maxSeen = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        maxSeen = Math.max(maxSeen, await raw.zcard(k.active));
+        await sleep(5);
+      }
+    })();
+    onTestFinished(() => {
+      sampling = false;
+    });
+    const admittedAt = new Map<string, number>();
+    // Every fan polls as told (pollAfterMs), each poll to the next gateway; once admitted it
+    // shops a little and completes, freeing the slot. All fans in flight at once.
+    await Promise.all(
+      ids.map(async (fanId, i) => {
+        for (let turn = i; ; turn++) {
+          const r = gw.rooms[turn % 3]!;
+          const p = ok(await r.statusOf(evt, fanId)).place;
+          if (p.status === "admitted") {
+            admittedAt.set(fanId, Date.parse(p.admittedAt));
+            await sleep(20 + (i % 7) * 10);
+            ok(await r.completeSession(evt, p.sessionId));
+            return;
+          }
+          expect(p.status).toBe("waiting");
+          await sleep(Math.min(p.pollAfterMs ?? 1_000, 1_000));
+        }
+      }),
+    );
+    sampling = false;
+    await sampler;
+    expect(admittedAt.size).toBe(ids.length);
+    expect(maxSeen).toBeLessThanOrEqual(maxActive);
+    expect(maxSeen).toBeGreaterThan(0);
+    // The line admits in place order: admission times never go backwards along the places.
+    const byPlace = [...admittedAt].sort((a, b) => placeOf.get(a[0])! - placeOf.get(b[0])!);
+    for (let i = 1; i < byPlace.length; i++) expect(byPlace[i]![1]).toBeGreaterThanOrEqual(byPlace[i - 1]![1]);
+    const stats = ok(await gw.room.stats(evt)).stats;
+    expect(stats).toMatchObject({ admitted: ids.length, completed: ids.length, abandoned: 0 });
+    // Most polls of fans far back were answered by the gateways themselves.
+    const answered = gw.rooms.reduce((n, r) => n + r.lineCacheCounters().answered, 0);
+    expect(answered).toBeGreaterThan(0);
+  });
+});
