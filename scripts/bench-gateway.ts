@@ -411,6 +411,12 @@ async function main(): Promise<void> {
     console.table(rows);
     const sizes = results[1]?.extra;
     if (sizes) console.log(`section bodies on the wire (bytes): ${JSON.stringify(sizes)}`);
+    const waiting = results.find((r) => r.name.startsWith("queue status poll, fan waiting"))?.extra;
+    if (waiting) {
+      console.log(
+        `waiting fans' polls: ${waiting.answeredFromCache} answered from the line cache, ${waiting.answeredByRedis} by Redis`,
+      );
+    }
     const holdExtra = results.at(-1)?.extra;
     if (holdExtra) {
       console.log(

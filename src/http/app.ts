@@ -41,7 +41,7 @@ import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
 import { pagesRoutes } from "./routes/pages.js";
 import { serviceRoutes } from "./routes/service.js";
 import { ttlCache } from "../ttl-cache.js";
-import { sectionFastPath } from "./fast-path.js";
+import { fastPaths, queueStatusFastPath, sectionFastPath } from "./fast-path.js";
 
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({
@@ -220,11 +220,15 @@ export function buildApp(deps: AppDeps) {
     return c.json(errorBody(err, id), err.status);
   });
 
-  // The section seat map answered before Hono when it can be (src/http/fast-path.ts).
-  const fastPath = sectionFastPath({
-    deps,
-    knownSection: (eventId, sectionId) => deps.events.hasSection(eventId, sectionId),
-  });
+  // The section seat map and a waiting fan's poll answered before Hono when they can be
+  // (src/http/fast-path.ts).
+  const fastPath = fastPaths(
+    sectionFastPath({
+      deps,
+      knownSection: (eventId, sectionId) => deps.events.hasSection(eventId, sectionId),
+    }),
+    queueStatusFastPath({ deps, oddsFigures: (eventId) => reads.oddsFigures.peek(eventId) }),
+  );
 
   return Object.assign(app, { fastPath });
 }

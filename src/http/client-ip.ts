@@ -12,16 +12,21 @@ import { burstOf } from "./middleware/rate-limit.js";
  * rotate a fake address per request past the per-IP limits and the operator guess limit.
  */
 export function clientIp(c: Context<AppEnv>): string {
-  if (c.get("deps").limits.trustProxy) {
-    const forwarded = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim();
-    if (forwarded) return forwarded.slice(0, 64);
-  }
+  const forwarded = clientIpForwarded(c.get("deps").limits.trustProxy, c.req.header("x-forwarded-for"));
+  if (forwarded) return forwarded;
   try {
     return getConnInfo(c).remote.address ?? "unknown";
   } catch {
     // app.request() in tests has no socket.
     return "local";
   }
+}
+
+/** The forwarded address clientIp takes when TRUST_PROXY is on (the fast path reads it from Node's request). */
+export function clientIpForwarded(trustProxy: boolean, forwardedFor: string | undefined): string | undefined {
+  if (!trustProxy) return undefined;
+  const forwarded = forwardedFor?.split(",").at(-1)?.trim();
+  return forwarded ? forwarded.slice(0, 64) : undefined;
 }
 
 /**
@@ -51,10 +56,18 @@ const lineLimit = (perSecond: number, subject: string): LineLimit | undefined =>
  * per-IP limit of these two routes counts one address's requests to one event's line.
  */
 export function lineLimits(c: Context<AppEnv>, fanId?: string): StatusLimits {
-  const { limits } = c.get("deps");
+  // The operator's load generators skip the per-IP limit, never the per-fan one.
+  return lineLimitsOf(c.get("deps").limits, exemptFromIpLimit(c) ? undefined : clientIp(c), fanId);
+}
+
+/** The same from the parts: `ip` undefined when the request skips the per-IP limit. */
+export function lineLimitsOf(
+  limits: { ratePerIp: number; ratePerFan: number },
+  ip: string | undefined,
+  fanId?: string,
+): StatusLimits {
   return {
-    // The operator's load generators skip the per-IP limit, never the per-fan one.
-    ip: exemptFromIpLimit(c) ? undefined : lineLimit(limits.ratePerIp, clientIp(c)),
+    ip: ip === undefined ? undefined : lineLimit(limits.ratePerIp, ip),
     fan: fanId === undefined ? undefined : lineLimit(limits.ratePerFan, fanId),
   };
 }

@@ -3,6 +3,7 @@ import type { InviteVerifier } from "../waiting-room/invites.js";
 import type { ProofOfWork } from "../waiting-room/proof-of-work.js";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { OddsFigures } from "../waiting-room/odds.js";
+import type { TtlCache } from "../ttl-cache.js";
 import type { HoldService } from "../claims/hold-service.js";
 import type { EventService } from "../events/event-service.js";
 import type { EventDefinition, GeneralAdmissionCounts } from "../inventory/index.js";
@@ -106,7 +107,7 @@ export interface CachedReads {
   /** Events this process has served, for the per-event gauges of /metrics. */
   seenEvents: Set<string>;
   /** What the odds of a seat are computed from (src/waiting-room/odds.ts), kept 2 s; null: unknown event. */
-  oddsFigures(eventId: string): Promise<OddsFigures | null>;
+  oddsFigures: TtlCache<OddsFigures | null>;
 }
 
 export type AppEnv = {

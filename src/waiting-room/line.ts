@@ -8,10 +8,12 @@ import { isEventId, isFanId, limitKey, lineKeys, type WaitingRoomKeys } from "./
 import { MAX_POW_BITS } from "./proof-of-work.js";
 import { Fields, limitedFrom, ReplyShapeError, refusedFrom } from "./replies.js";
 import type {
+  FanPlace,
   JoinCredentials,
   JoinResult,
   LineLimit,
   NotFound,
+  RateLimited,
   StatusLimits,
   StatusResult,
   Unavailable,
@@ -84,6 +86,18 @@ async function joinOnce(
   });
 }
 
+/** The poll answered from this process's view of the line, or null when Redis must answer. */
+export function cachedStatus(
+  ctx: RoomContext,
+  eventId: string,
+  fanId: string,
+  limits: StatusLimits | undefined,
+): { ok: true; fanId: string; place: FanPlace; cached: true } | RateLimited | null {
+  const cached = ctx.views?.answer(eventId, fanId, limits);
+  if (!cached) return null;
+  return "ok" in cached ? cached : { ok: true, fanId, place: cached, cached: true };
+}
+
 export async function statusOf(
   ctx: RestoringContext,
   eventId: string,
@@ -95,8 +109,8 @@ export async function statusOf(
   if (!isFanId(fanId)) return { ok: false, reason: "not_joined" };
   // A fan whose turn has not come, known to this process: answered from its view of the line,
   // no Redis call (line-view.ts says when that is exact to within a refresh).
-  const cached = ctx.views?.answer(eventId, fanId, options.limits);
-  if (cached) return "ok" in cached ? cached : { ok: true, fanId, place: cached, cached: true };
+  const cached = cachedStatus(ctx, eventId, fanId, options.limits);
+  if (cached) return cached;
   // The limits are taken once per request: the call again after a restore does not take them.
   let limits = options.limits;
   const found = await ctx.withRestore(eventId, () => {

@@ -207,24 +207,58 @@ function signToken(signer: Signer, payload: Record<string, string>, sub: string,
  * exp in the future (expired); then this service's own: sub and evt strings, iat and exp non-zero,
  * epoch a string if present, iat not past the clock skew (malformed), kind, event.
  */
-function verifyToken(verifierFor: VerifierFor, now: () => number, token: string, kind: TokenKind, eventId: string) {
+/**
+ * Payloads of tokens whose signature verified, by the whole token string (so no other token can
+ * match): a fan polls with the same queue token, and claims with the same access token, many
+ * times, and the signature check and the payload's parse were most of a cached poll's own work.
+ * Every claim, the expiry included, is still checked on every call. The oldest go first past
+ * VERIFIED_KEPT (about 10 MB of token strings at most).
+ */
+type VerifiedPayloads = Map<string, Record<string, unknown>>;
+
+function verifyToken(
+  verifierFor: VerifierFor,
+  now: () => number,
+  token: string,
+  kind: TokenKind,
+  eventId: string,
+  verified: VerifiedPayloads,
+) {
   if (typeof token !== "string") return MALFORMED;
+  const known = verified.get(token);
+  if (known) return checkClaims(known, now, kind, eventId);
+  const fresh = verifiedPayload(verifierFor, token, verified);
+  return "failure" in fresh ? fresh.failure : checkClaims(fresh.payload, now, kind, eventId);
+}
+
+/** The payload of a token not seen before, once its signature verified (and remembered), or the failure. */
+function verifiedPayload(
+  verifierFor: VerifierFor,
+  token: string,
+  verified: VerifiedPayloads,
+): { payload: Record<string, unknown> } | { failure: Failure } {
   const firstDot = token.indexOf(".");
   const secondDot = firstDot < 0 ? -1 : token.indexOf(".", firstDot + 1);
-  if (secondDot < 0 || token.indexOf(".", secondDot + 1) >= 0) return MALFORMED;
+  if (secondDot < 0 || token.indexOf(".", secondDot + 1) >= 0) return { failure: MALFORMED };
   const verifier = verifierFor(token.slice(0, firstDot));
-  if (!verifier) return MALFORMED;
+  if (!verifier) return { failure: MALFORMED };
   const payloadSegment = token.slice(firstDot + 1, secondDot);
   const signature = token.slice(secondDot + 1);
   // As jose: a payload must be ASCII to be signed over; whether it is base64url tells after the
   // signature (so a tampered payload is a bad signature, as it was).
-  if (NOT_ASCII.test(payloadSegment) || !BASE64URL.test(signature)) return MALFORMED;
-  if (verifier === UNKNOWN_KEY) return fail("bad_signature");
+  if (NOT_ASCII.test(payloadSegment) || !BASE64URL.test(signature)) return { failure: MALFORMED };
+  if (verifier === UNKNOWN_KEY) return { failure: fail("bad_signature") };
   // The length is no secret.
-  if (signature.length !== verifier.signatureLength) return fail("bad_signature");
-  if (!verifier.verify(token.slice(0, secondDot), signature, token)) return fail("bad_signature");
+  if (signature.length !== verifier.signatureLength) return { failure: fail("bad_signature") };
+  if (!verifier.verify(token.slice(0, secondDot), signature, token)) return { failure: fail("bad_signature") };
   const payload = jsonObject(payloadSegment);
-  if (!payload) return MALFORMED;
+  if (!payload) return { failure: MALFORMED };
+  if (verified.size >= VERIFIED_KEPT) verified.delete(verified.keys().next().value as string);
+  verified.set(token, payload);
+  return { payload };
+}
+
+function checkClaims(payload: Record<string, unknown>, now: () => number, kind: TokenKind, eventId: string) {
   for (const claim of ["iss", "exp", "iat", "sub"]) if (!Object.hasOwn(payload, claim)) return MALFORMED;
   if (payload.iss !== TOKEN_ISSUER) return MALFORMED;
   const nowMs = now();
@@ -298,7 +332,7 @@ function verifyAsymmetric(alg: AsymmetricAlgorithm, key: KeyObject, signingInput
   return verify("sha256", data, { key, dsaEncoding: "ieee-p1363" }, bytes);
 }
 
-/** Verified asymmetric tokens remembered per service (about 10 MB of token strings at most). */
+/** Verified tokens remembered per service (about 10 MB of token strings at most). */
 export const VERIFIED_KEPT = 20_000;
 
 /** The header an asymmetric key signs with, as jose would spell it: alg, typ, kid. */
@@ -367,8 +401,9 @@ export function createTokenService(options: TokenOptions): TokenService {
 
   const sign = (payload: Record<string, string>, sub: string, iat: number, exp: number) =>
     signToken(signer, payload, sub, iat, exp);
+  const verified: VerifiedPayloads = new Map();
   const verify = (token: string, kind: TokenKind, eventId: string) =>
-    verifyToken(verifierFor, now, token, kind, eventId);
+    verifyToken(verifierFor, now, token, kind, eventId, verified);
 
   return {
     algorithm: keySet ? keySet.alg : "HS256",

@@ -18,7 +18,7 @@ import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
 import { createRoomContext, type LotteryCommitter, type RestoringContext } from "./context.js";
-import { claimIdentity, join, status, statusOf } from "./line.js";
+import { cachedStatus, claimIdentity, join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
 import { type BeaconResult, recordBeacon } from "./beacon.js";
 import { type DrawResult, drawPreQueue } from "./draw.js";
@@ -32,6 +32,7 @@ import type {
   ConfigureInput,
   ConfigureResult,
   EndSessionResult,
+  FanPlace,
   InfoResult,
   JoinCredentials,
   JoinResult,
@@ -39,6 +40,7 @@ import type {
   LotteryPageResult,
   NotFound,
   OpenNowResult,
+  RateLimited,
   RemoveResult,
   RestoreInput,
   RestoreOutcome,
@@ -127,6 +129,15 @@ export interface WaitingRoom {
     fanId: string,
     options?: { rejoin?: { epoch: string | undefined }; limits?: StatusLimits },
   ): Promise<StatusResult>;
+  /**
+   * Synchronous: the poll answered from this process's view of the line (line-view.ts), its
+   * limits taken in this process's buckets; null when Redis must answer (`statusOf` asks it).
+   */
+  cachedStatus(
+    eventId: string,
+    fanId: string,
+    limits?: StatusLimits,
+  ): { ok: true; fanId: string; place: FanPlace; cached: true } | RateLimited | null;
   /** Public info (`GET /v1/events/{eventId}/waiting-room`). */
   info(eventId: string): Promise<InfoResult>;
   /** Operator stats and settings in force. */
@@ -263,6 +274,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     status: async (eventId, queueToken) => afterPlace(eventId, await status(ctx, eventId, queueToken)),
     statusOf: async (eventId, fanId, statusOptions) =>
       afterPlace(eventId, await statusOf(ctx, eventId, fanId, statusOptions)),
+    cachedStatus: (eventId, fanId, limits) => cachedStatus(ctx, eventId, fanId, limits),
     info: async (eventId) => {
       const result = await info(ctx, eventId);
       if (result.ok && result.info.state !== "prequeue" && result.info.lottery.seed === undefined) {

@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import pino from "pino";
 import { sectionFastPath } from "../../src/http/fast-path.js";
-import { listenApp } from "../../src/http/serve.js";
 import { createMetrics } from "../../src/metrics.js";
 import type { SectionPages } from "../../src/seatmap/pages.js";
 import {
@@ -20,6 +19,7 @@ import {
   type Gateway,
   metricTotal,
   putEvent,
+  serveWithAndWithoutFastPath,
   startGateway,
   uniqueId,
 } from "./harness.js";
@@ -58,29 +58,10 @@ beforeAll(async () => {
   expect((await putEvent(gw, eventId)).status).toBe(201);
   fans = await admitFans(gw, eventId, ["ann", "ben", "cat", "dan"]);
   const app = gw.app;
-  const withFast = await listenApp({
-    fetch: app.fetch,
-    fastPath: (incoming, outgoing) => {
-      const answered = app.fastPath(incoming, outgoing);
-      if (answered) fastAnswered.push(`${incoming.method} ${incoming.url}`);
-      return answered;
-    },
-    port: 0,
-    host: "127.0.0.1",
-  });
-  // The app alone: no fast path, and no Node response handed to it.
-  const appOnly = await listenApp({ fetch: (req) => app.fetch(req), port: 0, host: "127.0.0.1" });
-  for (const s of [withFast, appOnly]) {
-    closers.push(
-      () =>
-        new Promise<void>((resolve) => {
-          s.server.closeAllConnections();
-          s.server.close(() => resolve());
-        }),
-    );
-  }
-  fastPort = withFast.port;
-  appPort = appOnly.port;
+  const servers = await serveWithAndWithoutFastPath(app, fastAnswered);
+  closers.push(servers.close);
+  fastPort = servers.fastPort;
+  appPort = servers.appPort;
 }, 120_000);
 
 afterAll(async () => {

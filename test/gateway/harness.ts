@@ -242,3 +242,38 @@ export async function expectAuditPasses(gw: Gateway, eventId: string, redis: imp
   const failed = report.checks.filter((c) => c.status === "fail");
   if (!report.ok) throw new Error(`audit of ${eventId} failed:\n${JSON.stringify(failed, null, 2)}`);
 }
+
+/**
+ * The gateway's app on two servers: one with its fast path (what it answered is pushed to
+ * `fastAnswered` as "METHOD url"), one without (the app alone, no Node response handed to it), to
+ * compare the fast path's answers with the app's.
+ */
+export async function serveWithAndWithoutFastPath(
+  app: Gateway["app"],
+  fastAnswered: string[],
+): Promise<{ fastPort: number; appPort: number; close(): Promise<void> }> {
+  const { listenApp } = await import("../../src/http/serve.js");
+  const withFast = await listenApp({
+    fetch: app.fetch,
+    fastPath: (incoming, outgoing) => {
+      const answered = app.fastPath(incoming, outgoing);
+      if (answered) fastAnswered.push(`${incoming.method} ${incoming.url}`);
+      return answered;
+    },
+    port: 0,
+    host: "127.0.0.1",
+  });
+  const appOnly = await listenApp({ fetch: (req) => app.fetch(req), port: 0, host: "127.0.0.1" });
+  return {
+    fastPort: withFast.port,
+    appPort: appOnly.port,
+    close: async () => {
+      for (const s of [withFast, appOnly]) {
+        await new Promise<void>((resolve) => {
+          s.server.closeAllConnections();
+          s.server.close(() => resolve());
+        });
+      }
+    },
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * The queue status poll of a fan whose turn has not come, answered before Hono
+ * (src/http/fast-path.ts queueStatusFastPath) from the gateway's view of the line, answers as the
+ * route does: two servers on one gateway, real Redis and DynamoDB, one with the fast path, one
+ * without. Same status, headers (but those of each exchange) and body; what it cannot answer
+ * (a bad token, a fan at the front, an admitted fan) goes to the app; its 429 is the app's.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Exchange, exchange } from "../support/exchange.js";
+import {
+  createTable,
+  eventInput,
+  type Gateway,
+  metricTotal,
+  putEvent,
+  serveWithAndWithoutFastPath,
+  startGateway,
+  uniqueId,
+} from "./harness.js";
+
+const PER_FAN = 2;
+
+let gw: Gateway;
+let eventId: string;
+let fastPort: number;
+let appPort: number;
+const fastAnswered: string[] = [];
+const closers: (() => Promise<void>)[] = [];
+const tokens = new Map<string, string>();
+
+beforeAll(async () => {
+  gw = await startGateway({ tableName: await createTable(), limits: { ratePerFan: PER_FAN } });
+  eventId = uniqueId("pf");
+  // One session, taken by the first fan: everyone else waits and the line stands still.
+  const put = await putEvent(
+    gw,
+    eventId,
+    eventInput({ waitingRoom: { admitPerSecond: 1, maxActive: 1, sessionSeconds: 600 } }),
+  );
+  expect(put.status).toBe(201);
+  for (const fanId of ["f00", "f01", "f02", "f03", "f04", "f05", "f06", "f07", "f08", "f09", "f10", "f11"]) {
+    const res = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } });
+    expect(res.status).toBe(201);
+    tokens.set(fanId, ((await res.json()) as { queueToken: string }).queueToken);
+  }
+  const app = gw.app;
+  const servers = await serveWithAndWithoutFastPath(app, fastAnswered);
+  closers.push(servers.close);
+  fastPort = servers.fastPort;
+  appPort = servers.appPort;
+}, 120_000);
+
+afterAll(async () => {
+  for (const close of closers) await close();
+  await gw?.close();
+});
+
+const poll = (port: number, fanId: string, headers: Record<string, string> = {}): Promise<Exchange> =>
+  exchange(`http://127.0.0.1:${port}/v1/events/${eventId}/queue/status`, {
+    authorization: `Bearer ${tokens.get(fanId)}`,
+    ...headers,
+  });
+
+function comparable(r: Exchange) {
+  const { date: _d, connection: _c, "keep-alive": _k, "x-request-id": _id, ...headers } = r.headers;
+  const body = JSON.parse(r.body.toString("utf8")) as Record<string, unknown> & { error?: Record<string, unknown> };
+  if (body.error) delete body.error.requestId;
+  return { status: r.status, headers, body };
+}
+
+/** Polls `fanId` through the fast server until the fast path answers (view read, odds loaded). */
+async function untilFast(fanId: string): Promise<Exchange> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const before = fastAnswered.length;
+    const answer = await poll(fastPort, fanId);
+    if (fastAnswered.length > before) return answer;
+    if (Date.now() > deadline) throw new Error("the fast path never answered");
+    await new Promise((resolve) => setTimeout(resolve, 1_000 / PER_FAN));
+  }
+}
+
+describe("the queue status fast path", () => {
+  it("answers a waiting fan's poll as the route does, with no Redis call, and counts it", async () => {
+    const cachedBefore = await metricTotal(gw, "gateway_queue_polls_total", { answered: "cache" });
+    const fast = await untilFast("f10");
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const fromApp = await poll(appPort, "f10");
+    expect(comparable(fast)).toEqual(comparable(fromApp));
+    expect(comparable(fast).body).toMatchObject({ status: "waiting", position: 11, ahead: 9, provisional: false });
+    expect(comparable(fast).body.odds).toBeDefined();
+    expect(fast.headers["x-request-id"]).toBeTruthy();
+    // Both answers came from the line cache (the app's route asks it too); the histogram has the fast one.
+    expect(await metricTotal(gw, "gateway_queue_polls_total", { answered: "cache" })).toBeGreaterThanOrEqual(
+      cachedBefore + 2,
+    );
+    const echoed = await poll(fastPort, "f11", { "x-request-id": "echo-me-please" });
+    expect(echoed.headers["x-request-id"]).toBe("echo-me-please");
+  });
+
+  it("leaves to the app what it cannot answer exactly: a bad token, a fan at the front, an admitted fan", async () => {
+    await untilFast("f09");
+    const before = fastAnswered.length;
+    const bad = await exchange(`http://127.0.0.1:${fastPort}/v1/events/${eventId}/queue/status`, {
+      authorization: "Bearer not-a-token",
+    });
+    expect(bad.status).toBe(401);
+    const wrongEvent = await exchange(`http://127.0.0.1:${fastPort}/v1/events/${uniqueId()}/queue/status`, {
+      authorization: `Bearer ${tokens.get("f09")}`,
+    });
+    expect(wrongEvent.status).toBe(403);
+    const admitted = await poll(fastPort, "f00");
+    expect(JSON.parse(admitted.body.toString("utf8"))).toMatchObject({ status: "admitted" });
+    const front = await poll(fastPort, "f01");
+    expect(JSON.parse(front.body.toString("utf8"))).toMatchObject({ status: "waiting", ahead: 0 });
+    expect(fastAnswered.length).toBe(before);
+  });
+
+  it("refuses past the fan's limit with the app's 429, 12 polls in flight", async () => {
+    await untilFast("f08");
+    await new Promise((resolve) => setTimeout(resolve, 2_500)); // the bucket full again
+    const answers = await Promise.all(Array.from({ length: 12 }, () => poll(fastPort, "f08")));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s !== 200 && s !== 429)).toEqual([]);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(PER_FAN * 2);
+    expect(statuses.filter((s) => s === 200).length).toBeLessThanOrEqual(PER_FAN * 2 + 2);
+    const refused = comparable(answers.find((a) => a.status === 429)!);
+    expect(refused.body).toEqual({
+      error: { code: "rate_limited", message: "too many requests; slow down", details: { limit: "fan:status" } },
+    });
+    expect(Number(refused.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+    expect(refused.headers["content-type"]).toMatch(/^application\/json/);
+  });
+});
