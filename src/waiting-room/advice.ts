@@ -20,6 +20,12 @@ export interface AdviceInput {
    * a measurement, not a schedule, and polls keep at least a second apart.
    */
   roomFull?: boolean;
+  /**
+   * For a pre-queued fan once the on-sale has passed and the pre-queue is not drawn yet: how long
+   * ago the close was, in milliseconds (absent otherwise). The draw is running, or waiting for its
+   * beacon's value (docs/waiting-room.md, "The lottery").
+   */
+  drawPendingMs?: number;
   /** In [0, 1): where in the spread of the pre-queue's first polls after the draw this fan falls. */
   random?: number;
 }
@@ -57,6 +63,28 @@ export const MIN_POLL_MS = 100;
  * 1,000 pre-queued fans spread over 50 ms.
  */
 export const DRAW_POLLS_PER_SECOND = 20_000;
+/**
+ * A draw with no beacon to wait for is expected done this long after the close, plus
+ * DRAW_MS_PER_FAN for each pre-queued fan: about twice what draws took against DynamoDB Local
+ * (80 ms for 1,000 fans, 200 ms for 10,000, 760 ms for 50,000, open-now's round trip included).
+ * Until then a pre-queued fan polls again when the draw should be done; a draw still pending past
+ * it is waiting for its beacon (or slow), and the fans poll at the DRAW_WAIT_* pace.
+ */
+export const DRAW_EXPECTED_MS = 250;
+export const DRAW_MS_PER_FAN = 0.03;
+/**
+ * While an overdue draw waits, a pre-queued fan polls again DRAW_WAIT_POLL_MS plus a random part
+ * of a spread: DRAW_WAIT_SPREAD_MS, or the pre-queue's size at DRAW_WAIT_POLLS_PER_SECOND when
+ * that is longer. Not sooner than 2 s: once the beacon's value is recorded the draw starts within
+ * a second (each gateway tries a waiting draw once a second), so sooner polls would learn of it
+ * hardly sooner, and the wait can last 10 minutes. Polls 2-5 s apart for up to 7,500 fans; a
+ * fan's polls are on average more than half the spread apart, so the pre-queue's stay under 5,000
+ * a second (about a third of the status polls one event's Redis core answers) until the cap at a
+ * third of abandonSeconds cuts the spread (past about 45,000 fans at the default 60 s).
+ */
+export const DRAW_WAIT_POLL_MS = 2_000;
+export const DRAW_WAIT_SPREAD_MS = 3_000;
+export const DRAW_WAIT_POLLS_PER_SECOND = 2_500;
 
 /**
  * ETA = (fans ahead + 1) / effective admission rate, rounded up (null when nothing is being
@@ -68,6 +96,7 @@ export function adviseFan(input: AdviceInput): Advice {
   const keepPlace = Math.max(1, Math.floor(input.abandonSeconds / 3));
   switch (input.status) {
     case "prequeue": {
+      if (input.drawPendingMs !== undefined) return adviseDrawPending(input, input.drawPendingMs, keepPlace);
       const until = Math.max(0, input.untilOnSaleSeconds);
       const eta = input.admitPerSecond > 0 ? Math.ceil(until + input.ahead / 2 / input.admitPerSecond) : null;
       // the place cannot be lost before the draw; come back at the on-sale, spread a little
@@ -108,4 +137,34 @@ export function adviseFan(input: AdviceInput): Advice {
     default:
       return { etaSeconds: null, pollAfterSeconds: DONE_POLL_SECONDS };
   }
+}
+
+/**
+ * A pre-queued fan after the on-sale, before the draw. A poll cannot tell from Redis whether
+ * a beacon is awaited (its source is recorded in DynamoDB), but a draw without one is done within
+ * DRAW_EXPECTED_MS + DRAW_MS_PER_FAN a fan of the close: until then the fan polls again as the draw
+ * should end (spread as at the on-sale), and the ETA counts the rest of the draw; past that the
+ * draw waits for its beacon (up to 10 minutes): no ETA, and polls 2-5 s apart (longer for a large
+ * pre-queue), never later than a third of abandonSeconds.
+ */
+function adviseDrawPending(input: AdviceInput, pendingMs: number, keepPlace: number): Advice {
+  const fans = input.ahead + 1;
+  const random = input.random ?? Math.random();
+  const limitMs = Math.min(MAX_POLL_SECONDS, keepPlace) * 1000;
+  const drawLeftMs = DRAW_EXPECTED_MS + fans * DRAW_MS_PER_FAN - Math.max(0, pendingMs);
+  if (drawLeftMs > 0) {
+    const spreadMs = (fans / DRAW_POLLS_PER_SECOND) * 1000 * random;
+    const eta = input.admitPerSecond > 0 ? Math.ceil(drawLeftMs / 1000 + input.ahead / 2 / input.admitPerSecond) : null;
+    return {
+      etaSeconds: eta,
+      pollAfterSeconds: clamp(Math.ceil(drawLeftMs / 1000), 1, Math.min(MAX_POLL_SECONDS, keepPlace)),
+      pollAfterMs: Math.round(Math.min(limitMs, Math.max(MIN_POLL_MS, drawLeftMs + ETA_MARGIN_MS + spreadMs))),
+    };
+  }
+  const spreadMs = Math.max(DRAW_WAIT_SPREAD_MS, (fans / DRAW_WAIT_POLLS_PER_SECOND) * 1000);
+  return {
+    etaSeconds: null,
+    pollAfterSeconds: Math.min(Math.ceil((DRAW_WAIT_POLL_MS + spreadMs / 2) / 1000), MAX_POLL_SECONDS, keepPlace),
+    pollAfterMs: Math.round(Math.min(limitMs, DRAW_WAIT_POLL_MS + spreadMs * random)),
+  };
 }

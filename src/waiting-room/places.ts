@@ -49,6 +49,8 @@ export function createPlaceReader(tokens: TokenService): PlaceReader {
       admitPerSecond: f.num("admitPerSecond"),
       untilOnSaleSeconds: Math.max(0, (onSaleAt - now) / 1000),
       abandonSeconds: f.num("abandonSeconds"),
+      // past the on-sale and not drawn: the draw is running or waiting for its beacon
+      drawPendingMs: status === "prequeue" && now >= onSaleAt && !f.flag("drawn") ? now - onSaleAt : undefined,
     });
     const common = { position, ahead, ...advice };
     switch (status) {

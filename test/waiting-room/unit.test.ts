@@ -3,7 +3,16 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { scriptOutcome, SCRIPT_OUTCOMES } from "../../src/waiting-room/codes.js";
 import { isFanId, lineKeys, waitingRoomKeys } from "../../src/waiting-room/keys.js";
-import { DRAW_POLLS_PER_SECOND, ETA_MARGIN_MS, MIN_POLL_MS } from "../../src/waiting-room/advice.js";
+import {
+  DRAW_EXPECTED_MS,
+  DRAW_MS_PER_FAN,
+  DRAW_POLLS_PER_SECOND,
+  DRAW_WAIT_POLL_MS,
+  DRAW_WAIT_POLLS_PER_SECOND,
+  DRAW_WAIT_SPREAD_MS,
+  ETA_MARGIN_MS,
+  MIN_POLL_MS,
+} from "../../src/waiting-room/advice.js";
 import { adviseFan, commitmentOf, lotteryOrder, seedMatchesCommitment } from "../../src/waiting-room/index.js";
 import { familyScripts, readScript } from "../../src/redis/scripts.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
@@ -156,5 +165,83 @@ describe("polls scheduled on the ETA", () => {
     expect(adviseFan({ ...base, status: "waiting", ahead: 5, effectiveRate: 0 }).pollAfterMs).toBeUndefined();
     expect(adviseFan({ ...base, status: "admitted", ahead: 0, effectiveRate: 10 }).pollAfterMs).toBeUndefined();
     expect(adviseFan({ ...base, status: "expired", ahead: 0, effectiveRate: 10 }).pollAfterMs).toBeUndefined();
+  });
+});
+
+describe("advice while the draw is pending (issue 28 item 7)", () => {
+  const base = { status: "prequeue" as const, effectiveRate: 0, admitPerSecond: 10, untilOnSaleSeconds: 0 };
+  const expectedMs = (fans: number) => DRAW_EXPECTED_MS + fans * DRAW_MS_PER_FAN;
+
+  it("a draw waiting for its beacon: no ETA, polls 2-5 s apart for a small pre-queue, not 100 ms and 1 s", () => {
+    // The issue's client: ten pre-queued fans at 10 a second, the draw waiting for its beacon.
+    const at = (random: number) => adviseFan({ ...base, ahead: 9, abandonSeconds: 60, drawPendingMs: 5_000, random });
+    expect(at(0)).toEqual({ etaSeconds: null, pollAfterSeconds: 4, pollAfterMs: DRAW_WAIT_POLL_MS });
+    expect(at(0.5).pollAfterMs).toBe(DRAW_WAIT_POLL_MS + DRAW_WAIT_SPREAD_MS / 2);
+    expect(at(0.999_999).pollAfterMs).toBe(DRAW_WAIT_POLL_MS + DRAW_WAIT_SPREAD_MS);
+    // The same fan before the fix was told 100 ms and an ETA of 1 s (what the on-sale branch says).
+    expect(adviseFan({ ...base, ahead: 9, abandonSeconds: 60, random: 0 })).toMatchObject({
+      etaSeconds: 1,
+      pollAfterMs: MIN_POLL_MS,
+    });
+  });
+
+  it("spreads a large pre-queue's polls wider, keeps them under 5,000 a second, and always inside the keep-alive", () => {
+    fc.assert(
+      fc.property(
+        fc.nat(2_000_000),
+        fc.integer({ min: 1, max: 3_600 }),
+        fc.double({ min: 0, max: 0.999_999, noNaN: true }),
+        fc.nat(600_000),
+        (ahead, abandon, random, late) => {
+          const fans = ahead + 1;
+          const a = adviseFan({
+            ...base,
+            ahead,
+            abandonSeconds: abandon,
+            drawPendingMs: expectedMs(fans) + late,
+            random,
+          });
+          const limitMs = Math.min(30, Math.max(1, Math.floor(abandon / 3))) * 1000;
+          const spreadMs = Math.max(DRAW_WAIT_SPREAD_MS, (fans / DRAW_WAIT_POLLS_PER_SECOND) * 1000);
+          expect(a.etaSeconds).toBeNull();
+          expect(a.pollAfterMs).toBeGreaterThanOrEqual(Math.min(DRAW_WAIT_POLL_MS, limitMs));
+          expect(a.pollAfterMs).toBeLessThanOrEqual(limitMs);
+          expect(a.pollAfterMs).toBe(Math.round(Math.min(limitMs, DRAW_WAIT_POLL_MS + spreadMs * random)));
+          expect(a.pollAfterSeconds).toBeGreaterThanOrEqual(1);
+          expect(a.pollAfterSeconds * 1000).toBeLessThanOrEqual(limitMs);
+          // Uncapped, a fan polls on average DRAW_WAIT_POLL_MS + half the spread apart: the whole
+          // pre-queue under 5,000 polls a second.
+          if (DRAW_WAIT_POLL_MS + spreadMs <= limitMs) {
+            expect(fans / ((DRAW_WAIT_POLL_MS + spreadMs / 2) / 1000)).toBeLessThan(5_000);
+          }
+        },
+      ),
+    );
+  });
+
+  it("while a draw with no beacon should still be running, polls again as it ends, spread as at the on-sale", () => {
+    // 1,000 fans, the close 20 ms ago: the draw is expected done 280 ms after the close.
+    const at = (random: number) => adviseFan({ ...base, ahead: 999, abandonSeconds: 60, drawPendingMs: 20, random });
+    const leftMs = expectedMs(1_000) - 20;
+    expect(at(0)).toEqual({
+      etaSeconds: Math.ceil(leftMs / 1000 + 999 / 2 / 10),
+      pollAfterSeconds: 1,
+      pollAfterMs: Math.round(leftMs + ETA_MARGIN_MS),
+    });
+    expect(at(0.5).pollAfterMs).toBe(Math.round(leftMs + ETA_MARGIN_MS + (1_000 / DRAW_POLLS_PER_SECOND) * 1000 * 0.5));
+    // Prompt: well under a second for a small pre-queue, and one poll later the draw is overdue.
+    expect(at(0.999_999).pollAfterMs).toBeLessThan(1_000);
+    expect(
+      adviseFan({ ...base, ahead: 999, abandonSeconds: 60, drawPendingMs: 20 + at(0).pollAfterMs!, random: 0 })
+        .pollAfterMs,
+    ).toBe(DRAW_WAIT_POLL_MS);
+    // A million fans: the draw takes seconds; the poll waits for it, inside the keep-alive.
+    const big = adviseFan({ ...base, ahead: 999_999, abandonSeconds: 60, drawPendingMs: 0, random: 0 });
+    expect(big.pollAfterMs).toBe(20_000);
+    expect(big.etaSeconds).toBeGreaterThan(50_000);
+    // Nothing admitted: no ETA, the same poll.
+    expect(
+      adviseFan({ ...base, admitPerSecond: 0, ahead: 9, abandonSeconds: 60, drawPendingMs: 0 }).etaSeconds,
+    ).toBeNull();
   });
 });

@@ -90,12 +90,18 @@ export class FanPage implements FanView {
       prequeue ? "Places are drawn at random when the sale opens: arriving early doesn't put you ahead." : "",
     );
     setText("wait-ahead", admitted ? "0" : place.ahead.toLocaleString());
-    setText("wait-eta", admitted ? "Now" : place.etaSeconds === null ? "Paused for now" : formatEta(place.etaSeconds));
+    // A pre-queued fan with no ETA: the sale opened and the draw waits for its public random value.
+    const unknown = prequeue ? "After the draw" : "Paused for now";
+    setText("wait-eta", admitted ? "Now" : place.etaSeconds === null ? unknown : formatEta(place.etaSeconds));
     setText(
       "wait-eta-note",
-      place.status === "waiting" && place.etaSeconds === null
-        ? "Admission is paused by the organiser. Your place is kept while this page stays open."
-        : "",
+      place.etaSeconds !== null
+        ? ""
+        : prequeue
+          ? "The sale has opened: places are being drawn, once the draw's public random value is in. Keep this page open."
+          : place.status === "waiting"
+            ? "Admission is paused by the organiser. Your place is kept while this page stays open."
+            : "",
     );
     this.odds(admitted ? undefined : place.odds);
     const label = prequeue ? "Waiting for the on-sale" : `${progress}% of the way to the front`;
