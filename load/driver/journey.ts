@@ -57,7 +57,7 @@ export function randomSeats(available: readonly string[], want: number): string[
 /** The i-th fan's whole journey. */
 export async function fanJourney(run: FanRun, i: number, behaviour: FanBehaviour): Promise<void> {
   const access = await waitForAdmission(run, i, behaviour);
-  if (!access) return;
+  if (!access || behaviour.shops?.(i) === false) return;
   const held = await holdSeats(run, i, access, behaviour);
   if (!held) return;
   await sleep(run.thinkMs ?? 300 + Math.random() * 500);

@@ -12,6 +12,7 @@ import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { createInventory } from "../../src/inventory/index.js";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import { RUN_RECORD_KIND, type RunRecord } from "../run-record.js";
+import { costLines, measureCosts, type RunCosts } from "./costs.js";
 import { createEvent, type PlayedEvent, readEvent } from "./event.js";
 import { RunFigures, type Tally } from "./figures.js";
 import { Client, targetUrls } from "./http.js";
@@ -110,6 +111,8 @@ export interface RunResult extends Tally {
   audit?: { ok: boolean; failed: string[]; summary: string[]; stranded: number };
   /** With several base URLs: the requests each was sent, in the order given. */
   targets?: Array<{ url: string; requests: number }>;
+  /** With the driver's own gateway: the CPU it, Redis and the driver spent, per request (costs.ts). */
+  costs?: RunCosts;
   /** With --base-url: the command that audits the event. */
   auditCommand?: string;
 }
@@ -277,11 +280,15 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       ...(o.coarsePolls ? { coarsePolls: true } : {}),
       ...(o.thinkMs !== undefined ? { thinkMs: o.thinkMs } : {}),
     };
+    const costs = stack ? await measureCosts(stack) : undefined;
+    const requestsBefore = client.requests;
     const seconds = await play(scenario, run, o, fans, perSecond);
+    const spent = await costs?.stop(client.requests - requestsBefore);
     const stats = adminToken
       ? (await client.call("admin", "GET", `/v1/admin/events/${eventId}/stats`, { token: adminToken })).body
       : undefined;
     const result = resultOf(o, target, run, event, { fans, seconds, startedAt, stats });
+    if (spent) result.costs = spent;
     const thresholds = thresholdsOf(scenario, o, run, seconds);
     if (thresholds) result.thresholds = thresholds;
     const urls = targetUrls(baseUrl);
@@ -353,6 +360,7 @@ export function renderResult(r: RunResult): string {
       );
     }
   }
+  if (r.costs) lines.push(...costLines(r.costs, r.seconds));
   if (r.thresholds?.length) {
     lines.push("", "thresholds:");
     for (const t of r.thresholds) lines.push(`  ${t.ok ? "ok    " : "FAILED"} ${t.threshold}   (${fmt(t.actual, 4)})`);

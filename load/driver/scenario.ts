@@ -43,6 +43,8 @@ export interface FanBehaviour {
    * "Best available together"); undefined: it picks seats.
    */
   best?(i: number): BestAsk | undefined;
+  /** Whether the i-th fan goes on to the seat map once admitted (default true; line: it leaves). */
+  shops?(i: number): boolean;
   /** What the i-th fan does once it holds seats (default: buys). */
   afterHold?(i: number): AfterHold;
 }

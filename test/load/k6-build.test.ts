@@ -23,7 +23,7 @@ describe("npm run build:k6", () => {
       .filter((f) => f.endsWith(".ts") && f !== "lib.ts")
       .map((f) => f.replace(/\.ts$/, ".js"))
       .sort();
-    expect(scenarios).toEqual(["abandon.js", "best.js", "bots.js", "hot-seat.js", "soak.js", "spike.js"]);
+    expect(scenarios).toEqual(["abandon.js", "best.js", "bots.js", "hot-seat.js", "line.js", "soak.js", "spike.js"]);
     expect(readdirSync(out).sort()).toEqual(scenarios);
     expect(stdout.trim().split("\n")).toHaveLength(scenarios.length);
 

@@ -10,8 +10,9 @@ const seatsOf = (sections: { rows: number; seatsPerRow: number }[]) =>
   sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0);
 
 describe("driver scenarios", () => {
-  it("are the six the CLI takes, each with its defaults", () => {
-    expect(SCENARIO_NAMES).toEqual(["spike", "hot-seat", "abandon", "bots", "soak", "best"]);
+  it("are the seven the CLI takes, each with its defaults", () => {
+    expect(SCENARIO_NAMES).toEqual(["spike", "hot-seat", "abandon", "bots", "soak", "best", "line"]);
+    expect(SCENARIOS.line.defaults).toEqual({ fans: 100_000, rate: 2_000, duration: 180 });
     expect(SCENARIOS.spike.defaults).toEqual({ fans: 2_000, rate: 1_000, duration: 30 });
     expect(SCENARIOS.soak.defaults).toEqual({ fans: 0, rate: 20, duration: 300 });
   });

@@ -3,18 +3,29 @@
  * with no Redis call, its heartbeat sent in the process's batch; admission still decided in Redis.
  */
 import { Redis } from "ioredis";
-import { afterAll, describe, expect, inject, it, onTestFinished } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
 import { waitingRoomKeys } from "../../src/waiting-room/index.js";
-import { eventId, fanOut, fans, gateways, ok, sleep, until } from "./helpers.js";
+import { eventId, fanOut, fans, type Gateways, gateways, ok, sleep, until } from "./helpers.js";
 
-const url = inject("redisUrl");
-const gw = gateways(3);
-const plain = gateways(1, url, { lineCache: false });
-const raw = new Redis(url);
-afterAll(() => {
+// A Redis of this file's own: MONITOR then sees only these tests' commands.
+let server: SpawnedRedis;
+let url: string;
+let gw: Gateways;
+let plain: Gateways;
+let raw: Redis;
+beforeAll(async () => {
+  server = await spawnRedis();
+  url = server.url;
+  gw = gateways(3, url);
+  plain = gateways(1, url, { lineCache: false });
+  raw = new Redis(url);
+}, 60_000);
+afterAll(async () => {
   gw.close();
   plain.close();
   raw.disconnect();
+  await server.close();
 });
 
 const past = () => Date.now() - 1_000;
@@ -23,7 +34,7 @@ const oneSession = { onSaleAt: past(), admitPerSecond: 1, maxActive: 1, sessionS
 
 /** Redis commands naming `needle`, seen by MONITOR while `fn` runs. */
 async function commandsNaming(needle: string, fn: () => Promise<void>): Promise<string[]> {
-  const monitor = await new Redis(url).monitor();
+  const monitor = await raw.monitor();
   const seen: string[] = [];
   monitor.on("monitor", (_time: string, args: string[]) => {
     if (args.some((a) => a.includes(needle))) seen.push(args.slice(0, 3).join(" "));

@@ -4,6 +4,7 @@ import { abandon } from "./abandon.js";
 import { best } from "./best.js";
 import { bots } from "./bots.js";
 import { hotSeat } from "./hot-seat.js";
+import { line } from "./line.js";
 import { soak } from "./soak.js";
 import { spike } from "./spike.js";
 
@@ -14,6 +15,7 @@ export const SCENARIOS = {
   bots,
   soak,
   best,
+  line,
 } as const satisfies Record<string, Scenario>;
 
 export type ScenarioName = keyof typeof SCENARIOS;

@@ -73,7 +73,7 @@ export async function loadK6Scripts(env: Record<string, string> = {}): Promise<K
   const k6 = join(root, "load/k6");
   const result = await esbuild.build({
     stdin: {
-      contents: ["lib", "spike", "hot-seat", "abandon", "bots", "soak", "best"]
+      contents: ["lib", "spike", "hot-seat", "abandon", "bots", "soak", "best", "line"]
         .map((n) => `export * as ${n.replace("-", "")} from ${JSON.stringify(join(k6, `${n}.ts`))};`)
         .join("\n"),
       resolveDir: k6,
