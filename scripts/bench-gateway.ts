@@ -204,10 +204,11 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
   hello.child.kill("SIGTERM");
   results.push(ceiling);
 
+  const gwTable = `bench_${Date.now()}`;
   const gw = await startServer("gateway", {
     REDIS_URL: redisUrl,
     DYNAMODB_ENDPOINT: dynamoEndpoint,
-    DYNAMODB_TABLE: `bench_${Date.now()}`,
+    DYNAMODB_TABLE: gwTable,
   });
   const pid = gw.child.pid;
   try {
@@ -292,6 +293,30 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
         answeredByRedis: cacheAfter.redis - cacheBefore.redis,
       },
     });
+    // The same polls on a gateway without the line cache (every poll a status-10.lua call), as
+    // every poll was before issue 28: the before and after in one run.
+    const plain = await startServer("gateway", {
+      REDIS_URL: redisUrl,
+      DYNAMODB_ENDPOINT: dynamoEndpoint,
+      DYNAMODB_TABLE: gwTable,
+      LINE_CACHE: "off",
+    });
+    try {
+      results.push(
+        await measured({
+          ...load,
+          name: "queue status poll, fan waiting, line cache off",
+          baseUrl: plain.url,
+          serverPid: plain.child.pid,
+          next: (i) => ({
+            path: `/v1/events/${fullEvent}/queue/status`,
+            headers: { authorization: `Bearer ${waitingTokens[i % waitingTokens.length]}` },
+          }),
+        }),
+      );
+    } finally {
+      plain.child.kill("SIGTERM");
+    }
     let joined = 0;
     results.push(
       await measured({
