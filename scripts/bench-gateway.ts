@@ -332,6 +332,22 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
         wrkRequest: `return wrk.format("POST", "/v1/events/${eventId}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"w' .. run .. '-' .. counter .. '"}')`,
       }),
     );
+    // The join of an on-sale's crowd: into a line that is waiting (the room full), so no join is
+    // also an admission (the row above admits each joiner at once, 50,000/s).
+    results.push(
+      await measured({
+        ...load,
+        name: "join into a waiting line (a new fan each)",
+        baseUrl: gw.url,
+        serverPid: pid,
+        next: () => ({
+          method: "POST",
+          path: `/v1/events/${fullEvent}/queue`,
+          body: JSON.stringify({ fanId: `waiter-${process.pid}-${joined++}` }),
+        }),
+        wrkRequest: `return wrk.format("POST", "/v1/events/${fullEvent}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"x' .. run .. '-' .. counter .. '"}')`,
+      }),
+    );
     // Every TAKEN seat held first (one fan each): the crowd after them is refused by the shield.
     for (let n = 1; n <= 20; n++) {
       const held = await call(`${gw.url}/v1/events/${eventId}/holds`, {

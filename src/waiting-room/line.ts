@@ -70,7 +70,13 @@ async function joinOnce(
   const ip = limitArgs(eventId, "ip:join", ipLimit);
   const proof = [String(credentials.proofBits ?? 0), credentials.invite ? "1" : "0"];
   return ctx.guarded("join", eventId, async () => {
-    const { reply, outcome } = await ctx.script("join", [...lineKeys(k), ip.key], [fanId, ...ip.args, ...proof]);
+    const keys = [...lineKeys(k), ip.key];
+    // A fan new to a line that is moving: join-new-9.lua, a dozen commands and no tick. Anything
+    // else it hands to join-9.lua (the IP's limit already taken: not again).
+    let { reply, outcome } = await ctx.script("joinNew", keys, [fanId, ...ip.args, ...proof]);
+    if (Array.isArray(reply) && reply.length === 1 && reply[0] === "join") {
+      ({ reply, outcome } = await ctx.script("join", keys, [fanId, 0, 0, ...proof]));
+    }
     const limited = limitedFrom(reply);
     if (limited) return limited;
     const refused = refusedFrom(reply);
