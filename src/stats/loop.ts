@@ -194,6 +194,7 @@ export function createLoopRunner(options: {
           active: stats.active,
           maxActive: settings.maxActive,
           waiting: stats.waiting,
+          admitting: stats.state === "open" && !stats.drawing,
           claimP99Ms: claims.claimP99Ms,
           throttles: claims.throttles,
         },

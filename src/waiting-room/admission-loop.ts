@@ -6,6 +6,9 @@
  * (test/waiting-room/admission-loop.test.ts).
  *
  * The law (AIMD around a setpoint, the family TCP's congestion control belongs to):
+ * - Nothing can be admitted (before the on-sale, the pre-queue not drawn yet, paused, closed):
+ *   the rate stays ("not_admitting"); what it measures then says nothing of checkout, and a rate
+ *   stepped up meanwhile would be spent at once when admission starts.
  * - Nobody waits: nothing to admit, the rate stays ("idle").
  * - Overload, the claim path's p99 above its target: multiplicative decrease, by a factor that
  *   grows with the overshoot (1 - (p99 - target) / (2 p99), within [0.5, 0.9]) ("p99_over_target").
@@ -54,6 +57,7 @@ const STALE_INTERVALS = 4;
 
 export type LoopReason =
   | "starting"
+  | "not_admitting"
   | "idle"
   | "p99_over_target"
   | "throttled"
@@ -73,6 +77,11 @@ export interface LoopMeasurements {
   active: number;
   maxActive: number;
   waiting: number;
+  /**
+   * Whether the line can admit anyone now: open (not paused or closed, the on-sale passed, a rate
+   * above 0) and its pre-queue drawn. False: the loop holds the rate.
+   */
+  admitting: boolean;
   /** The claim path's p99 latency over the interval, merged across gateways; null: no claims. */
   claimP99Ms: number | null;
   /** DynamoDB attempts throttled over the interval, every gateway. */
@@ -144,6 +153,7 @@ export function step(
     };
   };
 
+  if (!m.admitting) return next(rate, "not_admitting");
   if (m.waiting <= 0) return next(rate, "idle");
   const target = settings.targetClaimP99Ms;
   const p99 = m.claimP99Ms;

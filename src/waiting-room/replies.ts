@@ -163,6 +163,7 @@ export function statsFrom(f: Fields): WaitingRoomStats {
     servedThrough: f.num("served"),
     lastPosition: f.num("tail"),
     preQueued: f.num("preCount"),
+    drawing: f.num("openedAt") > 0 && !f.flag("drawn"),
     at: iso(f.num("now")),
   };
 }

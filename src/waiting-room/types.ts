@@ -92,6 +92,8 @@ export interface WaitingRoomStats {
   lastPosition: number;
   /** Size of the drawn pre-queue (0 before the draw). */
   preQueued: number;
+  /** The pre-queue has closed and its draw is not done yet (waiting for its beacon, or running). */
+  drawing: boolean;
   /** Redis time the figures were taken at. */
   at: string;
 }

@@ -214,4 +214,49 @@ describe("closed-loop admission", () => {
     const after = (await samples(eventId)).slice(-2);
     expect(after.every((s) => s.loop === undefined && s.admitPerSecond === before)).toBe(true);
   }, 120_000);
+  it("holds the rate while nothing can be admitted: before the on-sale, then paused (issue 28)", async () => {
+    const own = await createTable();
+    const pair = [gateway(own), gateway(own)];
+    const [a, b] = pair as [CountedGateway, CountedGateway];
+    const eventId = uniqueId("an");
+    // On sale in an hour: a pre-queue, and nothing to admit before the draw.
+    const input = eventInput({
+      onSaleAt: new Date(Date.now() + 3_600_000).toISOString(),
+      waitingRoom: { admitPerSecond: 50, maxActive: 10_000, sessionSeconds: 600 },
+    });
+    expect((await putEvent(a, eventId, input)).status).toBe(201);
+    const joined = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        b.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: `p${i}` } }),
+      ),
+    );
+    expect(joined.every((r) => r.status === 201)).toBe(true);
+    const bounds = { minPerSecond: 5, maxPerSecond: 400, targetClaimP99Ms: 250, maxThrottlesPerSecond: 0 };
+    expect((await patch(a, eventId, { autoAdmit: { enabled: true, ...bounds } })).status).toBe(200);
+    b.deps.stats.sampler.watch(eventId);
+    // Claims as fast as can be: with fans waiting, the loop would step up every slot (+25%).
+    const fast = () => {
+      for (let i = 0; i < 50; i++) a.deps.stats.claims.record(eventId, 5);
+    };
+    await tickUntil(pair, eventId, 6, fast);
+    const before = (await samples(eventId)).filter((s) => s.loop);
+    expect(before.length).toBeGreaterThanOrEqual(6);
+    for (const s of before) {
+      expect(s.loop!.rate).toBe(50);
+      expect(["starting", "not_admitting"]).toContain(s.loop!.reason);
+    }
+    expect(before.some((s) => s.loop!.reason === "not_admitting")).toBe(true);
+
+    // On sale and drawn, then paused by the operator: held again.
+    expect(
+      (await a.request(`/v1/admin/events/${eventId}/open-now`, { method: "POST", token: ADMIN_TOKEN })).status,
+    ).toBe(200);
+    expect((await patch(a, eventId, { paused: true })).status).toBe(200);
+    await tickUntil(pair, eventId, 4, fast);
+    const paused = (await samples(eventId)).filter((s) => s.loop).slice(before.length);
+    expect(paused.length).toBeGreaterThanOrEqual(4);
+    for (const s of paused) expect(s.loop!).toMatchObject({ rate: 50, reason: "not_admitting" });
+    const room = await a.deps.waitingRoom.stats(eventId);
+    expect(room.ok && room.settings.admitPerSecond).toBe(50);
+  });
 });

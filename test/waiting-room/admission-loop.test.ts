@@ -83,6 +83,7 @@ function simulate(options: {
       active: Math.floor(active),
       maxActive,
       waiting: Math.floor(waiting),
+      admitting: true,
       claimP99Ms: active > 0 ? Math.round(p99) : null,
       throttles: Math.round(throttles),
     };
@@ -183,6 +184,39 @@ describe("admission loop (simulated checkout)", () => {
     }
   });
 
+  it("holds the rate while nothing can be admitted, however fast the claims and long the line", () => {
+    const settings = {
+      enabled: true,
+      minPerSecond: 5,
+      maxPerSecond: 400,
+      targetClaimP99Ms: 250,
+      maxThrottlesPerSecond: 0,
+    };
+    const m: LoopMeasurements = {
+      at: 10_000,
+      finishedTotal: 0,
+      active: 0,
+      maxActive: 10_000,
+      waiting: 50_000,
+      admitting: false,
+      claimP99Ms: 5,
+      throttles: 0,
+    };
+    let out = step(null, m, { ...settings, rate: 50, intervalMs: STEP_MS });
+    // Six slots (30 s) before the draw: before issue 28 the rate went 50, 62.5, 78, 98, 122, 152.
+    for (let i = 1; i <= 6; i++) {
+      out = step(out.state, { ...m, at: 10_000 + i * STEP_MS }, { ...settings, rate: out.rate, intervalMs: STEP_MS });
+      expect(out).toMatchObject({ rate: 50, reason: "not_admitting" });
+    }
+    // Admission starts: from the held rate, one bounded step at a time.
+    const next = step(
+      out.state,
+      { ...m, admitting: true, at: 10_000 + 7 * STEP_MS },
+      { ...settings, rate: 50, intervalMs: STEP_MS },
+    );
+    expect(next.rate).toBeLessThanOrEqual(50 * 1.25 + 0.5);
+  });
+
   it("starts from the rate in force, clamped, and starts again after a gap", () => {
     const settings = {
       enabled: true,
@@ -197,6 +231,7 @@ describe("admission loop (simulated checkout)", () => {
       active: 0,
       maxActive: 100,
       waiting: 5,
+      admitting: true,
       claimP99Ms: null,
       throttles: 0,
     };

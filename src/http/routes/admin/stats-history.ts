@@ -40,6 +40,7 @@ const Sample = z
         was: z.number().openapi({ description: "The rate before the step" }),
         reason: z.enum([
           "starting",
+          "not_admitting",
           "idle",
           "p99_over_target",
           "throttled",
