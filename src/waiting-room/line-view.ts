@@ -22,6 +22,7 @@
  * place, and Redis is asked about O(admission rate) polls a second, not O(fans in line).
  */
 import { createLocalBuckets } from "../local-buckets.js";
+import { redisReady } from "../redis/availability.js";
 import { adviseFan } from "./advice.js";
 import type { RoomContext } from "./context.js";
 import { keysFor } from "./context.js";
@@ -201,7 +202,8 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       line.view = line.stale ? null : latest;
     } catch (err) {
       // The heartbeats may not have been recorded: those fans' next polls go to Redis, which
-      // records them; the stale view answers nothing after VIEW_STALE_MS.
+      // records them (or answers 503); the view answers nothing until a read succeeds.
+      line.view = null;
       for (const fanId of beats) {
         const known = line.fans.get(fanId);
         if (known) known.seenAt = 0;
@@ -263,6 +265,9 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     answer(eventId, fanId, limits) {
       const line = lines.get(eventId);
       if (!line) return null;
+      // Redis away: the poll is asked of Redis, and answered 503 as every poll was before the cache
+      // (the heartbeat could not be recorded; the view is frozen at the outage).
+      if (!redisReady(ctx.redis)) return null;
       const now = Date.now();
       line.askedAt = now;
       const view = line.view;
