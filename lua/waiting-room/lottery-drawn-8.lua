@@ -38,6 +38,8 @@ if r.drawn == 0 then
   redis.call('HSET', K_ROOM, 'seed', ARGV[1], 'membershipHash', ARGV[2], 'beacon', ARGV[3], 'drawKey', ARGV[4])
   r.seed, r.membershipHash, r.beacon, r.drawKey = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
   r.drawn = 1
+  -- the abandon clock of every place starts here at the earliest (includes/fans.lua is_stale)
+  r.drawnAt = now
   changed = 1
   tick(r, now)
 elseif r.preCount == 0 and r.seed == '' and ARGV[1] ~= '' then

@@ -38,7 +38,8 @@ end
 
 local function sweep_abandoned(r, now)
   local cutoff = now - r.abandonSeconds * 1000
-  if cutoff <= r.openedAt then return end
+  -- the clock runs from the draw (fans.lua is_stale): nobody is stale before it, nor just after
+  if r.drawn == 0 or cutoff <= math.max(r.openedAt, r.drawnAt) then return end
   local stale = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', '(' .. int(cutoff), 'LIMIT', 0, MAX_SWEEP)
   for _, fanId in ipairs(stale) do
     abandon(r, fanId, get_fan(fanId))

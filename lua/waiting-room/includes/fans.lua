@@ -33,9 +33,12 @@ local function put_fan(fanId, f)
     f.s .. '|' .. int(f.pos) .. '|' .. int(f.n) .. '|' .. f.sid .. '|' .. int(f.exp) .. '|' .. int(f.at))
 end
 
--- A place is kept by polling: the last join/poll, or the draw for the pre-queue, whichever is later.
+-- A place is kept by polling: the last join/poll, or the draw, whichever is later. Before the
+-- draw nobody's place can be lost: pre-queued fans are told to come back at the on-sale, and nobody
+-- is admitted while the draw (which may wait minutes for its beacon) is pending.
 local function is_stale(r, seenAt, now)
-  return math.max(seenAt, r.openedAt) < now - r.abandonSeconds * 1000
+  if r.openedAt > 0 and r.drawn == 0 then return false end
+  return math.max(seenAt, r.openedAt, r.drawnAt) < now - r.abandonSeconds * 1000
 end
 
 local function abandon(r, fanId, f)

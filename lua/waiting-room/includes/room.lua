@@ -42,7 +42,7 @@ local SETTINGS = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 
   'paused', 'closed', 'powBits', 'invites' }
 local RUNTIME = { 'openedAt', 'preCount', 'preSeq', 'tail', 'served', 'credit', 'accruedAt',
   'sessSeq', 'winStart', 'winCount', 'lastRate', 'joined', 'admitted', 'abandoned', 'completed',
-  'expired', 'revoked', 'drawn' }
+  'expired', 'revoked', 'drawn', 'drawnAt' }
 local FRACTIONAL = { credit = true, lastRate = true }
 
 -- Lua would print large numbers as 1.7e+12 when concatenated; every integer leaves through here.

@@ -1,0 +1,86 @@
+/**
+ * The abandon clock of a pre-queued fan starts at the draw, not at the close (issue 28 item 7):
+ * while the draw waits for its beacon nobody's place can be lost, and after it a fan who does not
+ * poll loses the place abandonSeconds after the draw. Real Redis, the test DynamoDB (the lottery
+ * store, whose named beacon makes the draw wait); nothing mocked.
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createDocumentClient, createDynamoClient } from "../../src/dynamodb/client.js";
+import { ensureTable } from "../../src/dynamodb/table.js";
+import { createLotteryStore } from "../../src/lottery/store.js";
+import { createWaitingRoom, type WaitingRoom, waitingRoomKeys } from "../../src/waiting-room/index.js";
+import { eventId as freshEventId, ok, SECRET, sleep, until } from "../waiting-room/helpers.js";
+
+const ABANDON_SECONDS = 2;
+
+let dynamo: ReturnType<typeof createDynamoClient>;
+let redis: Redis;
+let room: WaitingRoom;
+
+beforeAll(async () => {
+  dynamo = createDynamoClient({ endpoint: inject("dynamoEndpoint"), region: "us-east-1" });
+  const tableName = `draw_abandon_${freshEventId("t")}`;
+  await ensureTable(dynamo, tableName);
+  const store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName, beaconWaitMs: 600_000 });
+  redis = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
+  room = createWaitingRoom({ redis, secret: SECRET, lottery: store });
+});
+
+afterAll(async () => {
+  await room.close();
+  redis.disconnect();
+  dynamo.destroy();
+});
+
+describe("the abandon clock of the pre-queue", () => {
+  it("starts at the draw: a beacon's wait longer than abandonSeconds costs nobody a place", async () => {
+    const evt = freshEventId("clock");
+    ok(
+      await room.configure(evt, {
+        onSaleAt: Date.now() + 3_600_000,
+        admitPerSecond: 0,
+        maxActive: 100,
+        sessionSeconds: 60,
+        abandonSeconds: ABANDON_SECONDS,
+      }),
+    );
+    const fans = ["keeps", "quiet-1", "quiet-2"].map((f) => `${f}-${evt}`);
+    for (const fanId of fans) ok(await room.join(evt, fanId));
+    ok(await room.recordBeacon(evt, { source: "drand quicknet round 12345678" }));
+    ok(await room.openNow(evt));
+
+    // Longer than abandonSeconds with the draw waiting, and nobody polling (as they were told).
+    await sleep(ABANDON_SECONDS * 1000 + 1_500);
+    const waiting = ok(await room.stats(evt)).stats;
+    expect(waiting).toMatchObject({ abandoned: 0, waiting: 3, drawing: true });
+
+    // The value comes; the draw places them all, none lost.
+    ok(await room.recordBeacon(evt, { value: "b".repeat(64) }));
+    const drawn = await until(async () => {
+      const place = ok(await room.statusOf(evt, fans[0]!)).place;
+      return place.status === "prequeue" ? undefined : place;
+    }, 10_000);
+    expect(drawn.status).toBe("waiting");
+    const k = waitingRoomKeys(evt);
+    const records = await redis.hmget(k.fans, ...fans);
+    for (const r of records) expect(r?.startsWith("x|"), String(r)).toBe(false);
+    const after = ok(await room.stats(evt)).stats;
+    expect(after).toMatchObject({ abandoned: 0, waiting: 3, drawing: false });
+
+    // From the draw on the clock runs: the two who never poll lose their places, the one who polls
+    // keeps it, and the counts follow.
+    const lost = await until(
+      async () => {
+        ok(await room.statusOf(evt, fans[0]!));
+        const s = ok(await room.stats(evt)).stats;
+        return s.abandoned === 2 ? s : undefined;
+      },
+      15_000,
+      300,
+    );
+    expect(lost.waiting).toBe(1);
+    expect(ok(await room.statusOf(evt, fans[1]!)).place.status).toBe("abandoned");
+    expect(ok(await room.statusOf(evt, fans[0]!)).place).toMatchObject({ status: "waiting", ahead: 0 });
+  });
+});
