@@ -40,8 +40,12 @@ const VIEW_IDLE_MS = 15_000;
 export const NEAR_SECONDS = 1;
 /** A pre-queued fan's poll goes to Redis from this long before the on-sale (the close, the draw). */
 const NEAR_ON_SALE_MS = 1_000;
-/** Vacated places ahead of the cursor the view lists; beyond them `ahead` counts none (over-estimates). */
-const GONE_LISTED = 10_000;
+/**
+ * Vacated places ahead of the cursor the view lists, nearest first: every gateway reads them ten
+ * times a second, so the list is bounded. A fan behind the last one listed is told an `ahead` that
+ * leaves the rest uncounted (an over-estimate, so an ETA on the safe side) until the cursor nears.
+ */
+const GONE_LISTED = 2_000;
 /** Heartbeats per script call (Lua's unpack stack), the rest in further calls of the same refresh. */
 const BEATS_PER_CALL = 2_000;
 /** Fans remembered per event; the least recently learned go first (their next poll asks Redis). */
