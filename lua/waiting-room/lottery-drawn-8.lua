@@ -2,6 +2,9 @@
   The end of the draw (src/waiting-room/draw.ts): the drawer has written every pre-queued fan's
   place (1..preCount) as its score in KEYS[3] (pre); this flips `drawn`, records what the order
   was drawn from (revealed from now on in the snapshot), and lets admission reach the pre-queue.
+  It also records `drawnAt` (Redis time), where every abandon clock starts at the earliest
+  (includes/fans.lua is_stale): the pre-queue was told to come back at the on-sale, and the
+  draw may have waited minutes after the close for its beacon.
   Idempotent: on a drawn room it changes nothing, but for an empty pre-queue drawn at the close
   whose seed Redis never had: that seed is recorded then. Refuses a membership whose places are not
   exactly 1..preCount (a draw that did not finish writing them).

@@ -8,7 +8,7 @@ import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
 import { waitingRoomKeys } from "../../src/waiting-room/index.js";
 import { eventId, fanOut, fans, type Gateways, gateways, ok, sleep, until } from "./helpers.js";
 
-// A Redis of this file's own: MONITOR then sees only these tests' commands.
+// A Redis of this file's own.
 let server: SpawnedRedis;
 let url: string;
 let gw: Gateways;
@@ -32,18 +32,24 @@ const past = () => Date.now() - 1_000;
 /** One session, taken by the first fan: the rest wait, and the cursor stands still. */
 const oneSession = { onSaleAt: past(), admitPerSecond: 1, maxActive: 1, sessionSeconds: 300, abandonSeconds: 4 };
 
-/** Redis commands naming `needle`, seen by MONITOR while `fn` runs. */
+/**
+ * The commands gateway 0's Redis client sent naming `needle` while `fn` ran: every command an
+ * ioredis client sends goes through its sendCommand (the script calls included), so counting there
+ * counts what the real Redis received from that gateway. (MONITOR did the same, but its stream on a
+ * busy server broke ioredis's reply queue now and then: "Command queue state error".)
+ */
 async function commandsNaming(needle: string, fn: () => Promise<void>): Promise<string[]> {
-  const monitor = await raw.monitor();
+  const client = gw.clients[0]!;
   const seen: string[] = [];
-  monitor.on("monitor", (_time: string, args: string[]) => {
-    if (args.some((a) => a.includes(needle))) seen.push(args.slice(0, 3).join(" "));
-  });
+  const send = client.sendCommand;
+  client.sendCommand = function (this: typeof client, command, ...rest) {
+    if (command.args.some((a) => String(a).includes(needle))) seen.push(command.name);
+    return send.call(this, command, ...rest);
+  } as typeof send;
   try {
     await fn();
-    await sleep(50);
   } finally {
-    monitor.disconnect();
+    client.sendCommand = send;
   }
   return seen;
 }

@@ -4,8 +4,9 @@
   accrues as `credit` while the room is open, and each admission into a free session spends one.
   Each call does bounded work (the MAX_* limits); whatever is left is carried to the next call.
 
-  Defines  tick(r, now)     the draw when due, expired sessions, abandoned places, the budget,
-                            admissions, and forgetting vacated places the cursor passed
+  Defines  tick(r, now)     the draw when due, expired sessions, abandoned places (none until
+                            abandonSeconds after the draw), the budget, admissions, and
+                            forgetting vacated places the cursor passed
            serve(r, now)    admissions alone (after a slot was freed or the line grew);
                             returns how many fans it admitted
   Needs    room, prequeue, fans, sessions

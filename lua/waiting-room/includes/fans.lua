@@ -4,11 +4,14 @@
          x abandoned, c completed, e expired, r revoked
     pos  place (0 while it is the lottery rank not yet looked up); n: pre-queue arrival number
     sid/exp/at  session id, its expiry and the admission time (ms), once admitted
-  A place is kept by polling (KEYS[5] seen); one not polled for abandonSeconds is lost.
+  A place is kept by polling (KEYS[5] seen); one not polled for abandonSeconds is lost. The clock
+  starts at the draw at the earliest (drawnAt): pre-queued fans are told to come back at the
+  on-sale, and the draw may wait minutes for its beacon after the close.
 
   Defines  STATE_NAMES                  record letter -> the status a fan is shown
            get_fan(fanId) -> f | nil    put_fan(fanId, f)
-           is_stale(r, seenAt, now)     the place was not polled for abandonSeconds
+           is_stale(r, seenAt, now)     the place was not polled for abandonSeconds (never
+                                        while the draw is pending)
            abandon(r, fanId, f)         gives the place up (the cursor will pass it)
            settle_fan(r, fanId, f, now) brings the fan's own record up to date before it is shown
   Needs    room, prequeue

@@ -5,7 +5,9 @@
   takes the same eight keys first, all under the event's hash tag {evt:<eventId>}
   (src/waiting-room/keys.ts lineKeys):
 
-    KEYS[1] room      HASH  settings, lottery (seed, commitment), epoch, cursor, budget, counters
+    KEYS[1] room      HASH  settings, lottery (seed, commitment), epoch, cursor, budget, counters,
+                            openedAt (the close), drawnAt (the draw: no abandon clock starts
+                            before it; lottery-drawn-8.lua)
     KEYS[2] fans      HASH  fanId -> place record "s|pos|n|sid|exp|at" (see fans.lua)
     KEYS[3] pre       ZSET  the pre-queue: score 0, member sha1hex(seed .. ':' .. fanId) .. fanId,
                             so lexicographic order IS the lottery order; frozen once drawn
