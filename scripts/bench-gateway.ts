@@ -16,6 +16,7 @@ import { pathToFileURL } from "node:url";
 import { z } from "zod";
 import { spawnLocalDynamoDB } from "../src/local/dynamodb.js";
 import { spawnRedis } from "../src/local/redis.js";
+import { pollsAnswered } from "../load/driver/costs.js";
 import { type LoadOptions, type LoadResult, processCpuMicros, runLoad } from "./lib/http-load.js";
 
 export const ADMIN = "bench-operator-token-000";
@@ -395,14 +396,6 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
   }
   for (const r of results) r.ceilingRatio = r.perSecond / ceiling.perSecond;
   return results;
-}
-
-/** Queue polls the gateway answered from its line cache and from Redis, from its /metrics. */
-async function pollsAnswered(url: string): Promise<{ cache: number; redis: number }> {
-  const metrics = await (await fetch(`${url}/metrics`)).text();
-  const count = (answered: string) =>
-    Number(new RegExp(`^gateway_queue_polls_total\\{answered="${answered}"\\} (\\d+)`, "m").exec(metrics)?.[1] ?? 0);
-  return { cache: count("cache"), redis: count("redis") };
 }
 
 /** DynamoDB hold writes the gateway has made, from its /metrics. */

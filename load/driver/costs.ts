@@ -5,9 +5,9 @@
  * `gateway_queue_polls_total` series). Redis CPU is the server's own (INFO cpu: used_cpu_user +
  * used_cpu_sys), which counts a script's inner calls once, as they cost; commandstats would not.
  */
-import { readFileSync } from "node:fs";
 import type { Cluster, Redis } from "ioredis";
 import { connectRedis } from "../../src/redis/connect.js";
+import { processCpuMicros } from "./proc.js";
 import type { Stack } from "./stack.js";
 
 export interface RunCosts {
@@ -36,14 +36,6 @@ interface Snapshot {
   polls: { cache: number; redis: number };
 }
 
-/** utime + stime of a process, microseconds (Linux /proc). */
-function processCpuMicros(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // fields[11], fields[12]: utime and stime in clock ticks (100 a second on Linux)
-  return ((Number(fields[11]) + Number(fields[12])) / 100) * 1e6;
-}
-
 async function redisCpu(client: Redis | Cluster): Promise<Record<string, number>> {
   const nodes = "nodes" in client && typeof client.nodes === "function" ? client.nodes("master") : [client as Redis];
   const out: Record<string, number> = {};
@@ -55,7 +47,8 @@ async function redisCpu(client: Redis | Cluster): Promise<Record<string, number>
   return out;
 }
 
-async function pollsAnswered(baseUrl: string): Promise<{ cache: number; redis: number }> {
+/** Queue polls a gateway answered from its line cache and from Redis, from its /metrics. */
+export async function pollsAnswered(baseUrl: string): Promise<{ cache: number; redis: number }> {
   const text = await (await fetch(`${baseUrl}/metrics`)).text();
   const count = (answered: string) =>
     Number(new RegExp(`^gateway_queue_polls_total\\{answered="${answered}"\\} (\\d+)`, "m").exec(text)?.[1] ?? 0);
@@ -73,7 +66,7 @@ export async function measureCosts(stack: Stack): Promise<{ stop(requests: numbe
   const snapshot = async (): Promise<Snapshot> => {
     const usage = process.cpuUsage();
     return {
-      gatewayMicros: processCpuMicros(pid),
+      gatewayMicros: processCpuMicros(pid) ?? Number.NaN,
       redisSeconds: await redisCpu(redis),
       driverMicros: usage.user + usage.system,
       polls: await pollsAnswered(stack.url),

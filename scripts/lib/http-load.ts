@@ -22,6 +22,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Connections } from "../../load/driver/http.js";
+import { processCpuMicros, ticksPerSecond } from "../../load/driver/proc.js";
+
+export { processCpuMicros };
 
 export interface LoadResult {
   name: string;
@@ -95,26 +98,6 @@ export function defaultClient(): "wrk" | "node" {
   const named = process.env.BENCH_CLIENT;
   if (named === "wrk" || named === "node") return named;
   return wrkAvailable() ? "wrk" : "node";
-}
-
-let clockTicks: number | undefined;
-/** The kernel's clock ticks a second (the unit of /proc's CPU times), asked once. */
-function ticksPerSecond(): number {
-  clockTicks ??= Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
-  return clockTicks;
-}
-
-/** User + system CPU of a process, in microseconds (Linux /proc; undefined elsewhere). */
-export function processCpuMicros(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // Fields after the command name (which may hold spaces): utime is the 14th, stime the 15th.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return (ticks / ticksPerSecond()) * 1e6;
-  } catch {
-    return undefined;
-  }
 }
 
 /** The whole machine's CPU time, busy and in all, in microseconds of CPU (Linux /proc/stat). */
