@@ -113,6 +113,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ["answered"] as const,
       registers: [registry],
     }),
+    joinBatchSize: new Histogram({
+      name: "gateway_queue_join_batch_size",
+      help: "Joins per join-batch-n.lua call: what arrived for one event while this process's previous batch was in Redis",
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+      registers: [registry],
+    }),
     redisScripts: new Counter({
       name: "gateway_redis_script_calls_total",
       help: "Redis Lua script calls by script and outcome",

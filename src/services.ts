@@ -194,6 +194,7 @@ export function buildServices(config: ServicesConfig): Services {
     keep: roomKeeper(inventory),
     lottery: createLotteryStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) }),
     ...(config.lineCache === false ? { lineCache: false } : {}),
+    onJoinBatch: (size) => metrics.joinBatchSize.observe(size),
   });
   const queues = config.queues ? createQueues(redis, logger) : undefined;
   const closeGrace = config.eventCloseGraceMs ? { closeGraceMs: config.eventCloseGraceMs } : {};

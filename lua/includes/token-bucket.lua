@@ -1,7 +1,8 @@
 --[[
-  The token bucket (used by rate-limit-1, and by waiting-room/status-10 and join-9, which check a
-  request's limits in the same call as the line so a poll is one round trip). One algorithm in
-  Lua; src/http/middleware/rate-limit.ts has the same one in memory for when Redis is away.
+  The token bucket (used by rate-limit-1, and by waiting-room/status-10, join-9 and join-batch-n,
+  which check a request's limits in the same call as the line so a poll is one round trip). One
+  algorithm in Lua; src/http/middleware/rate-limit.ts has the same one in memory for when Redis is
+  away.
 
   key     the bucket (a hash: tokens, ts), expired once it would have refilled
   rate    tokens added per second (> 0)
@@ -9,9 +10,15 @@
   cost    tokens this request takes (usually 1)
   now     Redis time in ms (redis.call('TIME'), taken by the caller)
 
-  Returns  allowed (1 | 0), retryAfterMs (0 when allowed, else ms until enough tokens exist)
+  take_token(key, rate, burst, cost, now)
+    Returns  allowed (1 | 0), retryAfterMs (0 when allowed, else ms until enough tokens exist)
+  take_tokens(key, rate, burst, count, now)
+    `count` requests of cost 1 at once (a batch of joins from one client IP, in arrival order):
+    what `count` calls of take_token in a row would answer, with one read and one write.
+    Returns  allowed (how many of the first requests got a token, 0..count), retryAfterMs for
+             the rest (0 when all were allowed)
 ]]
-local function take_token(key, rate, burst, cost, now)
+local function bucket_refilled(key, rate, burst, now)
   local state = redis.call('HMGET', key, 'tokens', 'ts')
   local tokens = tonumber(state[1])
   local ts = tonumber(state[2])
@@ -19,21 +26,34 @@ local function take_token(key, rate, burst, cost, now)
     tokens = burst
     ts = now
   end
+  return math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
+end
 
-  local elapsed = math.max(0, now - ts)
-  tokens = math.min(burst, tokens + elapsed * rate / 1000)
+local function bucket_save(key, rate, burst, tokens, now)
+  redis.call('HSET', key, 'tokens', tokens, 'ts', now)
+  -- A full bucket carries no information: let it go once it would have refilled.
+  redis.call('PEXPIRE', key, math.ceil(burst * 1000 / rate) + 1000)
+end
 
-  local allowed = 0
-  local retry = 0
+local function take_token(key, rate, burst, cost, now)
+  local tokens = bucket_refilled(key, rate, burst, now)
+  local allowed, retry = 0, 0
   if tokens >= cost then
     tokens = tokens - cost
     allowed = 1
   else
     retry = math.ceil((cost - tokens) * 1000 / rate)
   end
+  bucket_save(key, rate, burst, tokens, now)
+  return allowed, retry
+end
 
-  redis.call('HSET', key, 'tokens', tokens, 'ts', now)
-  -- A full bucket carries no information: let it go once it would have refilled.
-  redis.call('PEXPIRE', key, math.ceil(burst * 1000 / rate) + 1000)
+local function take_tokens(key, rate, burst, count, now)
+  local tokens = bucket_refilled(key, rate, burst, now)
+  local allowed = math.min(count, math.floor(tokens))
+  tokens = tokens - allowed
+  local retry = 0
+  if allowed < count then retry = math.ceil((1 - tokens) * 1000 / rate) end
+  bucket_save(key, rate, burst, tokens, now)
   return allowed, retry
 end

@@ -11,6 +11,7 @@ import { redisReady } from "../redis/availability.js";
 import { registerScripts, type RunScript } from "../redis/scripts.js";
 import { onceEvery } from "../throttle.js";
 import { OUTCOME_MESSAGES, type ScriptOutcome, scriptOutcome } from "./codes.js";
+import { createJoinBatcher, type JoinBatcher } from "./join-batch.js";
 import { isEventId, waitingRoomKeys, type WaitingRoomKeys } from "./keys.js";
 import type { LineViews } from "./line-view.js";
 import { createPlaceReader, type PlaceReader } from "./places.js";
@@ -39,6 +40,8 @@ export interface RoomContext {
   views?: LineViews | undefined;
   /** The family's runner: the raw reply. */
   run: RunScript<ScriptName>;
+  /** New fans' joins, batched per event (join-batch.ts). */
+  joins: JoinBatcher;
   /** A script's reply, with its negative code read as an outcome (logged at debug). */
   script(
     name: ScriptName,
@@ -92,6 +95,7 @@ export function createRoomContext(
   log: Logger | undefined,
   tokens: TokenService,
   lottery?: LotteryCommitter,
+  onJoinBatch?: (size: number) => void,
 ): RoomContext {
   const run = registerScripts(redis, waitingRoomScripts);
   const downLogDue = onceEvery(DOWN_LOG_EVERY_MS);
@@ -105,6 +109,7 @@ export function createRoomContext(
     placeFrom: createPlaceReader(tokens),
     lottery,
     run,
+    joins: createJoinBatcher(run, onJoinBatch ? { onBatch: onJoinBatch } : {}),
     async script(name, keys, args = []) {
       const reply = await run(name, keys, args);
       const outcome = scriptOutcome(reply);

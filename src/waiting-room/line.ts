@@ -1,8 +1,10 @@
 /**
- * The fan's side of the line: taking a place (join-9.lua) and polling it (status-10.lua). Each is
- * one Redis round trip, its rate limits taken inside the same script; the status poll is the hot
- * path of an on-sale, so nothing here adds a call to it.
+ * The fan's side of the line: taking a place (join-batch-n.lua, batched per event by join-batch.ts;
+ * join-9.lua for what a batch cannot place) and polling it (status-10.lua). Each is one Redis round
+ * trip, its rate limits taken inside the same script; the status poll is the hot path of an
+ * on-sale, so nothing here adds a call to it.
  */
+import { scriptOutcome } from "./codes.js";
 import { keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
 import { isEventId, isFanId, limitKey, lineKeys, type WaitingRoomKeys } from "./keys.js";
 import { MAX_POW_BITS } from "./proof-of-work.js";
@@ -68,14 +70,17 @@ async function joinOnce(
   credentials: JoinCredentials = {},
 ): Promise<JoinResult> {
   const ip = limitArgs(eventId, "ip:join", ipLimit);
-  const proof = [String(credentials.proofBits ?? 0), credentials.invite ? "1" : "0"];
+  const proofBits = credentials.proofBits ?? 0;
+  const invite = credentials.invite === true;
   return ctx.guarded("join", eventId, async () => {
-    const keys = [...lineKeys(k), ip.key];
-    // A fan new to a line that is moving: join-new-9.lua, a dozen commands and no tick. Anything
-    // else it hands to join-9.lua (the IP's limit already taken: not again).
-    let { reply, outcome } = await ctx.script("joinNew", keys, [fanId, ...ip.args, ...proof]);
+    const keys = lineKeys(k);
+    // A fan new to a line that is moving: placed in this process's next batch of the event's joins
+    // (join-batch.ts, join-batch-n.lua), no tick. Anything else it hands to join-9.lua (the IP's
+    // limit already taken: not again).
+    let reply = await ctx.joins.join(eventId, keys, { fanId, bucket: ip.key, limit: ip.args, proofBits, invite });
+    let outcome = scriptOutcome(reply);
     if (Array.isArray(reply) && reply.length === 1 && reply[0] === "join") {
-      ({ reply, outcome } = await ctx.script("join", keys, [fanId, 0, 0, ...proof]));
+      ({ reply, outcome } = await ctx.script("join", [...keys, ip.key], [fanId, 0, 0, proofBits, invite ? "1" : "0"]));
     }
     const limited = limitedFrom(reply);
     if (limited) return limited;

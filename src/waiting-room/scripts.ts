@@ -10,7 +10,7 @@ export const waitingRoomScripts = scriptFamily({
   files: {
     configure: "waiting-room/configure-9",
     join: "waiting-room/join-9",
-    joinNew: "waiting-room/join-new-9",
+    joinBatch: "waiting-room/join-batch-n",
     status: "waiting-room/status-10",
     lineView: "waiting-room/line-view-8",
     snapshot: "waiting-room/snapshot-8",

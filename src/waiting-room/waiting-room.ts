@@ -17,6 +17,7 @@
 import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
+import type { JoinBatchCounters } from "./join-batch.js";
 import { createRoomContext, type LotteryCommitter, type RestoringContext } from "./context.js";
 import { cachedStatus, claimIdentity, join, status, statusOf } from "./line.js";
 import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
@@ -91,6 +92,8 @@ export interface WaitingRoomOptions {
    * `false`: every poll is a Redis call (status-10.lua), as before.
    */
   lineCache?: boolean | LineViewOptions;
+  /** Told the size of every batch of joins this process sends (join-batch.ts), for a metric. */
+  onJoinBatch?: (size: number) => void;
 }
 
 export interface WaitingRoom {
@@ -193,6 +196,8 @@ export interface WaitingRoom {
   remove(eventId: string): Promise<RemoveResult>;
   /** Polls answered from this process's view of the line, refreshes and heartbeats sent (line-view.ts). */
   lineCacheCounters(): ReturnType<LineViews["counters"]>;
+  /** Batches of joins this process sent, the joins in them and the largest (join-batch.ts). */
+  joinBatchCounters(): JoinBatchCounters;
   /** Sends the heartbeats owed and stops the line cache's refreshes (a gateway shutting down). */
   close(): Promise<void>;
 }
@@ -208,7 +213,13 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     keys: options.signingKeys,
     ...(options.queueTokenTtlSeconds === undefined ? {} : { queueTokenTtlSeconds: options.queueTokenTtlSeconds }),
   });
-  const base = createRoomContext(redis, options.logger?.child({ module: "waiting-room" }), tokens, options.lottery);
+  const base = createRoomContext(
+    redis,
+    options.logger?.child({ module: "waiting-room" }),
+    tokens,
+    options.lottery,
+    options.onJoinBatch,
+  );
   const restorer = createRestorer(base, options.restore, (eventId, input, paused, bots) =>
     configureRoom(base, eventId, input, { mode: "restore", paused, ...bots }),
   );
@@ -321,6 +332,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     },
     remove: async (eventId) => changed(eventId, await removeRoom(ctx, eventId)),
     lineCacheCounters: () => views?.counters() ?? { answered: 0, refreshes: 0, beats: 0, missing: 0 },
+    joinBatchCounters: () => ctx.joins.counters(),
     close: async () => {
       await views?.close();
     },

@@ -9,7 +9,7 @@
   on-sale, and the draw may wait minutes for its beacon after the close.
 
   Defines  STATE_NAMES                  record letter -> the status a fan is shown
-           get_fan(fanId) -> f | nil    put_fan(fanId, f)
+           get_fan(fanId) -> f | nil    put_fan(fanId, f)    pack_fan(f) (the record's text)
            is_stale(r, seenAt, now)     the place was not polled for abandonSeconds (never
                                         while the draw is pending)
            abandon(r, fanId, f)         gives the place up (the cursor will pass it)
@@ -31,9 +31,12 @@ local function get_fan(fanId)
     at = tonumber(at) }
 end
 
+local function pack_fan(f)
+  return f.s .. '|' .. int(f.pos) .. '|' .. int(f.n) .. '|' .. f.sid .. '|' .. int(f.exp) .. '|' .. int(f.at)
+end
+
 local function put_fan(fanId, f)
-  redis.call('HSET', K_FANS, fanId,
-    f.s .. '|' .. int(f.pos) .. '|' .. int(f.n) .. '|' .. f.sid .. '|' .. int(f.exp) .. '|' .. int(f.at))
+  redis.call('HSET', K_FANS, fanId, pack_fan(f))
 end
 
 -- A place is kept by polling: the last join/poll, or the draw, whichever is later. Before the

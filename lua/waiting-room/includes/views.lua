@@ -2,7 +2,11 @@
   What the scripts answer: a fan's view of their place, and the room's snapshot, as flat
   key/value lists (src/waiting-room/ reads them by name).
 
-  Defines  fan_view(r, fanId, f, now)  status, position, ahead, session, rate, ... of one fan
+  Defines  fan_view(r, fanId, f, now, memo)  status, position, ahead, session, rate, ... of one
+                               fan; `memo` (optional, join-batch-n.lua) carries what is the same
+                               for every fan of a batch of new places, read once: live (sessions),
+                               preCard (ZCARD pre), goneAhead (vacated places past the cursor,
+                               all of them ahead of a new place at the back)
            snapshot(r, now)            the room's settings, state, counters and lottery
   Needs    room, prequeue, fans, sessions
   Keys     K_PRE, K_GONE (and those of the includes it needs)
@@ -29,7 +33,8 @@ local function waiting_count(r)
   return r.tail - r.served - redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
 end
 
-local function fan_view(r, fanId, f, now)
+local function fan_view(r, fanId, f, now, memo)
+  memo = memo or {}
   local status = STATE_NAMES[f.s]
   local position, ahead, provisional = f.pos, 0, 0
   if f.s == 'p' and (r.openedAt == 0 or r.drawn == 0) then
@@ -37,15 +42,15 @@ local function fan_view(r, fanId, f, now)
     -- end up ahead
     position = f.n
     provisional = 1
-    ahead = redis.call('ZCARD', K_PRE) - 1
+    ahead = (memo.preCard or redis.call('ZCARD', K_PRE)) - 1
   elseif f.s == 'p' or f.s == 'w' then
     status = 'waiting'
     position = place_of(r, fanId, f)
     ahead = position - r.served - 1
-      - redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '(' .. int(position))
+      - (memo.goneAhead or redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '(' .. int(position)))
     if ahead < 0 then ahead = 0 end
   end
-  local live = live_sessions(now)
+  local live = memo.live or live_sessions(now)
   return { 'status', status, 'position', int(position), 'provisional', int(provisional),
     'ahead', int(ahead), 'sessionId', f.sid, 'admittedAt', int(f.at), 'expiresAt', int(f.exp),
     'now', int(now), 'onSaleAt', int(r.onSaleAt), 'roomState', room_state(r),

@@ -1,0 +1,151 @@
+--[[
+  The common join, for a batch of fans at once: the joins one gateway process received for one
+  event while its previous batch was in Redis (src/waiting-room/join-batch.ts). A fan new to a line
+  that is moving gets a place here, without the line's tick; every other join is join-9.lua's, which
+  the caller hands it to. What is the same for every fan is done once per batch: the room read
+  (HMGET of the fields it needs, not the whole room), one HINCRBY for all the places, one write each
+  of the fans' records, places and heartbeats, one take per client IP's bucket. So a join costs a
+  few variadic arguments, not a dozen commands; nothing grows with the line.
+
+  A fan goes to join-9.lua ({ 'join' }) when
+    the fan already has a record (a repeat join, a rejoin after losing the place, a revoked fan),
+    or the same fan id came twice in this batch (the second is a repeat join),
+    the pre-queue is due to close (Redis time at or past onSaleAt, not yet closed),
+    the line is empty (an arrival at its head may be admitted in the same call).
+
+  Places are given in the batch's order, which is the order the process received the joins: the
+  line stays first come, first served.
+
+  KEYS[1..8]   the line's keys (includes/room.lua)
+  KEYS[9..]    the client IPs' join buckets of this batch (src/waiting-room/keys.ts limitKey), each
+               once; untouched when no fan names it
+  ARGV[1]      n, the number of fans
+  ARGV[2..]    six per fan, in arrival order:
+                 fanId,
+                 its IP bucket (an index into KEYS counted from KEYS[9] as 1; 0: no per-IP limit),
+                 per-IP rate (tokens/s) and burst,
+                 bits of the proof of work the gateway checked (0: none),
+                 '1' when the gateway checked an operator's invite
+
+  The limits are taken first, in arrival order per bucket, so a refused join touches nothing of
+  the line (as join-9.lua: a fan handed on to join-9 has its limit taken already).
+
+  Returns n replies, one per fan in ARGV order, each what join-9.lua returns for a new place (the
+  fan view plus 'created' 1), or
+    { 'limited', 'ip', 'retryAfterMs', ms }  the per-IP limit refused the join
+    { 'refused', ... }                       as join-9.lua
+    { 'join' }                               join-9.lua decides (the limit already taken)
+    -1  unknown event      -3  the room is closed
+]]
+--- @include "views"
+--- @include "token-bucket"
+
+local PER_FAN = 6
+local n = tonumber(ARGV[1])
+local now = now_ms()
+local out = {}
+
+-- The limits, one take per bucket for all of its fans (in arrival order).
+local byBucket = {}
+for i = 1, n do
+  local a = 1 + (i - 1) * PER_FAN
+  local bucket = tonumber(ARGV[a + 2])
+  if bucket > 0 and tonumber(ARGV[a + 3]) > 0 then
+    local fans = byBucket[bucket]
+    if not fans then
+      fans = { rate = tonumber(ARGV[a + 3]), burst = tonumber(ARGV[a + 4]) }
+      byBucket[bucket] = fans
+    end
+    fans[#fans + 1] = i
+  end
+end
+for bucket, fans in pairs(byBucket) do
+  local allowed, retry = take_tokens(KEYS[8 + bucket], fans.rate, fans.burst, #fans, now)
+  for j = allowed + 1, #fans do out[fans[j]] = { 'limited', 'ip', 'retryAfterMs', int(retry) } end
+end
+
+local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', 'maxActive', 'sessionSeconds',
+  'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch' }
+local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
+local ids, at = {}, {}
+for i = 1, n do
+  if not out[i] then
+    ids[#ids + 1] = ARGV[2 + (i - 1) * PER_FAN]
+    at[#ids] = i
+  end
+end
+
+local function answer_all(reply)
+  for _, i in ipairs(at) do out[i] = reply end
+  return out
+end
+if #ids == 0 then return out end
+if not v[1] then return answer_all(-1) end
+local r = { raw = { admitPerSecond = v[5] } }
+for i, f in ipairs(FIELDS) do r[f] = tonumber(v[i]) or 0 end
+r.epoch = v[15] or ''
+if (r.openedAt == 0 and now >= r.onSaleAt) or (r.openedAt > 0 and r.served >= r.tail) then
+  return answer_all({ 'join' })
+end
+
+-- New fans only: a fan with a record, or a second join of one fan id in this batch, is join-9's.
+local known = redis.call('HMGET', K_FANS, unpack(ids))
+local placed, seenHere = {}, {}
+for j, fanId in ipairs(ids) do
+  local i = at[j]
+  local a = 1 + (i - 1) * PER_FAN
+  if known[j] or seenHere[fanId] then
+    out[i] = { 'join' }
+  elseif r.closed ~= 0 then
+    out[i] = -3
+  elseif r.powBits > (tonumber(ARGV[a + 5]) or 0) then
+    out[i] = { 'refused', 'pow', 'powBits', int(r.powBits) }
+  elseif r.invites ~= 0 and ARGV[a + 6] ~= '1' then
+    out[i] = { 'refused', 'invite' }
+  else
+    placed[#placed + 1] = i
+  end
+  seenHere[fanId] = true
+end
+local k = #placed
+if k == 0 then return out end
+
+-- The places: one counter step for all, given in arrival order.
+local first, order, records, heartbeats = 0, {}, {}, {}
+if r.openedAt == 0 then
+  first = redis.call('HINCRBY', K_ROOM, 'preSeq', k) - k
+else
+  first = redis.call('HINCRBY', K_ROOM, 'tail', k) - k
+end
+local fans = {}
+for j, i in ipairs(placed) do
+  local fanId = ARGV[2 + (i - 1) * PER_FAN]
+  local f = { s = 'w', pos = 0, n = 0, sid = '', exp = 0, at = 0 }
+  if r.openedAt == 0 then
+    f.s = 'p'
+    f.n = first + j
+    append(order, 0, pre_member(r, fanId))
+  else
+    f.pos = first + j
+    append(order, int(f.pos), fanId)
+  end
+  append(records, fanId, pack_fan(f))
+  append(heartbeats, int(now), fanId)
+  fans[j] = f
+end
+redis.call('ZADD', r.openedAt == 0 and K_PRE or K_FIFO, unpack(order))
+redis.call('HSET', K_FANS, unpack(records))
+redis.call('ZADD', K_SEEN, unpack(heartbeats))
+redis.call('HINCRBY', K_ROOM, 'joined', k)
+
+-- Every new place is at the back: the vacated places past the cursor are all ahead of it.
+local memo = { live = live_sessions(now) }
+if r.openedAt == 0 then
+  memo.preCard = redis.call('ZCARD', K_PRE)
+else
+  memo.goneAhead = redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
+end
+for j, i in ipairs(placed) do
+  out[i] = append(fan_view(r, ARGV[2 + (i - 1) * PER_FAN], fans[j], now, memo), 'created', '1')
+end
+return out

@@ -1,0 +1,132 @@
+/**
+ * Joins, batched per event in each gateway process (issue 28, goal 2). While one batch of an
+ * event's joins is in Redis, the joins that arrive wait in a queue; when it returns, the whole queue
+ * goes as the next batch (at most MAX_BATCH fans), in one join-batch-n.lua call. A lone join waits
+ * one turn of the event loop (setImmediate, so the joins parsed in the same turn go together) and no
+ * more; under a crowd each batch carries what arrived during the last round trip. So the rush pays
+ * the script's fixed cost once per batch, not once per fan, and the line's order is the order the
+ * process received the joins (the queue is first in, first out, and one batch per event is in
+ * flight at a time: Redis runs them in that order).
+ *
+ * The batch answers each fan what join-9.lua would for a new place; the fans it cannot place
+ * without the line's tick (a known fan, a line due to close or empty) come back as ['join'] for
+ * line.ts to hand to join-9.lua one by one.
+ */
+import type { RunScript } from "../redis/scripts.js";
+import { ReplyShapeError } from "./replies.js";
+import type { ScriptName } from "./scripts.js";
+
+/** Fans in one call at most: a bound on the script's time in Redis (~a few ms) and its reply. */
+export const MAX_JOIN_BATCH = 256;
+
+/** One fan's join, as join-batch-n.lua takes it. */
+export interface BatchedJoin {
+  fanId: string;
+  /** The client IP's join bucket (limitKey), and its [rate, burst]: [0, 0] when there is no limit. */
+  bucket: string;
+  limit: readonly number[];
+  /** Bits of the proof of work the gateway checked (0: none). */
+  proofBits: number;
+  /** The gateway checked an operator's invite. */
+  invite: boolean;
+}
+
+export interface JoinBatchCounters {
+  batches: number;
+  joins: number;
+  largest: number;
+}
+
+export interface JoinBatcher {
+  /** The fan's own reply from join-batch-n.lua: rejects when the batch's call failed. */
+  join(eventId: string, lineKeys: readonly string[], request: BatchedJoin): Promise<unknown>;
+  /** Batches sent, joins in them and the largest batch, since the process started (for the bench). */
+  counters(): JoinBatchCounters;
+}
+
+interface Pending {
+  request: BatchedJoin;
+  resolve(reply: unknown): void;
+  reject(err: unknown): void;
+}
+
+interface EventQueue {
+  lineKeys: readonly string[];
+  queue: Pending[];
+  sending: boolean;
+  scheduled: boolean;
+}
+
+export interface JoinBatcherOptions {
+  /** Fans in one call at most (MAX_JOIN_BATCH). */
+  maxBatch?: number;
+  /** Told every batch's size as it is sent (the gateway's metric). */
+  onBatch?: (size: number) => void;
+}
+
+export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatcherOptions = {}): JoinBatcher {
+  const { maxBatch = MAX_JOIN_BATCH, onBatch } = options;
+  const events = new Map<string, EventQueue>();
+  const counters: JoinBatchCounters = { batches: 0, joins: 0, largest: 0 };
+
+  const send = (eventId: string, q: EventQueue): void => {
+    q.scheduled = false;
+    if (q.sending) return;
+    if (q.queue.length === 0) {
+      events.delete(eventId);
+      return;
+    }
+    const batch = q.queue.splice(0, maxBatch);
+    q.sending = true;
+    counters.batches += 1;
+    counters.joins += batch.length;
+    counters.largest = Math.max(counters.largest, batch.length);
+    onBatch?.(batch.length);
+    // Each client IP's bucket once in KEYS, numbered from 1 after the line's keys.
+    const buckets = new Map<string, number>();
+    const args: (string | number)[] = [batch.length];
+    for (const { request: j } of batch) {
+      const limited = (j.limit[0] ?? 0) > 0;
+      let bucket = 0;
+      if (limited) {
+        bucket = buckets.get(j.bucket) ?? buckets.size + 1;
+        buckets.set(j.bucket, bucket);
+      }
+      args.push(j.fanId, bucket, j.limit[0] ?? 0, j.limit[1] ?? 0, j.proofBits, j.invite ? "1" : "0");
+    }
+    run("joinBatch", [...q.lineKeys, ...buckets.keys()], args)
+      .then((replies) => {
+        if (!Array.isArray(replies) || replies.length !== batch.length) {
+          throw new ReplyShapeError(`joinBatch: ${batch.length} fans, reply ${JSON.stringify(replies)?.slice(0, 80)}`);
+        }
+        for (const [i, p] of batch.entries()) p.resolve(replies[i]);
+      })
+      .catch((err: unknown) => {
+        for (const p of batch) p.reject(err);
+      })
+      .finally(() => {
+        q.sending = false;
+        // What arrived during the round trip is the next batch: no wait.
+        send(eventId, q);
+      });
+  };
+
+  return {
+    join(eventId, lineKeys, request) {
+      let q = events.get(eventId);
+      if (!q) {
+        q = { lineKeys, queue: [], sending: false, scheduled: false };
+        events.set(eventId, q);
+      }
+      const queue = q;
+      return new Promise<unknown>((resolve, reject) => {
+        queue.queue.push({ request, resolve, reject });
+        if (!queue.sending && !queue.scheduled) {
+          queue.scheduled = true;
+          setImmediate(() => send(eventId, queue));
+        }
+      });
+    },
+    counters: () => ({ ...counters }),
+  };
+}

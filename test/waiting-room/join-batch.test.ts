@@ -1,0 +1,128 @@
+/**
+ * Joins batched per event in one process (src/waiting-room/join-batch.ts, join-batch-n.lua): every
+ * join really in flight at once through one gateway, so the batches are the ones a crowd makes.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { eventId, fans, gateways, ok } from "./helpers.js";
+
+const gw = gateways(2, undefined, { lineCache: false });
+afterAll(() => gw.close());
+
+const open = { onSaleAt: Date.now() - 1_000, admitPerSecond: 0, maxActive: 100, sessionSeconds: 60 };
+
+/** A line that is moving (the batch places only there): one fan placed, not admitted (rate 0). */
+async function movingLine(tag: string, settings: Record<string, unknown> = {}): Promise<string> {
+  const evt = eventId(tag);
+  ok(await gw.room.configure(evt, { ...open, ...settings }));
+  ok(await gw.room.join(evt, "first"));
+  return evt;
+}
+
+describe("joins batched per event", () => {
+  it("1,000 joins in flight through one process take places in the order it received them, in batches", async () => {
+    const evt = await movingLine("batchord");
+    const before = gw.room.joinBatchCounters();
+    const ids = fans(1_000);
+    const joined = (await Promise.all(ids.map((fanId) => gw.room.join(evt, fanId)))).map(ok);
+    const after = gw.room.joinBatchCounters();
+
+    // One batch in flight per event, first in first out: place = arrival order, after "first".
+    expect(joined.map((j) => j.place.position)).toEqual(ids.map((_, i) => i + 2));
+    expect(joined.every((j) => j.created && j.place.status === "waiting")).toBe(true);
+    expect(joined.map((j) => j.place.ahead)).toEqual(ids.map((_, i) => i + 1));
+    const batches = after.batches - before.batches;
+    expect(after.joins - before.joins).toBe(1_000);
+    expect(batches).toBeLessThan(1_000 / 8);
+    expect(after.largest).toBeGreaterThan(8);
+
+    const { stats } = ok(await gw.room.stats(evt));
+    expect(stats).toMatchObject({ joined: 1_001, waiting: 1_001, lastPosition: 1_001 });
+  });
+
+  it("the same fan twice in one batch: one place, the second join answers it", async () => {
+    const evt = await movingLine("batchdup");
+    const [a, b, c] = (await Promise.all(["dup", "other", "dup"].map((fanId) => gw.room.join(evt, fanId)))).map(ok);
+    expect(a?.created).toBe(true);
+    expect(c?.created).toBe(false);
+    expect(c?.place.position).toBe(a?.place.position);
+    expect(b?.place.position).not.toBe(a?.place.position);
+    expect(ok(await gw.room.stats(evt)).stats.joined).toBe(3);
+  });
+
+  it("a known fan, a new fan and a revoked fan in one batch each get join-9's answer", async () => {
+    const evt = await movingLine("batchmix", { admitPerSecond: 1_000 });
+    const admitted = ok(await gw.room.join(evt, "second"));
+    // "first" was admitted at its join (the line was empty); end its session as an operator would
+    const first = ok(await gw.room.statusOf(evt, "first")).place;
+    expect(first.status).toBe("admitted");
+    ok(await gw.room.revokeSession(evt, first.sessionId!));
+    const [again, fresh, revoked] = await Promise.all([
+      gw.room.join(evt, "second"),
+      gw.room.join(evt, "third"),
+      gw.room.join(evt, "first"),
+    ]);
+    expect(ok(again!).created).toBe(false);
+    expect(ok(again!).place.position).toBe(admitted.place.position);
+    expect(ok(fresh!).created).toBe(true);
+    expect(revoked).toEqual({ ok: false, reason: "revoked" });
+  });
+
+  it("one client IP's limit in one batch: the first `burst` joins placed, the rest limited, each bucket taken once", async () => {
+    const evt = await movingLine("batchlim");
+    const limit = (ip: string) => ({ limits: { ip: { subject: ip, perSecond: 0.5, burst: 5 } } });
+    const results = await Promise.all(
+      fans(40).map((fanId, i) => gw.room.join(evt, fanId, limit(i % 2 === 0 ? "10.0.0.1" : "10.0.0.2"))),
+    );
+    const placed = results.flatMap((r, i) => (r.ok ? [i] : []));
+    const limited = results.filter((r) => !r.ok);
+    // Five per IP, and they are each IP's first five in arrival order.
+    expect(placed).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(limited).toHaveLength(30);
+    for (const r of limited) {
+      expect(r).toMatchObject({ ok: false, reason: "rate_limited", limit: "ip" });
+      expect((r as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
+    }
+    expect(ok(await gw.room.stats(evt)).stats.joined).toBe(11);
+  });
+
+  it("a closed room refuses the whole batch; proof of work and invites are asked per fan", async () => {
+    const evt = await movingLine("batchref");
+    ok(await gw.room.updateSettings(evt, { powBits: 8 }));
+    const refused = await Promise.all(fans(5).map((fanId) => gw.room.join(evt, fanId)));
+    for (const r of refused) expect(r).toMatchObject({ ok: false, reason: "pow_required", powBits: 8 });
+    const withProof = await Promise.all(
+      fans(5, "proved").map((fanId) => gw.room.join(evt, fanId, { credentials: { proofBits: 8 } })),
+    );
+    expect(withProof.every((r) => r.ok && r.created)).toBe(true);
+    ok(await gw.room.updateSettings(evt, { powBits: 0, invites: true }));
+    const [uninvited, invited] = await Promise.all([
+      gw.room.join(evt, "uninvited"),
+      gw.room.join(evt, "invited", { credentials: { invite: true } }),
+    ]);
+    expect(uninvited).toEqual({ ok: false, reason: "invite_required" });
+    expect(ok(invited!).created).toBe(true);
+
+    ok(await gw.room.updateSettings(evt, { closed: true }));
+    const closed = await Promise.all(fans(5, "late").map((fanId) => gw.room.join(evt, fanId)));
+    for (const r of closed) expect(r).toEqual({ ok: false, reason: "closed" });
+  });
+
+  it("before the on-sale a batch enters the pre-queue with arrival numbers in order", async () => {
+    const evt = eventId("batchpre");
+    ok(await gw.room.configure(evt, { ...open, onSaleAt: Date.now() + 3_600_000, admitPerSecond: 10 }));
+    ok(await gw.room.join(evt, "first"));
+    const ids = fans(200);
+    const joined = (await Promise.all(ids.map((fanId) => gw.room.join(evt, fanId)))).map(ok);
+    expect(joined.every((j) => j.place.status === "prequeue" && j.place.provisional)).toBe(true);
+    expect(joined.map((j) => j.place.position)).toEqual(ids.map((_, i) => i + 2));
+    expect(ok(await gw.room.info(evt)).info.waiting).toBe(201);
+  });
+
+  it("two processes batching at once: every place given once", async () => {
+    const evt = await movingLine("batch2gw");
+    const ids = fans(2_000);
+    const joined = (await Promise.all(ids.map((fanId, i) => gw.rooms[i % 2]!.join(evt, fanId)))).map(ok);
+    const positions = joined.map((j) => j.place.position).sort((a, b) => a - b);
+    expect(positions).toEqual(ids.map((_, i) => i + 2));
+  });
+});
