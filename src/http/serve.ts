@@ -93,14 +93,46 @@ function parserErrorAnswer(err: NodeJS.ErrnoException): { code: ErrorCode; messa
   }
 }
 
-export function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-  // A client that went away (or a socket already answered) gets nothing more.
-  if (err.code === "ECONNRESET" || !socket.writable) {
-    socket.destroy();
-    return;
-  }
-  const answer = parserErrorAnswer(err);
-  socket.end(rawErrorResponse(answer.code, answer.message));
+/**
+ * How long a socket answered from `clientError` stays open to read (and discard) what the client
+ * still sends: the rest of a request we refused. Closing at once would reset the connection while
+ * the client is still writing, and a reset can erase our answer from the client's receive buffer
+ * before it reads it (RFC 9112, section 9.6). Most clients finish and close much sooner.
+ */
+export const LINGER_MS = 5_000;
+
+/** Sockets answered from `clientError`, lingering until the client closes or LINGER_MS is over. */
+const lingering = new WeakSet<Socket>();
+
+/**
+ * Answers a request Node's parser refused, then closes in stages: our answer and a FIN, then the
+ * rest of the client's bytes read and dropped until it closes too (or `lingerMs` is over), so the
+ * client gets the answer rather than a reset while it writes a body (a 1 MB header with a large
+ * body is one). Node's own default writes the answer and destroys the socket at once, and the
+ * parser, once failed, reports the same error on every later chunk: destroying there is the reset.
+ */
+export function clientErrorHandler(lingerMs = LINGER_MS): (err: NodeJS.ErrnoException, socket: Socket) => void {
+  return (err, socket) => {
+    if (lingering.has(socket)) {
+      // The parser repeats its error for each chunk still arriving: those bytes are dropped. A
+      // client that went away ends the lingering at once.
+      if (err.code === "ECONNRESET") socket.destroy();
+      return;
+    }
+    // A client that went away (or a socket someone else already ended) gets nothing more.
+    if (err.code === "ECONNRESET" || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const answer = parserErrorAnswer(err);
+    lingering.add(socket);
+    const timer = setTimeout(() => socket.destroy(), lingerMs);
+    timer.unref();
+    socket.once("close", () => clearTimeout(timer));
+    // The client's FIN (its request sent, our answer read) completes the close: no reset.
+    socket.once("end", () => socket.destroy());
+    socket.end(rawErrorResponse(answer.code, answer.message));
+  };
 }
 
 /** CONNECT (a proxy tunnel) is nothing this server does; without a listener Node drops the socket. */
@@ -149,6 +181,8 @@ export async function listenApp(options: {
   keepAliveTimeoutMs?: number;
   /** Answers some requests before the app (src/http/fast-path.ts); what it declines goes to the app. */
   fastPath?: NodeFastPath;
+  /** How long a socket refused by the parser keeps draining the client's bytes; default LINGER_MS. */
+  lingerMs?: number;
 }): Promise<{ server: Server; port: number }> {
   const appListener = getRequestListener(options.fetch, {
     // HTTP/1.0 clients may send no Host: they are served as if they had named this one.
@@ -180,7 +214,7 @@ export async function listenApp(options: {
     },
     listener,
   );
-  server.on("clientError", onClientError);
+  server.on("clientError", clientErrorHandler(options.lingerMs));
   server.on("connect", onConnect);
   server.on("checkExpectation", onCheckExpectation);
   await new Promise<void>((resolve, reject) => {
