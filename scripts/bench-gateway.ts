@@ -6,6 +6,7 @@
  *   npm run bench:gateway                 # spawns its own redis-server and local DynamoDB
  *   BENCH_SECONDS=10 BENCH_CONNECTIONS=64 npm run bench:gateway
  *   BENCH_GATEWAY_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npm run bench:gateway  # a profile
+ *   BENCH_ONLY=join npm run bench:gateway   # only the rows whose names match (and the ceiling)
  *
  * Prints a table, then one JSON line.
  */
@@ -150,6 +151,8 @@ export interface GatewayBenchOptions {
   fans: number;
   /** The Redis server's pid, when it runs on this machine: its CPU per request is reported too. */
   redisPid?: number;
+  /** Only the rows whose names match (BENCH_ONLY), beside the ceiling. */
+  only?: RegExp;
 }
 
 /** Bytes of a response body on the wire (no decompression), with the given request headers. */
@@ -180,10 +183,16 @@ export function wireBytes(
  * the section seat map (the client accepting gzip and br), the queue status poll, a join, a hold
  * refused by the hot-seat shield, contended holds (with DynamoDB hold writes per granted seat).
  */
+const CEILING = "hello world (ceiling)";
+
 export async function benchGateway(options: GatewayBenchOptions): Promise<GatewayBenchRow[]> {
   const { redisUrl, dynamoEndpoint } = options;
   const load = { connections: options.connections, seconds: options.seconds };
   const measured = async (run: LoadOptions): Promise<GatewayBenchRow> => {
+    // BENCH_ONLY: the rows whose names it matches (and the ceiling, always); the others are left out.
+    if (options.only && !options.only.test(run.name) && run.name !== CEILING) {
+      return { name: run.name, requests: 0, seconds: 0, perSecond: 0, p50Ms: 0, p99Ms: 0, statuses: {} };
+    }
     const pid = options.redisPid;
     const before = pid ? processCpuMicros(pid) : undefined;
     const result: GatewayBenchRow = await runLoad(run);
@@ -197,7 +206,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
   const hello = await startServer("hello", {});
   const ceiling = await measured({
     ...load,
-    name: "hello world (ceiling)",
+    name: CEILING,
     baseUrl: hello.url,
     serverPid: hello.child.pid,
     next: () => ({ path: "/hello" }),
@@ -319,35 +328,47 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       plain.child.kill("SIGTERM");
     }
     let joined = 0;
+    let batches = await joinBatches(gw.url);
+    const withBatches = async (row: GatewayBenchRow): Promise<GatewayBenchRow> => {
+      const now = await joinBatches(gw.url);
+      const sent = now.count - batches.count;
+      const perBatch = sent > 0 ? (now.sum - batches.sum) / sent : 0;
+      batches = now;
+      return { ...row, extra: { joinBatches: sent, joinsPerBatch: Number(perBatch.toFixed(1)) } };
+    };
     results.push(
-      await measured({
-        ...load,
-        name: "join (a new fan each)",
-        baseUrl: gw.url,
-        serverPid: pid,
-        next: () => ({
-          method: "POST",
-          path: `/v1/events/${eventId}/queue`,
-          body: JSON.stringify({ fanId: `joiner-${process.pid}-${joined++}` }),
+      await withBatches(
+        await measured({
+          ...load,
+          name: "join (a new fan each)",
+          baseUrl: gw.url,
+          serverPid: pid,
+          next: () => ({
+            method: "POST",
+            path: `/v1/events/${eventId}/queue`,
+            body: JSON.stringify({ fanId: `joiner-${process.pid}-${joined++}` }),
+          }),
+          wrkRequest: `return wrk.format("POST", "/v1/events/${eventId}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"w' .. run .. '-' .. counter .. '"}')`,
         }),
-        wrkRequest: `return wrk.format("POST", "/v1/events/${eventId}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"w' .. run .. '-' .. counter .. '"}')`,
-      }),
+      ),
     );
     // The join of an on-sale's crowd: into a line that is waiting (the room full), so no join is
     // also an admission (the row above admits each joiner at once, 50,000/s).
     results.push(
-      await measured({
-        ...load,
-        name: "join into a waiting line (a new fan each)",
-        baseUrl: gw.url,
-        serverPid: pid,
-        next: () => ({
-          method: "POST",
-          path: `/v1/events/${fullEvent}/queue`,
-          body: JSON.stringify({ fanId: `waiter-${process.pid}-${joined++}` }),
+      await withBatches(
+        await measured({
+          ...load,
+          name: "join into a waiting line (a new fan each)",
+          baseUrl: gw.url,
+          serverPid: pid,
+          next: () => ({
+            method: "POST",
+            path: `/v1/events/${fullEvent}/queue`,
+            body: JSON.stringify({ fanId: `waiter-${process.pid}-${joined++}` }),
+          }),
+          wrkRequest: `return wrk.format("POST", "/v1/events/${fullEvent}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"x' .. run .. '-' .. counter .. '"}')`,
         }),
-        wrkRequest: `return wrk.format("POST", "/v1/events/${fullEvent}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"x' .. run .. '-' .. counter .. '"}')`,
-      }),
+      ),
     );
     // Every TAKEN seat held first (one fan each): the crowd after them is refused by the shield.
     for (let n = 1; n <= 20; n++) {
@@ -398,6 +419,13 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
   return results;
 }
 
+/** The join batches the gateway has sent and the joins in them, from its /metrics (join-batch.ts). */
+async function joinBatches(url: string): Promise<{ count: number; sum: number }> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  const read = (name: string) => Number(new RegExp(`^${name} ([0-9.e+]+)$`, "m").exec(metrics)?.[1] ?? 0);
+  return { count: read("gateway_queue_join_batch_size_count"), sum: read("gateway_queue_join_batch_size_sum") };
+}
+
 /** DynamoDB hold writes the gateway has made, from its /metrics. */
 async function holdWrites(url: string): Promise<number> {
   const metrics = await (await fetch(`${url}/metrics`)).text();
@@ -415,6 +443,7 @@ async function main(): Promise<void> {
       BENCH_SECONDS: z.coerce.number().positive().default(5),
       BENCH_CONNECTIONS: z.coerce.number().int().positive().default(32),
       BENCH_FANS: z.coerce.number().int().positive().default(2_000),
+      BENCH_ONLY: z.string().optional(),
     })
     .parse(process.env);
   const redis = env.REDIS_URL ? undefined : await spawnRedis();
@@ -425,20 +454,23 @@ async function main(): Promise<void> {
       redisUrl: env.REDIS_URL ?? redis!.url,
       dynamoEndpoint: env.DYNAMODB_ENDPOINT ?? dynamo!.endpoint,
       fans: env.BENCH_FANS,
+      ...(env.BENCH_ONLY ? { only: new RegExp(env.BENCH_ONLY, "i") } : {}),
       ...(redis?.child.pid ? { redisPid: redis.child.pid } : {}),
       ...load,
     });
-    const rows = results.map((r) => ({
-      scenario: r.name,
-      "req/s": Math.round(r.perSecond),
-      "p50 ms": r.p50Ms.toFixed(2),
-      "p99 ms": r.p99Ms.toFixed(2),
-      "x ceiling": (r.ceilingRatio ?? 1).toFixed(3),
-      "CPU µs/req": r.cpuMicrosPerRequest === undefined ? "" : r.cpuMicrosPerRequest.toFixed(0),
-      "Redis µs/req": r.redisCpuMicrosPerRequest === undefined ? "" : r.redisCpuMicrosPerRequest.toFixed(0),
-      "bytes/resp": r.bytesPerRequest === undefined ? "" : Math.round(r.bytesPerRequest),
-      statuses: JSON.stringify(r.statuses),
-    }));
+    const rows = results
+      .filter((r) => r.requests > 0)
+      .map((r) => ({
+        scenario: r.name,
+        "req/s": Math.round(r.perSecond),
+        "p50 ms": r.p50Ms.toFixed(2),
+        "p99 ms": r.p99Ms.toFixed(2),
+        "x ceiling": (r.ceilingRatio ?? 1).toFixed(3),
+        "CPU µs/req": r.cpuMicrosPerRequest === undefined ? "" : r.cpuMicrosPerRequest.toFixed(0),
+        "Redis µs/req": r.redisCpuMicrosPerRequest === undefined ? "" : r.redisCpuMicrosPerRequest.toFixed(0),
+        "bytes/resp": r.bytesPerRequest === undefined ? "" : Math.round(r.bytesPerRequest),
+        statuses: JSON.stringify(r.statuses),
+      }));
     console.log(
       `client: ${results[0]?.client ?? "?"} (1 thread, ${load.connections} connections, ${load.seconds} s per path)`,
     );
@@ -450,6 +482,9 @@ async function main(): Promise<void> {
       console.log(
         `waiting fans' polls: ${waiting.answeredFromCache} answered from the line cache, ${waiting.answeredByRedis} by Redis`,
       );
+    }
+    for (const r of results.filter((row) => row.extra?.joinsPerBatch !== undefined && row.requests > 0)) {
+      console.log(`${r.name}: ${r.extra?.joinBatches} join batches, ${r.extra?.joinsPerBatch} joins per batch`);
     }
     const holdExtra = results.at(-1)?.extra;
     if (holdExtra) {

@@ -155,12 +155,12 @@ async function main(): Promise<void> {
     const num = (x: number, d = 0) => x.toFixed(d).padStart(10);
     const lines = [
       `waiting-room benchmark: ${env.BENCH_CONNECTIONS} connections, ${env.BENCH_CONCURRENCY} calls in flight, redis ${spawned ? "spawned" : url}`,
-      `${pad("operation", 22)}${"ops".padStart(10)}${"ops/s".padStart(10)}${"p50 ms".padStart(10)}${"p99 ms".padStart(10)}${"vs trivial".padStart(12)}${"redis us/call".padStart(15)}`,
+      `${pad("operation", 22)}${"ops".padStart(10)}${"ops/s".padStart(10)}${"p50 ms".padStart(10)}${"p99 ms".padStart(10)}${"vs trivial".padStart(12)}${"redis us/call".padStart(15)}${"redis CPU us/op".padStart(17)}`,
       ...rows.map(
         (r) =>
-          `${pad(r.name, 22)}${num(r.ops)}${num(r.perSecond)}${num(r.p50Ms, 2)}${num(r.p99Ms, 2)}${(r.perSecond / trivial.perSecond).toFixed(2).padStart(12)}${r.redisUsPerCall.toFixed(1).padStart(15)}`,
+          `${pad(r.name, 22)}${num(r.ops)}${num(r.perSecond)}${num(r.p50Ms, 2)}${num(r.p99Ms, 2)}${(r.perSecond / trivial.perSecond).toFixed(2).padStart(12)}${r.redisUsPerCall.toFixed(1).padStart(15)}${r.redisCpuUsPerOp.toFixed(1).padStart(17)}`,
       ),
-      `(${admitted} fans admitted during the run)`,
+      `(${admitted} fans admitted during the run; joins are batched per event in each process, so one call carries many: us/op is the redis-server's CPU over the run per operation, INFO cpu)`,
       "",
       `token signatures (one process, no I/O, ${env.BENCH_TOKEN_SECONDS} s each; an access token; per CPU second)`,
       `${pad("alg", 8)}${"sign/s".padStart(10)}${"us/sign".padStart(10)}${"verify/s".padStart(11)}${"us/verify".padStart(11)}${"verify x HS256".padStart(16)}${"seen again/s".padStart(14)}${"us".padStart(8)}`,
@@ -184,6 +184,8 @@ async function main(): Promise<void> {
         trivialRedisUsPerCall: Number(trivial.redisUsPerCall.toFixed(1)),
         joinRedisUsPerCall: Number(joins.redisUsPerCall.toFixed(1)),
         statusRedisUsPerCall: Number(polls.redisUsPerCall.toFixed(1)),
+        joinRedisCpuUsPerOp: Number(joins.redisCpuUsPerOp.toFixed(1)),
+        statusRedisCpuUsPerOp: Number(polls.redisCpuUsPerOp.toFixed(1)),
         statusP99Ms: Number(polls.p99Ms.toFixed(2)),
         admitted,
         tokens: Object.fromEntries(

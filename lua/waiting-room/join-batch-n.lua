@@ -30,8 +30,12 @@
   The limits are taken first, in arrival order per bucket, so a refused join touches nothing of
   the line (as join-9.lua: a fan handed on to join-9 has its limit taken already).
 
-  Returns n replies, one per fan in ARGV order, each what join-9.lua returns for a new place (the
-  fan view plus 'created' 1), or
+  Returns { view, reply 1, ..., reply n }: `view` is the fan view (includes/views.lua fan_view) of
+  the first fan placed, plus 'created' 1 (empty when nobody was placed): every fan placed in one
+  batch sees the same room, so only its position and `ahead` differ, and the script does not build
+  and send the 34-field view n times (that was most of its time). Then one reply per fan, in ARGV
+  order:
+    { position, ahead }                      placed: the view with these two (integers)
     { 'limited', 'ip', 'retryAfterMs', ms }  the per-IP limit refused the join
     { 'refused', ... }                       as join-9.lua
     { 'join' }                               join-9.lua decides (the limit already taken)
@@ -43,7 +47,12 @@
 local PER_FAN = 6
 local n = tonumber(ARGV[1])
 local now = now_ms()
+-- out[i] is fan i's reply; the view goes in front when the script returns
 local out = {}
+local function reply(view)
+  table.insert(out, 1, view or {})
+  return out
+end
 
 -- The limits, one take per bucket for all of its fans (in arrival order).
 local byBucket = {}
@@ -75,11 +84,11 @@ for i = 1, n do
   end
 end
 
-local function answer_all(reply)
-  for _, i in ipairs(at) do out[i] = reply end
-  return out
+local function answer_all(answer)
+  for _, i in ipairs(at) do out[i] = answer end
+  return reply()
 end
-if #ids == 0 then return out end
+if #ids == 0 then return reply() end
 if not v[1] then return answer_all(-1) end
 local r = { raw = { admitPerSecond = v[5] } }
 for i, f in ipairs(FIELDS) do r[f] = tonumber(v[i]) or 0 end
@@ -108,7 +117,7 @@ for j, fanId in ipairs(ids) do
   seenHere[fanId] = true
 end
 local k = #placed
-if k == 0 then return out end
+if k == 0 then return reply() end
 
 -- The places: one counter step for all, given in arrival order.
 local first, order, records, heartbeats = 0, {}, {}, {}
@@ -117,7 +126,7 @@ if r.openedAt == 0 then
 else
   first = redis.call('HINCRBY', K_ROOM, 'tail', k) - k
 end
-local fans = {}
+local fans, nowText = {}, int(now)
 for j, i in ipairs(placed) do
   local fanId = ARGV[2 + (i - 1) * PER_FAN]
   local f = { s = 'w', pos = 0, n = 0, sid = '', exp = 0, at = 0 }
@@ -130,7 +139,7 @@ for j, i in ipairs(placed) do
     append(order, int(f.pos), fanId)
   end
   append(records, fanId, pack_fan(f))
-  append(heartbeats, int(now), fanId)
+  append(heartbeats, nowText, fanId)
   fans[j] = f
 end
 redis.call('ZADD', r.openedAt == 0 and K_PRE or K_FIFO, unpack(order))
@@ -145,7 +154,14 @@ if r.openedAt == 0 then
 else
   memo.goneAhead = redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
 end
+local view = append(fan_view(r, ARGV[2 + (placed[1] - 1) * PER_FAN], fans[1], now, memo), 'created', '1')
+-- fan_view's position and ahead for every other fan of the batch (the same arithmetic)
 for j, i in ipairs(placed) do
-  out[i] = append(fan_view(r, ARGV[2 + (i - 1) * PER_FAN], fans[j], now, memo), 'created', '1')
+  local f = fans[j]
+  if r.openedAt == 0 then
+    out[i] = { f.n, memo.preCard - 1 }
+  else
+    out[i] = { f.pos, math.max(0, f.pos - r.served - 1 - memo.goneAhead) }
+  end
 end
-return out
+return reply(view)

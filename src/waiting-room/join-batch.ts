@@ -19,6 +19,17 @@ import type { ScriptName } from "./scripts.js";
 /** Fans in one call at most: a bound on the script's time in Redis (~a few ms) and its reply. */
 export const MAX_JOIN_BATCH = 256;
 
+/**
+ * While an event's joins keep coming (a batch sent within the last BUSY_MS), a join that finds no
+ * batch in flight waits this long for others before it is sent: a gateway answering thousands of
+ * joins a second collects a dozen or more per call this way, where the round trip alone gathered
+ * two or three. A lone join (nothing sent lately) does not wait.
+ */
+export const JOIN_LINGER_MS = 2;
+const BUSY_MS = 50;
+/** Events whose queues are kept (an idle one only remembers when it last sent) before idle ones go. */
+const EVENTS_KEPT = 1_000;
+
 /** One fan's join, as join-batch-n.lua takes it. */
 export interface BatchedJoin {
   fanId: string;
@@ -55,29 +66,31 @@ interface EventQueue {
   queue: Pending[];
   sending: boolean;
   scheduled: boolean;
+  /** When this event's last batch was sent (performance.now()). */
+  sentAt: number;
 }
 
 export interface JoinBatcherOptions {
   /** Fans in one call at most (MAX_JOIN_BATCH). */
   maxBatch?: number;
+  /** How long a join waits for others while the event's joins are busy (JOIN_LINGER_MS). */
+  lingerMs?: number;
   /** Told every batch's size as it is sent (the gateway's metric). */
   onBatch?: (size: number) => void;
 }
 
 export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatcherOptions = {}): JoinBatcher {
-  const { maxBatch = MAX_JOIN_BATCH, onBatch } = options;
+  const { maxBatch = MAX_JOIN_BATCH, lingerMs = JOIN_LINGER_MS, onBatch } = options;
   const events = new Map<string, EventQueue>();
   const counters: JoinBatchCounters = { batches: 0, joins: 0, largest: 0 };
 
   const send = (eventId: string, q: EventQueue): void => {
     q.scheduled = false;
     if (q.sending) return;
-    if (q.queue.length === 0) {
-      events.delete(eventId);
-      return;
-    }
+    if (q.queue.length === 0) return;
     const batch = q.queue.splice(0, maxBatch);
     q.sending = true;
+    q.sentAt = performance.now();
     counters.batches += 1;
     counters.joins += batch.length;
     counters.largest = Math.max(counters.largest, batch.length);
@@ -95,10 +108,8 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
       args.push(j.fanId, bucket, j.limit[0] ?? 0, j.limit[1] ?? 0, j.proofBits, j.invite ? "1" : "0");
     }
     run("joinBatch", [...q.lineKeys, ...buckets.keys()], args)
-      .then((replies) => {
-        if (!Array.isArray(replies) || replies.length !== batch.length) {
-          throw new ReplyShapeError(`joinBatch: ${batch.length} fans, reply ${JSON.stringify(replies)?.slice(0, 80)}`);
-        }
+      .then((reply) => {
+        const replies = fanReplies(reply, batch.length);
         for (const [i, p] of batch.entries()) p.resolve(replies[i]);
       })
       .catch((err: unknown) => {
@@ -115,7 +126,8 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     join(eventId, lineKeys, request) {
       let q = events.get(eventId);
       if (!q) {
-        q = { lineKeys, queue: [], sending: false, scheduled: false };
+        if (events.size >= EVENTS_KEPT) forgetIdle(events);
+        q = { lineKeys, queue: [], sending: false, scheduled: false, sentAt: Number.NEGATIVE_INFINITY };
         events.set(eventId, q);
       }
       const queue = q;
@@ -123,10 +135,40 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
         queue.queue.push({ request, resolve, reject });
         if (!queue.sending && !queue.scheduled) {
           queue.scheduled = true;
-          setImmediate(() => send(eventId, queue));
+          if (lingerMs > 0 && performance.now() - queue.sentAt < BUSY_MS) {
+            setTimeout(() => send(eventId, queue), lingerMs);
+          } else {
+            setImmediate(() => send(eventId, queue));
+          }
         }
       });
     },
     counters: () => ({ ...counters }),
   };
+}
+
+function forgetIdle(events: Map<string, EventQueue>): void {
+  for (const [eventId, q] of events) {
+    if (!q.sending && !q.scheduled && q.queue.length === 0) events.delete(eventId);
+  }
+}
+
+/**
+ * Each fan's reply, as join-9.lua would give it: join-batch-n.lua sends the view of the room once
+ * ({ view, reply 1, ..., reply n }) and, for each fan placed, only its position and `ahead`.
+ */
+export function fanReplies(reply: unknown, fans: number): unknown[] {
+  if (!Array.isArray(reply) || reply.length !== fans + 1 || !Array.isArray(reply[0])) {
+    throw new ReplyShapeError(`joinBatch: ${fans} fans, reply ${JSON.stringify(reply)?.slice(0, 80)}`);
+  }
+  const view = reply[0] as unknown[];
+  const at = { position: view.indexOf("position") + 1, ahead: view.indexOf("ahead") + 1 };
+  return reply.slice(1).map((own: unknown) => {
+    if (!Array.isArray(own) || typeof own[0] !== "number") return own;
+    if (at.position === 0 || at.ahead === 0) throw new ReplyShapeError("joinBatch: a fan placed, no view");
+    const mine = [...view];
+    mine[at.position] = String(own[0]);
+    mine[at.ahead] = String(own[1]);
+    return mine;
+  });
 }
