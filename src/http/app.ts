@@ -41,7 +41,7 @@ import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
 import { pagesRoutes } from "./routes/pages.js";
 import { serviceRoutes } from "./routes/service.js";
 import { ttlCache } from "../ttl-cache.js";
-import { fastPaths, queueStatusFastPath, sectionFastPath } from "./fast-path.js";
+import { fastPaths, queueJoinFastPath, queueStatusFastPath, sectionFastPath } from "./fast-path.js";
 
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({
@@ -220,7 +220,7 @@ export function buildApp(deps: AppDeps) {
     return c.json(errorBody(err, id), err.status);
   });
 
-  // The section seat map and a waiting fan's poll answered before Hono when they can be
+  // The section seat map, a waiting fan's poll and a plain join answered before Hono when they can be
   // (src/http/fast-path.ts).
   const fastPath = fastPaths(
     sectionFastPath({
@@ -228,6 +228,7 @@ export function buildApp(deps: AppDeps) {
       knownSection: (eventId, sectionId) => deps.events.hasSection(eventId, sectionId),
     }),
     queueStatusFastPath({ deps, oddsFigures: (eventId) => reads.oddsFigures.peek(eventId) }),
+    queueJoinFastPath({ deps, seenEvents: reads.seenEvents }),
   );
 
   return Object.assign(app, { fastPath });

@@ -1,7 +1,7 @@
 import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";
 import { EVENT_ID_PATTERN, type LineLimit, limitKey, type StatusLimits } from "../waiting-room/index.js";
-import type { AppEnv } from "./context.js";
+import type { AppDeps, AppEnv } from "./context.js";
 import { exemptFromIpLimit } from "./load-test-token.js";
 import { burstOf } from "./middleware/rate-limit.js";
 
@@ -84,7 +84,17 @@ export function enforceLineLimits(
   limits: StatusLimits,
   result: { ok: false; reason: string; limit?: "ip" | "fan"; retryAfterMs?: number },
 ): void {
-  const { rateLimiter } = c.get("deps");
+  enforceLineLimitsWith(c.get("deps").rateLimiter, eventId, route, limits, result);
+}
+
+/** The same, given the rate limiter (the fast paths have no Hono context: src/http/fast-path.ts). */
+export function enforceLineLimitsWith(
+  rateLimiter: AppDeps["rateLimiter"],
+  eventId: string,
+  route: LineRoute,
+  limits: StatusLimits,
+  result: { ok: false; reason: string; limit?: "ip" | "fan"; retryAfterMs?: number },
+): void {
   if (result.reason === "rate_limited") {
     throw rateLimiter.refusal(`${result.limit ?? "ip"}:${route}`, result.retryAfterMs ?? 1000);
   }

@@ -1,6 +1,6 @@
 /**
  * Answers from memory before the Hono app sees the request, when running on Node: the section seat
- * map, and (below) the queue status poll of a fan whose turn has not come.
+ * map, and (below) the queue status poll of a fan whose turn has not come and the plain join.
  *
  * The section seat map answered from memory before the Hono app sees the request, when running
  * on Node. Every admitted fan loads a section, and its page is already serialized and compressed
@@ -20,17 +20,28 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { SectionFormat } from "../seatmap/formats.js";
 import { type OddsFigures, oddsAt } from "../waiting-room/odds.js";
-import { clientIpForwarded, lineLimitsOf } from "./client-ip.js";
+import { clientIpForwarded, enforceLineLimitsWith, lineLimitsOf } from "./client-ip.js";
 import type { AppDeps } from "./context.js";
-import { errorBody } from "./errors.js";
+import { ApiError, errorBody } from "./errors.js";
 import { isLoadTestToken, LOAD_TEST_TOKEN_HEADER } from "./load-test-token.js";
 import { bearerToken } from "./middleware/admin-auth.js";
 import { recordRequest, requestIdFrom } from "./request-context.js";
+import { joinRefusal } from "./routes/queue/join.js";
 import { placeView } from "./routes/queue/place-view.js";
+import { FanId } from "./schemas.js";
 import { sectionAnswer } from "./routes/seatmap/section.js";
 
-/** Answers a request and returns true, or returns false and leaves it untouched for the app. */
-export type NodeFastPath = (incoming: IncomingMessage, outgoing: ServerResponse) => boolean;
+/**
+ * Answers a request and returns true, or returns false and leaves it untouched for the app. A path
+ * that must read the body before it knows (the join) returns true and, when it then declines,
+ * hands the request with its body read (`rawBody`, which @hono/node-server takes as the body) to
+ * `app`, the listener the app would have had.
+ */
+export type NodeFastPath = (
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+  app?: (incoming: IncomingMessage, outgoing: ServerResponse) => void,
+) => boolean;
 
 /** The route's label in the request histogram, as Hono's routePath spells it. */
 export const SECTION_ROUTE = "/v1/events/:eventId/sections/:sectionId/seats";
@@ -156,14 +167,141 @@ export function queueStatusFastPath({ deps, oddsFigures }: QueueStatusFastPathDe
     }
     headers["content-length"] = String(Buffer.byteLength(body));
     outgoing.writeHead(status, headers);
-    outgoing.end(Buffer.from(body));
+    // A string, not a Buffer: Node then sends the head and the body in one write (a Buffer body
+    // goes as a writev of two, which cost a tenth of a join's CPU in a profile).
+    outgoing.end(body);
     const seconds = (performance.now() - started) / 1000;
     recordRequest(deps, undefined, requestId, { method: "GET", route: QUEUE_STATUS_ROUTE, status, seconds });
     return true;
   };
 }
 
+/** The route's label in the request histogram, as Hono's routePath spells it. */
+export const QUEUE_JOIN_ROUTE = "/v1/events/:eventId/queue";
+
+const QUEUE_JOIN_URL = /^\/v1\/events\/([A-Za-z0-9_]{1,32})\/queue$/;
+/** The content types the fast path takes as JSON; any other goes to the app, which words the 400. */
+const PLAIN_JSON = /^application\/json(?:;\s*charset="?utf-8"?)?$/i;
+/** A join body is `{"fanId": "..."}`: 128 characters of fan id, JSON-escaped, and some room. */
+const JOIN_BODY_MAX_BYTES = 1_024;
+
+export interface QueueJoinFastPathDeps {
+  deps: Pick<AppDeps, "waitingRoom" | "metrics" | "logger" | "limits" | "rateLimiter">;
+  /** The events served lately (the route adds the event on its first join: src/metrics-reporter.ts). */
+  seenEvents: Set<string>;
+}
+
+/**
+ * The join of a fan new to the line, or back to it, with nothing but a fan id (the body is exactly
+ * `{"fanId": ...}`): answered before the Hono app sees it, as src/http/routes/queue/join.ts does,
+ * errors included (joinRefusal, the line limits' 429, the 503). With the joins batched per event
+ * (src/waiting-room/join-batch.ts), Hono's part of a join (the adapter's Request, the context,
+ * routing, the middleware, the body read twice, zod's async validation) cost more than the join.
+ *
+ * A join with a proof of work or an invite, any other key, a body that is not exactly such JSON, a
+ * content type other than plain JSON, a body over 1 KiB or without a length goes to the app with
+ * its body (the app validates and words the 4xx). The request id, the request histogram and the
+ * debug line are the app's (src/http/request-context.ts).
+ */
+export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): NodeFastPath {
+  const { waitingRoom, limits, rateLimiter, metrics } = deps;
+  return (incoming, outgoing, app) => {
+    if (incoming.method !== "POST" || !app) return false;
+    const match = QUEUE_JOIN_URL.exec(incoming.url ?? "");
+    if (!match) return false;
+    const length = Number(incoming.headers["content-length"]);
+    if (!(length > 0 && length <= JOIN_BODY_MAX_BYTES) || incoming.headers["transfer-encoding"] !== undefined) {
+      return false;
+    }
+    if (!PLAIN_JSON.test(incoming.headers["content-type"] ?? "")) return false;
+    const started = performance.now();
+    const eventId = match[1]!;
+    const chunks: Buffer[] = [];
+    // A client gone mid-body: nothing to answer (the socket goes with it).
+    incoming.once("error", () => outgoing.destroy());
+    incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
+    incoming.once("end", () => {
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      const fanId = onlyFanId(body);
+      if (fanId === undefined) {
+        (incoming as IncomingMessage & { rawBody?: Buffer }).rawBody = body;
+        app(incoming, outgoing);
+        return;
+      }
+      const requestId = requestIdFrom(incoming.headers["x-request-id"]);
+      const exempt =
+        limits.loadTestToken !== undefined &&
+        isLoadTestToken(limits.loadTestToken, joined(incoming.headers[LOAD_TEST_TOKEN_HEADER]));
+      const ip = exempt
+        ? undefined
+        : (clientIpForwarded(limits.trustProxy, joined(incoming.headers["x-forwarded-for"])) ??
+          incoming.socket.remoteAddress ??
+          "unknown");
+      const lineLimits = lineLimitsOf(limits, ip);
+      waitingRoom
+        .join(eventId, fanId, { limits: lineLimits, credentials: { proofBits: 0, invite: false } })
+        .then((result) => {
+          let status: number;
+          let text: string;
+          const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": requestId };
+          if (result.ok) {
+            if (seenEvents.size < 1_000) seenEvents.add(eventId);
+            status = result.created ? 201 : 200;
+            text = JSON.stringify({ queueToken: result.queueToken, ...placeView(result.place) });
+          } else {
+            let err: ApiError;
+            try {
+              enforceLineLimitsWith(rateLimiter, eventId, "join", lineLimits, result);
+              const { error, refused } = joinRefusal(result, eventId, false);
+              if (refused) metrics.joinRefused.inc({ reason: refused });
+              err = error;
+            } catch (thrown) {
+              if (!(thrown instanceof ApiError)) throw thrown;
+              err = thrown;
+            }
+            status = err.status;
+            text = JSON.stringify(errorBody(err, requestId));
+            if (err.retryAfter !== undefined) headers["retry-after"] = String(err.retryAfter);
+            if (err.status >= 500) deps.logger.warn({ requestId, code: err.code, details: err.details }, err.message);
+          }
+          headers["content-length"] = String(Buffer.byteLength(text));
+          outgoing.writeHead(status, headers);
+          outgoing.end(text); // one write with the head, as the poll's
+          const seconds = (performance.now() - started) / 1000;
+          recordRequest(deps, undefined, requestId, { method: "POST", route: QUEUE_JOIN_ROUTE, status, seconds });
+        })
+        .catch((err: unknown) => {
+          // Never a stack trace to the client; the log keeps it (as the app's onError).
+          deps.logger.error({ err, requestId }, "unhandled error");
+          if (outgoing.headersSent) {
+            outgoing.destroy();
+            return;
+          }
+          const text = JSON.stringify(errorBody(new ApiError("internal_error", "internal error"), requestId));
+          outgoing.writeHead(500, { "content-type": "application/json", "x-request-id": requestId });
+          outgoing.end(text);
+        });
+    });
+    return true;
+  };
+}
+
+/** The fan id of a body that is exactly `{"fanId": <a fan id>}`, else undefined (the app answers). */
+function onlyFanId(body: Buffer): string | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString("utf8"));
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  const keys = Object.keys(value);
+  if (keys.length !== 1 || keys[0] !== "fanId") return undefined;
+  const parsed = FanId.safeParse((value as { fanId: unknown }).fanId);
+  return parsed.success ? parsed.data : undefined;
+}
+
 /** The first fast path that answers, else the app. */
 export function fastPaths(...paths: NodeFastPath[]): NodeFastPath {
-  return (incoming, outgoing) => paths.some((path) => path(incoming, outgoing));
+  return (incoming, outgoing, app) => paths.some((path) => path(incoming, outgoing, app));
 }

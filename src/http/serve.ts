@@ -194,7 +194,7 @@ export async function listenApp(options: {
     ? appListener
     : (incoming: IncomingMessage, outgoing: ServerResponse) => {
         try {
-          if (fastPath(incoming, outgoing)) return;
+          if (fastPath(incoming, outgoing, appListener)) return;
         } catch {
           // Never half an answer: before its first byte the app answers instead, after it the
           // connection goes (the client sees a reset, not a truncated body it could trust).

@@ -7,7 +7,12 @@ export interface Exchange {
   body: Buffer;
 }
 
-export function exchange(url: string, headers: Record<string, string> = {}, method = "GET"): Promise<Exchange> {
+export function exchange(
+  url: string,
+  headers: Record<string, string> = {},
+  method = "GET",
+  body?: string | Buffer,
+): Promise<Exchange> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { headers, method }, (res) => {
       const chunks: Buffer[] = [];
@@ -16,6 +21,6 @@ export function exchange(url: string, headers: Record<string, string> = {}, meth
       res.on("error", reject);
     });
     req.on("error", reject);
-    req.end();
+    req.end(body);
   });
 }

@@ -5,6 +5,7 @@ import { enforceLineLimits, limitJoinAlone, lineLimits } from "../../client-ip.j
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { EventIdParam, FanId } from "../../schemas.js";
+import type { JoinResult } from "../../../waiting-room/index.js";
 import { Advice, FanStatus, placeView } from "./place-view.js";
 
 const Proof = z
@@ -28,9 +29,10 @@ const JoinBody = z
   })
   .openapi("JoinRequest");
 
-type RefusalReason = "pow_missing" | "pow_invalid" | "invite_missing" | "invite_invalid" | "identity_taken";
+export type RefusalReason = "pow_missing" | "pow_invalid" | "invite_missing" | "invite_invalid" | "identity_taken";
 
 function refuse(c: Context<AppEnv>, reason: RefusalReason, error: ApiError): never {
+  // (the join's fast path counts its refusals the same way: src/http/fast-path.ts)
   c.get("deps").metrics.joinRefused.inc({ reason });
   throw error;
 }
@@ -160,39 +162,58 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const result = await waitingRoom.join(eventId, fanId, { limits, credentials: { proofBits, invite: invited } });
   if (!result.ok) {
     enforceLineLimits(c, eventId, "join", limits, result);
-    switch (result.reason) {
-      case "pow_required":
-        refuse(
-          c,
-          pow ? "pow_invalid" : "pow_missing",
-          new ApiError(
-            "proof_of_work_required",
-            pow
-              ? `the room now asks ${result.powBits} bits; solve a new challenge`
-              : `a proof of work of ${result.powBits} bits is required; GET .../queue/challenge`,
-            { details: { powBits: result.powBits } },
-          ),
-        );
-        break;
-      case "invite_required":
-        refuse(c, "invite_missing", new ApiError("invite_required", "this line admits fans with an invite only"));
-        break;
-      case "not_found":
-        throw new ApiError("not_found", `no event ${eventId}`);
-      case "closed":
-        throw new ApiError("forbidden", "the line is closed");
-      case "revoked":
-        throw new ApiError("forbidden", "this fan's session was revoked by the operator");
-      case "invalid_fan":
-        throw new ApiError("invalid_request", "fanId must be 1..128 printable characters", {
-          details: { field: "fanId" },
-        });
-      default:
-        throw new ApiError("unavailable", "the waiting room is unavailable; retry shortly", { retryAfter: 2 });
-    }
+    const { error, refused } = joinRefusal(result, eventId, pow !== undefined);
+    if (refused) refuse(c, refused, error);
+    throw error;
   }
   // The event's line gauges on /metrics (src/metrics-reporter.ts) start with its first join here.
   const seen = c.get("reads").seenEvents;
   if (seen.size < 1_000) seen.add(eventId);
   return c.json({ queueToken: result.queueToken, ...placeView(result.place) }, result.created ? 201 : 200);
 });
+
+/**
+ * The error a join the waiting room did not grant answers (after its limits: enforceLineLimits),
+ * and the refusal it counts when the room asked for more than came. The route and the join's fast
+ * path (src/http/fast-path.ts) both answer with it.
+ */
+export function joinRefusal(
+  result: Extract<JoinResult, { ok: false }>,
+  eventId: string,
+  hadProof: boolean,
+): { error: ApiError; refused?: RefusalReason } {
+  switch (result.reason) {
+    case "pow_required":
+      return {
+        refused: hadProof ? "pow_invalid" : "pow_missing",
+        error: new ApiError(
+          "proof_of_work_required",
+          hadProof
+            ? `the room now asks ${result.powBits} bits; solve a new challenge`
+            : `a proof of work of ${result.powBits} bits is required; GET .../queue/challenge`,
+          { details: { powBits: result.powBits } },
+        ),
+      };
+    case "invite_required":
+      return {
+        refused: "invite_missing",
+        error: new ApiError("invite_required", "this line admits fans with an invite only"),
+      };
+    case "not_found":
+      return { error: new ApiError("not_found", `no event ${eventId}`) };
+    case "closed":
+      return { error: new ApiError("forbidden", "the line is closed") };
+    case "revoked":
+      return { error: new ApiError("forbidden", "this fan's session was revoked by the operator") };
+    case "invalid_fan":
+      return {
+        error: new ApiError("invalid_request", "fanId must be 1..128 printable characters", {
+          details: { field: "fanId" },
+        }),
+      };
+    default:
+      return {
+        error: new ApiError("unavailable", "the waiting room is unavailable; retry shortly", { retryAfter: 2 }),
+      };
+  }
+}
