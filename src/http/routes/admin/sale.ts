@@ -24,6 +24,10 @@ const closeSaleRoute = createRoute({
   request: { params: EventIdParam },
   responses: {
     200: { description: "closed", content: { "application/json": { schema: SaleClosed } } },
+    400: {
+      description: "the room refused the change (`invalid_request`)",
+      content: { "application/json": { schema: ErrorBody } },
+    },
     401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
     403: { description: "a read-only operator token", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
@@ -84,7 +88,10 @@ export const saleRoutes = new OpenAPIHono<AppEnv>()
     const result = await waitingRoom.updateSettings(eventId, { closed: true }, by ? { by } : {});
     if (!result.ok) {
       if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
-      if (result.reason === "invalid") throw new ApiError("internal_error", "closing the room was refused");
+      // Not reachable with `{ closed: true }`; were the patch ever refused, it is the request's 400, never a 500.
+      if (result.reason === "invalid") {
+        throw new ApiError("invalid_request", "closing the room was refused", { details: { issues: result.issues } });
+      }
       throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 1 });
     }
     // The waiting room kept the closed room on the event as paused (src/gateway.ts roomKeeper): a
