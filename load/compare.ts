@@ -39,6 +39,13 @@ export function compareRuns(a: RunRecord, b: RunRecord, files: [string, string] 
   row("error rate %", (a.errors / Math.max(1, a.requests)) * 100, (b.errors / Math.max(1, b.requests)) * 100, 2);
   row("sales", a.sales, b.sales, 0);
   row("seconds", a.seconds, b.seconds);
+  if (a.generator || b.generator) {
+    // The generator's own figures: a run whose generator was saturated measured the generator.
+    row("generator CPU, cores", a.generator?.cpuCores, b.generator?.cpuCores, 2);
+    row("generator µs/request", a.generator?.cpuMicrosPerRequest, b.generator?.cpuMicrosPerRequest, 0);
+    row("dropped iterations", a.generator?.droppedIterations, b.generator?.droppedIterations, 0);
+    row("client timeouts", a.generator?.clientTimeouts, b.generator?.clientTimeouts, 0);
+  }
   const byName = (r: RunRecord) => new Map(r.endpoints.map((e) => [e.endpoint, e]));
   const ea = byName(a);
   const eb = byName(b);
@@ -65,7 +72,11 @@ export function compareRuns(a: RunRecord, b: RunRecord, files: [string, string] 
       r.settings,
     )
       .map(([k, v]) => `${k}=${v}`)
-      .join(" ")}`;
+      .join(" ")}${
+      r.generator?.saturated
+        ? `\n  GENERATOR SATURATED: its figures measure the load generator, not the gateway (${r.generator.reasons.join("; ")})`
+        : ""
+    }`;
   return `${[describe("a", files[0], a), describe("b", files[1], b), "", line(header), ...rows.map(line)].join("\n")}\n`;
 }
 

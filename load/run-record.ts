@@ -19,6 +19,30 @@ export interface EndpointFigures {
   p99: number;
 }
 
+/**
+ * Whether the load generator kept up: when it did not, the run's figures are the generator's, not
+ * the gateway's. The driver measures itself (its CPU, its event loop, its late arrivals); k6 does
+ * not report its own CPU, so its record says what k6 can tell: the iterations it dropped and the
+ * requests it gave up on.
+ */
+export interface GeneratorRecord {
+  saturated: boolean;
+  /** Why, each with its numbers; empty when it kept up. */
+  reasons: string[];
+  /** The driver: its process's CPU over the fans' window, in cores (1 = one whole core). */
+  cpuCores?: number;
+  cpuMicrosPerRequest?: number;
+  cpuMicrosPerFan?: number;
+  eventLoopDelayP99Ms?: number;
+  /** The driver: fans it started late, of those planned. */
+  lateArrivals?: number;
+  plannedArrivals?: number;
+  /** k6: iterations (fans) it planned and never started (`dropped_iterations`). */
+  droppedIterations?: number;
+  /** Requests the generator gave up on, unanswered (k6: error_code 1050 or 1211; the driver: 60 s). */
+  clientTimeouts?: number;
+}
+
 export interface RunRecord {
   kind: typeof RUN_RECORD_KIND;
   version: 1;
@@ -36,6 +60,8 @@ export interface RunRecord {
   errors: number;
   sales: number;
   endpoints: EndpointFigures[];
+  /** Whether the generator kept up (absent in records written before issue 31). */
+  generator?: GeneratorRecord;
 }
 
 /** `<prefix>-<scenario>-<yyyymmddThhmmssZ>.json`: one file per run, in time order when sorted. */

@@ -9,7 +9,8 @@
  * puts that gateway on a local Redis Cluster of 3 masters started for the run;
  * `--redis-cluster-nodes` on the cluster whose seed nodes are given (REDIS_CLUSTER_NODES). Each run's record
  * goes to its own file, <out>/load-<scenario>-<time>.json. Exit 1 when the audit fails or a bot
- * request was accepted, 99 when a threshold failed (as k6), else 0.
+ * request was accepted, 3 when a threshold failed while the driver itself was saturated (a failure
+ * of the test setup: generator.ts), 99 when a threshold failed (as k6), else 0.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

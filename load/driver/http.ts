@@ -55,6 +55,8 @@ export class Connections {
   readonly url: URL;
   readonly agent: HttpAgent;
   readonly port: number;
+  /** Requests that got no answer within 60 s: the client gave up on them (status 0). */
+  timeouts = 0;
   private readonly request: typeof httpRequest;
 
   constructor(baseUrl: string, connections: number) {
@@ -103,7 +105,10 @@ export class Connections {
           res.on("error", () => finish(0, ""));
         },
       );
-      r.setTimeout(60_000, () => r.destroy(new Error("timeout")));
+      r.setTimeout(60_000, () => {
+        this.timeouts++;
+        r.destroy(new Error("timeout"));
+      });
       r.on("error", () => finish(0, ""));
       r.end(req.body);
     });
@@ -161,6 +166,11 @@ export class Client extends Connections {
     this.perTarget[at]!++;
     const target = this.targets[at]!;
     return target === this ? super.send(req, read) : target.send(req, read);
+  }
+
+  /** Requests to any of its base URLs that got no answer within 60 s. */
+  get clientTimeouts(): number {
+    return this.targets.reduce((n, t) => n + t.timeouts, 0);
   }
 
   override close(): void {

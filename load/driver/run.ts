@@ -15,13 +15,20 @@ import { RUN_RECORD_KIND, type RunRecord } from "../run-record.js";
 import { costLines, measureCosts, type RunCosts } from "./costs.js";
 import { createEvent, type PlayedEvent, readEvent } from "./event.js";
 import { RunFigures, type Tally } from "./figures.js";
+import { type GeneratorFigures, GeneratorMonitor, generatorLines } from "./generator.js";
 import { Client, targetUrls } from "./http.js";
 import { fanJourney } from "./journey.js";
 import type { FanRun, Scenario } from "./scenario.js";
 import { SCENARIOS, type ScenarioName } from "./scenarios/index.js";
 import { type Stack, startStack } from "./stack.js";
 import { kendallTau, type LatencySummary, summarize } from "./stats.js";
-import { evaluateThresholds, parseThreshold, type Threshold, type ThresholdResult } from "./thresholds.js";
+import {
+  evaluateThresholds,
+  GENERATOR_SATURATED_EXIT_CODE,
+  parseThreshold,
+  type Threshold,
+  type ThresholdResult,
+} from "./thresholds.js";
 
 export type { ScenarioName };
 
@@ -113,6 +120,11 @@ export interface RunResult extends Tally {
   targets?: Array<{ url: string; requests: number }>;
   /** With the driver's own gateway: the CPU it, Redis and the driver spent, per request (costs.ts). */
   costs?: RunCosts;
+  /**
+   * The driver itself over the fans' window (generator.ts): its CPU, its event loop's delay, its
+   * late arrivals, and whether it was saturated (then the figures are the generator's).
+   */
+  generator: GeneratorFigures;
   /** With --base-url: the command that audits the event. */
   auditCommand?: string;
 }
@@ -155,12 +167,21 @@ function eventFor(scenario: Scenario, o: RunOptions, target: Target, eventId: st
 
 /**
  * The fans, arriving `perSecond` from now, and what the scenario runs beside them, with a progress
- * line a second; until all are done. Its seconds.
+ * line a second; until all are done. Its seconds, and what the driver measured of itself meanwhile.
  */
-async function play(scenario: Scenario, run: FanRun, o: RunOptions, fans: number, perSecond: number): Promise<number> {
+async function play(
+  scenario: Scenario,
+  run: FanRun,
+  o: RunOptions,
+  fans: number,
+  perSecond: number,
+): Promise<{ seconds: number; generator: GeneratorFigures }> {
   const started = performance.now();
   const elapsed = () => (performance.now() - started) / 1000;
   const ticker = setInterval(() => o.progress?.(progressLine(scenario, run, elapsed())), 1_000);
+  const requestsBefore = run.client.requests;
+  const timeoutsBefore = run.client.clientTimeouts;
+  const monitor = new GeneratorMonitor(fans);
   try {
     const wallStart = Date.now();
     const beside = scenario.beside?.(run, o) ?? Promise.resolve();
@@ -168,10 +189,13 @@ async function play(scenario: Scenario, run: FanRun, o: RunOptions, fans: number
     for (let i = 0; i < fans; i++) {
       const due = wallStart + (i / perSecond) * 1000;
       if (due > Date.now() + 2) await sleep(due - Date.now());
+      // A busy loop wakes late and starts the fans due meanwhile in a burst: how late, is the generator's.
+      monitor.arrived(Date.now() - due);
       journeys.push(fanJourney(run, i, scenario.fan));
     }
     await Promise.all([...journeys, beside]);
-    return elapsed();
+    const generator = monitor.stop(run.client.requests - requestsBefore, run.client.clientTimeouts - timeoutsBefore);
+    return { seconds: elapsed(), generator };
   } finally {
     clearInterval(ticker);
   }
@@ -222,7 +246,7 @@ function resultOf(
   target: Target,
   run: FanRun,
   event: PlayedEvent,
-  played: { fans: number; seconds: number; startedAt: string; stats: unknown },
+  played: { fans: number; seconds: number; startedAt: string; stats: unknown; generator: GeneratorFigures },
 ): RunResult {
   const { figures } = run;
   const t = figures.tally;
@@ -248,6 +272,7 @@ function resultOf(
     startedAt: played.startedAt,
     loadTestToken: Boolean(target.loadTestToken),
     ...(played.stats !== undefined ? { stats: played.stats } : {}),
+    generator: played.generator,
   };
 }
 
@@ -282,12 +307,12 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
     };
     const costs = stack ? await measureCosts(stack) : undefined;
     const requestsBefore = client.requests;
-    const seconds = await play(scenario, run, o, fans, perSecond);
+    const { seconds, generator } = await play(scenario, run, o, fans, perSecond);
     const spent = await costs?.stop(client.requests - requestsBefore);
     const stats = adminToken
       ? (await client.call("admin", "GET", `/v1/admin/events/${eventId}/stats`, { token: adminToken })).body
       : undefined;
-    const result = resultOf(o, target, run, event, { fans, seconds, startedAt, stats });
+    const result = resultOf(o, target, run, event, { fans, seconds, startedAt, stats, generator });
     if (spent) result.costs = spent;
     const thresholds = thresholdsOf(scenario, o, run, seconds);
     if (thresholds) result.thresholds = thresholds;
@@ -335,6 +360,8 @@ export function renderResult(r: RunResult): string {
   const lines = [
     "",
     `scenario ${r.scenario}, event ${r.eventId} at ${r.baseUrl}: ${r.fans} fans, ${r.seatsTotal} seats, ${fmt(r.seconds)} s`,
+    // First, before any figure it puts in doubt.
+    ...(r.generator?.saturated ? ["", ...generatorLines(r.generator)] : []),
     "",
     `${"endpoint".padEnd(w)}  ${"requests".padStart(9)}  ${"errors".padStart(7)}  ${"p50 ms".padStart(8)}  ${"p95 ms".padStart(8)}  ${"p99 ms".padStart(8)}  statuses`,
     ...r.endpoints.map(
@@ -361,8 +388,15 @@ export function renderResult(r: RunResult): string {
     }
   }
   if (r.costs) lines.push(...costLines(r.costs, r.seconds));
+  if (r.generator && !r.generator.saturated) lines.push(...generatorLines(r.generator));
   if (r.thresholds?.length) {
-    lines.push("", "thresholds:");
+    const setupFailure = r.generator?.saturated && r.thresholds.some((t) => !t.ok);
+    lines.push(
+      "",
+      setupFailure
+        ? `thresholds: missed while the generator was saturated, a failure of the test setup, not the gateway's (exit ${GENERATOR_SATURATED_EXIT_CODE}):`
+        : "thresholds:",
+    );
     for (const t of r.thresholds) lines.push(`  ${t.ok ? "ok    " : "FAILED"} ${t.threshold}   (${fmt(t.actual, 4)})`);
   }
   if (r.audit) {
@@ -403,5 +437,16 @@ export function toRunRecord(r: RunResult, settings: RunRecord["settings"] = {}):
       p95: e.p95,
       p99: e.p99,
     })),
+    generator: {
+      saturated: r.generator.saturated,
+      reasons: r.generator.reasons,
+      cpuCores: r.generator.cpuCores,
+      cpuMicrosPerRequest: r.generator.cpuMicrosPerRequest,
+      cpuMicrosPerFan: r.generator.cpuMicrosPerFan,
+      eventLoopDelayP99Ms: r.generator.eventLoopDelayMs.p99,
+      lateArrivals: r.generator.arrivals.late,
+      plannedArrivals: r.generator.arrivals.planned,
+      clientTimeouts: r.generator.clientTimeouts,
+    },
   };
 }

@@ -48,6 +48,14 @@ export const COUNTERS = [
 /** k6's exit code when a threshold failed. */
 export const THRESHOLDS_FAILED_EXIT_CODE = 99;
 
+/**
+ * The driver's exit code when a threshold failed while the generator was saturated (generator.ts):
+ * a failure of the test setup, not of the gateway, since what missed the target was the driver's
+ * own time. k6 has no such code (its codes are 97 to 110); 3 is free in the driver (2 is a bad
+ * command line).
+ */
+export const GENERATOR_SATURATED_EXIT_CODE = 3;
+
 const LATENCY = new Set(["med", "max", "min", "avg"]);
 const defaultAggregate: Record<string, Aggregate> = {
   http_req_failed: "rate",
@@ -139,14 +147,21 @@ export function evaluateThresholds(thresholds: readonly Threshold[], input: Thre
 
 /**
  * The driver's exit code: 1 when the audit failed or a bot was let in (the gateway broke a
- * guarantee), else 99 when a threshold failed (as k6 does), else 0.
+ * guarantee, however slow the generator: these do not depend on its speed), else, when a
+ * threshold failed, 3 if the generator was saturated (the setup failed: the run measured the
+ * driver) or 99 if not (the gateway missed it, as k6 says), else 0. Thresholds met under a
+ * saturated generator still give 0: the gateway met them with the generator's delays added; the
+ * report says it was saturated.
  */
 export function exitCodeFor(result: {
   audit?: { ok: boolean };
   botAccepted: number;
   thresholds?: readonly ThresholdResult[];
+  generator?: { saturated: boolean };
 }): number {
   if ((result.audit && !result.audit.ok) || result.botAccepted > 0) return 1;
-  if (result.thresholds?.some((t) => !t.ok)) return THRESHOLDS_FAILED_EXIT_CODE;
+  if (result.thresholds?.some((t) => !t.ok)) {
+    return result.generator?.saturated ? GENERATOR_SATURATED_EXIT_CODE : THRESHOLDS_FAILED_EXIT_CODE;
+  }
   return 0;
 }
