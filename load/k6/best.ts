@@ -6,7 +6,7 @@
  *   k6 run -e BASE_URL=... -e ADMIN_TOKEN=... -e FANS=2000 -e RATE=500 load/k6/best.ts
  */
 import type { Options } from "k6/options";
-import { FANS, fanJourney, RATE, type Setup, setupEvent, summary, withRunReport } from "./lib.ts";
+import { arrivalStages, FANS, fanJourney, RATE, type Setup, setupEvent, summary, withRunReport } from "./lib.ts";
 
 export const options: Options = withRunReport({
   scenarios: {
@@ -16,10 +16,8 @@ export const options: Options = withRunReport({
       timeUnit: "1s",
       preAllocatedVUs: Math.min(FANS, 2000),
       maxVUs: FANS,
-      stages: [
-        { target: RATE, duration: "2s" },
-        { target: RATE, duration: `${Math.max(1, Math.ceil(FANS / RATE))}s` },
-      ],
+      // Exactly FANS fans: up to RATE in 2 s, then RATE a second.
+      stages: arrivalStages(FANS, RATE, 2),
       gracefulStop: "600s",
     },
   },

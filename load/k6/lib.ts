@@ -10,7 +10,13 @@ import { Counter, Rate, Trend } from "k6/metrics";
 import type { Options } from "k6/options";
 import { pollDelaySeconds } from "../poll.ts";
 import { ROUTES, type RouteName, routePath } from "../routes.ts";
-import { type EndpointFigures, RUN_RECORD_KIND, type RunRecord, runFileName } from "../run-record.ts";
+import {
+  type EndpointFigures,
+  type GeneratorRecord,
+  RUN_RECORD_KIND,
+  type RunRecord,
+  runFileName,
+} from "../run-record.ts";
 
 export const BASE_URL = (__ENV.BASE_URL ?? "http://127.0.0.1:8080").replace(/\/$/, "");
 export const ADMIN_TOKEN = __ENV.ADMIN_TOKEN ?? "";
@@ -36,6 +42,53 @@ export const botAccepted = new Counter("bot_requests_accepted");
 export const botRefused = new Rate("bot_requests_refused");
 export const timeToAdmit = new Trend("time_to_admit", true);
 export const unexpected = new Counter("unexpected_responses");
+/**
+ * Requests k6 gave up on, unanswered: status 0 with error_code 1050 (request timeout) or 1211 (TCP
+ * dial timeout). Counted apart from http_req_failed (which counts them too, among the gateway's
+ * refusals and errors): a k6 out of CPU reads its answers late and times them out itself, and the
+ * summary reports them as a failure of the test setup (issue 31).
+ */
+export const clientTimeouts = new Counter("client_timeouts");
+
+/** k6's error codes for a request it gave up on: request timeout, TCP dial timeout. */
+export const TIMEOUT_ERROR_CODES: readonly number[] = [1050, 1211];
+
+/** The response, after counting it in client_timeouts when k6 gave up on it. */
+export function counted<R extends { error_code: number }>(res: R, endpoint: string): R {
+  if (TIMEOUT_ERROR_CODES.includes(res.error_code)) clientTimeouts.add(1, { endpoint });
+  return res;
+}
+
+/**
+ * Metrics whose thresholds judge the test setup, not the gateway: fans k6 planned and never
+ * started (`dropped_iterations`: no VU free, or none initialized in time) and requests it gave up
+ * on. A gateway threshold missed beside one of these measured the generator.
+ */
+export const SETUP_METRICS = ["dropped_iterations", "client_timeouts"] as const;
+
+/**
+ * Arrival-rate stages that start exactly `fans` fans, `rate` a second at the peak: a ramp up over
+ * `rampUp` s, the peak, a ramp down over `rampDown` s (k6 starts an iteration per unit of the
+ * rate's integral). With fewer fans than the ramps hold, the ramps are shortened to fit. Exactly
+ * `fans`, so that with maxVUs = fans no VU can run short by the script's own plan: a dropped
+ * iteration is then the generator's (a VU not initialized in time), not the scenario's.
+ */
+export function arrivalStages(
+  fans: number,
+  rate: number,
+  rampUp = 2,
+  rampDown = 0,
+): { target: number; duration: string }[] {
+  const ramps = (rampUp + rampDown) / 2;
+  const scale = ramps > 0 ? Math.min(1, fans / rate / ramps) : 1;
+  const ms = (seconds: number) => `${Math.max(1, Math.round(seconds * 1000))}ms`;
+  const peak = fans / rate - ramps * scale;
+  return [
+    ...(rampUp > 0 ? [{ target: rate, duration: ms(rampUp * scale) }] : []),
+    ...(peak > 0 ? [{ target: rate, duration: ms(peak) }] : []),
+    ...(rampDown > 0 ? [{ target: 0, duration: ms(rampDown * scale) }] : []),
+  ];
+}
 
 /** The wait between two polls (load/poll.ts), here for the scripts and their tests. */
 export { pollDelaySeconds };
@@ -94,6 +147,8 @@ export function withRunReport(options: Options): Options {
     thresholds[`http_reqs{endpoint:${endpoint}}`] ??= ["count>=0"];
     thresholds[`http_req_failed{endpoint:${endpoint}}`] ??= ["rate>=0"];
   }
+  // The test setup's own: every planned fan started, no request given up on by k6.
+  for (const metric of SETUP_METRICS) thresholds[metric] ??= ["count==0"];
   return { ...options, summaryTrendStats: SUMMARY_TREND_STATS, thresholds };
 }
 
@@ -170,26 +225,35 @@ export function solveChallenge(challenge: string, bits: number): string {
 
 /** Joins; when the line asks a proof of work (428), solves a challenge and joins with it. */
 export function join(eventId: string, fanId: string): { queueToken: string; position: number; status: string } | null {
-  let res = http.post(`${BASE_URL}/v1/events/${eventId}/queue`, JSON.stringify({ fanId }), {
-    headers: headers(),
-    tags: tagsFor("join", ROUTES.join),
-    responseCallback: http.expectedStatuses(200, 201, 428),
-  });
+  let res = counted(
+    http.post(`${BASE_URL}/v1/events/${eventId}/queue`, JSON.stringify({ fanId }), {
+      headers: headers(),
+      tags: tagsFor("join", ROUTES.join),
+      responseCallback: http.expectedStatuses(200, 201, 428),
+    }),
+    "join",
+  );
   if (res.status === 428) {
     const issued = json<{ challenge: string; bits: number }>(
-      http.get(`${BASE_URL}/v1/events/${eventId}/queue/challenge?fanId=${encodeURIComponent(fanId)}`, {
-        headers: headers(),
-        tags: tagsFor("challenge", ROUTES.challenge),
-      }),
+      counted(
+        http.get(`${BASE_URL}/v1/events/${eventId}/queue/challenge?fanId=${encodeURIComponent(fanId)}`, {
+          headers: headers(),
+          tags: tagsFor("challenge", ROUTES.challenge),
+        }),
+        "challenge",
+      ),
     );
     if (issued) {
       const started = Date.now();
       const nonce = solveChallenge(issued.challenge, issued.bits);
       powSolveMs.add(Date.now() - started);
-      res = http.post(
-        `${BASE_URL}/v1/events/${eventId}/queue`,
-        JSON.stringify({ fanId, pow: { challenge: issued.challenge, nonce } }),
-        { headers: headers(), tags: tagsFor("join", ROUTES.join) },
+      res = counted(
+        http.post(
+          `${BASE_URL}/v1/events/${eventId}/queue`,
+          JSON.stringify({ fanId, pow: { challenge: issued.challenge, nonce } }),
+          { headers: headers(), tags: tagsFor("join", ROUTES.join) },
+        ),
+        "join",
       );
     }
   }
@@ -207,10 +271,13 @@ export interface Status {
 }
 
 export function status(eventId: string, queueToken: string): Status | null {
-  const res = http.get(`${BASE_URL}/v1/events/${eventId}/queue/status`, {
-    headers: headers(queueToken),
-    tags: tagsFor("status", ROUTES.status),
-  });
+  const res = counted(
+    http.get(`${BASE_URL}/v1/events/${eventId}/queue/status`, {
+      headers: headers(queueToken),
+      tags: tagsFor("status", ROUTES.status),
+    }),
+    "status",
+  );
   check(res, { "status 200": (r) => r.status === 200 }) || unexpected.add(1);
   return res.status === 200 ? (json<Status>(res) ?? null) : null;
 }
@@ -241,10 +308,13 @@ export function waitForAdmission(
 
 export function sectionSeats(eventId: string, sectionId: string): string[] {
   // The compact form: the layout as [row, firstSeat, count] runs, one status character a seat.
-  const res = http.get(`${BASE_URL}/v1/events/${eventId}/sections/${sectionId}/seats?format=compact`, {
-    headers: runHeaders(),
-    tags: tagsFor("section_seats", ROUTES.sectionSeats),
-  });
+  const res = counted(
+    http.get(`${BASE_URL}/v1/events/${eventId}/sections/${sectionId}/seats?format=compact`, {
+      headers: runHeaders(),
+      tags: tagsFor("section_seats", ROUTES.sectionSeats),
+    }),
+    "section_seats",
+  );
   const body = json<{ sectionId: string; layout: [number, number, number][]; status: string }>(res);
   const available: string[] = [];
   let i = 0;
@@ -256,11 +326,14 @@ export function sectionSeats(eventId: string, sectionId: string): string[] {
 }
 
 export function hold(eventId: string, accessToken: string, seats: string[]): { holdId: string } | "conflict" | null {
-  const res = http.post(`${BASE_URL}/v1/events/${eventId}/holds`, JSON.stringify({ seats }), {
-    headers: headers(accessToken),
-    tags: tagsFor("hold", ROUTES.hold),
-    responseCallback: http.expectedStatuses(201, 409),
-  });
+  const res = counted(
+    http.post(`${BASE_URL}/v1/events/${eventId}/holds`, JSON.stringify({ seats }), {
+      headers: headers(accessToken),
+      tags: tagsFor("hold", ROUTES.hold),
+      responseCallback: http.expectedStatuses(201, 409),
+    }),
+    "hold",
+  );
   if (res.status === 201) {
     holds.add(1);
     return json<{ holdId: string }>(res) ?? null;
@@ -288,11 +361,14 @@ export interface BestAsk {
  */
 export function holdBest(eventId: string, accessToken: string, best: BestAsk, attempts = 3): string | null {
   for (let i = 0; i < attempts; i++) {
-    const res = http.post(`${BASE_URL}/v1/events/${eventId}/holds`, JSON.stringify({ best }), {
-      headers: headers(accessToken),
-      tags: tagsFor("hold", ROUTES.hold),
-      responseCallback: http.expectedStatuses(201, 409),
-    });
+    const res = counted(
+      http.post(`${BASE_URL}/v1/events/${eventId}/holds`, JSON.stringify({ best }), {
+        headers: headers(accessToken),
+        tags: tagsFor("hold", ROUTES.hold),
+        responseCallback: http.expectedStatuses(201, 409),
+      }),
+      "hold",
+    );
     if (res.status === 201) {
       holds.add(1);
       return json<{ holdId: string }>(res)?.holdId ?? null;
@@ -310,23 +386,25 @@ export function holdBest(eventId: string, accessToken: string, best: BestAsk, at
 }
 
 export function release(eventId: string, accessToken: string, holdId: string): void {
-  const res = http.del(`${BASE_URL}/v1/events/${eventId}/holds/${holdId}`, null, {
-    headers: headers(accessToken),
-    tags: tagsFor("release", ROUTES.release),
-  });
+  const res = counted(
+    http.del(`${BASE_URL}/v1/events/${eventId}/holds/${holdId}`, null, {
+      headers: headers(accessToken),
+      tags: tagsFor("release", ROUTES.release),
+    }),
+    "release",
+  );
   if (check(res, { "release 204": (r) => r.status === 204 })) released.add(1);
   else unexpected.add(1);
 }
 
 export function purchase(eventId: string, accessToken: string, holdId: string): boolean {
-  const res = http.post(
-    `${BASE_URL}/v1/events/${eventId}/holds/${holdId}/purchase`,
-    JSON.stringify({ paymentToken: "tok_ok" }),
-    {
+  const res = counted(
+    http.post(`${BASE_URL}/v1/events/${eventId}/holds/${holdId}/purchase`, JSON.stringify({ paymentToken: "tok_ok" }), {
       headers: headers(accessToken, { "idempotency-key": `k6-${holdId}` }),
       tags: tagsFor("purchase", ROUTES.purchase),
       responseCallback: http.expectedStatuses(201, 202, 409),
-    },
+    }),
+    "purchase",
   );
   if (res.status === 201 || res.status === 202) {
     sales.add(1);
@@ -437,7 +515,65 @@ export function runRecord(name: string, data: SummaryData, endedAt: number = Dat
     errors: m.http_req_failed?.values.passes ?? 0,
     sales: m.sales_confirmed?.values.count ?? 0,
     endpoints,
+    generator: generatorOf(data),
   };
+}
+
+/**
+ * Whether k6 kept up, from its summary: the fans it planned and never started, and the requests it
+ * gave up on. k6 does not report its own CPU (watch it from outside: load/README.md); these are
+ * what it can tell of itself. Either one and the run's figures are the generator's, not the gateway's.
+ */
+export function generatorOf(data: SummaryData): GeneratorRecord {
+  const dropped = data.metrics.dropped_iterations?.values.count ?? 0;
+  const timeouts = data.metrics.client_timeouts?.values.count ?? 0;
+  const reasons: string[] = [];
+  if (dropped > 0) {
+    reasons.push(
+      `${dropped} planned fans never started (dropped_iterations: no VU was free, or none was initialized in time)`,
+    );
+  }
+  if (timeouts > 0) {
+    reasons.push(`${timeouts} requests k6 gave up on unanswered (client_timeouts: error_code 1050 or 1211)`);
+  }
+  return { saturated: reasons.length > 0, reasons, droppedIterations: dropped, clientTimeouts: timeouts };
+}
+
+/** Every threshold of the summary but the reporting ones, the setup's apart from the gateway's. */
+function thresholdsOf(data: SummaryData): { setup: string[]; gateway: string[]; gatewayFailed: number } {
+  const setup: string[] = [];
+  const gateway: string[] = [];
+  let gatewayFailed = 0;
+  for (const [metric, m] of Object.entries(data.metrics).sort(([a], [b]) => a.localeCompare(b))) {
+    for (const [t, r] of Object.entries(m.thresholds ?? {})) {
+      if (REPORTING_THRESHOLDS.includes(t)) continue;
+      const line = `${r.ok ? "ok    " : "FAILED"} ${metric} ${t}`;
+      if ((SETUP_METRICS as readonly string[]).includes(metric)) setup.push(line);
+      else {
+        gateway.push(line);
+        if (!r.ok) gatewayFailed++;
+      }
+    }
+  }
+  return { setup, gateway, gatewayFailed };
+}
+
+/** The summary's words on the generator, and on the gateway's thresholds when it did not keep up. */
+export function generatorLines(data: SummaryData): string[] {
+  const g = generatorOf(data);
+  const t = thresholdsOf(data);
+  if (!g.saturated) {
+    return [
+      `load generator kept up: 0 dropped iterations, 0 client-side timeouts (k6 does not measure its own CPU: see load/README.md, where to run the load)`,
+    ];
+  }
+  return [
+    "GENERATOR SATURATED: the figures measure the load generator, not the gateway (a failure of the test setup)",
+    ...g.reasons.map((r) => `  ${r}`),
+    t.gatewayFailed > 0
+      ? `  ${t.gatewayFailed} of the gateway's thresholds missed meanwhile: not the gateway's verdict; run again from a bigger or a second generator`
+      : "  the gateway's thresholds were met all the same (with the generator's delays in them)",
+  ];
 }
 
 /**
@@ -448,7 +584,7 @@ export function runRecord(name: string, data: SummaryData, endedAt: number = Dat
 export function summary(name: string) {
   return (data: SummaryData): Record<string, string> => {
     const run = runRecord(name, data);
-    const lines = [`scenario ${name} against ${BASE_URL} (${run.seconds.toFixed(1)} s)`];
+    const lines = [`scenario ${name} against ${BASE_URL} (${run.seconds.toFixed(1)} s)`, ...generatorLines(data)];
     for (const [metric, m] of Object.entries(data.metrics).sort(([a], [b]) => a.localeCompare(b))) {
       const v = m.values;
       const shown =
@@ -466,6 +602,13 @@ export function summary(name: string) {
             .join(", ")
         : "";
       lines.push(`  ${metric.padEnd(32)} ${shown}${th ? `   [${th}]` : ""}`);
+    }
+    const t = thresholdsOf(data);
+    if (t.setup.length > 0)
+      lines.push("  thresholds of the test setup (did the generator keep up):", ...t.setup.map((l) => `    ${l}`));
+    if (t.gateway.length > 0) {
+      const note = run.generator?.saturated ? ", measured by a generator that did not keep up" : "";
+      lines.push(`  thresholds of the gateway${note}:`, ...t.gateway.map((l) => `    ${l}`));
     }
     const dir = __ENV.SUMMARY_DIR ? `${__ENV.SUMMARY_DIR.replace(/\/$/, "")}/` : "";
     const file = `${dir}${runFileName("summary", name, run.startedAt)}`;

@@ -8,7 +8,17 @@
  */
 import exec from "k6/execution";
 import type { Options } from "k6/options";
-import { FANS, join, RATE, type Setup, setupEvent, summary, waitForAdmission, withRunReport } from "./lib.ts";
+import {
+  arrivalStages,
+  FANS,
+  join,
+  RATE,
+  type Setup,
+  setupEvent,
+  summary,
+  waitForAdmission,
+  withRunReport,
+} from "./lib.ts";
 
 export const options: Options = withRunReport({
   scenarios: {
@@ -18,7 +28,8 @@ export const options: Options = withRunReport({
       timeUnit: "1s",
       preAllocatedVUs: Math.min(FANS, 2000),
       maxVUs: FANS,
-      stages: [{ target: RATE, duration: `${Math.max(2, Math.ceil(FANS / RATE))}s` }],
+      // Exactly FANS fans: up to RATE in 2 s, then RATE a second.
+      stages: arrivalStages(FANS, RATE, 2),
       gracefulStop: "600s",
     },
   },

@@ -4,9 +4,7 @@
  *   k6 run -e BASE_URL=http://127.0.0.1:8080 -e ADMIN_TOKEN=... -e FANS=5000 -e RATE=1000 load/k6/spike.ts
  */
 import type { Options } from "k6/options";
-import { FANS, fanJourney, RATE, type Setup, setupEvent, summary, withRunReport } from "./lib.ts";
-
-const rampSeconds = Math.max(1, Math.ceil(FANS / RATE));
+import { arrivalStages, FANS, fanJourney, RATE, type Setup, setupEvent, summary, withRunReport } from "./lib.ts";
 
 export const options: Options = withRunReport({
   scenarios: {
@@ -16,11 +14,8 @@ export const options: Options = withRunReport({
       timeUnit: "1s",
       preAllocatedVUs: Math.min(FANS, 2000),
       maxVUs: FANS,
-      stages: [
-        { target: RATE, duration: "2s" },
-        { target: RATE, duration: `${rampSeconds}s` },
-        { target: 0, duration: "1s" },
-      ],
+      // Exactly FANS fans: up to RATE in 2 s, RATE a second, down in 1 s.
+      stages: arrivalStages(FANS, RATE, 2, 1),
       gracefulStop: "600s",
     },
   },

@@ -201,3 +201,156 @@ describe("k6 scripts", () => {
     expect(out.stdout).not.toContain("max>=0");
   });
 });
+
+/** Iterations a ramping-arrival-rate plan starts: the integral of its rate (k6 starts one per unit). */
+function plannedArrivals(scenario: { startRate?: number; stages: { target: number; duration: string }[] }): number {
+  let rate = scenario.startRate ?? 0;
+  let total = 0;
+  for (const { target, duration } of scenario.stages) {
+    const m = /^(\d+(?:\.\d+)?)(ms|s)$/.exec(duration);
+    if (!m) throw new Error(`unread duration ${duration}`);
+    const seconds = Number(m[1]) / (m[2] === "ms" ? 1000 : 1);
+    total += ((rate + target) / 2) * seconds;
+    rate = target;
+  }
+  return total;
+}
+
+describe("k6 scripts and the load generator (issue 31)", () => {
+  it("every scenario judges the test setup apart from the gateway: no dropped iteration, no request given up on", async () => {
+    const k6 = await loadK6Scripts();
+    for (const name of [...SCENARIOS, "line"] as const) {
+      const { thresholds } = k6[name].options;
+      expect(thresholds.dropped_iterations, name).toEqual(["count==0"]);
+      expect(thresholds.client_timeouts, name).toEqual(["count==0"]);
+    }
+  });
+
+  it("plans exactly FANS fans, however FANS and RATE compare, so a dropped iteration is the generator's", async () => {
+    for (const [fans, rate] of [
+      [3000, 600],
+      [2000, 1000],
+      [50, 1000],
+      [100_000, 2000],
+    ] as const) {
+      const k6 = await loadK6Scripts({ FANS: String(fans), RATE: String(rate), DURATION: "20" });
+      const plans = {
+        spike: k6.spike.options.scenarios.spike,
+        hotseat: k6.hotseat.options.scenarios.hot_seat,
+        best: k6.best.options.scenarios.best,
+        abandon: k6.abandon.options.scenarios.abandon,
+        line: k6.line.options.scenarios.line,
+      };
+      for (const [name, plan] of Object.entries(plans)) {
+        expect(plan.executor, name).toBe("ramping-arrival-rate");
+        expect(plannedArrivals(plan), `${name} ${fans}@${rate}`).toBeCloseTo(fans, 0);
+        // Never more fans than VUs: a fan is one iteration, and every one may be waiting at once.
+        expect(plan.maxVUs, name).toBe(fans);
+        for (const s of plan.stages) expect(s.target, name).toBeLessThanOrEqual(rate);
+      }
+      // The spike's peak is RATE when the fans fill its ramps.
+      if (fans / rate >= 1.5)
+        expect(plans.spike.stages.map((s: { target: number }) => s.target)).toEqual([rate, rate, 0]);
+      // bots: FANS honest fans spread over DURATION.
+      const bots = k6.bots.options.scenarios.fans;
+      expect(bots).toMatchObject({ executor: "constant-arrival-rate", rate: fans, timeUnit: "20s", duration: "20s" });
+    }
+  });
+
+  it("counts requests k6 gave up on (error_code 1050) in client_timeouts, and a bot's unanswered request as no breach", async () => {
+    const k6 = await loadK6Scripts();
+    k6.fake.answer = (_m: string, url: string) =>
+      url.endsWith("/queue/status") ? { status: 0, error_code: 1050 } : { status: 201, body: { queueToken: "a.b.c" } };
+    expect(k6.lib.status("ev1", "qt")).toBeNull();
+    expect(k6.fake.metrics.client_timeouts).toEqual([1]);
+    // A reset connection (1220) is no timeout.
+    k6.fake.answer = () => ({ status: 0, error_code: 1220 });
+    k6.lib.status("ev1", "qt");
+    expect(k6.fake.metrics.client_timeouts).toEqual([1]);
+    // Bots whose requests get no answer: counted as timeouts, never as a bot let in.
+    k6.fake.answer = () => ({ status: 0, error_code: 1050 });
+    for (let i = 0; i < 40; i++) k6.bots.bots({ eventId: "ev_bots", sections: [] });
+    expect(k6.fake.metrics.bot_requests_accepted ?? []).toEqual([]);
+    expect(k6.fake.metrics.client_timeouts!.length).toBeGreaterThan(40);
+  });
+
+  /** A k6 summary: a spike run with its thresholds, and the setup's counters as given. */
+  function spikeSummary(setup: { dropped?: number; timeouts?: number; holdOk: boolean }) {
+    const metrics: Record<string, unknown> = {
+      http_reqs: { type: "counter", values: { count: 20_000, rate: 645 } },
+      http_req_failed: { type: "rate", values: { rate: 0, passes: 0, fails: 20_000 } },
+      sales_confirmed: { type: "counter", values: { count: 1500, rate: 48 } },
+      "http_req_duration{endpoint:hold}": {
+        type: "trend",
+        values: { med: 4000, "p(95)": 9400, "p(99)": 11_000, max: 12_000 },
+        thresholds: { "p(99)<1000": { ok: setup.holdOk }, "max>=0": { ok: true } },
+      },
+      "http_reqs{endpoint:hold}": { type: "counter", values: { count: 3000, rate: 96 } },
+    };
+    // k6 leaves a metric with no sample out of the summary, its threshold too.
+    if (setup.dropped !== undefined) {
+      metrics.dropped_iterations = {
+        type: "counter",
+        values: { count: setup.dropped, rate: setup.dropped / 31 },
+        thresholds: { "count==0": { ok: setup.dropped === 0 } },
+      };
+    }
+    if (setup.timeouts !== undefined) {
+      metrics.client_timeouts = {
+        type: "counter",
+        values: { count: setup.timeouts, rate: setup.timeouts / 31 },
+        thresholds: { "count==0": { ok: setup.timeouts === 0 } },
+      };
+    }
+    return { state: { testRunDurationMs: 31_000 }, metrics };
+  }
+
+  it("says in the summary and its record when k6 did not keep up, and that the gateway's missed thresholds are not the gateway's", async () => {
+    const k6 = await loadK6Scripts({ FANS: "3000", RATE: "600" });
+    const out = k6.spike.handleSummary(spikeSummary({ dropped: 1288, timeouts: 3, holdOk: false })) as Record<
+      string,
+      string
+    >;
+    const file = Object.keys(out).find((k) => k !== "stdout")!;
+    const { run } = JSON.parse(out[file]!);
+    expect(run.generator).toEqual({
+      saturated: true,
+      reasons: [
+        expect.stringMatching(/^1288 planned fans never started/),
+        expect.stringMatching(/^3 requests k6 gave up on/),
+      ],
+      droppedIterations: 1288,
+      clientTimeouts: 3,
+    });
+    const lines = out.stdout!.split("\n");
+    // Said first, before any figure it puts in doubt.
+    expect(lines[1]).toBe(
+      "GENERATOR SATURATED: the figures measure the load generator, not the gateway (a failure of the test setup)",
+    );
+    expect(out.stdout).toContain("1 of the gateway's thresholds missed meanwhile: not the gateway's verdict");
+    const setupAt = lines.indexOf("  thresholds of the test setup (did the generator keep up):");
+    expect(lines.slice(setupAt + 1, setupAt + 3)).toEqual([
+      "    FAILED client_timeouts count==0",
+      "    FAILED dropped_iterations count==0",
+    ]);
+    const gatewayAt = lines.indexOf("  thresholds of the gateway, measured by a generator that did not keep up:");
+    expect(lines[gatewayAt + 1]).toBe("    FAILED http_req_duration{endpoint:hold} p(99)<1000");
+  });
+
+  it("says k6 kept up when it dropped nothing and gave up on nothing, the setup's metrics absent as k6 leaves them", async () => {
+    const k6 = await loadK6Scripts();
+    for (const setup of [{ holdOk: true }, { dropped: 0, timeouts: 0, holdOk: false }]) {
+      const out = k6.spike.handleSummary(spikeSummary(setup)) as Record<string, string>;
+      const file = Object.keys(out).find((k) => k !== "stdout")!;
+      expect(JSON.parse(out[file]!).run.generator).toEqual({
+        saturated: false,
+        reasons: [],
+        droppedIterations: 0,
+        clientTimeouts: 0,
+      });
+      expect(out.stdout).toMatch(/\nload generator kept up: 0 dropped iterations, 0 client-side timeouts/);
+      expect(out.stdout).toContain("  thresholds of the gateway:\n");
+      expect(out.stdout).not.toContain("GENERATOR SATURATED");
+    }
+  });
+});

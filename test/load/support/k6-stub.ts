@@ -19,6 +19,8 @@ export interface Recorded {
 export interface FakeResponse {
   status: number;
   body?: unknown;
+  /** k6's error code of a request without an answer (1050: k6 gave up on it); 0 by default. */
+  error_code?: number;
 }
 
 export interface K6Fake {
@@ -32,7 +34,7 @@ export interface K6Fake {
 // biome-ignore lint/suspicious/noExplicitAny: the bundle's exports are the k6 scripts' own, typed against k6, not Node.
 export type K6Module = Record<string, any>;
 export type K6Scripts = { fake: K6Fake } & Record<
-  "lib" | "spike" | "hotseat" | "abandon" | "bots" | "soak" | "best",
+  "lib" | "spike" | "hotseat" | "abandon" | "bots" | "soak" | "best" | "line",
   K6Module
 >;
 
@@ -49,7 +51,7 @@ const fakes: Record<string, string> = {
          f.requests.push({ method, url, body, params });
          const a = f.answer(method, url, body) ?? { status: 200, body: {} };
          const text = a.body === undefined ? "" : JSON.stringify(a.body);
-         return { status: a.status, body: text, json() { return JSON.parse(text); } };
+         return { status: a.status, error_code: a.error_code ?? 0, body: text, json() { return JSON.parse(text); } };
        };
        export default { get: call("GET"), post: call("POST"), put: call("PUT"), patch: call("PATCH"), del: call("DELETE"),
          expectedStatuses: (...s) => ({ expected: s }) };`,
