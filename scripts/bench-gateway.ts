@@ -382,7 +382,7 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     results.push(
       await measured({
         ...load,
-        name: "hold refused by the shield (seat held)",
+        name: "hold refused (seat held: from the seat map in memory)",
         baseUrl: gw.url,
         serverPid: pid,
         next: (i) => ({

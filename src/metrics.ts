@@ -54,7 +54,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     }),
     conflicts: new Counter({
       name: "gateway_conflicts_total",
-      help: "Claims lost to another fan (409), by stage: shield or dynamodb",
+      help: "Claims lost to another fan (409), by stage: seat_map (this process's in-memory seat map), shield or dynamodb",
       labelNames: ["stage"] as const,
       registers: [registry],
     }),

@@ -25,8 +25,14 @@ import type { SeatMapWrites } from "./seat-map-writes.js";
 
 export type HoldOutcome =
   | HoldResult
-  /** Refused by the shield: no DynamoDB request was made. */
-  | { ok: false; reason: "seat_unavailable"; seats: string[]; stage: "shield" };
+  /**
+   * Refused by the shield: no DynamoDB request was made.
+   */
+  | { ok: false; reason: "seat_unavailable"; seats: string[]; stage: "shield" }
+  | MapRefusal;
+
+/** A hold refused from this process's own seat map (refuseFromMap): no Redis or DynamoDB request. */
+export type MapRefusal = { ok: false; reason: "seat_unavailable"; seats: string[]; stage: "seat_map" };
 
 export interface SeatHoldRequest {
   eventId: string;
@@ -73,6 +79,18 @@ const RANKED_BLOCKS = 1_024;
 
 export interface HoldService {
   holdSeats(request: SeatHoldRequest): Promise<HoldOutcome>;
+  /**
+   * A hold answered without Redis or DynamoDB when it cannot win (src/http/fast-path.ts): the
+   * request's own checks as holdSeats makes them first (checkSeats: the event's cached definition),
+   * then `taken`, this process's seat map (src/seatmap/pages.ts): the seats it shows held or sold,
+   * undefined for a seat it cannot answer for. Answers the refusal when the request passes its
+   * checks and a seat is known taken, else null: the hold goes the whole way (holdSeats), which
+   * answers every other case, a refused check included.
+   */
+  refuseFromMap(
+    request: SeatHoldRequest,
+    taken: (seatId: string) => boolean | undefined | Promise<boolean | undefined>,
+  ): Promise<MapRefusal | null>;
   /**
    * Best available together (src/inventory/best.ts): the cached map proposes, the shield leases,
    * and the plain hold's transaction decides; a proposal lost on the way is marked taken and the
@@ -237,6 +255,22 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       } finally {
         await shield.release();
       }
+    },
+
+    async refuseFromMap({ eventId, fanId, seatIds, holdSeconds }, taken) {
+      // The checks first, as holdSeats: only seats of the event's sections reach the map.
+      const check = await inventory.holds.checkSeats({ eventId, fanId, seatIds, holdSeconds });
+      if (!check.ok) return null;
+      const lost: string[] = [];
+      for (const seatId of seatIds) {
+        const known = await taken(seatId);
+        if (known === undefined) return null;
+        if (known) lost.push(seatId);
+      }
+      if (lost.length === 0) return null;
+      metrics.holds.inc({ outcome: "seat_unavailable" });
+      metrics.conflicts.inc({ stage: "seat_map" });
+      return { ok: false, reason: "seat_unavailable", seats: lost, stage: "seat_map" } as const;
     },
 
     async holdBest({ eventId, fanId, best, holdSeconds }) {

@@ -41,7 +41,13 @@ import { seatMapSummaryRoute } from "./routes/seatmap/summary.js";
 import { pagesRoutes } from "./routes/pages.js";
 import { serviceRoutes } from "./routes/service.js";
 import { ttlCache } from "../ttl-cache.js";
-import { fastPaths, queueJoinFastPath, queueStatusFastPath, sectionFastPath } from "./fast-path.js";
+import {
+  fastPaths,
+  holdRefusalFastPath,
+  queueJoinFastPath,
+  queueStatusFastPath,
+  sectionFastPath,
+} from "./fast-path.js";
 
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({
@@ -220,7 +226,8 @@ export function buildApp(deps: AppDeps) {
     return c.json(errorBody(err, id), err.status);
   });
 
-  // The section seat map, a waiting fan's poll and a plain join answered before Hono when they can be
+  // The section seat map, a waiting fan's poll, a plain join and a hold that cannot win answered
+  // before Hono when they can be
   // (src/http/fast-path.ts).
   const fastPath = fastPaths(
     sectionFastPath({
@@ -229,6 +236,7 @@ export function buildApp(deps: AppDeps) {
     }),
     queueStatusFastPath({ deps, oddsFigures: (eventId) => reads.oddsFigures.peek(eventId) }),
     queueJoinFastPath({ deps, seenEvents: reads.seenEvents }),
+    holdRefusalFastPath({ deps }),
   );
 
   return Object.assign(app, { fastPath });

@@ -18,6 +18,8 @@
  * id, the request histogram and the debug line are the app's (src/http/request-context.ts).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { MAX_SEATS_PER_FAN } from "../inventory/index.js";
+import { sectionOf } from "../seatmap/cache.js";
 import type { SectionFormat } from "../seatmap/formats.js";
 import { type OddsFigures, oddsAt } from "../waiting-room/odds.js";
 import { clientIpForwarded, enforceLineLimitsWith, lineLimitsOf } from "./client-ip.js";
@@ -26,9 +28,10 @@ import { ApiError, errorBody } from "./errors.js";
 import { isLoadTestToken, LOAD_TEST_TOKEN_HEADER } from "./load-test-token.js";
 import { bearerToken } from "./middleware/admin-auth.js";
 import { recordRequest, requestIdFrom } from "./request-context.js";
+import { seatUnavailable } from "./routes/holds/create.js";
 import { joinRefusal } from "./routes/queue/join.js";
 import { placeView } from "./routes/queue/place-view.js";
-import { FanId } from "./schemas.js";
+import { FanId, SeatId } from "./schemas.js";
 import { sectionAnswer } from "./routes/seatmap/section.js";
 
 /**
@@ -178,12 +181,112 @@ export function queueStatusFastPath({ deps, oddsFigures }: QueueStatusFastPathDe
 
 /** The route's label in the request histogram, as Hono's routePath spells it. */
 export const QUEUE_JOIN_ROUTE = "/v1/events/:eventId/queue";
+/** The route's label in the request histogram, as Hono's routePath spells it. */
+export const HOLDS_ROUTE = "/v1/events/:eventId/holds";
 
 const QUEUE_JOIN_URL = /^\/v1\/events\/([A-Za-z0-9_]{1,32})\/queue$/;
-/** The content types the fast path takes as JSON; any other goes to the app, which words the 400. */
+const HOLDS_URL = /^\/v1\/events\/([A-Za-z0-9_]{1,32})\/holds$/;
+/** The content types the fast paths take as JSON; any other goes to the app, which words the 400. */
 const PLAIN_JSON = /^application\/json(?:;\s*charset="?utf-8"?)?$/i;
-/** A join body is `{"fanId": "..."}`: 128 characters of fan id, JSON-escaped, and some room. */
-const JOIN_BODY_MAX_BYTES = 1_024;
+/** A join or hold body the fast paths read: `{"fanId": ...}` or a few seat ids, and some room. */
+const SMALL_BODY_MAX_BYTES = 1_024;
+
+/** What a fast path that read the body answers: a status and a JSON body, or an error. */
+type BodyAnswer = { status: number; json: unknown } | { error: ApiError };
+
+/**
+ * For a POST whose answer depends on its body: when the body is small plain JSON (a length of at
+ * most 1 KiB, no chunking), claims the request, reads the body and asks `decide`. Its answer is
+ * sent (the request id, the histogram and the debug line as the app's); null hands the request to
+ * the app with its body read (`rawBody`, which @hono/node-server takes as the body). Returns
+ * whether it claimed the request.
+ */
+function answerFromBody(
+  deps: Pick<AppDeps, "metrics" | "logger">,
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+  app: ((incoming: IncomingMessage, outgoing: ServerResponse) => void) | undefined,
+  route: string,
+  decide: (body: unknown, requestId: string) => BodyAnswer | null | Promise<BodyAnswer | null>,
+): boolean {
+  if (!app) return false;
+  const length = Number(incoming.headers["content-length"]);
+  if (!(length > 0 && length <= SMALL_BODY_MAX_BYTES) || incoming.headers["transfer-encoding"] !== undefined) {
+    return false;
+  }
+  if (!PLAIN_JSON.test(incoming.headers["content-type"] ?? "")) return false;
+  const started = performance.now();
+  const chunks: Buffer[] = [];
+  // A client gone mid-body: nothing to answer (the socket goes with it).
+  incoming.once("error", () => outgoing.destroy());
+  incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
+  incoming.once("end", () => {
+    const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    const requestId = requestIdFrom(incoming.headers["x-request-id"]);
+    const toApp = () => {
+      (incoming as IncomingMessage & { rawBody?: Buffer }).rawBody = raw;
+      app(incoming, outgoing);
+    };
+    let body: unknown;
+    try {
+      body = JSON.parse(raw.toString("utf8"));
+    } catch {
+      toApp();
+      return;
+    }
+    Promise.resolve()
+      .then(() => decide(body, requestId))
+      .then((answer) => {
+        if (!answer) {
+          toApp();
+          return;
+        }
+        let status: number;
+        let text: string;
+        const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": requestId };
+        if ("error" in answer) {
+          const err = answer.error;
+          status = err.status;
+          text = JSON.stringify(errorBody(err, requestId));
+          if (err.retryAfter !== undefined) headers["retry-after"] = String(err.retryAfter);
+          if (err.status >= 500) deps.logger.warn({ requestId, code: err.code, details: err.details }, err.message);
+        } else {
+          status = answer.status;
+          text = JSON.stringify(answer.json);
+        }
+        headers["content-length"] = String(Buffer.byteLength(text));
+        outgoing.writeHead(status, headers);
+        outgoing.end(text); // one write with the head, as the poll's
+        const seconds = (performance.now() - started) / 1000;
+        recordRequest(deps, undefined, requestId, { method: "POST", route, status, seconds });
+      })
+      .catch((err: unknown) => {
+        // Never a stack trace to the client; the log keeps it (as the app's onError).
+        deps.logger.error({ err, requestId }, "unhandled error");
+        if (outgoing.headersSent) {
+          outgoing.destroy();
+          return;
+        }
+        const text = JSON.stringify(errorBody(new ApiError("internal_error", "internal error"), requestId));
+        outgoing.writeHead(500, { "content-type": "application/json", "x-request-id": requestId });
+        outgoing.end(text);
+      });
+  });
+  return true;
+}
+
+/** The client's address as the app's clientIp sees it; undefined for a load generator's exempt request. */
+function clientAddress(limits: AppDeps["limits"], incoming: IncomingMessage): string | undefined {
+  const exempt =
+    limits.loadTestToken !== undefined &&
+    isLoadTestToken(limits.loadTestToken, joined(incoming.headers[LOAD_TEST_TOKEN_HEADER]));
+  if (exempt) return undefined;
+  return (
+    clientIpForwarded(limits.trustProxy, joined(incoming.headers["x-forwarded-for"])) ??
+    incoming.socket.remoteAddress ??
+    "unknown"
+  );
+}
 
 export interface QueueJoinFastPathDeps {
   deps: Pick<AppDeps, "waitingRoom" | "metrics" | "logger" | "limits" | "rateLimiter">;
@@ -200,105 +303,122 @@ export interface QueueJoinFastPathDeps {
  *
  * A join with a proof of work or an invite, any other key, a body that is not exactly such JSON, a
  * content type other than plain JSON, a body over 1 KiB or without a length goes to the app with
- * its body (the app validates and words the 4xx). The request id, the request histogram and the
- * debug line are the app's (src/http/request-context.ts).
+ * its body (the app validates and words the 4xx).
  */
 export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): NodeFastPath {
   const { waitingRoom, limits, rateLimiter, metrics } = deps;
   return (incoming, outgoing, app) => {
-    if (incoming.method !== "POST" || !app) return false;
+    if (incoming.method !== "POST") return false;
     const match = QUEUE_JOIN_URL.exec(incoming.url ?? "");
     if (!match) return false;
-    const length = Number(incoming.headers["content-length"]);
-    if (!(length > 0 && length <= JOIN_BODY_MAX_BYTES) || incoming.headers["transfer-encoding"] !== undefined) {
-      return false;
-    }
-    if (!PLAIN_JSON.test(incoming.headers["content-type"] ?? "")) return false;
-    const started = performance.now();
     const eventId = match[1]!;
-    const chunks: Buffer[] = [];
-    // A client gone mid-body: nothing to answer (the socket goes with it).
-    incoming.once("error", () => outgoing.destroy());
-    incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
-    incoming.once("end", () => {
-      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    return answerFromBody(deps, incoming, outgoing, app, QUEUE_JOIN_ROUTE, async (body) => {
       const fanId = onlyFanId(body);
-      if (fanId === undefined) {
-        (incoming as IncomingMessage & { rawBody?: Buffer }).rawBody = body;
-        app(incoming, outgoing);
-        return;
+      if (fanId === undefined) return null;
+      const lineLimits = lineLimitsOf(limits, clientAddress(limits, incoming));
+      const result = await waitingRoom.join(eventId, fanId, {
+        limits: lineLimits,
+        credentials: { proofBits: 0, invite: false },
+      });
+      if (result.ok) {
+        if (seenEvents.size < 1_000) seenEvents.add(eventId);
+        return {
+          status: result.created ? 201 : 200,
+          json: { queueToken: result.queueToken, ...placeView(result.place) },
+        };
       }
-      const requestId = requestIdFrom(incoming.headers["x-request-id"]);
-      const exempt =
-        limits.loadTestToken !== undefined &&
-        isLoadTestToken(limits.loadTestToken, joined(incoming.headers[LOAD_TEST_TOKEN_HEADER]));
-      const ip = exempt
-        ? undefined
-        : (clientIpForwarded(limits.trustProxy, joined(incoming.headers["x-forwarded-for"])) ??
-          incoming.socket.remoteAddress ??
-          "unknown");
-      const lineLimits = lineLimitsOf(limits, ip);
-      waitingRoom
-        .join(eventId, fanId, { limits: lineLimits, credentials: { proofBits: 0, invite: false } })
-        .then((result) => {
-          let status: number;
-          let text: string;
-          const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": requestId };
-          if (result.ok) {
-            if (seenEvents.size < 1_000) seenEvents.add(eventId);
-            status = result.created ? 201 : 200;
-            text = JSON.stringify({ queueToken: result.queueToken, ...placeView(result.place) });
-          } else {
-            let err: ApiError;
-            try {
-              enforceLineLimitsWith(rateLimiter, eventId, "join", lineLimits, result);
-              const { error, refused } = joinRefusal(result, eventId, false);
-              if (refused) metrics.joinRefused.inc({ reason: refused });
-              err = error;
-            } catch (thrown) {
-              if (!(thrown instanceof ApiError)) throw thrown;
-              err = thrown;
-            }
-            status = err.status;
-            text = JSON.stringify(errorBody(err, requestId));
-            if (err.retryAfter !== undefined) headers["retry-after"] = String(err.retryAfter);
-            if (err.status >= 500) deps.logger.warn({ requestId, code: err.code, details: err.details }, err.message);
-          }
-          headers["content-length"] = String(Buffer.byteLength(text));
-          outgoing.writeHead(status, headers);
-          outgoing.end(text); // one write with the head, as the poll's
-          const seconds = (performance.now() - started) / 1000;
-          recordRequest(deps, undefined, requestId, { method: "POST", route: QUEUE_JOIN_ROUTE, status, seconds });
-        })
-        .catch((err: unknown) => {
-          // Never a stack trace to the client; the log keeps it (as the app's onError).
-          deps.logger.error({ err, requestId }, "unhandled error");
-          if (outgoing.headersSent) {
-            outgoing.destroy();
-            return;
-          }
-          const text = JSON.stringify(errorBody(new ApiError("internal_error", "internal error"), requestId));
-          outgoing.writeHead(500, { "content-type": "application/json", "x-request-id": requestId });
-          outgoing.end(text);
-        });
+      try {
+        enforceLineLimitsWith(rateLimiter, eventId, "join", lineLimits, result);
+      } catch (thrown) {
+        if (thrown instanceof ApiError) return { error: thrown };
+        throw thrown;
+      }
+      const { error, refused } = joinRefusal(result, eventId, false);
+      if (refused) metrics.joinRefused.inc({ reason: refused });
+      return { error };
     });
-    return true;
   };
 }
 
 /** The fan id of a body that is exactly `{"fanId": <a fan id>}`, else undefined (the app answers). */
-function onlyFanId(body: Buffer): string | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(body.toString("utf8"));
-  } catch {
-    return undefined;
-  }
+function onlyFanId(value: unknown): string | undefined {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
   const keys = Object.keys(value);
   if (keys.length !== 1 || keys[0] !== "fanId") return undefined;
   const parsed = FanId.safeParse((value as { fanId: unknown }).fanId);
   return parsed.success ? parsed.data : undefined;
+}
+
+export interface HoldRefusalFastPathDeps {
+  deps: Pick<AppDeps, "waitingRoom" | "metrics" | "logger" | "limits" | "rateLimiter" | "sectionPages" | "holds">;
+}
+
+/**
+ * The hold that cannot win, refused before the Hono app sees it (issue 30): when the front row goes
+ * on sale, thousands of admitted fans click seats already taken, and each such hold was a session
+ * check and a shield call in Redis before its 409. Here a hold of named seats (the body exactly
+ * `{"seats": [...]}`) with a valid access token is refused 409 `seat_unavailable`, as the route
+ * words it, when this process's seat map (src/seatmap/pages.ts: pages kept current by the event's
+ * seat-change channel, trusted only while that channel is up, at most 250 ms without a check) shows
+ * one of its seats sold, or held by a hold not yet expired (the shield's rule), after the hold's own checks (src/claims/hold-service.ts
+ * refuseFromMap: the event's cached definition). No Redis or DynamoDB call while the page is
+ * trusted; past its 250 ms, one small read of the section's version, shared by the process's
+ * requests. The fan's limits are counted in this process's buckets (a refusal here is cheap, and a
+ * flood of them meets 429 all the same, per process).
+ *
+ * What it does not do: it does not ask whether the session was revoked (a revoked session's hold of
+ * a taken seat is refused 409 here, where the route says 401: it learns only what the public seat
+ * map shows). Anything it cannot answer so goes to the app with its body: a section the map cannot
+ * read, no seat known taken (a claim that could win always goes to the shield and DynamoDB's
+ * conditional write), best available, general admission, a bad token.
+ */
+export function holdRefusalFastPath({ deps }: HoldRefusalFastPathDeps): NodeFastPath {
+  const { waitingRoom, limits, rateLimiter, sectionPages, holds } = deps;
+  return (incoming, outgoing, app) => {
+    if (incoming.method !== "POST") return false;
+    const match = HOLDS_URL.exec(incoming.url ?? "");
+    if (!match) return false;
+    const eventId = match[1]!;
+    const token = bearerToken(joined(incoming.headers.authorization));
+    if (!token) return false;
+    const check = waitingRoom.verifyAccessToken(token, eventId);
+    if (!check.ok) return false;
+    const { fanId } = check.claims;
+    return answerFromBody(deps, incoming, outgoing, app, HOLDS_ROUTE, async (body) => {
+      const seatIds = onlySeats(body);
+      if (!seatIds) return null;
+      const refused = await holds.refuseFromMap({ eventId, fanId, seatIds }, async (seatId) => {
+        // A page not trusted right now is read (one small read of its version, shared by every
+        // request of this process that needs it; the section map's own path does the same).
+        const page = await sectionPages.get(eventId, sectionOf(seatId));
+        return page ? page.taken(seatId, Date.now()) : undefined;
+      });
+      if (!refused) return null;
+      // The route's limits (src/http/client-ip.ts limitRequest), counted in this process.
+      try {
+        const ip = clientAddress(limits, incoming);
+        if (ip !== undefined) {
+          rateLimiter.enforceLocally("ip:hold", `rl:{ip:hold:${ip}}`, { perSecond: limits.ratePerIp });
+        }
+        rateLimiter.enforceLocally("fan:hold", `rl:{fan:hold:${eventId}:${fanId}}`, { perSecond: limits.ratePerFan });
+      } catch (thrown) {
+        if (thrown instanceof ApiError) return { error: thrown };
+        throw thrown;
+      }
+      return { error: seatUnavailable(refused.seats) };
+    });
+  };
+}
+
+/** The seat ids of a body that is exactly `{"seats": [<1..MAX_SEATS_PER_FAN seat ids>]}`, else undefined. */
+function onlySeats(value: unknown): string[] | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  const keys = Object.keys(value);
+  if (keys.length !== 1 || keys[0] !== "seats") return undefined;
+  const seats = (value as { seats: unknown }).seats;
+  if (!Array.isArray(seats) || seats.length === 0 || seats.length > MAX_SEATS_PER_FAN) return undefined;
+  if (!seats.every((seat) => SeatId.safeParse(seat).success)) return undefined;
+  return seats as string[];
 }
 
 /** The first fast path that answers, else the app. */

@@ -53,6 +53,11 @@ export interface CachedSection {
   /** Opaque; changes whenever any seat of the section changes. Used as the ETag. */
   version: string;
   seats: { id: string; status: SeatStatus }[];
+  /**
+   * Held seat id -> its hold's expiry (epoch ms), as the shield reads it (a hold past it is a free
+   * seat to the claim path); absent when not read. Not part of the section's bodies.
+   */
+  heldUntil?: ReadonlyMap<string, number>;
 }
 
 export type ShieldResult =
@@ -228,11 +233,12 @@ export function createSeatMapCache(deps: {
   async function read(eventId: string, sectionId: string): Promise<CachedSection | null> {
     const k = seatMapKeys.section(eventId, sectionId);
     requireRedis(redis, "seat-map read");
-    const result = await redis.multi().hmget(k.meta, "gen", "v", "ids").get(k.st).exec();
+    const result = await redis.multi().hmget(k.meta, "gen", "v", "ids").get(k.st).hgetall(k.exp).exec();
     if (!result) return null;
-    const [metaResult, stResult] = result;
+    const [metaResult, stResult, expResult] = result;
     const meta = metaResult?.[1] as (string | null)[] | undefined;
     const st = stResult?.[1] as string | null | undefined;
+    const exp = (expResult?.[1] ?? {}) as Record<string, string>;
     const [gen, v, ids] = meta ?? [];
     if (!gen || !v || ids == null || st == null) return null;
     const seatIds = ids === "" ? [] : ids.split(",");
@@ -240,6 +246,7 @@ export function createSeatMapCache(deps: {
       sectionId,
       version: `${gen}.${v}`,
       seats: seatIds.map((id, i) => ({ id, status: charStatus[st[i] ?? "a"] ?? "available" })),
+      heldUntil: new Map(Object.entries(exp).map(([id, ms]) => [id, Number(ms)])),
     };
   }
 
@@ -272,6 +279,9 @@ export function createSeatMapCache(deps: {
       sectionId,
       version: `db.${randomBytes(8).toString("hex")}`,
       seats: rows.map((r) => ({ id: r.id, status: r.status })),
+      heldUntil: new Map(
+        rows.flatMap((r) => (r.status === "held" && r.holdExpiresAt !== undefined ? [[r.id, r.holdExpiresAt]] : [])),
+      ),
     };
   });
   const storeCounts = ttlCache<number>(STORE_READ_TTL_MS, async (key) => {

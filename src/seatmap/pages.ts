@@ -50,6 +50,13 @@ export interface SectionPage {
   etag(format: SectionFormat): string;
   /** A body; a compressed one is made on first ask (then kept), so the first may be a promise. */
   body(format: SectionFormat, encoding: BodyEncoding): Uint8Array | Promise<Uint8Array>;
+  /**
+   * Whether the page shows the seat sold, or held by a hold not yet expired at `now` (epoch ms): the
+   * shield's rule, from this page (the hold's fast path refuses from it). False for an available
+   * seat, a hold past its expiry and a seat the section does not have (the hold's own check refuses
+   * that); undefined for a held seat whose expiry the page does not know.
+   */
+  taken(seatId: string, now: number): boolean | undefined;
 }
 
 export type Compressor = (body: Uint8Array, encoding: Exclude<BodyEncoding, "identity">) => Promise<Uint8Array>;
@@ -114,6 +121,11 @@ class Page implements SectionPage {
   private readonly bodies: (Uint8Array | Promise<Uint8Array> | undefined)[] = [];
   private readonly etags: Record<SectionFormat, string>;
   private section: CachedSection | undefined;
+  /**
+   * The seats held or sold, each with when it is free again: Infinity sold, a held seat's expiry
+   * (NaN: not known). Kept after the seats themselves go; small until the section sells.
+   */
+  private readonly takenSeats: Map<string, number>;
   readonly version: string;
 
   constructor(
@@ -123,12 +135,24 @@ class Page implements SectionPage {
   ) {
     this.version = section.version;
     this.section = section;
+    this.takenSeats = new Map();
+    for (const seat of section.seats) {
+      if (seat.status === "sold") this.takenSeats.set(seat.id, Number.POSITIVE_INFINITY);
+      else if (seat.status === "held") this.takenSeats.set(seat.id, section.heldUntil?.get(seat.id) ?? Number.NaN);
+    }
     // A version has one dot (`<gen>.<n>`, `db.<hex>`): `.c` cannot make another version's tag.
     this.etags = { json: `"${section.version}"`, compact: `"${section.version}.c"` };
   }
 
   etag(format: SectionFormat): string {
     return this.etags[format];
+  }
+
+  taken(seatId: string, now: number): boolean | undefined {
+    const freeAt = this.takenSeats.get(seatId);
+    if (freeAt === undefined) return false;
+    if (Number.isNaN(freeAt)) return undefined;
+    return freeAt > now;
   }
 
   body(format: SectionFormat, encoding: BodyEncoding): Uint8Array | Promise<Uint8Array> {

@@ -119,9 +119,7 @@ export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
   }
   switch (result.reason) {
     case "seat_unavailable":
-      throw new ApiError("seat_unavailable", "someone else holds or bought these seats", {
-        details: { seats: result.seats },
-      });
+      throw seatUnavailable(result.seats);
     case "insufficient_quantity":
       throw new ApiError("seat_unavailable", `only ${result.available} places left`, {
         details: { available: result.available },
@@ -157,4 +155,9 @@ function withoutUndefined(best: z.infer<typeof BestRequest>): BestInput {
     ...(maxPrice !== undefined ? { maxPrice } : {}),
     ...(splitRows !== undefined ? { splitRows } : {}),
   };
+}
+
+/** The 409 of a hold lost to another fan (the route's, and the hold's fast path: src/http/fast-path.ts). */
+export function seatUnavailable(seats: string[]): ApiError {
+  return new ApiError("seat_unavailable", "someone else holds or bought these seats", { details: { seats } });
 }

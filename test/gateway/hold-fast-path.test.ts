@@ -1,0 +1,194 @@
+/**
+ * A hold that cannot win, refused before Hono from the process's own seat map
+ * (src/http/fast-path.ts holdRefusalFastPath): two servers on one gateway, real Redis and DynamoDB,
+ * one with the fast paths and one without. A hold of a seat the map shows taken is refused as the
+ * route refuses it, with no Redis or DynamoDB call; any hold that could win goes the whole way
+ * (the shield and DynamoDB's conditional write), and the race for one seat still has one winner.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Exchange, exchange } from "../support/exchange.js";
+import {
+  type AdmittedFan,
+  admitFans,
+  createTable,
+  eventInput,
+  type Gateway,
+  metricTotal,
+  putEvent,
+  serveWithAndWithoutFastPath,
+  startGateway,
+  uniqueId,
+} from "./harness.js";
+
+const PER_FAN = 2;
+
+let gw: Gateway;
+let eventId: string;
+let fans: AdmittedFan[];
+let fastPort: number;
+let appPort: number;
+const fastAnswered: string[] = [];
+const closers: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  gw = await startGateway({ tableName: await createTable(), limits: { ratePerFan: PER_FAN } });
+  eventId = uniqueId("hf");
+  expect((await putEvent(gw, eventId, eventInput())).status).toBe(201);
+  fans = await admitFans(
+    gw,
+    eventId,
+    Array.from({ length: 40 }, (_, i) => `hf-${i}`),
+  );
+  const servers = await serveWithAndWithoutFastPath(gw.app, fastAnswered);
+  closers.push(servers.close);
+  fastPort = servers.fastPort;
+  appPort = servers.appPort;
+}, 120_000);
+
+afterAll(async () => {
+  for (const close of closers) await close();
+  await gw?.close();
+});
+
+const hold = (port: number, fan: AdmittedFan, body: unknown): Promise<Exchange> =>
+  exchange(
+    `http://127.0.0.1:${port}/v1/events/${eventId}/holds`,
+    { "content-type": "application/json", authorization: `Bearer ${fan.accessToken}` },
+    "POST",
+    JSON.stringify(body),
+  );
+
+function comparable(r: Exchange) {
+  const {
+    date: _d,
+    connection: _c,
+    "keep-alive": _k,
+    "x-request-id": _id,
+    "content-length": _l,
+    ...headers
+  } = r.headers;
+  const body = JSON.parse(r.body.toString("utf8")) as { error?: Record<string, unknown> };
+  if (body.error) delete body.error.requestId;
+  return { status: r.status, headers, body };
+}
+
+/** Holds through the fast server; whether the fast path answered it (not the app behind it). */
+async function viaFast(fan: AdmittedFan, body: unknown) {
+  const before = fastAnswered.length;
+  const answer = await hold(fastPort, fan, body);
+  return { answer, fast: fastAnswered.length > before };
+}
+
+/** Until the fast server refuses `seats` for `fan` from its map (the page read, the change heard). */
+async function untilRefusedFast(fan: AdmittedFan, seats: string[]) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const r = await viaFast(fan, { seats });
+    if (r.fast) return r.answer;
+    // refused by the app (the shield), or by the fan's limit while we wait
+    expect([409, 429]).toContain(r.answer.status);
+    if (Date.now() > deadline) throw new Error("the fast path never refused");
+    // The app's read of the section brings the page into memory: the next one is answered from it.
+    await exchange(`http://127.0.0.1:${fastPort}/v1/events/${eventId}/sections/A/seats`);
+    await new Promise((resolve) => setTimeout(resolve, 1_000 / PER_FAN));
+  }
+}
+
+describe("the hold refusal fast path", () => {
+  it("refuses a seat the map shows taken as the route does, with no Redis or DynamoDB call", async () => {
+    const [owner, other, third] = fans as [AdmittedFan, AdmittedFan, AdmittedFan];
+    expect((await hold(appPort, owner, { seats: ["A-1-1"] })).status).toBe(201);
+    const shieldBefore = await metricTotal(gw, "gateway_conflicts_total", { stage: "shield" });
+    const writesBefore = await metricTotal(gw, "gateway_dynamodb_requests_total", { operation: "hold" });
+    const fast = await untilRefusedFast(other, ["A-1-1"]);
+    const fromApp = await hold(appPort, third, { seats: ["A-1-1"] });
+    expect(comparable(fast)).toEqual(comparable(fromApp));
+    expect(comparable(fast).body).toEqual({
+      error: {
+        code: "seat_unavailable",
+        message: "someone else holds or bought these seats",
+        details: { seats: ["A-1-1"] },
+      },
+    });
+    // One taken, one free: refused, naming the taken one, as the shield names it.
+    const mixed = await viaFast(third, { seats: ["A-1-2", "A-1-1"] });
+    expect(mixed.fast).toBe(true);
+    expect(comparable(mixed.answer)).toEqual(comparable(await hold(appPort, other, { seats: ["A-1-2", "A-1-1"] })));
+    expect(await metricTotal(gw, "gateway_conflicts_total", { stage: "seat_map" })).toBeGreaterThanOrEqual(2);
+    // The app's refusals went through the shield; no refusal reached DynamoDB.
+    expect(await metricTotal(gw, "gateway_conflicts_total", { stage: "shield" })).toBe(shieldBefore + 2);
+    expect(await metricTotal(gw, "gateway_dynamodb_requests_total", { operation: "hold" })).toBe(writesBefore);
+  });
+
+  it("leaves to the app every hold it cannot refuse: a free seat, a bad token, a seat twice, best available", async () => {
+    const [, , , a, b] = fans as AdmittedFan[];
+    await untilRefusedFast(b!, ["A-1-1"]);
+    const free = await viaFast(a!, { seats: ["A-2-1"] });
+    expect(free.fast).toBe(false);
+    expect(free.answer.status).toBe(201);
+    const twice = await viaFast(b!, { seats: ["A-1-1", "A-1-1"] });
+    expect(twice.fast).toBe(false);
+    expect(twice.answer.status).toBe(400);
+    const unknown = await viaFast(b!, { seats: ["A-99-1", "A-1-1"] });
+    expect(unknown.fast).toBe(false);
+    expect(unknown.answer.status).toBe(404);
+    const best = await viaFast(b!, { best: { quantity: 1, section: "B" } });
+    expect(best.fast).toBe(false);
+    expect(best.answer.status).toBe(201);
+    const forged = await exchange(
+      `http://127.0.0.1:${fastPort}/v1/events/${eventId}/holds`,
+      { "content-type": "application/json", authorization: "Bearer not-a-token" },
+      "POST",
+      JSON.stringify({ seats: ["A-1-1"] }),
+    );
+    expect(forged.status).toBe(401);
+  });
+
+  it("one free seat, 30 fans in flight through the fast server: exactly one wins, the rest are refused", async () => {
+    const crowd = fans.slice(8, 38);
+    const answers = await Promise.all(crowd.map((fan) => hold(fastPort, fan, { seats: ["A-3-3"] })));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+    expect(statuses.filter((s) => s !== 201 && s !== 409)).toEqual([]);
+    // Later ones are refused from the map once the hold is heard of.
+    const late = await untilRefusedFast(fans[39]!, ["A-3-3"]);
+    expect(late.status).toBe(409);
+  });
+
+  it("a seat whose hold expired is free to the next fan, as the shield and DynamoDB have it", async () => {
+    const shortEvent = uniqueId("hx");
+    expect((await putEvent(gw, shortEvent, eventInput({ holdSeconds: 2 }))).status).toBe(201);
+    const [first, second] = await admitFans(gw, shortEvent, ["hx-1", "hx-2"]);
+    const at = (port: number, fan: AdmittedFan) =>
+      exchange(
+        `http://127.0.0.1:${port}/v1/events/${shortEvent}/holds`,
+        { "content-type": "application/json", authorization: `Bearer ${fan.accessToken}` },
+        "POST",
+        JSON.stringify({ seats: ["A-1-1"] }),
+      );
+    expect((await at(appPort, first!)).status).toBe(201);
+    // Held: refused (from the map once it is read).
+    await exchange(`http://127.0.0.1:${fastPort}/v1/events/${shortEvent}/sections/A/seats`);
+    expect((await at(fastPort, second!)).status).toBe(409);
+    await new Promise((resolve) => setTimeout(resolve, 2_300));
+    // Past its expiry, whatever the map still shows: the claim path grants it.
+    await exchange(`http://127.0.0.1:${fastPort}/v1/events/${shortEvent}/sections/A/seats`);
+    expect((await at(fastPort, second!)).status).toBe(201);
+  });
+
+  it("counts the fan's limit in the process: a flood of refused holds meets the app's 429", async () => {
+    const fan = fans[6]!;
+    await untilRefusedFast(fans[7]!, ["A-1-1"]);
+    await new Promise((resolve) => setTimeout(resolve, 1_500)); // the fan's bucket full
+    const answers = await Promise.all(Array.from({ length: 12 }, () => hold(fastPort, fan, { seats: ["A-1-1"] })));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s !== 409 && s !== 429)).toEqual([]);
+    expect(statuses.filter((s) => s === 409).length).toBeGreaterThanOrEqual(PER_FAN * 2);
+    expect(statuses.filter((s) => s === 409).length).toBeLessThanOrEqual(PER_FAN * 2 + 2);
+    const limited = comparable(answers.find((a) => a.status === 429)!);
+    expect(limited.body).toEqual({
+      error: { code: "rate_limited", message: "too many requests; slow down", details: { limit: "fan:hold" } },
+    });
+    expect(Number(limited.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+  });
+});
