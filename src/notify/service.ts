@@ -24,6 +24,17 @@ export const DEFAULT_FANS_PER_SEAT = 2;
 export const DEFAULT_MAX_REQUESTS_PER_EVENT = 10_000;
 export const MAX_CONTACT_LENGTH = 256;
 /**
+ * What a contact may not hold: control characters (C0 with CR, LF and NUL; DEL; C1), the Unicode
+ * line and paragraph separators, and lone surrogates. The operator's system turns a contact into a
+ * mail address or a push target, often into a header or a line of a protocol, where a CR/LF ends
+ * the line and starts one the fan wrote (`Bcc: everyone`). Opaque, but printable.
+ */
+const CONTACT_REFUSED = /[\p{Cc}\p{Cs}\p{Zl}\p{Zp}]/u;
+
+export function isPrintableContact(contact: string): boolean {
+  return !CONTACT_REFUSED.test(contact);
+}
+/**
  * A claimed batch not acknowledged by then is delivered again by the backstop: past the job's own
  * retries (8 attempts, 1 s doubling: about 4 minutes), so the two do not race while the job lives.
  */
@@ -107,6 +118,8 @@ export function createNotifier(options: NotifyOptions): Notifier {
     limits: { maxRequestsPerEvent, maxContactLength: MAX_CONTACT_LENGTH, fansPerSeat },
 
     async request(eventId, fanId, contact) {
+      // The HTTP schema refuses these first (400); this keeps any other caller from storing one.
+      if (!isPrintableContact(contact)) throw new RangeError("a contact must be printable: no control characters");
       const out = await store.request({ eventId, fanId, contact, maxRequests: maxRequestsPerEvent });
       count(out.ok ? (out.created ? "requested" : "repeated") : out.reason);
       return out;

@@ -13,7 +13,12 @@ import pino from "pino";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { createNotifier, derivedNotifySecret, REDELIVER_AFTER_MS } from "../../src/notify/service.js";
 import { createNotifyStore } from "../../src/notify/store.js";
-import { NOTIFY_IDEMPOTENCY_HEADER, NOTIFY_SIGNATURE_HEADER, type SeatsBackPayload } from "../../src/notify/webhook.js";
+import {
+  NOTIFY_IDEMPOTENCY_HEADER,
+  NOTIFY_SIGNATURE_HEADER,
+  postSeatsBack,
+  type SeatsBackPayload,
+} from "../../src/notify/webhook.js";
 import { verifyWebhook } from "../../src/payments/webhook.js";
 import { buildServices } from "../../src/services.js";
 import { sweepJob } from "../../src/workers/workers.js";
@@ -38,6 +43,8 @@ interface Post {
   key: string;
   signed: boolean;
   payload: SeatsBackPayload;
+  /** The body as sent. */
+  raw: string;
 }
 
 /** The operator's mail system, as a test sees it: every POST recorded, the first `failNext` answered 500. */
@@ -58,6 +65,7 @@ async function startReceiver() {
         key: String(req.headers[NOTIFY_IDEMPOTENCY_HEADER.toLowerCase()]),
         signed,
         payload: JSON.parse(body.toString("utf8")) as SeatsBackPayload,
+        raw: body.toString("utf8"),
       });
       res.writeHead(status).end();
     });
@@ -341,6 +349,57 @@ describe("seats-back notifications", () => {
     }
     const gone = await gw1.request(`/v1/events/${eventId}/notify`, { token });
     expect(await gone.json()).toEqual({ eventId, requested: false });
+  });
+
+  it("refuses a contact with control characters (a CR/LF would end a mail header downstream)", async () => {
+    const { eventId } = await soldOutEvent(1);
+    const token = await join(gw1, eventId, "ctl");
+    const bad = [
+      "mail:a@example.com\r\nBcc: everyone@example.com",
+      "mail:a@example.com\nX: y",
+      "mail:a@example.com\r",
+      "mail:a\u0000@example.com",
+      "mail:a\u0007@example.com",
+      "mail:a\u001b[2J@example.com",
+      "mail:a\u007f@example.com",
+      "mail:a\u0085@example.com",
+      "mail:a\u009b@example.com",
+      "mail:a@example.com\u2028Bcc: x",
+      "mail:a@example.com\u2029",
+      "mail:a\ud800@example.com",
+    ];
+    for (const contact of bad) {
+      const res = await ask(gw1, eventId, token, contact);
+      expect(res.status, JSON.stringify(contact)).toBe(400);
+      const body = (await res.json()) as {
+        error: { code: string; requestId: string; details: { issues: Array<{ path: string }> } };
+      };
+      expect(body.error.code).toBe("invalid_request");
+      expect(body.error.requestId).toBeTruthy();
+      expect(body.error.details.issues.map((i) => i.path)).toContain("contact");
+    }
+    // Nothing was stored for any of them; a printable contact (any script, spaces) is taken.
+    const none = await gw1.request(`/v1/events/${eventId}/notify`, { token });
+    expect(await none.json()).toEqual({ eventId, requested: false });
+    const ok = await ask(gw1, eventId, token, "mail:Zoë Ünal <zoe@example.com>");
+    expect(ok.status).toBe(201);
+  });
+
+  it("the webhook carries a contact as JSON data, escaped, never as raw control bytes", async () => {
+    // A contact stored before the gateway refused control characters still goes out escaped.
+    const eventId = uniqueId("esc");
+    const contact = "mail:a@example.com\r\nBcc: everyone@example.com\u0000";
+    const out = await postSeatsBack({ url: receiver.url, secret: derivedNotifySecret(SECRET) }, `nb_${eventId}`, {
+      eventId,
+      seatsReturned: 1,
+      fans: [{ fanId: "old", contact }],
+      at: new Date().toISOString(),
+    });
+    expect(out.ok).toBe(true);
+    const post = receiver.posts.find((p) => p.payload.eventId === eventId);
+    for (const raw of ["\r", "\n", "\u0000"]) expect(post?.raw).not.toContain(raw);
+    expect(post?.payload.fans[0]?.contact).toBe(contact);
+    expect(post?.key).toBe(`nb_${eventId}`);
   });
 
   it("a batch whose delivery never got through is delivered again by the backstop, under the same key", async () => {

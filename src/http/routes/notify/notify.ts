@@ -11,7 +11,7 @@ import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { bearerToken } from "../../middleware/admin-auth.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
-import { MAX_CONTACT_LENGTH } from "../../../notify/service.js";
+import { isPrintableContact, MAX_CONTACT_LENGTH } from "../../../notify/service.js";
 import type { NotifyRequest } from "../../../notify/store.js";
 import type { EventDefinition } from "../../../inventory/index.js";
 
@@ -21,10 +21,15 @@ const NotifyBody = z
       .string()
       .min(1)
       .max(MAX_CONTACT_LENGTH)
+      .refine(
+        isPrintableContact,
+        "must be printable characters: no control characters (CR, LF, NUL, C1), no U+2028/U+2029",
+      )
       .openapi({
         description:
           "Opaque to the gateway: what the operator's system maps to a mail address or a push subscription. " +
-          `Sent back as is in the webhook; at most ${MAX_CONTACT_LENGTH} characters.`,
+          `Sent back as is in the webhook (a JSON string); 1..${MAX_CONTACT_LENGTH} printable characters: ` +
+          "no control characters (CR, LF, NUL, the other C0 and C1 ones, DEL), no line or paragraph separator.",
         example: "mail:fan@example.com",
       }),
   })
