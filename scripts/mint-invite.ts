@@ -13,7 +13,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { EVENT_ID_PATTERN } from "../src/waiting-room/keys.js";
-import { mintInvite } from "../src/waiting-room/invites.js";
+import { MAX_INVITE_LIFETIME_SECONDS, mintInvite } from "../src/waiting-room/invites.js";
 
 const USAGE = `usage: npm run mint-invite -- --event <eventId> --identity <identity> [--ttl <seconds>]
        npm run mint-invite -- --generate-key
@@ -48,7 +48,9 @@ if (!EVENT_ID_PATTERN.test(eventId)) fail(`--event: must match ${EVENT_ID_PATTER
 const identity = values.identity ?? fail("--identity is required");
 if (identity.length === 0 || identity.length > 128) fail("--identity: 1..128 characters");
 const ttl = Number(values.ttl);
-if (!Number.isInteger(ttl) || ttl <= 0) fail("--ttl: a positive number of seconds");
+if (!Number.isInteger(ttl) || ttl <= 0 || ttl > MAX_INVITE_LIFETIME_SECONDS) {
+  fail(`--ttl: a whole number of seconds, 1..${MAX_INVITE_LIFETIME_SECONDS} (the gateway refuses a later exp)`);
+}
 const exp = Math.floor(Date.now() / 1000) + ttl;
 
 const secret = process.env.INVITE_SECRET;
