@@ -151,6 +151,11 @@ const gatewaySchema = z.object({
   SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(120_000).optional(),
   /** A process running workers serves /livez and /readyz on this port; unset: no health server. */
   WORKER_HEALTH_PORT: port.optional(),
+  /**
+   * How long a job stays locked to the worker running it (renewed at half of it while it runs):
+   * a killed worker's job is taken back by another this long after the kill, at the latest.
+   */
+  WORKER_LOCK_MS: z.coerce.number().int().min(1_000).max(600_000).default(30_000),
   /** auto: readable lines on a terminal outside production, JSON otherwise. */
   LOG_FORMAT: z.enum(["auto", "json", "pretty"]).default("auto"),
 });
@@ -290,6 +295,8 @@ export type GatewayConfig = {
   shutdownDrainMs: number;
   /** WORKER_HEALTH_PORT: the workers' /livez and /readyz; undefined: none. */
   workerHealthPort: number | undefined;
+  /** WORKER_LOCK_MS: BullMQ's lock of a running job; a killed worker's job is taken back after it. */
+  workerLockMs: number;
   logFormat: "auto" | "json" | "pretty";
 };
 
@@ -411,6 +418,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     tokens: tokenSigningOrThrow(env),
     shutdownDrainMs: e.SHUTDOWN_DRAIN_MS ?? (production ? PRODUCTION_SHUTDOWN_DRAIN_MS : 0),
     workerHealthPort: e.WORKER_HEALTH_PORT,
+    workerLockMs: e.WORKER_LOCK_MS,
     logFormat: e.LOG_FORMAT,
   };
 }

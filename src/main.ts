@@ -123,7 +123,7 @@ async function main(): Promise<void> {
 
   let workerHealth: WorkerHealthServer | undefined;
   if (runWorkers) {
-    const workers = services.startWorkers();
+    const workers = services.startWorkers({ lockMs: config.workerLockMs });
     if (config.workerHealthPort !== undefined) {
       workerHealth = await startWorkerHealthServer(
         {

@@ -49,6 +49,8 @@ export interface WorkerDeps {
   metrics?: Pick<Metrics, "jobDuration">;
   /** Jobs of one worker in flight at once. */
   concurrency?: number;
+  /** A running job's lock (WORKER_LOCK_MS); a killed worker's job is taken back after it. Default 30 s. */
+  lockMs?: number;
   /** The publisher's timings (tests shorten them); defaults in ./outbox.ts. */
   outbox?: Pick<PublishOutboxDeps, "checkAfterMs" | "maxCheckAfterMs" | "unsentMarginMs">;
   /** A closed event's end runs (tests shorten them); defaults in ./event-end.ts. */
@@ -170,7 +172,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
     prefix: QUEUE_PREFIX,
     concurrency: deps.concurrency ?? 4,
     // A killed worker's job is taken over after this long.
-    lockDuration: 30_000,
+    lockDuration: deps.lockMs ?? 30_000,
     // Every job is idempotent, so one that was running in several workers killed in a row is
     // run again, not failed for good (BullMQ's default fails it at its second stall): a long
     // sweep of every shard of an event is the likeliest to be in flight at each kill.

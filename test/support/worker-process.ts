@@ -145,8 +145,9 @@ export interface QueueWatch<R> {
 /**
  * Follows a queue's events, and runs BullMQ's stalled-job check every `stalledCheckMs`. A worker
  * runs that check every 30 s, and a dead worker's job is taken back only at the second check after
- * its lock (30 s, untouched here) has expired: without this a crash test waits a minute or more
- * per kill. This worker processes nothing; the child processes take the job back from the queue.
+ * its lock (the dead worker's WORKER_LOCK_MS, 30 s by default) has expired: without this a crash
+ * test waits a minute or more per kill. This worker processes nothing; the child processes take
+ * the job back from the queue.
  */
 export async function watchQueue<R>(redisUrl: string, name: QueueName, stalledCheckMs = 250): Promise<QueueWatch<R>> {
   const completions = new Map<string, R[]>();

@@ -55,6 +55,12 @@ const LAPSED_HOLD_SECONDS = 4;
  * late by that much sees it all done and then waits in vain; this way the batch takes seconds.
  */
 const SLOW_DYNAMO_MS = 200;
+/**
+ * The lock of a job in a child that is to be killed (WORKER_LOCK_MS; 30 s by default): a killed
+ * job is taken back once it has expired, and the test waits that long after the last kill. Short,
+ * but far above a renewal's delay (it is renewed every 5 s while the child lives).
+ */
+const KILLED_LOCK_MS = 10_000;
 
 let db: ClaimedDatabase;
 let gw: QueuedGateway;
@@ -99,7 +105,7 @@ async function allPurchases(eventId: string): Promise<Purchase[]> {
 const resolvedOf = (c: Record<PurchaseStatus, number>) => c.confirmed + c.refunded + c.failed;
 
 describe("a worker process killed in the middle of reconciling", () => {
-  // Four worker starts, three catches, a 30 s lock to outwait and the end: room for a loaded machine.
+  // Four worker starts, three catches, a lock to outwait and the end: room for a loaded machine.
   it("after restarts every purchase ends confirmed or refunded once, with one charge each", async () => {
     const started = Date.now();
     // Where the time went, printed only when the test fails.
@@ -169,6 +175,7 @@ describe("a worker process killed in the middle of reconciling", () => {
         tableName,
         paymentTimeoutMs: PAYMENT_TIMEOUT_MS,
         dynamoEndpoint: slowDynamo.endpoint,
+        env: { WORKER_LOCK_MS: String(KILLED_LOCK_MS) },
       });
       children.push(child);
       log(`cycle ${cycle}: worker running`);

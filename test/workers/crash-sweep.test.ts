@@ -51,6 +51,12 @@ const GA_CAPACITY = 5_000;
  * all returned and then waits in vain; this way the sweep takes seconds.
  */
 const SLOW_DYNAMO_MS = 200;
+/**
+ * The lock of a job in a child that is to be killed (WORKER_LOCK_MS; 30 s by default): a killed
+ * job is taken back once it has expired, and the test waits that long after the last kill. Short,
+ * but far above a renewal's delay (it is renewed every 5 s while the child lives).
+ */
+const KILLED_LOCK_MS = 10_000;
 
 let db: ClaimedDatabase;
 let gw: QueuedGateway;
@@ -89,7 +95,7 @@ interface HoldBody {
 }
 
 describe("a worker process killed in the middle of a sweep", () => {
-  // Four worker starts, three catches, a 30 s lock to outwait and the end: room for a loaded machine.
+  // Four worker starts, three catches, a lock to outwait and the end: room for a loaded machine.
   it("after restarts every expired hold is reset once and every killed job completes once", async () => {
     const started = Date.now();
     // Where the time went, printed only when the test fails.
@@ -148,7 +154,12 @@ describe("a worker process killed in the middle of a sweep", () => {
       log(`cycle ${cycle}: holds expired`);
       const before = (await gw.deps.inventory.seats.generalAdmission({ eventId, areaId: "GA" }))!;
       expect(before.held).toBeGreaterThan(0);
-      const child = await startWorkerProcess({ redisUrl: db.url, tableName, dynamoEndpoint: slowDynamo.endpoint });
+      const child = await startWorkerProcess({
+        redisUrl: db.url,
+        tableName,
+        dynamoEndpoint: slowDynamo.endpoint,
+        env: { WORKER_LOCK_MS: String(KILLED_LOCK_MS) },
+      });
       children.push(child);
       log(`cycle ${cycle}: worker running`);
 
