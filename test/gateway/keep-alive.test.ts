@@ -41,8 +41,9 @@ afterAll(async () => {
 
 const idle = () => new Promise((resolve) => setTimeout(resolve, IDLE_MS));
 
-describe("an idle keep-alive connection", () => {
-  it("node:http keep-alive agent: GET, idle 6 s, POST a hold on the same socket: 201", async () => {
+// The two idle at the same time: each on a connection, a fan and a seat of its own.
+describe.concurrent("an idle keep-alive connection", () => {
+  it("node:http keep-alive agent: GET, idle 6 s, POST a hold on the same socket: 201", async ({ expect }) => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const url = new URL(server.url);
     const used: Socket[] = [];
@@ -90,7 +91,7 @@ describe("an idle keep-alive connection", () => {
     }
   });
 
-  it("raw socket: GET, idle 6 s, POST a hold on the same connection: answered, not EOF", async () => {
+  it("raw socket: GET, idle 6 s, POST a hold on the same connection: answered, not EOF", async ({ expect }) => {
     const fan = fans[1]!;
     const url = new URL(server.url);
     const socket = connect({ host: url.hostname, port: Number(url.port) });
