@@ -3,6 +3,7 @@
  * inventory checks again, because it is the one that writes the seats.
  */
 import { z } from "zod";
+import { ADMIT_RATE_RULE, isAdmitRate, MAX_ADMIT_PER_SECOND } from "../admit-rate.js";
 import { ID_PATTERN, MAX_ROW_OR_NUMBER } from "./keys.js";
 import { MAX_SEATS_PER_FAN } from "./limits.js";
 import type { EventInput } from "./types.js";
@@ -33,7 +34,8 @@ export const generalAdmissionSchema = z.object({
 });
 
 export const waitingRoomSchema = z.object({
-  admitPerSecond: z.number().min(0),
+  // The one range of a rate (src/admit-rate.ts): the room refuses what this would let through.
+  admitPerSecond: z.number().min(0).max(MAX_ADMIT_PER_SECOND).refine(isAdmitRate, ADMIT_RATE_RULE),
   maxActive: z.number().int().min(1),
   sessionSeconds: z.number().int().min(1),
 });

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
+import { ADMIT_RATE_RULE, isAdmitRate, withinAdmitRange } from "../admit-rate.js";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
 import { allKeys, lineKeysWithChanges } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
@@ -26,7 +27,8 @@ import type {
 
 export const DEFAULT_ABANDON_SECONDS = 60;
 
-const rate = z.number().min(0).max(1_000_000);
+/** Fans a second: 0, or a positive rate within the one range (src/admit-rate.ts). */
+const rate = z.number().refine(isAdmitRate, ADMIT_RATE_RULE);
 const count = z.number().int().min(0).max(10_000_000);
 const duration = z.number().int().min(1).max(86_400);
 
@@ -57,7 +59,7 @@ const patchSchema = z
         minPerSecond: rate,
         maxPerSecond: rate,
         targetClaimP99Ms: z.number().int().min(1).max(60_000),
-        maxThrottlesPerSecond: rate,
+        maxThrottlesPerSecond: z.number().min(0).max(1_000_000),
       })
       .partial()
       .strict()
@@ -101,7 +103,10 @@ export async function configureRoom(
   const { mode } = how;
   const k = keysFor(eventId);
   if (!k) return notFound;
-  const parsed = configureSchema.safeParse(input);
+  // A room restored from a rate stored before the range was enforced comes back, within it.
+  const parsed = configureSchema.safeParse(
+    mode === "restore" ? { ...input, admitPerSecond: withinAdmitRange(input.admitPerSecond) } : input,
+  );
   if (!parsed.success) return { ok: false, reason: "invalid", issues: issuesOf(parsed.error) };
   const s = parsed.data;
   // A fresh seed and epoch every call; the script keeps the first ones it stored. With a

@@ -436,6 +436,41 @@ describe("revoke", () => {
   });
 });
 
+describe("the admission rate's range", () => {
+  it("admitPerSecond is 0 (stopped) or 0.001..100000 a second: anything else is a 400 naming the field", async () => {
+    const refused = async (res: Response, path: string) => {
+      const body = await json(res, 400);
+      const error = body.error as { code: string; requestId: string; details: { issues: Array<{ path: string }> } };
+      expect(error.code).toBe("invalid_request");
+      expect(error.requestId).toBeTruthy();
+      expect(error.details.issues.map((i) => i.path)).toContain(path);
+    };
+    const room = (admitPerSecond: number) => ({ admitPerSecond, maxActive: 100, sessionSeconds: 600 });
+    for (const rate of [1e-300, 0.0009, 100_000.5, 1e300, -1]) {
+      const eventId = uniqueId();
+      const res = await putEvent(gw, eventId, eventInput({ onSaleAt: later(), waitingRoom: room(rate) }));
+      await refused(res, "waitingRoom.admitPerSecond");
+    }
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId, eventInput({ onSaleAt: later(), waitingRoom: room(0.001) }))).status).toBe(201);
+    const patch = (body: Json) =>
+      gw.request(`/v1/admin/events/${eventId}/waiting-room`, { method: "PATCH", token: ALICE, json: body });
+    for (const rate of [1e-300, 5e-324, 0.0009, 100_000.5, 1e300, -0.001]) {
+      await refused(await patch({ admitPerSecond: rate }), "admitPerSecond");
+      await refused(await patch({ autoAdmit: { minPerSecond: rate } }), "autoAdmit.minPerSecond");
+      await refused(await patch({ autoAdmit: { maxPerSecond: rate } }), "autoAdmit.maxPerSecond");
+    }
+    // The bounds themselves, and 0, are taken.
+    for (const rate of [0, 0.001, 100_000, 2.5]) {
+      const body = await json(await patch({ admitPerSecond: rate }), 200);
+      expect(body.admitPerSecond).toBe(rate);
+    }
+    expect(
+      (await json(await patch({ autoAdmit: { minPerSecond: 0, maxPerSecond: 0.001 } }), 200)).autoAdmit,
+    ).toMatchObject({ minPerSecond: 0, maxPerSecond: 0.001 });
+  });
+});
+
 describe("settings history and the action log", () => {
   it("every PATCH with its old and new values and who; the day's log pages back through every action", async () => {
     const eventId = uniqueId();

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
-import type { FanPlace } from "../../src/waiting-room/index.js";
-import { eventId, fanOut, fans, gateways, ok, sleep, until } from "./helpers.js";
+import { createWaitingRoom, type FanPlace } from "../../src/waiting-room/index.js";
+import { eventId, fanOut, fans, gateways, ok, SECRET, sleep, until } from "./helpers.js";
 
 // The line's own rules, exact to the call: without the line cache, whose answers may lag the line
 // by a refresh (its own tests: line-cache.test.ts).
@@ -220,6 +220,45 @@ describe("admission", () => {
     // one call admits at most MAX_STEPS (lua/waiting-room/includes/admission.lua), should the sleep run long
     const expected = Math.min(MAX_STEPS, (100 * (Date.parse(later.at) - Date.parse(after.at))) / 1000);
     expect(Math.abs(later.admitted - after.admitted - expected)).toBeLessThanOrEqual(expected * 0.1 + 2);
+  });
+
+  it("a rate is 0 or 0.001..100000 a second; a room restored from a rate stored out of range comes back within it", async () => {
+    const evt = eventId("rate");
+    const input = { onSaleAt: past(), admitPerSecond: 5, maxActive: 100, sessionSeconds: 300 };
+    for (const admitPerSecond of [1e-300, 0.0009, 100_000.5, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      const configured = await room.configure(evt, { ...input, admitPerSecond });
+      expect(configured.ok === false && configured.reason, String(admitPerSecond)).toBe("invalid");
+    }
+    ok(await room.configure(evt, input));
+    for (const admitPerSecond of [1e-300, 0.0009, 100_000.5]) {
+      const patched = await room.updateSettings(evt, { admitPerSecond });
+      expect(patched.ok === false && patched.reason, String(admitPerSecond)).toBe("invalid");
+      for (const bound of ["minPerSecond", "maxPerSecond"] as const) {
+        const loop = await room.updateSettings(evt, { autoAdmit: { [bound]: admitPerSecond } });
+        expect(loop.ok === false && loop.reason, `${bound} ${admitPerSecond}`).toBe("invalid");
+      }
+    }
+    for (const admitPerSecond of [0, 0.001, 100_000]) {
+      expect(ok(await room.updateSettings(evt, { admitPerSecond })).settings.admitPerSecond).toBe(admitPerSecond);
+    }
+    // An event stored before the range held (the PUT took 0.0005 then, and had no maximum).
+    for (const [stored, restored] of [
+      [0.0005, 0.001],
+      [250_000, 100_000],
+      [0, 0],
+    ] as const) {
+      const lost = eventId("rateloss");
+      const [redis] = gw.clients;
+      const restoring = createWaitingRoom({
+        redis: redis!,
+        secret: SECRET,
+        lineCache: false,
+        restore: async (id) => (id === lost ? { ...input, admitPerSecond: stored } : null),
+      });
+      expect(await restoring.restoreRoom(lost)).toBe("restored");
+      expect(ok(await restoring.stats(lost)).settings.admitPerSecond).toBe(restored);
+      await restoring.close();
+    }
   });
 
   it("paused admits nobody, and unpausing does not pay out the paused time", async () => {

@@ -3,7 +3,11 @@ import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
 import { MAX_POW_BITS } from "../../../waiting-room/proof-of-work.js";
+import { ADMIT_RATE_RULE, isAdmitRate, MAX_ADMIT_PER_SECOND } from "../../../admit-rate.js";
 import { operatorOnly } from "./guard.js";
+
+/** Fans a second: 0 stops admission, else MIN_ADMIT_PER_SECOND..MAX_ADMIT_PER_SECOND (src/admit-rate.ts). */
+const AdmitRate = z.number().min(0).max(MAX_ADMIT_PER_SECOND).refine(isAdmitRate, ADMIT_RATE_RULE);
 
 const AutoAdmitPatch = z
   .strictObject({
@@ -16,11 +20,11 @@ const AutoAdmitPatch = z
           "the claim path's p99 latency, DynamoDB throttles); a manual admitPerSecond is then refused (409 " +
           "auto_admit_enabled) unless the same change sets enabled: false",
       }),
-    minPerSecond: z.number().min(0).max(100_000).optional().openapi({
-      description: "the loop never sets less (default 0)",
+    minPerSecond: AdmitRate.optional().openapi({
+      description: `the loop never sets less (default 0); ${ADMIT_RATE_RULE}`,
     }),
-    maxPerSecond: z.number().min(0).max(100_000).optional().openapi({
-      description: "the loop never sets more (default 100000); must not be below minPerSecond",
+    maxPerSecond: AdmitRate.optional().openapi({
+      description: `the loop never sets more (default ${MAX_ADMIT_PER_SECOND}); must not be below minPerSecond; ${ADMIT_RATE_RULE}`,
     }),
     targetClaimP99Ms: z.number().int().min(1).max(60_000).optional().openapi({
       description: "the hold path's p99 latency, across gateways, the loop backs off above (default 250)",
@@ -52,7 +56,7 @@ const AutoAdmit = z
 
 const Patch = z
   .strictObject({
-    admitPerSecond: z.number().min(0).max(100_000).optional(),
+    admitPerSecond: AdmitRate.optional().openapi({ description: ADMIT_RATE_RULE }),
     maxActive: z.number().int().min(1).max(10_000_000).optional(),
     sessionSeconds: z.number().int().min(10).max(86_400).optional(),
     abandonSeconds: z.number().int().min(5).max(3_600).optional(),
