@@ -16,6 +16,7 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
+import { expectAccessible } from "./axe.js";
 import { ensurePagesBuilt, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 
 const INVITE_SECRET = "operator-invite-secret-0123456789-abcdef";
@@ -82,6 +83,7 @@ describe.concurrent("the fan page keeps bots out", () => {
     expect(workers.some((u) => /\/assets\/pow-worker-[A-Z0-9]+\.js$/.test(u))).toBe(true);
     expect(await joined(eventId)).toBe(1);
     await screenshot(page, "fan-pow-joined");
+    await expectAccessible(page, "fan-pow-joined");
     expect(errors).toEqual([]);
   });
 

@@ -18,6 +18,7 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
+import { expectAccessible } from "./axe.js";
 import { ensurePagesBuilt, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 
 let gw: Gateway;
@@ -105,6 +106,7 @@ describe.concurrent("the operator console in a browser", () => {
       "170 tickets left; 5 fans ahead of you. Too early to know how many each takes, so this assumes the most each may take.",
     );
     await screenshot(fan.page, "console-0-fan-waiting-drawn-phone");
+    await expectAccessible(fan.page, "console-0-fan-waiting-drawn-phone");
     expect((await stats(eventId)).admitted).toBe(0);
 
     // The operator connects; the token is typed into the page.
@@ -138,6 +140,7 @@ describe.concurrent("the operator console in a browser", () => {
     await op.page.getByRole("button", { name: "Review change…" }).click();
     await dialog.waitFor();
     await screenshot(op.page, "console-1-confirm-change");
+    await expectAccessible(op.page, "console-1-confirm-change");
     await dialog.getByRole("button", { name: "Apply" }).click();
     await op.page.getByText("Applied on every gateway.").waitFor();
 
@@ -151,7 +154,9 @@ describe.concurrent("the operator console in a browser", () => {
     // The fan page notices at its next suggested poll and moves on to the seat map by itself.
     await fan.page.getByRole("heading", { name: "Choose your seats" }).waitFor({ timeout: 30_000 });
     await screenshot(fan.page, "console-2-fan-admitted-seat-map-phone");
+    await expectAccessible(fan.page, "console-2-fan-admitted-seat-map-phone");
     await screenshot(op.page, "console-3-after-raise");
+    await expectAccessible(op.page, "console-3-after-raise");
 
     // Pause and resume go through the same confirmation.
     await op.page.getByRole("button", { name: "Pause admission…" }).click();
@@ -210,6 +215,7 @@ describe.concurrent("the operator console in a browser", () => {
         expect.stringContaining("default PUT / → 201"),
       ]);
     await screenshot(op.page, "console-5-sale-controls-history");
+    await expectAccessible(op.page, "console-5-sale-controls-history");
 
     // End the event: holds are refused for everyone
     await op.page.getByRole("button", { name: "End the event…" }).click();
@@ -258,6 +264,7 @@ describe.concurrent("the operator console in a browser", () => {
     await op.page.getByRole("heading", { name: `Event ${eventId}` }).waitFor();
     await expect.poll(() => queueChart.locator(".peak").textContent(), PATIENCE).toBe("max 4");
     await screenshot(op.page, "console-6-history-after-reload");
+    await expectAccessible(op.page, "console-6-history-after-reload");
     expect(op.errors).toEqual([]);
   }, 60_000);
 
@@ -310,6 +317,7 @@ describe.concurrent("the operator console in a browser", () => {
     expect(ratePoints?.split(" ").length).toBeGreaterThanOrEqual(2);
     expect(await loop.locator("polyline.loop-p99").getAttribute("points")).not.toBe("");
     await screenshot(op.page, "console-7-admission-loop");
+    await expectAccessible(op.page, "console-7-admission-loop");
     // While it runs the rate field is the loop's; the operator turns it off, with a confirmation.
     expect(await op.page.locator("#settings-rate").isDisabled()).toBe(true);
     await op.page.getByRole("button", { name: "Turn the loop off…" }).click();
@@ -368,6 +376,7 @@ describe.concurrent("the operator console in a browser", () => {
     const rows = await dialog.locator("li").allTextContents();
     expect(rows).toEqual(["Min admissions /s: 1 → 2", "Max admissions /s: 20 → 9", "Claim p99 target (ms): 250 → 150"]);
     await screenshot(op.page, "console-8-loop-bounds-confirm");
+    await expectAccessible(op.page, "console-8-loop-bounds-confirm");
     await dialog.getByRole("button", { name: "Apply" }).click();
     await op.page.getByText("Applied on every gateway.").waitFor();
     expect(patches).toEqual([{ autoAdmit: { minPerSecond: 2, maxPerSecond: 9, targetClaimP99Ms: 150 } }]);
@@ -388,6 +397,7 @@ describe.concurrent("the operator console in a browser", () => {
     expect(await op.page.getByLabel("Min admissions /s").getAttribute("aria-invalid")).toBe("true");
     expect(await op.page.locator("#bounds-min:focus").count()).toBe(1);
     await screenshot(op.page, "console-9-loop-bounds-invalid");
+    await expectAccessible(op.page, "console-9-loop-bounds-invalid");
     expect(await dialog.isVisible()).toBe(false);
     await new Promise((r) => setTimeout(r, 500));
     expect(patches).toHaveLength(1);
@@ -404,6 +414,7 @@ describe.concurrent("the operator console in a browser", () => {
     await op.page.getByRole("button", { name: "Connect" }).click();
     await op.page.getByText("The operator token was refused.").waitFor();
     await screenshot(op.page, "console-4-token-refused");
+    await expectAccessible(op.page, "console-4-token-refused");
     expect(await op.page.locator("#connect").isVisible()).toBe(true);
   });
 });

@@ -15,6 +15,7 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
+import { expectAccessible } from "./axe.js";
 import { ensurePagesBuilt, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 import pino from "pino";
@@ -102,6 +103,7 @@ describe.concurrent("the fan's pages in a browser", () => {
     // A fan id is made up and remembered on this device until the fan types their own.
     expect(await page.getByLabel("Your fan id").inputValue()).toMatch(/^fan-[0-9a-f]{10}$/);
     await screenshot(page, "fan-0-start");
+    await expectAccessible(page, "fan-0-start");
     await joinLine(page, eventId, "early-bird");
     await expect.poll(() => page.locator("#wait-status").textContent(), PATIENCE).toBe("In the pre-queue");
     await page.locator("#wait-countdown").waitFor();
@@ -111,6 +113,7 @@ describe.concurrent("the fan's pages in a browser", () => {
     expect(await page.locator("#lottery-pending").isVisible()).toBe(true);
     expect(await page.locator("h1").textContent()).toBe("Finals Night");
     await screenshot(page, "fan-1-waiting-room-prequeue");
+    await expectAccessible(page, "fan-1-waiting-room-prequeue");
     expect(errors).toEqual([]);
   });
 
@@ -138,6 +141,7 @@ describe.concurrent("the fan's pages in a browser", () => {
     expect(summary).toContain("2 seats: A-1-1, A-1-2");
     expect(summary).toContain("300.00");
     await screenshot(page, "fan-2-seat-map");
+    await expectAccessible(page, "fan-2-seat-map");
 
     await page.getByRole("button", { name: "Hold these 2 seats" }).click();
     await page.getByRole("heading", { name: "Checkout" }).waitFor();
@@ -145,12 +149,14 @@ describe.concurrent("the fan's pages in a browser", () => {
     expect(await page.locator("#checkout-seats li").allTextContents()).toEqual(["A-1-1", "A-1-2"]);
     expect((await stats(eventId)).seats.held).toBe(2);
     await screenshot(page, "fan-3-checkout");
+    await expectAccessible(page, "fan-3-checkout");
 
     await page.getByLabel("Test card").selectOption("tok_decline");
     await page.getByRole("button", { name: /^Pay/ }).click();
     await page.getByText("Your card was declined.").waitFor();
     expect(await page.locator("#flash").textContent()).toContain("Your seats stay held for");
     await screenshot(page, "fan-4-checkout-declined");
+    await expectAccessible(page, "fan-4-checkout-declined");
 
     await page.getByLabel("Test card").selectOption("tok_ok");
     await page.getByRole("button", { name: /^Pay/ }).click();
@@ -159,6 +165,7 @@ describe.concurrent("the fan's pages in a browser", () => {
     const purchaseId = await page.locator("#done-purchase-id").textContent();
     expect(purchaseId).toBeTruthy();
     await screenshot(page, "fan-5-confirmation");
+    await expectAccessible(page, "fan-5-confirmation");
 
     // The stats' counts are a snapshot shared by every reader, at most 5 s old (src/stats/snapshots.ts).
     await expect.poll(async () => (await stats(eventId)).seats.sold, PATIENCE).toBe(2);
@@ -218,12 +225,14 @@ describe.concurrent("the fan's pages in a browser", () => {
     const suggestion = loser.getByRole("button", { name: /^Pick A-2-(4|6) instead$/ });
     await suggestion.waitFor();
     await screenshot(loser, "race-1-loser-told");
+    await expectAccessible(loser, "race-1-loser-told");
 
     // The winner pays with a card whose bank answers late: pending, then confirmed by the reconciler.
     await winner.getByLabel("Test card").selectOption("tok_timeout");
     await winner.getByRole("button", { name: /^Pay/ }).click();
     await winner.getByText("Waiting for your bank to confirm…").waitFor();
     await screenshot(winner, "race-2-winner-pending");
+    await expectAccessible(winner, "race-2-winner-pending");
     await winner.getByRole("heading", { name: "You're going!" }).waitFor({ timeout: 20_000 });
 
     // ...and the loser's map turns the seat sold, live, without a reload.
@@ -236,6 +245,7 @@ describe.concurrent("the fan's pages in a browser", () => {
     await loser.getByRole("heading", { name: "Checkout" }).waitFor();
     expect(await loser.locator("#checkout-seats li").allTextContents()).toEqual([expect.stringMatching(/^A-2-(4|6)$/)]);
     await screenshot(loser, "race-3-loser-checkout");
+    await expectAccessible(loser, "race-3-loser-checkout");
     expect([...a.errors, ...b.errors]).toEqual([]);
   }, 90_000);
 
@@ -269,6 +279,7 @@ describe.concurrent("the fan's pages in a browser", () => {
     expect(await page.locator("#flash").textContent()).toContain("3 seats left there, but not side by side");
     expect((await stats(eventId)).seats.held).toBe(0);
     await screenshot(page, "fan-7-best-refused");
+    await expectAccessible(page, "fan-7-best-refused");
 
     // Two in Floor: the front row, as near its centre as leaves no gap of odd length (3-4 leaves
     // 2 and 4 free on each side, where 4-5 would leave 3 and 3, each to end with a single seat).
@@ -283,6 +294,7 @@ describe.concurrent("the fan's pages in a browser", () => {
     // The stats' counts are a snapshot at most 5 s old (src/stats/snapshots.ts).
     await expect.poll(async () => (await stats(eventId)).seats.held, PATIENCE).toBe(2);
     await screenshot(page, "fan-8-best-held");
+    await expectAccessible(page, "fan-8-best-held");
     expect(errors).toEqual([]);
   }, 60_000);
 
@@ -299,6 +311,7 @@ describe.concurrent("the fan's pages in a browser", () => {
     await page.getByText("Your hold has expired and the seats were released.").waitFor(PATIENCE);
     expect(await page.getByRole("button", { name: /^Pay/ }).isVisible()).toBe(false);
     await screenshot(page, "fan-6-hold-expired");
+    await expectAccessible(page, "fan-6-hold-expired");
     await page.getByRole("button", { name: "Back to the seat map" }).first().click();
     await reachSeatMap(page);
     expect(errors).toEqual([]);
@@ -334,6 +347,7 @@ describe.concurrent("the fan's pages in a browser", () => {
       await page.getByText("You're on the list").waitFor(PATIENCE);
       expect(await page.getByRole("button", { name: "Tell me when seats come back" }).isVisible()).toBe(false);
       await screenshot(page, "fan-9-notify-requested");
+      await expectAccessible(page, "fan-9-notify-requested");
 
       // The buyer lets the seats go: the fan who asked is told, and the map shows them free.
       const released = await notifyGw.deps.holds.release({ eventId, holdId: hold.hold.holdId, fanId: "buyer" });

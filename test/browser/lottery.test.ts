@@ -21,6 +21,7 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
+import { expectAccessible } from "./axe.js";
 import { ensurePagesBuilt, patient, screenshot, sharedChromium, type TestBrowser, watchErrors } from "./browser.js";
 
 let gw: Gateway;
@@ -158,6 +159,7 @@ describe("the lottery page", () => {
         .poll(() => page.locator("#place-position").textContent(), PATIENCE)
         .toBe(`Your drawn position: #${myPosition}`);
       await screenshot(page, "lottery-1-pass");
+      await expectAccessible(page, "the lottery page, every check passed, a place found");
 
       await page.getByLabel("Your fan id").fill(utf8.fanId);
       await page.getByRole("button", { name: "Find my place" }).click();
@@ -170,6 +172,7 @@ describe("the lottery page", () => {
       await expect
         .poll(() => page.locator("#place-result").textContent(), PATIENCE)
         .toContain("This fan id is not in the pre-queue");
+      await expectAccessible(page, "the lottery page, a fan id not in the pre-queue");
       expect(errors).toEqual([]);
     } finally {
       await context.close();
@@ -205,6 +208,7 @@ describe("the lottery page", () => {
         .poll(() => page.locator("#place-result").textContent(), PATIENCE)
         .toContain("Your drawn position: #1 (but the box office's list has you at #2)");
       await screenshot(page, "lottery-2-fail");
+      await expectAccessible(page, "the lottery page, a check failed");
       expect(errors).toEqual([]);
     } finally {
       await context.close();
@@ -244,6 +248,7 @@ describe("the lottery page", () => {
       expect(await page.locator("#draw-sealed").isVisible()).toBe(true);
       expect(await page.locator("#draw-beacon").textContent()).toBe(value);
       await screenshot(page, "lottery-4-sealed");
+      await expectAccessible(page, "the lottery page, the sealed draw with its beacon");
       expect(errors).toEqual([]);
     } finally {
       await context.close();
@@ -267,6 +272,7 @@ describe("the lottery page", () => {
       await page.locator("#draw-beacon-wait").waitFor({ state: "visible" });
       expect(await page.locator("#draw-beacon-wait-source").textContent()).toBe(source);
       expect(await page.locator("#verify").isVisible()).toBe(false);
+      await expectAccessible(page, "the lottery page, the draw waiting for its beacon");
 
       expect((await beacon({ value: "cd".repeat(32) })).status).toBe(200);
       await draw(eventId);
@@ -298,6 +304,7 @@ describe("the lottery page", () => {
       await expect
         .poll(() => page.locator("#place-result").textContent(), PATIENCE)
         .toContain("The draw has not happened yet.");
+      await expectAccessible(page, "the lottery page before the draw");
       expect(errors).toEqual([]);
     } finally {
       await context.close();
@@ -313,12 +320,14 @@ describe("the lottery page", () => {
       patient(page);
       await page.goto(`${server.url}/lottery?event=no_such_event`);
       await page.getByText('There is no on-sale called "no_such_event".').waitFor();
+      await expectAccessible(page, "the lottery page of an unknown event");
 
       // The gateway gone (no answer to any API call) once the page is loaded.
       await page.route("**/v1/**", (route) => route.abort("connectionrefused"));
       await page.goto(`${server.url}/lottery?event=${eventId}`);
       await page.getByText("We can't reach the box office right now.").waitFor();
       await screenshot(page, "lottery-3-unreachable");
+      await expectAccessible(page, "the lottery page, the gateway unreachable");
       await page.unroute("**/v1/**");
       await page.getByRole("button", { name: "Try again" }).click();
       await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");

@@ -17,6 +17,7 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { killRedis, restartRedis } from "../support/redis-loss.js";
+import { expectAccessible } from "./axe.js";
 import { ensurePagesBuilt, patient, screenshot, sharedChromium, type TestBrowser, watchErrors } from "./browser.js";
 
 let redis: SpawnedRedis;
@@ -73,6 +74,7 @@ describe("the fan's page when Redis is lost", () => {
       // Still on the waiting view, not thrown back to the start.
       expect(await page.locator("#wait-position").isVisible()).toBe(true);
       await screenshot(page, "fan-redis-1-reconnecting");
+      await expectAccessible(page, "fan-redis-1-reconnecting");
 
       redis = await restartRedis(redis.port, [gw]);
       await page.getByText("The line had to be restarted after a technical problem.").waitFor({ timeout: 60_000 });
@@ -86,6 +88,7 @@ describe("the fan's page when Redis is lost", () => {
         .poll(() => page.locator("#lottery-check").textContent(), PATIENCE)
         .toContain("the seed, kept apart, could not change");
       await screenshot(page, "fan-redis-2-new-place");
+      await expectAccessible(page, "fan-redis-2-new-place");
 
       // The operator lets fans in again: the page moves on to the seat map.
       const patched = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
