@@ -15,7 +15,10 @@ export interface WaitingRoomKeys {
   room: string;
   /** HASH: fanId -> packed place record. */
   fans: string;
-  /** ZSET: the pre-queue in lottery order (score 0, member sha1hex(seed:fanId) + fanId). */
+  /**
+   * ZSET: the pre-queue. Members are the plain fan ids (prequeue.lua pre_member), score 0 while it
+   * is open; the draw writes each fan's drawn place as its score. Membership frozen at the close.
+   */
   pre: string;
   /** ZSET: fanId -> place, for fans placed after the draw and not yet reached. */
   fifo: string;

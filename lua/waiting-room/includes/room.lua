@@ -9,8 +9,9 @@
                             openedAt (the close), drawnAt (the draw: no abandon clock starts
                             before it; lottery-drawn-8.lua)
     KEYS[2] fans      HASH  fanId -> place record "s|pos|n|sid|exp|at" (see fans.lua)
-    KEYS[3] pre       ZSET  the pre-queue: score 0, member sha1hex(seed .. ':' .. fanId) .. fanId,
-                            so lexicographic order IS the lottery order; frozen once drawn
+    KEYS[3] pre       ZSET  the pre-queue: member the plain fan id (prequeue.lua pre_member),
+                            score 0 until the draw writes each fan's place as its score; its
+                            membership is frozen at the close (prequeue.lua open_if_due)
     KEYS[4] fifo      ZSET  fanId -> place, fans placed after the draw and not yet reached
     KEYS[5] seen      ZSET  fanId -> last join/poll (ms), fans still in line
     KEYS[6] gone      ZSET  places vacated by abandonment (member = score = place); only the part
