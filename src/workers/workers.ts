@@ -57,6 +57,13 @@ export interface WorkerDeps {
   ending?: { recheckMs?: number; quietMs?: number };
 }
 
+/**
+ * Every job is idempotent, so one that was running in several workers killed in a row is run
+ * again, not failed for good (BullMQ's default fails it at its second stall): a long sweep of
+ * every shard of an event is the likeliest to be in flight at each kill.
+ */
+export const MAX_STALLED_COUNT = 5;
+
 export interface Workers {
   workers: Worker[];
   close(): Promise<void>;
@@ -173,10 +180,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
     concurrency: deps.concurrency ?? 4,
     // A killed worker's job is taken over after this long.
     lockDuration: deps.lockMs ?? 30_000,
-    // Every job is idempotent, so one that was running in several workers killed in a row is
-    // run again, not failed for good (BullMQ's default fails it at its second stall): a long
-    // sweep of every shard of an event is the likeliest to be in flight at each kill.
-    maxStalledCount: 5,
+    maxStalledCount: MAX_STALLED_COUNT,
     name,
   });
 

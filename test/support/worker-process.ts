@@ -18,6 +18,7 @@ import { inject } from "vitest";
 import { buildApp } from "../../src/http/app.js";
 import { buildServices } from "../../src/services.js";
 import { QUEUE_PREFIX, type QueueName, type Queues } from "../../src/workers/queues.js";
+import { MAX_STALLED_COUNT } from "../../src/workers/workers.js";
 import { ADMIN_TOKEN, type Gateway, gatewayOf, SECRET, testServicesConfig } from "../gateway/harness.js";
 import { type MainProcess, startMainProcess } from "./processes.js";
 
@@ -147,7 +148,9 @@ export interface QueueWatch<R> {
  * runs that check every 30 s, and a dead worker's job is taken back only at the second check after
  * its lock (the dead worker's WORKER_LOCK_MS, 30 s by default) has expired: without this a crash
  * test waits a minute or more per kill. This worker processes nothing; the child processes take
- * the job back from the queue.
+ * the job back from the queue. The check fails a job that stalled more than its maxStalledCount
+ * times, so it uses the workers' own: a job killed in two workers in a row is run again, as in
+ * production, not failed by the test's checker (BullMQ's default of 1).
  */
 export async function watchQueue<R>(redisUrl: string, name: QueueName, stalledCheckMs = 250): Promise<QueueWatch<R>> {
   const completions = new Map<string, R[]>();
@@ -169,6 +172,7 @@ export async function watchQueue<R>(redisUrl: string, name: QueueName, stalledCh
     prefix: QUEUE_PREFIX,
     autorun: false,
     stalledInterval: stalledCheckMs,
+    maxStalledCount: MAX_STALLED_COUNT,
   });
   void checker.startStalledCheckTimer();
   return {
