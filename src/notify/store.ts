@@ -4,8 +4,12 @@
  *   request  PK `EVT#<e>#NOTIFY#<fanHash>`, SK `NOTIFY`: fanId, contact, requestedAt, state.
  *            One item per event and fan (fanKeyHash: a fan id may hold anything, `#` included),
  *            so asking twice is one conditional Put that finds the first.
- *   count    PK `EVT#<e>#NOTIFY`, SK `COUNT`: requests stored, against the per-event limit; it
- *            rides in the same transaction as the Put and the Delete.
+ *   count    PK `EVT#<e>#NOTIFY`, SK `COUNT`: requests waiting to be told, against the per-event
+ *            limit. It rides in the same transaction as the Put and as the Delete of a waiting
+ *            request, and goes down by the fans a claim takes (one UpdateItem after them), so fans
+ *            told free their places: a limit that only a cancel lowered would be spent, once for
+ *            the whole sale, by the first fans told. A count that could not be lowered after a
+ *            claim over-counts (refuses early), never under-counts.
  *
  * A request moves waiting -> claimed -> notified, each step one conditional UpdateItem:
  *   waiting  in GSI2 `EVT#<e>#NOTIFY#WAITING`, sorted `<requestedAt ISO>#<seq>#<fanHash>`: the order
@@ -20,7 +24,7 @@
  * candidates from the index each win different fans, and no fan is claimed twice. A whole-batch
  * transaction would be all-or-nothing: two sweeps on the same first fans would cancel each other.
  */
-import { DeleteCommand, GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
+import { DeleteCommand, GetCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { GSI2 } from "../dynamodb/table.js";
 import { expiryBound, expirySortKey, fanKeyHash, ID_PATTERN } from "../inventory/keys.js";
@@ -103,6 +107,26 @@ export function createNotifyStore(options: {
   // Requests of one millisecond keep the order they were written in this process.
   let seq = 0;
 
+  /**
+   * Claimed requests leave the count (they wait no more). After the claims, not with them: a
+   * claim is one conditional write per fan, so that two sweeps split the candidates (see above).
+   * Failing, it leaves the count high, which refuses early and never lets past the limit.
+   */
+  const leaveCount = (eventId: string, n: number) =>
+    ctx.doc
+      .send(
+        new UpdateCommand({
+          TableName: ctx.tableName,
+          Key: notifyKeys.count(eventId),
+          UpdateExpression: "ADD requests :minus",
+          ExpressionAttributeValues: { ":minus": -n },
+        }),
+      )
+      .then(
+        () => undefined,
+        () => undefined,
+      );
+
   const get = (eventId: string, fanId: string) =>
     guard("notifyGet", async () => {
       if (!ID_PATTERN.test(eventId)) return null;
@@ -166,12 +190,16 @@ export function createNotifyStore(options: {
 
     cancel: (eventId, fanId) =>
       guard("notifyCancel", async () => {
+        const key = notifyKeys.request(eventId, fanKeyHash(fanId));
+        // A waiting request leaves the count with its Delete, in one transaction.
         const out = await transact(ctx, [
           {
             Delete: {
               TableName: ctx.tableName,
-              Key: notifyKeys.request(eventId, fanKeyHash(fanId)),
-              ConditionExpression: "attribute_exists(PK)",
+              Key: key,
+              ConditionExpression: "#state = :waiting",
+              ExpressionAttributeNames: { "#state": "state" },
+              ExpressionAttributeValues: { ":waiting": "waiting" },
             },
           },
           {
@@ -186,12 +214,14 @@ export function createNotifyStore(options: {
         if (out.ok) return true;
         if (out.contention) {
           // Collisions only: delete the request alone (the count then over-counts by one, never under).
-          await ctx.doc.send(
-            new DeleteCommand({ TableName: ctx.tableName, Key: notifyKeys.request(eventId, fanKeyHash(fanId)) }),
-          );
+          await ctx.doc.send(new DeleteCommand({ TableName: ctx.tableName, Key: key }));
           return true;
         }
-        return false;
+        // None, or one claimed or told: it left the count when it was claimed; it goes alone.
+        const alone = await ctx.doc.send(
+          new DeleteCommand({ TableName: ctx.tableName, Key: key, ReturnValues: "ALL_OLD" }),
+        );
+        return alone.Attributes !== undefined;
       }),
 
     claim: (eventId, count, batchId, checkAt, seatsReturned) =>
@@ -249,6 +279,8 @@ export function createNotifyStore(options: {
                 order: String(candidate.GSI2SK),
               });
             });
+            const taken = won.filter(Boolean).length;
+            if (taken > 0) await leaveCount(eventId, taken);
           }
           start = page.LastEvaluatedKey;
           if (!start) break;

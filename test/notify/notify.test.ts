@@ -23,6 +23,7 @@ import { verifyWebhook } from "../../src/payments/webhook.js";
 import { buildServices } from "../../src/services.js";
 import { sweepJob } from "../../src/workers/workers.js";
 import {
+  admitFans,
   createTable,
   eventInput,
   type Gateway,
@@ -128,10 +129,17 @@ afterAll(async () => {
   await receiver?.close();
 });
 
+/** A place in line: the fan's queue token (which may read or cancel a request, not make one). */
 async function join(gw: Gateway, eventId: string, fanId: string): Promise<string> {
   const res = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } });
   expect([200, 201]).toContain(res.status);
   return ((await res.json()) as { queueToken: string }).queueToken;
+}
+
+/** The fan joined and admitted: its access token, what asking takes. */
+async function admitted(gw: Gateway, eventId: string, fanId: string): Promise<string> {
+  const [fan] = await admitFans(gw, eventId, [fanId]);
+  return fan!.accessToken;
 }
 
 const ask = (gw: Gateway, eventId: string, token: string, contact: unknown) =>
@@ -153,7 +161,7 @@ async function soldOutEvent(seats: number, holdSeconds = 120) {
     maxSeatsPerFan: seats,
   });
   expect((await putEvent(gw1, eventId, input)).status).toBe(201);
-  const early = await join(gw1, eventId, "early");
+  const early = await admitted(gw1, eventId, "early");
   // Not sold out yet: the fan is sent to the seats.
   const notYet = await ask(gw1, eventId, early, "mail:early@example.com");
   expect(notYet.status).toBe(409);
@@ -180,7 +188,7 @@ describe("seats-back notifications", () => {
     const { eventId, hold } = await soldOutEvent(seats);
     // Two more fans than the event takes ask at once, half through each gateway.
     const all = Array.from({ length: MAX_REQUESTS + 2 }, (_, i) => `fan${i}`);
-    const allTokens = await Promise.all(all.map((f) => join(gw1, eventId, f)));
+    const allTokens = (await admitFans(gw1, eventId, all)).map((f) => f.accessToken);
     const asked = await Promise.all(
       allTokens.map((t, i) => ask(i % 2 ? gw2 : gw1, eventId, t, `mail:${all[i]}@example.com`)),
     );
@@ -264,7 +272,7 @@ describe("seats-back notifications", () => {
 
   it("a released hold tells the next fans, and a receiver that fails gets the retry under the same key", async () => {
     const { eventId, hold } = await soldOutEvent(1);
-    const tokens = await Promise.all(["r0", "r1", "r2"].map((f) => join(gw1, eventId, f)));
+    const tokens = (await admitFans(gw1, eventId, ["r0", "r1", "r2"])).map((f) => f.accessToken);
     for (const [i, t] of tokens.entries()) expect((await ask(gw1, eventId, t, `push:r${i}`)).status).toBe(201);
     receiver.state.failNext = 1;
     const released = await gw1.deps.holds.release({ eventId, holdId: hold.holdId, fanId: "buyer" });
@@ -303,7 +311,7 @@ describe("seats-back notifications", () => {
     });
     if (!places.ok) throw new Error(`hold failed: ${JSON.stringify(places)}`);
     const fans = ["g0", "g1", "g2", "g3", "g4"];
-    const tokens = await Promise.all(fans.map((f) => join(gw1, eventId, f)));
+    const tokens = (await admitFans(gw1, eventId, fans)).map((f) => f.accessToken);
     for (const [i, t] of tokens.entries()) expect((await ask(gw1, eventId, t, `push:g${i}`)).status).toBe(201);
     // Three releases of the same hold at once, on two gateways: the two places come back once.
     const releases = await Promise.all(
@@ -324,7 +332,7 @@ describe("seats-back notifications", () => {
 
   it("refuses bad input, missing tokens, and answers notify_disabled without a webhook", async () => {
     const { eventId } = await soldOutEvent(1);
-    const token = await join(gw1, eventId, "x");
+    const token = await admitted(gw1, eventId, "x");
     const long = await ask(gw1, eventId, token, "m".repeat(257));
     expect(long.status).toBe(400);
     expect(await errorCode(long)).toBe("invalid_request");
@@ -351,9 +359,78 @@ describe("seats-back notifications", () => {
     expect(await gone.json()).toEqual({ eventId, requested: false });
   });
 
+  it("asking takes an admitted fan's access token: a place in line alone cannot fill the list", async () => {
+    const { eventId } = await soldOutEvent(1);
+    // A bot's fan ids, each with a place in line (a queue token costs one join).
+    const queued = await Promise.all(["bot0", "bot1"].map((f) => join(gw1, eventId, f)));
+    for (const token of queued) {
+      const res = await ask(gw1, eventId, token, "mail:bot@example.com");
+      expect(res.status).toBe(403);
+      const body = (await res.json()) as { error: { code: string; message: string; requestId: string } };
+      expect(body.error.code).toBe("forbidden");
+      expect(body.error.message).toMatch(/access token/);
+      expect(body.error.requestId).toBeTruthy();
+      // Nothing was stored; the queue token still reads (and cancels) the fan's own request.
+      const look = await gw1.request(`/v1/events/${eventId}/notify`, { token });
+      expect(await look.json()).toEqual({ eventId, requested: false });
+      expect((await gw1.request(`/v1/events/${eventId}/notify`, { method: "DELETE", token })).status).toBe(204);
+    }
+    // Once admitted, the same fan asks.
+    const [bot0] = await admitFans(gw1, eventId, ["bot0"]);
+    expect((await ask(gw1, eventId, bot0!.accessToken, "mail:bot0@example.com")).status).toBe(201);
+    const mine = await gw1.request(`/v1/events/${eventId}/notify`, { token: queued[0]! });
+    expect(await mine.json()).toMatchObject({ eventId, requested: true, state: "waiting" });
+  });
+
+  it("the limit counts requests still waiting: fans told free their places, a cancel after it frees none", async () => {
+    const { eventId, hold } = await soldOutEvent(1);
+    const first = await admitFans(
+      gw1,
+      eventId,
+      Array.from({ length: MAX_REQUESTS }, (_, i) => `cap${i}`),
+    );
+    for (const f of first) expect((await ask(gw1, eventId, f.accessToken, `push:${f.fanId}`)).status).toBe(201);
+    const [late1, late2, late3] = await admitFans(gw1, eventId, ["late1", "late2", "late3"]);
+    const full = await ask(gw1, eventId, late1!.accessToken, "push:late1");
+    expect(full.status).toBe(409);
+    expect(await errorCode(full)).toBe("notify_limit_reached");
+
+    // The seat comes back: FANS_PER_SEAT fans are told, and leave the count.
+    expect((await gw1.deps.holds.release({ eventId, holdId: hold.holdId, fanId: "buyer" })).ok).toBe(true);
+    await vi.waitFor(
+      () =>
+        expect(
+          receiver
+            .accepted()
+            .filter((p) => p.payload.eventId === eventId)
+            .flatMap((p) => p.payload.fans),
+        ).toHaveLength(FANS_PER_SEAT),
+      { timeout: 20_000, interval: 50 },
+    );
+    // The seat is taken again at once (sold out again), so later fans may ask.
+    const again = await gw1.deps.holds.holdSeats({ eventId, fanId: "buyer2", seatIds: ["A-1-1"], holdSeconds: 120 });
+    expect(again.ok).toBe(true);
+    // A told fan who cancels frees nothing more: the request had left the count when it was claimed.
+    const told = first.find((f) => f.fanId === "cap0")!;
+    expect(
+      (await gw1.request(`/v1/events/${eventId}/notify`, { method: "DELETE", token: told.accessToken })).status,
+    ).toBe(204);
+    expect((await ask(gw1, eventId, late1!.accessToken, "push:late1")).status).toBe(201);
+    expect((await ask(gw1, eventId, late2!.accessToken, "push:late2")).status).toBe(201);
+    const past = await ask(gw1, eventId, late3!.accessToken, "push:late3");
+    expect(past.status).toBe(409);
+    expect(await errorCode(past)).toBe("notify_limit_reached");
+    // A waiting fan who cancels frees a place.
+    const waiting = first.find((f) => f.fanId === `cap${MAX_REQUESTS - 1}`)!;
+    expect(
+      (await gw1.request(`/v1/events/${eventId}/notify`, { method: "DELETE", token: waiting.accessToken })).status,
+    ).toBe(204);
+    expect((await ask(gw1, eventId, late3!.accessToken, "push:late3")).status).toBe(201);
+  });
+
   it("refuses a contact with control characters (a CR/LF would end a mail header downstream)", async () => {
     const { eventId } = await soldOutEvent(1);
-    const token = await join(gw1, eventId, "ctl");
+    const token = await admitted(gw1, eventId, "ctl");
     const bad = [
       "mail:a@example.com\r\nBcc: everyone@example.com",
       "mail:a@example.com\nX: y",

@@ -1,8 +1,11 @@
 /**
  * "Tell me when seats come back" (src/notify/): a fan of a sold-out event asks, cancels, or looks.
- * The fan is whoever the queue token or the access token names (a fan still in line, or one
- * admitted who found the map sold out). Not in the status poll: that is the hot path, and this is
- * one DynamoDB read the page makes once.
+ * Asking takes an access token: a fan admitted who found the map sold out (the fan page asks from
+ * the seat map). A queue token costs one join, so fan ids bought in bulk would fill the event's
+ * list of requests and take its front; an admission is paced by the room (its rate, `maxActive`,
+ * its bot settings), as the seats are. Looking and cancelling take either token: they only touch
+ * the fan's own request. Not in the status poll: that is the hot path, and this is one DynamoDB
+ * read the page makes once.
  */
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
@@ -61,9 +64,12 @@ const responses = {
 
 const security = bearerSecurity;
 const description =
-  "A fan's queue token or access token. Asked once per fan and event (a repeat answers the first request, " +
+  "Asking takes an admitted fan's access token (a queue token: 403 forbidden); looking and cancelling take the " +
+  "queue token or the access token. Asked once per fan and event (a repeat answers the first request, " +
   "its place in the order and its contact kept). When seats come back (holds expire or are released), about " +
-  "NOTIFY_FANS_PER_SEAT fans per seat are told through the operator's webhook, in the order they asked, each once.";
+  "NOTIFY_FANS_PER_SEAT fans per seat are told through the operator's webhook, in the order they asked, each once. " +
+  "NOTIFY_MAX_REQUESTS_PER_EVENT bounds the requests waiting to be told: a fan told, or a waiting request " +
+  "cancelled, frees a place.";
 
 const post = createRoute({
   method: "post",
@@ -79,7 +85,7 @@ const post = createRoute({
     ...responses,
     409: {
       description:
-        "not_sold_out: seats are left (go and take them); notify_limit_reached: the event holds NOTIFY_MAX_REQUESTS_PER_EVENT requests",
+        "not_sold_out: seats are left (go and take them); notify_limit_reached: NOTIFY_MAX_REQUESTS_PER_EVENT requests wait to be told",
       content: { "application/json": { schema: ErrorBody } },
     },
   },
@@ -108,14 +114,27 @@ const get = createRoute({
   },
 });
 
-/** The fan a queue token or an access token names (both check with one HMAC, no I/O). */
-function fanOf(c: Context<AppEnv>, eventId: string): string {
+/**
+ * The fan an access token names, or (`queueTokens`: to look or cancel) a queue token; both check
+ * with one HMAC, no I/O.
+ */
+function fanOf(c: Context<AppEnv>, eventId: string, queueTokens: boolean): string {
   const token = bearerToken(c.req.header("authorization"));
-  if (!token)
-    throw new ApiError("unauthenticated", "a queue or access token is required (Authorization: Bearer <token>)");
+  if (!token) {
+    throw new ApiError(
+      "unauthenticated",
+      `${queueTokens ? "a queue or access token" : "an access token"} is required (Authorization: Bearer <token>)`,
+    );
+  }
   const { waitingRoom } = c.get("deps");
   const queue = waitingRoom.verifyQueueToken(token, eventId);
-  if (queue.ok) return queue.claims.fanId;
+  if (queue.ok && queueTokens) return queue.claims.fanId;
+  if (queue.ok) {
+    throw new ApiError(
+      "forbidden",
+      "asking to be told takes an admitted fan's access token (the queue status gives it at your turn), not a queue token",
+    );
+  }
   const access = waitingRoom.verifyAccessToken(token, eventId);
   if (access.ok) return access.claims.fanId;
   const reason = queue.reason === "wrong_kind" ? access.reason : queue.reason;
@@ -125,8 +144,12 @@ function fanOf(c: Context<AppEnv>, eventId: string): string {
   throw new ApiError("unauthenticated", "the token is not valid");
 }
 
-async function enabledFan(c: Context<AppEnv>, eventId: string): Promise<{ fanId: string; event: EventDefinition }> {
-  const fanId = fanOf(c, eventId);
+async function enabledFan(
+  c: Context<AppEnv>,
+  eventId: string,
+  queueTokens: boolean,
+): Promise<{ fanId: string; event: EventDefinition }> {
+  const fanId = fanOf(c, eventId, queueTokens);
   if (!c.get("deps").notify.enabled) {
     throw new ApiError("notify_disabled", "this gateway tells nobody when seats come back (no NOTIFY_WEBHOOK_URL)");
   }
@@ -171,7 +194,7 @@ export const notifyRoutes = new OpenAPIHono<AppEnv>()
   .openapi(post, async (c) => {
     const { eventId } = c.req.valid("param");
     const { contact } = c.req.valid("json");
-    const { fanId, event } = await enabledFan(c, eventId);
+    const { fanId, event } = await enabledFan(c, eventId, false);
     const { notify } = c.get("deps");
     const left = await seatsLeft(c, eventId, event).catch((err: unknown) => {
       throw new ApiError("unavailable", "seat counts unavailable; retry", { retryAfter: 2, cause: err });
@@ -188,7 +211,7 @@ export const notifyRoutes = new OpenAPIHono<AppEnv>()
     const out = await notify.request(eventId, fanId, contact);
     if (out.ok) return c.json(view(eventId, out.request), out.created ? 201 : 200);
     if (out.reason === "limit_reached") {
-      throw new ApiError("notify_limit_reached", `this event already holds ${out.limit} requests`, {
+      throw new ApiError("notify_limit_reached", `${out.limit} requests already wait to be told at this event`, {
         details: { limit: out.limit },
       });
     }
@@ -196,12 +219,12 @@ export const notifyRoutes = new OpenAPIHono<AppEnv>()
   })
   .openapi(del, async (c) => {
     const { eventId } = c.req.valid("param");
-    const { fanId } = await enabledFan(c, eventId);
+    const { fanId } = await enabledFan(c, eventId, true);
     await c.get("deps").notify.cancel(eventId, fanId);
     return c.body(null, 204);
   })
   .openapi(get, async (c) => {
     const { eventId } = c.req.valid("param");
-    const { fanId } = await enabledFan(c, eventId);
+    const { fanId } = await enabledFan(c, eventId, true);
     return c.json(view(eventId, await c.get("deps").notify.get(eventId, fanId)), 200);
   });
