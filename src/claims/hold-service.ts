@@ -246,7 +246,8 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         const result = await counted("hold", () => inventory.holds.writeSeats(check.checked));
         if (result.ok) {
           sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
-          void seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
+          // Awaited (it never throws): the fan's next read, on this process, shows the seats held.
+          await seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
         } else if (result.reason === "seat_unavailable") {
           metrics.conflicts.inc({ stage: "dynamodb" });
           seatMapWrites.stale(eventId, result.seats);
@@ -344,7 +345,8 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         );
         if (result.ok) {
           sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
-          void seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
+          // Awaited (it never throws): the fan's next read, on this process, shows the seats held.
+          await seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
         }
         return result;
       } finally {
@@ -363,7 +365,8 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
 
     async release({ eventId, holdId, fanId }) {
       const result = await counted("release", () => inventory.holds.release({ eventId, holdId, fanId }));
-      if (result.ok) void seatMapWrites.released(eventId, result.releasedSeats);
+      // Awaited (it never throws): the fan's next read, on this process, shows the seats free.
+      if (result.ok) await seatMapWrites.released(eventId, result.releasedSeats);
       return result;
     },
   };

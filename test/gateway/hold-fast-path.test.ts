@@ -180,11 +180,16 @@ describe("the hold refusal fast path", () => {
     const fan = fans[6]!;
     await untilRefusedFast(fans[7]!, ["A-1-1"]);
     await new Promise((resolve) => setTimeout(resolve, 1_500)); // the fan's bucket full
+    const started = performance.now();
     const answers = await Promise.all(Array.from({ length: 12 }, () => hold(fastPort, fan, { seats: ["A-1-1"] })));
+    const seconds = (performance.now() - started) / 1000;
     const statuses = answers.map((a) => a.status);
     expect(statuses.filter((s) => s !== 409 && s !== 429)).toEqual([]);
     expect(statuses.filter((s) => s === 409).length).toBeGreaterThanOrEqual(PER_FAN * 2);
-    expect(statuses.filter((s) => s === 409).length).toBeLessThanOrEqual(PER_FAN * 2 + 2);
+    // the burst, and what the bucket refilled while the requests were answered
+    expect(statuses.filter((s) => s === 409).length).toBeLessThanOrEqual(
+      PER_FAN * 2 + Math.ceil(PER_FAN * seconds) + 1,
+    );
     const limited = comparable(answers.find((a) => a.status === 429)!);
     expect(limited.body).toEqual({
       error: { code: "rate_limited", message: "too many requests; slow down", details: { limit: "fan:hold" } },

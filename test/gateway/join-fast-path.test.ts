@@ -171,12 +171,14 @@ describe("the join fast path", () => {
     const eventId = await newEvent();
     // Both servers at once (one gateway, one bucket per IP and event): 3/4 of the joins fast.
     const sent = Array.from({ length: PER_IP * 2 * 3 }, (_, i) => ({ port: i % 4 === 0 ? appPort : fastPort, i }));
+    const started = performance.now();
     const answers = await Promise.all(sent.map(({ port, i }) => join(port, eventId, { fanId: `burst-${i}` })));
+    const seconds = (performance.now() - started) / 1000;
     const statuses = answers.map((a) => a.status);
     expect(statuses.filter((s) => s !== 201 && s !== 429)).toEqual([]);
     expect(statuses.filter((s) => s === 201).length).toBeGreaterThanOrEqual(PER_IP * 2);
-    // the burst, and what the bucket refilled while the requests were answered (well under 0.5 s)
-    expect(statuses.filter((s) => s === 201).length).toBeLessThanOrEqual(PER_IP * 2 + PER_IP / 2);
+    // the burst, and what the bucket refilled while the requests were answered
+    expect(statuses.filter((s) => s === 201).length).toBeLessThanOrEqual(PER_IP * 2 + Math.ceil(PER_IP * seconds) + 1);
     const refusedBy = (port: number) => answers.find((a, n) => a.status === 429 && sent[n]!.port === port);
     const refused = comparable(refusedBy(fastPort)!);
     expect(refused).toEqual(comparable(refusedBy(appPort)!));
