@@ -19,8 +19,9 @@ describe("load driver", () => {
       seats: 40,
       rate: 50,
       duration: 5,
-      // Long enough for the cold child's first joins to land before the draw.
-      onSaleDelaySeconds: 4,
+      // Long enough for the cold child's first joins to land before the draw, with other test
+      // files busy on the same cores (4 s was not, three files at a time).
+      onSaleDelaySeconds: 8,
       maxPollSeconds: 0.5,
       thinkMs: 50,
       connections: 32,
