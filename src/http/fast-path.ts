@@ -361,10 +361,10 @@ export interface HoldRefusalFastPathDeps {
  * words it, when this process's seat map (src/seatmap/pages.ts: pages kept current by the event's
  * seat-change channel, trusted only while that channel is up, at most 250 ms without a check) shows
  * one of its seats sold, or held by a hold not yet expired (the shield's rule), after the hold's own checks (src/claims/hold-service.ts
- * refuseFromMap: the event's cached definition). No Redis or DynamoDB call while the page is
- * trusted; past its 250 ms, one small read of the section's version, shared by the process's
- * requests. The fan's limits are counted in this process's buckets (a refusal here is cheap, and a
- * flood of them meets 429 all the same, per process).
+ * refuseFromMap: the event's cached definition). No session check, shield or DynamoDB call; the
+ * page is read again past its 250 ms (one small read of its version, shared by the process's
+ * requests); the fan's and the IP's limits are taken in the route's own buckets (one Redis call
+ * when limits are set), so a flood meets one limit whichever path answers it.
  *
  * What it does not do: it does not ask whether the session was revoked (a revoked session's hold of
  * a taken seat is refused 409 here, where the route says 401: it learns only what the public seat
@@ -394,13 +394,13 @@ export function holdRefusalFastPath({ deps }: HoldRefusalFastPathDeps): NodeFast
         return page ? page.taken(seatId, Date.now()) : undefined;
       });
       if (!refused) return null;
-      // The route's limits (src/http/client-ip.ts limitRequest), counted in this process.
+      // The route's limits (src/http/client-ip.ts limitRequest), in the same buckets: one fan's
+      // flood meets one limit whichever path answers it (in this process's buckets only while
+      // Redis is away, as for every limit). No limit set: no call.
       try {
         const ip = clientAddress(limits, incoming);
-        if (ip !== undefined) {
-          rateLimiter.enforceLocally("ip:hold", `rl:{ip:hold:${ip}}`, { perSecond: limits.ratePerIp });
-        }
-        rateLimiter.enforceLocally("fan:hold", `rl:{fan:hold:${eventId}:${fanId}}`, { perSecond: limits.ratePerFan });
+        if (ip !== undefined) await rateLimiter.enforce("ip:hold", ip, { perSecond: limits.ratePerIp });
+        await rateLimiter.enforce("fan:hold", `${eventId}:${fanId}`, { perSecond: limits.ratePerFan });
       } catch (thrown) {
         if (thrown instanceof ApiError) return { error: thrown };
         throw thrown;

@@ -176,7 +176,7 @@ describe("the hold refusal fast path", () => {
     expect((await at(fastPort, second!)).status).toBe(201);
   });
 
-  it("counts the fan's limit in the process: a flood of refused holds meets the app's 429", async () => {
+  it("takes the fan's limit in the route's bucket: a flood of refused holds meets the app's 429", async () => {
     const fan = fans[6]!;
     await untilRefusedFast(fans[7]!, ["A-1-1"]);
     await new Promise((resolve) => setTimeout(resolve, 1_500)); // the fan's bucket full
