@@ -129,8 +129,12 @@ export function clientErrorHandler(lingerMs = LINGER_MS): (err: NodeJS.ErrnoExce
     const timer = setTimeout(() => socket.destroy(), lingerMs);
     timer.unref();
     socket.once("close", () => clearTimeout(timer));
-    // The client's FIN (its request sent, our answer read) completes the close: no reset.
-    socket.once("end", () => socket.destroy());
+    // The client's FIN (it sent all it will) completes the close once our answer is flushed:
+    // nothing unread is left, so no reset.
+    socket.once("end", () => {
+      if (socket.writableFinished) socket.destroy();
+      else socket.once("finish", () => socket.destroy());
+    });
     socket.end(rawErrorResponse(answer.code, answer.message));
   };
 }

@@ -170,6 +170,18 @@ describe("a request refused by the parser while its body is still coming (fuzz.t
     await until(() => serverSocket.closed, 5_000, "the server closed its socket when the client did");
   });
 
+  it("a client that half-closes after its request still reads the whole answer", async () => {
+    const served = await serve(60_000);
+    const { head, body } = oversizedRequest();
+    const client = connect({ host: "127.0.0.1", port: served.port, allowHalfOpen: true });
+    client.pause();
+    await new Promise((resolve) => client.once("connect", resolve));
+    client.end(Buffer.concat([head, body]));
+    const { bytes, error } = await readToEnd(client);
+    expect(error).toBeUndefined();
+    expect431(bytes);
+  });
+
   it("a client that sends on and never closes is cut off once the linger is over", async () => {
     const lingerMs = 300;
     const served = await serve(lingerMs);
