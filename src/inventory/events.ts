@@ -285,8 +285,6 @@ export function seatItem(eventId: string, section: SectionInput, ref: SeatRef): 
     tier: section.tier,
     price: section.price,
     status: "available",
-    GSI1PK: keys.availableSeatsPartition(eventId, section.id),
-    GSI1SK: key.SK,
   };
 }
 

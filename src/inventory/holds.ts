@@ -132,7 +132,7 @@ interface HoldTerms {
 /** A seat's hold write (scripts/bench-inventory.ts times it bare, without the module around it). */
 export const SEAT_HOLD_UPDATE =
   "SET #status = :held, holderId = :fan, holdId = :hold, holdExpiresAt = :exp, heldAt = :now, " +
-  "GSI2PK = :g2pk, GSI2SK = :g2sk REMOVE GSI1PK, GSI1SK";
+  "GSI2PK = :g2pk, GSI2SK = :g2sk";
 /**
  * Expiry is decided here, at write time: a held seat whose hold has passed is free to take.
  * `holdId = :hold` makes an SDK retry of this very request (same hold id) succeed again.
@@ -516,17 +516,10 @@ function releaseSeat(ctx: Ctx, eventId: string, holdId: string, ref: SeatRef): P
     {
       Key: keys.seat(eventId, ref),
       UpdateExpression:
-        "SET #status = :available, GSI1PK = :g1pk, GSI1SK = :g1sk " +
-        "REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
+        "SET #status = :available REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
       ConditionExpression: "#status = :held AND holdId = :hold",
       ExpressionAttributeNames: { "#status": "status" },
-      ExpressionAttributeValues: {
-        ":available": "available",
-        ":held": "held",
-        ":hold": holdId,
-        ":g1pk": keys.availableSeatsPartition(eventId, ref.sectionId),
-        ":g1sk": keys.seat(eventId, ref).SK,
-      },
+      ExpressionAttributeValues: { ":available": "available", ":held": "held", ":hold": holdId },
     },
     SINGLE_WRITE_ATTEMPTS,
   );

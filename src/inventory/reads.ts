@@ -1,9 +1,8 @@
 /**
- * Reads for the seat map and operator stats. Each is a Query on one partition (a section, or a
- * section's slice of the sparse available index) or a GetItem; never a Scan.
+ * Reads for the seat map and operator stats. Each is a Query on one partition (a section) or a
+ * GetItem; never a Scan.
  */
 import { QueryCommand } from "@aws-sdk/lib-dynamodb";
-import { GSI1 } from "../dynamodb/table.js";
 import { getEventItem } from "./events.js";
 import { readCounterItems } from "./ga-counters.js";
 import { toEvent, toSeatView } from "./items.js";
@@ -61,68 +60,48 @@ export async function listSectionSeats(
   });
 }
 
-/** Available seats of a section: Select COUNT on the sparse GSI1 (eventually consistent). */
-export async function countAvailable(ctx: Ctx, eventId: string, sectionId: string): Promise<number> {
-  if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(sectionId)) return 0;
-  return guard("countAvailable", async () => {
-    let count = 0;
-    for await (const page of queryPages(ctx, {
-      IndexName: GSI1,
-      KeyConditionExpression: "GSI1PK = :pk",
-      ExpressionAttributeValues: { ":pk": keys.availableSeatsPartition(eventId, sectionId) },
-      Select: "COUNT",
-    })) {
-      count += page.Count ?? 0;
+/**
+ * The stored status of every seat of a section, in pages: one Query of the section's partition
+ * projecting only status and expiry. It reads the whole section (about 62 read units for 2,000
+ * seats): fine for operator stats, which the gateway caches, and for the seat map's count while
+ * Redis is away (cached per process); not for fans. There is no index of available seats: keeping
+ * one cost a write unit on every hold, release and expiry (docs/data-model.md "Capacity notes").
+ */
+async function tallySection(ctx: Ctx, eventId: string, sectionId: string, now: number) {
+  const partition = keys.sectionPartition(eventId, sectionId);
+  const tally = { available: 0, held: 0, expiredHolds: 0, sold: 0 };
+  for await (const page of queryPages(ctx, {
+    KeyConditionExpression: "PK = :pk AND begins_with(SK, :seat)",
+    ProjectionExpression: "#status, holdExpiresAt",
+    ExpressionAttributeNames: { "#status": "status" },
+    ExpressionAttributeValues: { ":pk": partition, ":seat": "SEAT#" },
+  })) {
+    for (const item of page.Items ?? []) {
+      if (item.status === "sold") tally.sold++;
+      else if (item.status === "held") {
+        if ((optNum(item, "holdExpiresAt") ?? 0) <= now) tally.expiredHolds++;
+        else tally.held++;
+      } else if (item.status === "available") tally.available++;
     }
-    return count;
-  });
+  }
+  return tally;
 }
 
-/**
- * Counts of one section. `available` comes from GSI1 (Select COUNT); held, expired holds and sold
- * from one paginated Query of the section's partition projecting only status and expiry (it reads
- * the whole section: fine for operator stats, which the gateway caches; not for fans).
- */
+/** Seats of a section stored as available (a held seat whose hold expired is not counted). */
+export async function countAvailable(ctx: Ctx, eventId: string, sectionId: string): Promise<number> {
+  if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(sectionId)) return 0;
+  return guard("countAvailable", async () => (await tallySection(ctx, eventId, sectionId, ctx.clock())).available);
+}
+
+/** Counts of one section, from one read of its partition (tallySection). */
 export async function sectionCounts(
   ctx: Ctx,
   eventId: string,
   sectionId: string,
   total: number,
 ): Promise<SectionCounts> {
-  const partition = keys.sectionPartition(eventId, sectionId);
-  const [available, rest] = await Promise.all([
-    countAvailable(ctx, eventId, sectionId),
-    guard("sectionCounts", async () => {
-      const now = ctx.clock();
-      let held = 0;
-      let expiredHolds = 0;
-      let sold = 0;
-      let start: Record<string, unknown> | undefined;
-      do {
-        const out = await ctx.doc.send(
-          new QueryCommand({
-            TableName: ctx.tableName,
-            KeyConditionExpression: "PK = :pk AND begins_with(SK, :seat)",
-            FilterExpression: "#status <> :available",
-            ProjectionExpression: "#status, holdExpiresAt",
-            ExpressionAttributeNames: { "#status": "status" },
-            ExpressionAttributeValues: { ":pk": partition, ":seat": "SEAT#", ":available": "available" },
-            ...(start ? { ExclusiveStartKey: start } : {}),
-          }),
-        );
-        for (const item of out.Items ?? []) {
-          if (item.status === "sold") sold++;
-          else if (item.status === "held") {
-            if ((optNum(item, "holdExpiresAt") ?? 0) <= now) expiredHolds++;
-            else held++;
-          }
-        }
-        start = out.LastEvaluatedKey;
-      } while (start);
-      return { held, expiredHolds, sold };
-    }),
-  ]);
-  return { sectionId, total, available, ...rest };
+  const tally = await guard("sectionCounts", () => tallySection(ctx, eventId, sectionId, ctx.clock()));
+  return { sectionId, total, ...tally };
 }
 
 /**

@@ -48,8 +48,7 @@ async function resetExpiredSeat(ctx: Ctx, seat: Item, now: number): Promise<bool
         TableName: ctx.tableName,
         Key: { PK: seat.PK, SK: seat.SK },
         UpdateExpression:
-          "SET #status = :available, GSI1PK = :g1pk, GSI1SK = :g1sk " +
-          "REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
+          "SET #status = :available REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
         ConditionExpression: "#status = :held AND holdId = :hold AND holdExpiresAt <= :now",
         ExpressionAttributeNames: { "#status": "status" },
         ExpressionAttributeValues: {
@@ -57,8 +56,6 @@ async function resetExpiredSeat(ctx: Ctx, seat: Item, now: number): Promise<bool
           ":held": "held",
           ":hold": seat.holdId,
           ":now": now,
-          ":g1pk": keys.availableSeatsPartition(String(seat.eventId), String(seat.sectionId)),
-          ":g1sk": seat.SK,
         },
       }),
     );
