@@ -143,14 +143,7 @@ export function queueStatusFastPath({ deps, oddsFigures }: QueueStatusFastPathDe
     // Before the line is asked (which records the poll): without the figures the app answers.
     const figures = oddsFigures(eventId);
     if (!figures) return false;
-    const exempt =
-      limits.loadTestToken !== undefined &&
-      isLoadTestToken(limits.loadTestToken, joined(incoming.headers[LOAD_TEST_TOKEN_HEADER]));
-    const ip = exempt
-      ? undefined
-      : (clientIpForwarded(limits.trustProxy, joined(incoming.headers["x-forwarded-for"])) ??
-        incoming.socket.remoteAddress ??
-        "unknown");
+    const ip = clientAddress(limits, incoming);
     const result = waitingRoom.cachedStatus(eventId, check.claims.fanId, lineLimitsOf(limits, ip, check.claims.fanId));
     if (!result) return false;
     const requestId = requestIdFrom(incoming.headers["x-request-id"]);
