@@ -7,29 +7,21 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Exchange, exchange } from "../support/exchange.js";
-import {
-  createTable,
-  eventInput,
-  type Gateway,
-  metricTotal,
-  putEvent,
-  serveWithAndWithoutFastPath,
-  startGateway,
-  uniqueId,
-} from "./harness.js";
+import { comparable, expectRateLimited, type FastPathPair, startFastPathPair } from "./fast-path-harness.js";
+import { createTable, eventInput, type Gateway, metricTotal, putEvent, uniqueId } from "./harness.js";
 
 const PER_FAN = 2;
 
+let pair: FastPathPair;
 let gw: Gateway;
 let eventId: string;
 let fastPort: number;
 let appPort: number;
-const fastAnswered: string[] = [];
-const closers: (() => Promise<void>)[] = [];
 const tokens = new Map<string, string>();
 
 beforeAll(async () => {
-  gw = await startGateway({ tableName: await createTable(), limits: { ratePerFan: PER_FAN } });
+  pair = await startFastPathPair({ tableName: await createTable(), limits: { ratePerFan: PER_FAN } });
+  ({ gw, fastPort, appPort } = pair);
   eventId = uniqueId("pf");
   // One session, taken by the first fan: everyone else waits and the line stands still.
   const put = await putEvent(
@@ -43,16 +35,10 @@ beforeAll(async () => {
     expect(res.status).toBe(201);
     tokens.set(fanId, ((await res.json()) as { queueToken: string }).queueToken);
   }
-  const app = gw.app;
-  const servers = await serveWithAndWithoutFastPath(app, fastAnswered);
-  closers.push(servers.close);
-  fastPort = servers.fastPort;
-  appPort = servers.appPort;
 }, 120_000);
 
 afterAll(async () => {
-  for (const close of closers) await close();
-  await gw?.close();
+  await pair?.close();
 });
 
 const poll = (port: number, fanId: string, headers: Record<string, string> = {}): Promise<Exchange> =>
@@ -61,24 +47,9 @@ const poll = (port: number, fanId: string, headers: Record<string, string> = {})
     ...headers,
   });
 
-function comparable(r: Exchange) {
-  const { date: _d, connection: _c, "keep-alive": _k, "x-request-id": _id, ...headers } = r.headers;
-  const body = JSON.parse(r.body.toString("utf8")) as Record<string, unknown> & { error?: Record<string, unknown> };
-  if (body.error) delete body.error.requestId;
-  return { status: r.status, headers, body };
-}
-
 /** Polls `fanId` through the fast server until the fast path answers (view read, odds loaded). */
-async function untilFast(fanId: string): Promise<Exchange> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const before = fastAnswered.length;
-    const answer = await poll(fastPort, fanId);
-    if (fastAnswered.length > before) return answer;
-    if (Date.now() > deadline) throw new Error("the fast path never answered");
-    await new Promise((resolve) => setTimeout(resolve, 1_000 / PER_FAN));
-  }
-}
+const untilFast = (fanId: string): Promise<Exchange> =>
+  pair.untilFast((port) => poll(port, fanId), { pauseMs: 1_000 / PER_FAN });
 
 describe("the queue status fast path", () => {
   it("answers a waiting fan's poll as the route does, with no Redis call, and counts it", async () => {
@@ -100,7 +71,7 @@ describe("the queue status fast path", () => {
 
   it("leaves to the app what it cannot answer exactly: a bad token, a fan at the front, an admitted fan", async () => {
     await untilFast("f09");
-    const before = fastAnswered.length;
+    const before = pair.fastAnswered.length;
     const bad = await exchange(`http://127.0.0.1:${fastPort}/v1/events/${eventId}/queue/status`, {
       authorization: "Bearer not-a-token",
     });
@@ -113,7 +84,7 @@ describe("the queue status fast path", () => {
     expect(JSON.parse(admitted.body.toString("utf8"))).toMatchObject({ status: "admitted" });
     const front = await poll(fastPort, "f01");
     expect(JSON.parse(front.body.toString("utf8"))).toMatchObject({ status: "waiting", ahead: 0 });
-    expect(fastAnswered.length).toBe(before);
+    expect(pair.fastAnswered.length).toBe(before);
   });
 
   it("refuses past the fan's limit with the app's 429, 12 polls in flight", async () => {
@@ -125,10 +96,7 @@ describe("the queue status fast path", () => {
     expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(PER_FAN * 2);
     expect(statuses.filter((s) => s === 200).length).toBeLessThanOrEqual(PER_FAN * 2 + 2);
     const refused = comparable(answers.find((a) => a.status === 429)!);
-    expect(refused.body).toEqual({
-      error: { code: "rate_limited", message: "too many requests; slow down", details: { limit: "fan:status" } },
-    });
-    expect(Number(refused.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+    expectRateLimited(refused, "fan:status");
     expect(refused.headers["content-type"]).toMatch(/^application\/json/);
   });
 });
