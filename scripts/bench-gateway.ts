@@ -329,47 +329,35 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     }
     let joined = 0;
     let batches = await joinBatches(gw.url);
-    const withBatches = async (row: GatewayBenchRow): Promise<GatewayBenchRow> => {
+    /** A row of joins, a new fan each (`fanPrefix` for this script's, `wrkPrefix` for wrk's), with the batches they made. */
+    const joinRow = async (
+      name: string,
+      event: string,
+      fanPrefix: string,
+      wrkPrefix: string,
+    ): Promise<GatewayBenchRow> => {
+      const row = await measured({
+        ...load,
+        name,
+        baseUrl: gw.url,
+        serverPid: pid,
+        next: () => ({
+          method: "POST",
+          path: `/v1/events/${event}/queue`,
+          body: JSON.stringify({ fanId: `${fanPrefix}-${process.pid}-${joined++}` }),
+        }),
+        wrkRequest: `return wrk.format("POST", "/v1/events/${event}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"${wrkPrefix}' .. run .. '-' .. counter .. '"}')`,
+      });
       const now = await joinBatches(gw.url);
       const sent = now.count - batches.count;
       const perBatch = sent > 0 ? (now.sum - batches.sum) / sent : 0;
       batches = now;
       return { ...row, extra: { joinBatches: sent, joinsPerBatch: Number(perBatch.toFixed(1)) } };
     };
-    results.push(
-      await withBatches(
-        await measured({
-          ...load,
-          name: "join (a new fan each)",
-          baseUrl: gw.url,
-          serverPid: pid,
-          next: () => ({
-            method: "POST",
-            path: `/v1/events/${eventId}/queue`,
-            body: JSON.stringify({ fanId: `joiner-${process.pid}-${joined++}` }),
-          }),
-          wrkRequest: `return wrk.format("POST", "/v1/events/${eventId}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"w' .. run .. '-' .. counter .. '"}')`,
-        }),
-      ),
-    );
+    results.push(await joinRow("join (a new fan each)", eventId, "joiner", "w"));
     // The join of an on-sale's crowd: into a line that is waiting (the room full), so no join is
     // also an admission (the row above admits each joiner at once, 50,000/s).
-    results.push(
-      await withBatches(
-        await measured({
-          ...load,
-          name: "join into a waiting line (a new fan each)",
-          baseUrl: gw.url,
-          serverPid: pid,
-          next: () => ({
-            method: "POST",
-            path: `/v1/events/${fullEvent}/queue`,
-            body: JSON.stringify({ fanId: `waiter-${process.pid}-${joined++}` }),
-          }),
-          wrkRequest: `return wrk.format("POST", "/v1/events/${fullEvent}/queue", {["host"]=host, ["content-type"]="application/json"}, '{"fanId":"x' .. run .. '-' .. counter .. '"}')`,
-        }),
-      ),
-    );
+    results.push(await joinRow("join into a waiting line (a new fan each)", fullEvent, "waiter", "x"));
     // Every TAKEN seat held first (one fan each): the crowd after them is refused by the shield.
     for (let n = 1; n <= 20; n++) {
       const held = await call(`${gw.url}/v1/events/${eventId}/holds`, {
