@@ -7,7 +7,8 @@ import { createHmac } from "node:crypto";
 import type { GatewayLimits } from "./http/context.js";
 import type { Inventory, OperatorRoomSettings } from "./inventory/index.js";
 import type { SeatRow } from "./seatmap/cache.js";
-import type { BotSettings, RoomSettings } from "./waiting-room/types.js";
+import type { DecisionStore } from "./decisions/store.js";
+import type { BotSettings, RestoreInput, RoomSettings } from "./waiting-room/types.js";
 
 /** The default webhook secret: derived, so the simulated provider and the gateway agree. */
 export function derivedWebhookSecret(gatewaySecret: string): string {
@@ -76,8 +77,8 @@ function botSettingsOf({ powBits, invites, autoAdmit, version }: OperatorRoomSet
 
 /**
  * Where the waiting room keeps its settings after each change (the operator's, the admission
- * loop's): on the event item, for roomSource. The stored map has no `closed`: a closed room is
- * kept paused, so it comes back admitting nobody.
+ * loop's): on the event item, for roomSource. `closed` is kept as itself: a closed room comes back
+ * closed, and an un-pause does not reopen it.
  */
 export function roomKeeper(inventory: Inventory) {
   return (eventId: string, s: RoomSettings, version: number) =>
@@ -88,7 +89,8 @@ export function roomKeeper(inventory: Inventory) {
         maxActive: s.maxActive,
         sessionSeconds: s.sessionSeconds,
         abandonSeconds: s.abandonSeconds,
-        paused: s.paused || s.closed,
+        paused: s.paused,
+        closed: s.closed,
         powBits: s.powBits,
         invites: s.invites,
         autoAdmit: s.autoAdmit,
@@ -99,25 +101,32 @@ export function roomKeeper(inventory: Inventory) {
 
 /**
  * What a waiting room Redis lost is configured again from: the event item, once its layout is
- * complete: the operator's latest settings (every PATCH keeps them on the item, paused included),
- * else those of its last PUT.
+ * complete: the operator's latest settings (every PATCH keeps them on the item, paused and closed
+ * included), else those of its last PUT; and the fans the operator revoked (`records`).
  */
-export function roomSource(inventory: Inventory) {
-  return async (eventId: string) => {
-    const event = await inventory.events.get({ eventId });
+export function roomSource(inventory: Inventory, records?: Pick<DecisionStore, "revokedFans">) {
+  return async (eventId: string): Promise<RestoreInput | null> => {
+    const [event, revoked] = await Promise.all([
+      inventory.events.get({ eventId }),
+      records ? records.revokedFans(eventId) : Promise.resolve([]),
+    ]);
     if (!event?.layoutComplete) return null;
+    // The fans the operator revoked are refused a place in the room that comes back.
+    const refused = revoked.length > 0 ? { revoked } : {};
     // The operator's latest settings when there are any (PATCH keeps them on the event), else the PUT's.
     const operator = event.roomSettings;
     return operator
       ? {
+          ...refused,
           onSaleAt: event.onSaleAt,
           admitPerSecond: operator.admitPerSecond,
           maxActive: operator.maxActive,
           sessionSeconds: operator.sessionSeconds,
           abandonSeconds: operator.abandonSeconds,
           paused: operator.paused,
+          ...(operator.closed === undefined ? {} : { closed: operator.closed }),
           ...botSettingsOf(operator),
         }
-      : { onSaleAt: event.onSaleAt, ...event.waitingRoom };
+      : { ...refused, onSaleAt: event.onSaleAt, ...event.waitingRoom };
   };
 }

@@ -23,6 +23,7 @@ import { createStreamSlots } from "./http/stream-slots.js";
 import { createInventory, type Inventory } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
+import { createDecisionStore } from "./decisions/store.js";
 import { createLotteryStore } from "./lottery/store.js";
 import { createActionLog } from "./operators/action-log.js";
 import { type PaymentProvider, withTimeout } from "./payments/provider.js";
@@ -185,13 +186,15 @@ export function buildServices(config: ServicesConfig): Services {
   });
   const seatMapWrites = createSeatMapWrites({ seatMap, logger });
   const doc = createDocumentClient(dynamo);
+  const records = createDecisionStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) });
   const waitingRoom = createWaitingRoom({
     redis,
     secret: config.gatewaySecret,
     signingKeys: config.tokenSigningKeys,
     logger,
-    restore: roomSource(inventory),
+    restore: roomSource(inventory, records),
     keep: roomKeeper(inventory),
+    records,
     lottery: createLotteryStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) }),
     ...(config.lineCache === false ? { lineCache: false } : {}),
     onJoinBatch: (size) => metrics.joinBatchSize.observe(size),

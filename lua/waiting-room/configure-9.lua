@@ -18,14 +18,19 @@
   ARGV[7]     commitment = hex SHA-256 of the seed string, stored with the seed
   ARGV[8]     epoch (random id), used only when the room is created
   ARGV[9]     'configure' | 'restore'
-  ARGV[10]    paused '1' | '0': the room is created paused (restore mode only: an operator had
-              paused the room Redis lost, and it must come back paused in the same step)
-  ARGV[11]    powBits, ARGV[12] invites '1' | '0': the bot settings the room comes back with
-              (restore mode only, as paused; optional)
+  ARGV[10..19] the operator's decisions the room is created with, when this call creates it
+              (either mode; an existing room keeps its own): a room Redis lost, or one re-created
+              by a PUT, comes back with every decision kept on the stored event, in the same step
+              that creates it, so it is never open to bots or reopened in between.
+  ARGV[10]    paused '1' | '0'
+  ARGV[11]    powBits, ARGV[12] invites '1' | '0': the bot settings (optional)
   ARGV[13..17] autoAdmit '1' | '0', autoMin, autoMax, autoP99Ms, autoThrottles: the admission
-              loop's settings the room comes back with (restore mode only; optional, '' = unset)
-  ARGV[18]    settingsAt: the version of the settings it comes back with (restore mode only;
-              optional): update-settings-9.lua's next version is above it
+              loop's settings (optional, '' = unset)
+  ARGV[18]    settingsAt: the version of those settings (optional): update-settings-9.lua's next
+              version is above it
+  ARGV[19]    closed '1' | '0' (optional): the sale was closed (close-sale)
+  ARGV[20..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
+              take a place in the new room
 
   Returns the snapshot plus 'created' 1|0 and 'changed' 1|0, or
     -5  the room has already opened (its pre-queue is drawn) and the arguments differ
@@ -47,15 +52,20 @@ if r and restore then
 end
 if not r then
   redis.call('HSET', K_ROOM, 'seed', ARGV[6], 'commitment', ARGV[7], 'epoch', ARGV[8],
-    'createdAt', int(now), 'paused', (restore and ARGV[10] == '1') and '1' or '0', 'closed', '0')
-  if restore then
-    redis.call('HSET', K_ROOM, 'powBits', ARGV[11] or '0', 'invites', ARGV[12] or '0')
-    local loop = { 'autoAdmit', 'autoMin', 'autoMax', 'autoP99Ms', 'autoThrottles' }
-    for i, name in ipairs(loop) do
-      local v = ARGV[12 + i]
-      if v and v ~= '' then redis.call('HSET', K_ROOM, name, v) end
-    end
-    if ARGV[18] and ARGV[18] ~= '' then redis.call('HSET', K_ROOM, 'settingsAt', ARGV[18]) end
+    'createdAt', int(now), 'paused', ARGV[10] == '1' and '1' or '0', 'closed', ARGV[19] == '1' and '1' or '0')
+  -- absent means off; a restored room states them, as it always did
+  if restore or (ARGV[11] and ARGV[11] ~= '' and ARGV[11] ~= '0') or ARGV[12] == '1' then
+    redis.call('HSET', K_ROOM, 'powBits', (ARGV[11] and ARGV[11] ~= '') and ARGV[11] or '0',
+      'invites', ARGV[12] == '1' and '1' or '0')
+  end
+  local loop = { 'autoAdmit', 'autoMin', 'autoMax', 'autoP99Ms', 'autoThrottles' }
+  for i, name in ipairs(loop) do
+    local v = ARGV[12 + i]
+    if v and v ~= '' then redis.call('HSET', K_ROOM, name, v) end
+  end
+  if ARGV[18] and ARGV[18] ~= '' then redis.call('HSET', K_ROOM, 'settingsAt', ARGV[18]) end
+  for i = 20, #ARGV do
+    redis.call('HSETNX', KEYS[2], ARGV[i], 'r|0|0||0|0')
   end
   created = 1
 else

@@ -19,7 +19,9 @@
   The log entry (XADD) has, for every field changed, `<name>` the new value and `<name>.was` the
   old one, and `by` when given: the settings history says what each change was and who made it.
 
-  A change also sets `settingsAt`, the settings' version (the snapshot carries it).
+  A change also sets `settingsAt`, the settings' version (the snapshot carries it); so does an
+  operator's call that changes nothing (not the loop's): the gateway keeps the settings on the
+  event after every operator call, and a new version lets that copy replace one that did not land.
 
   Returns the snapshot plus 'changed' <number of fields changed>, or
     -1  unknown event
@@ -100,6 +102,10 @@ if changed > 0 and given.admitPerSecond ~= nil and r.raw.admitPerSecond ~= given
   end
 end
 
+if changed == 0 and not loop and #order > 0 then
+  redis.call('HSET', K_ROOM, 'settingsAt', int(math.max(now, (tonumber(r.raw.settingsAt) or 0) + 1)))
+  r = load_room()
+end
 if changed > 0 then
   -- The settings' version: strictly rising per room, and from the clock, so that it keeps rising
   -- past a room restored after a Redis loss (restore brings back the version kept outside). The

@@ -13,10 +13,11 @@ import type {
   EventInput,
   GeneralAdmissionCounts,
   Inventory,
+  OperatorRoomSettings,
 } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
-import type { ConfigureResult, OpenNowResult, WaitingRoom } from "../waiting-room/index.js";
+import type { ConfigureResult, KeptDecisions, OpenNowResult, WaitingRoom } from "../waiting-room/index.js";
 import { type EventJobs, endRunAt } from "../workers/event-jobs.js";
 
 export type PutEventOutcome =
@@ -71,6 +72,18 @@ export interface EventService {
   get(eventId: string): Promise<EventDefinition | null>;
 }
 
+/** The operator's decisions kept on the event, as a room created from them starts with them. */
+function decisionsOf(kept: OperatorRoomSettings): KeptDecisions {
+  return {
+    paused: kept.paused,
+    closed: kept.closed === true,
+    ...(kept.powBits === undefined ? {} : { powBits: kept.powBits }),
+    ...(kept.invites === undefined ? {} : { invites: kept.invites }),
+    ...(kept.autoAdmit === undefined ? {} : { autoAdmit: kept.autoAdmit }),
+    ...(kept.version === undefined ? {} : { settingsVersion: kept.version }),
+  };
+}
+
 export function createEventService(deps: {
   inventory: Pick<Inventory, "events" | "seats">;
   waitingRoom: Pick<WaitingRoom, "configure" | "openNow">;
@@ -104,7 +117,23 @@ export function createEventService(deps: {
       });
       if (!result.ok) return result;
       const event = result.event;
-      const room = await waitingRoom.configure(eventId, { onSaleAt: input.onSaleAt, ...input.waitingRoom });
+      // A replacement keeps the room's settings (the stored event carries them over, the block's
+      // changed fields applied): the room in Redis gets the same, and one this call creates (Redis
+      // lost it) starts with the operator's decisions.
+      const kept = event.roomSettings;
+      const room = kept
+        ? await waitingRoom.configure(
+            eventId,
+            {
+              onSaleAt: input.onSaleAt,
+              admitPerSecond: kept.admitPerSecond,
+              maxActive: kept.maxActive,
+              sessionSeconds: kept.sessionSeconds,
+              abandonSeconds: kept.abandonSeconds,
+            },
+            decisionsOf(kept),
+          )
+        : await waitingRoom.configure(eventId, { onSaleAt: input.onSaleAt, ...input.waitingRoom });
       // A replaced layout must not be served from the old cache.
       await Promise.all(event.sections.map((s) => seatMap.rebuild(eventId, s.id))).catch((err: unknown) =>
         log.warn({ err: (err as Error).message }, "seat-map cache refresh failed; it will load on the next read"),

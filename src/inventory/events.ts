@@ -73,7 +73,7 @@ export async function getEvent(ctx: Ctx, eventId: string): Promise<EventDefiniti
  * version (or none: an item kept before versions): saves that race, from several gateways or from an
  * operator and the admission loop, leave the settings Redis holds last, whatever order they reach
  * DynamoDB in. False when there is no such event or a newer version is kept. A replacement (PUT)
- * writes a new item without them: the PUT's settings are in force again.
+ * carries them over (keptRoomSettings).
  */
 export async function saveRoomSettings(ctx: Ctx, eventId: string, settings: KeptRoomSettings): Promise<boolean> {
   if (!ID_PATTERN.test(eventId)) return false;
@@ -428,6 +428,7 @@ function buildOf(eventId: string, def: EventInput, existing: Item | undefined, n
     : [];
   const totalSeats = layouts.reduce((n, l) => n + l.rows * l.seatsPerRow, 0);
   const version = existing ? Number(existing.version) + 1 : 1;
+  const roomSettings = keptRoomSettings(existing, def.waitingRoom);
   const item: Item = {
     ...keys.event(eventId),
     entity: "EVENT",
@@ -451,8 +452,37 @@ function buildOf(eventId: string, def: EventInput, existing: Item | undefined, n
     staleAreas,
     GSI1PK: keys.eventsPartition,
     GSI1SK: keys.eventSortKey(iso(Date.parse(def.onSaleAt)), eventId),
+    ...(roomSettings ? { roomSettings } : {}),
   };
   return { buildId, item, layouts, staleSections, staleAreas };
+}
+
+const BLOCK_FIELDS = ["admitPerSecond", "maxActive", "sessionSeconds"] as const;
+
+/**
+ * A replacement keeps the waiting room's settings the operator or the admission loop set since
+ * (paused, closed, the bot and loop settings, the rates), as the room in Redis keeps them: only a
+ * field of the `waitingRoom` block that the new body changes from the old body is the new body's.
+ * Undefined when none were kept (the PUT's block is in force).
+ */
+function keptRoomSettings(existing: Item | undefined, block: EventInput["waitingRoom"]): Item | undefined {
+  const kept = existing?.roomSettings;
+  if (!kept || typeof kept !== "object") return undefined;
+  const before = (existing.waitingRoom ?? {}) as Item;
+  const merged: Item = { ...(kept as Item) };
+  for (const name of BLOCK_FIELDS) if (before[name] !== block[name]) merged[name] = block[name];
+  return merged;
+}
+
+/**
+ * The replacement's condition on the kept settings: the copy it carried over is still the one
+ * stored, so a change kept meanwhile (another gateway's PATCH) is not overwritten by an older one.
+ */
+function keptSettingsCondition(existing: Item): { expression: string; values: Record<string, unknown> } {
+  const kept = existing.roomSettings as Item | undefined;
+  if (!kept || typeof kept !== "object") return { expression: " AND attribute_not_exists(roomSettings)", values: {} };
+  if (typeof kept.version !== "number") return { expression: "", values: {} };
+  return { expression: " AND roomSettings.version = :rv", values: { ":rv": kept.version } };
 }
 
 /** Step 1: the event item, conditional on what was read (or on there being none). Null when written. */
@@ -473,12 +503,14 @@ async function claimEventItem(
           ? {
               // DynamoDB has no clock of its own here: `:deadline` is ours, read just before sending.
               ConditionExpression:
-                "version = :v AND onSaleAtMs > :deadline AND (layoutComplete = :true OR buildLeaseUntil < :now)",
+                "version = :v AND onSaleAtMs > :deadline AND (layoutComplete = :true OR buildLeaseUntil < :now)" +
+                keptSettingsCondition(existing).expression,
               ExpressionAttributeValues: {
                 ":v": existing.version,
                 ":deadline": deadline,
                 ":now": now,
                 ":true": true,
+                ...keptSettingsCondition(existing).values,
               },
             }
           : { ConditionExpression: "attribute_not_exists(PK)" }),

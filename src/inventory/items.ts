@@ -67,6 +67,9 @@ export function toEvent(item: Item): EventDefinition {
             sessionSeconds: num(item.roomSettings as Item, "sessionSeconds"),
             abandonSeconds: num(item.roomSettings as Item, "abandonSeconds"),
             paused: (item.roomSettings as Item).paused === true,
+            ...(typeof (item.roomSettings as Item).closed === "boolean"
+              ? { closed: (item.roomSettings as Item).closed === true }
+              : {}),
             ...(typeof (item.roomSettings as Item).powBits === "number"
               ? { powBits: num(item.roomSettings as Item, "powBits") }
               : {}),

@@ -74,6 +74,8 @@ export interface OperatorRoomSettings {
   sessionSeconds: number;
   abandonSeconds: number;
   paused: boolean;
+  /** The sale was closed (close-sale): no new places, no admissions; absent: false. */
+  closed?: boolean;
   /** Proof-of-work cost on join (docs/waiting-room.md "Keeping bots out"); absent: 0. */
   powBits?: number;
   /** Joins need an operator-signed invite; absent: false. */

@@ -38,6 +38,12 @@ export interface RoomContext {
    * answered from it, and every answer from Redis teaches it. Absent: every poll asks Redis.
    */
   views?: LineViews | undefined;
+  /**
+   * Where an invite's identity claim and the operator's revocations are kept outside Redis
+   * (src/decisions/store.ts, DynamoDB), so a room Redis lost still holds them. Absent: Redis only
+   * (tests of the line alone).
+   */
+  records?: FanRecords | undefined;
   /** The family's runner: the raw reply. */
   run: RunScript<ScriptName>;
   /** New fans' joins, batched per event (join-batch.ts). */
@@ -60,6 +66,14 @@ export interface RoomContext {
  * the beacon, and the draw's sealed record and order.
  */
 export type LotteryCommitter = LotteryStore;
+
+/** Claims and decisions about fans kept outside Redis (src/decisions/store.ts). */
+export interface FanRecords {
+  /** Claims the identity for `fanId` unless another fan id holds it; answers the holder. */
+  claimIdentity(eventId: string, identity: string, fanId: string): Promise<string>;
+  /** The operator revoked the fan (idempotent). */
+  recordRevocation(eventId: string, fanId: string): Promise<void>;
+}
 
 /** What the parts that may find a room Redis lost need besides (restore.ts builds it). */
 export interface RestoringContext extends RoomContext {

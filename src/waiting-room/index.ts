@@ -1,5 +1,6 @@
 export { createWaitingRoom, DEFAULT_ABANDON_SECONDS } from "./waiting-room.js";
 export type { WaitingRoom, WaitingRoomOptions } from "./waiting-room.js";
+export type { KeptDecisions } from "./operator.js";
 export type * from "./types.js";
 export { adviseFan } from "./advice.js";
 export type { Advice, AdviceInput } from "./advice.js";

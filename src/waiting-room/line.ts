@@ -181,6 +181,17 @@ export async function claimIdentity(
   const k = keysFor(eventId);
   if (!k) return notFound;
   return ctx.guarded("claimIdentity", eventId, async () => {
+    const { records } = ctx;
+    if (records) {
+      // DynamoDB decides (a conditional write: the first fan id keeps the identity for good), and
+      // Redis caches its answer: a repeat join costs one Redis read, only a first claim the write.
+      // So a Redis that lost the map cannot give the identity a second place.
+      const known = await ctx.redis.hget(k.identities, identity);
+      if (known !== null) return { ok: true as const, holder: known };
+      const holder = await records.claimIdentity(eventId, identity, fanId);
+      await ctx.redis.hset(k.identities, identity, holder);
+      return { ok: true as const, holder };
+    }
     const replies = await ctx.redis.multi().hsetnx(k.identities, identity, fanId).hget(k.identities, identity).exec();
     const holder = replies?.[1]?.[1];
     if (typeof holder !== "string") throw new ReplyShapeError("claimIdentity: no holder read back");

@@ -82,16 +82,23 @@ export function autoAdmitArgs(a: Partial<AutoAdmitSettings>): string[] {
   return args;
 }
 
-export type ConfigureMode =
-  | { mode: "configure" }
-  | {
-      mode: "restore";
-      paused: boolean;
-      powBits?: number | undefined;
-      invites?: boolean | undefined;
-      autoAdmit?: AutoAdmitSettings | undefined;
-      settingsVersion?: number | undefined;
-    };
+/**
+ * The operator's decisions a room is created with when the call creates it (either mode): kept on
+ * the stored event, so a room Redis lost, or one a PUT creates again, comes back with them in the
+ * same script call. An existing room keeps its own.
+ */
+export interface KeptDecisions {
+  paused?: boolean | undefined;
+  closed?: boolean | undefined;
+  powBits?: number | undefined;
+  invites?: boolean | undefined;
+  autoAdmit?: AutoAdmitSettings | undefined;
+  settingsVersion?: number | undefined;
+  /** Fans the operator revoked: each gets a revoked record in the new room. */
+  revoked?: readonly string[] | undefined;
+}
+
+export type ConfigureMode = { mode: "configure" | "restore" } & KeptDecisions;
 
 /** Needs no restore: restoring is this call in 'restore' mode. */
 export async function configureRoom(
@@ -134,13 +141,15 @@ export async function configureRoom(
       commitment,
       epoch,
       mode,
-      how.mode === "restore" && how.paused ? "1" : "0",
-      // the bot settings a restored room comes back with (restore mode only)
-      how.mode === "restore" ? String(Math.max(0, Math.min(MAX_POW_BITS, Math.floor(how.powBits ?? 0)))) : "0",
-      how.mode === "restore" && how.invites ? "1" : "0",
-      // the loop's settings (restore mode only), in the script's order; '' = unset
+      how.paused ? "1" : "0",
+      // the bot settings, the loop's and their version (used only when this call creates the room)
+      String(Math.max(0, Math.min(MAX_POW_BITS, Math.floor(how.powBits ?? 0)))),
+      how.invites ? "1" : "0",
+      // the loop's settings, in the script's order; '' = unset
       ...restoredLoop(how),
-      how.mode === "restore" && how.settingsVersion ? String(Math.floor(how.settingsVersion)) : "",
+      how.settingsVersion ? String(Math.floor(how.settingsVersion)) : "",
+      how.closed ? "1" : "0",
+      ...(how.revoked ?? []),
     ]);
     if (outcome === "already_open") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
@@ -159,7 +168,7 @@ export async function configureRoom(
 }
 
 function restoredLoop(how: ConfigureMode): string[] {
-  const a = how.mode === "restore" ? how.autoAdmit : undefined;
+  const a = how.autoAdmit;
   if (!a) return ["", "", "", "", ""];
   const pairs = autoAdmitArgs(a);
   return pairs.filter((_, i) => i % 2 === 1);
@@ -271,6 +280,16 @@ export async function revokeFan(ctx: RoomContext, eventId: string, fanId: string
   const status = FAN_STATE[letter];
   if (!status) throw new ReplyShapeError(`fan record of ${eventId} has state ${letter}`);
   if (sessionId === "") return { ok: false, reason: "no_session", status };
+  // Recorded outside Redis first: a room Redis loses comes back refusing the fan (restore.ts). A
+  // failure here changes nothing; the operator retries.
+  if (ctx.records) {
+    try {
+      await ctx.records.recordRevocation(eventId, fanId);
+    } catch (err) {
+      ctx.log?.warn({ eventId, err: (err as Error).message }, "the revocation could not be recorded");
+      return { ok: false, reason: "unavailable", message: "the revocation could not be recorded; retry" };
+    }
+  }
   const ended = await endSession(ctx, eventId, sessionId, "revoked");
   if (!ended.ok) return ended.reason === "unknown_session" ? { ok: false, reason: "unknown_fan" } : ended;
   return { ok: true, sessionId, freed: ended.freed, status: ended.status };

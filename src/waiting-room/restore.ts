@@ -7,7 +7,8 @@ import { redisReady } from "../redis/availability.js";
 import { onceEvery } from "../throttle.js";
 import type { RestoringContext, RoomContext } from "./context.js";
 import { isEventId, waitingRoomKeys } from "./keys.js";
-import type { BotSettings, ConfigureInput, ConfigureResult, RestoreInput, RestoreOutcome } from "./types.js";
+import type { KeptDecisions } from "./operator.js";
+import type { ConfigureInput, ConfigureResult, RestoreInput, RestoreOutcome } from "./types.js";
 
 /** How long a "no such event" answer of `restore` is remembered (a flood of unknown ids). */
 const NO_EVENT_MEMORY_MS = 5_000;
@@ -16,13 +17,8 @@ const ENSURE_EVERY_MS = 5_000;
 
 export type RestoreSource = (eventId: string) => Promise<RestoreInput | null>;
 
-/** Configures the room in restore mode; `paused` brings back a room the operator had paused. */
-export type RestoreConfigure = (
-  eventId: string,
-  input: ConfigureInput,
-  paused: boolean,
-  bots: BotSettings,
-) => Promise<ConfigureResult>;
+/** Configures the room in restore mode, created with the operator's kept decisions. */
+export type RestoreConfigure = (eventId: string, input: ConfigureInput, kept: KeptDecisions) => Promise<ConfigureResult>;
 
 export interface Restorer extends Pick<RestoringContext, "restoreRoom" | "withRestore"> {
   /** At most every few seconds per event: restores the room in the background if it is gone. */
@@ -52,12 +48,16 @@ export function createRestorer(
       noEventUntil.set(eventId, Date.now() + NO_EVENT_MEMORY_MS);
       return "no_event";
     }
-    // A room the operator had paused comes back paused, in the same script that creates it.
+    // A room the operator had paused or closed comes back so, in the same script that creates it.
     // So are its bot settings: a Redis wipe must not open the line to bots.
     // The admission loop's settings too: a loop that was on keeps owning the rate.
     // And the settings' version: the next change is kept over the copy it was restored from.
-    const { paused, powBits, invites, autoAdmit, settingsVersion, ...settings } = input;
-    const result = await configure(eventId, settings, paused === true, {
+    // And the fans the operator revoked: they may not take a place in the new room either.
+    const { paused, closed, revoked, powBits, invites, autoAdmit, settingsVersion, ...settings } = input;
+    const result = await configure(eventId, settings, {
+      paused: paused === true,
+      closed: closed === true,
+      ...(revoked === undefined ? {} : { revoked }),
       ...(powBits === undefined ? {} : { powBits }),
       ...(invites === undefined ? {} : { invites }),
       ...(autoAdmit === undefined ? {} : { autoAdmit }),

@@ -174,9 +174,13 @@ export interface BotSettings {
   settingsVersion?: number;
 }
 
-/** What a restore configures a lost room with: the stored settings, paused or not. */
+/** What a restore configures a lost room with: the stored settings and the operator's decisions. */
 export interface RestoreInput extends ConfigureInput, BotSettings {
   paused?: boolean;
+  /** The sale was closed (close-sale): the room comes back closed, not merely paused. */
+  closed?: boolean;
+  /** Fans the operator revoked: they may not take a place in the new room. */
+  revoked?: string[];
 }
 
 export type ConfigureResult =

@@ -18,9 +18,17 @@ import type { Cluster, Redis } from "ioredis";
 import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
 import type { JoinBatchCounters } from "./join-batch.js";
-import { createRoomContext, type LotteryCommitter, type RestoringContext } from "./context.js";
+import { createRoomContext, type FanRecords, type LotteryCommitter, type RestoringContext } from "./context.js";
 import { cachedStatus, claimIdentity, join, status, statusOf } from "./line.js";
-import { configureRoom, openNow, removeRoom, revokeFan, settingsHistory, updateSettings } from "./operator.js";
+import {
+  configureRoom,
+  type KeptDecisions,
+  openNow,
+  removeRoom,
+  revokeFan,
+  settingsHistory,
+  updateSettings,
+} from "./operator.js";
 import { type BeaconResult, recordBeacon } from "./beacon.js";
 import { type DrawResult, drawPreQueue } from "./draw.js";
 import { createLineViews, type LineViewOptions, type LineViews } from "./line-view.js";
@@ -94,11 +102,21 @@ export interface WaitingRoomOptions {
   lineCache?: boolean | LineViewOptions;
   /** Told the size of every batch of joins this process sends (join-batch.ts), for a metric. */
   onJoinBatch?: (size: number) => void;
+  /**
+   * Where invite identity claims and revocations are kept outside Redis (src/decisions/store.ts):
+   * a claim is decided there, a revocation recorded there before Redis ends the session, and
+   * `restore` brings the revoked fans back. Without it they live in Redis alone.
+   */
+  records?: FanRecords;
 }
 
 export interface WaitingRoom {
-  /** Create or update (before it opens) an event's waiting room. Never changes a committed seed. */
-  configure(eventId: string, input: ConfigureInput): Promise<ConfigureResult>;
+  /**
+   * Create or update (before it opens) an event's waiting room. Never changes a committed seed.
+   * `kept`: the operator's decisions kept on the stored event, which a room this call creates
+   * starts with (an event replaced after Redis lost its room); an existing room keeps its own.
+   */
+  configure(eventId: string, input: ConfigureInput, kept?: KeptDecisions): Promise<ConfigureResult>;
   /** Draw the pre-queue and open now (onSaleAt := now), if not open yet. */
   openNow(eventId: string): Promise<OpenNowResult>;
   /**
@@ -220,14 +238,15 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     options.lottery,
     options.onJoinBatch,
   );
-  const restorer = createRestorer(base, options.restore, (eventId, input, paused, bots) =>
-    configureRoom(base, eventId, input, { mode: "restore", paused, ...bots }),
+  const restorer = createRestorer(base, options.restore, (eventId, input, kept) =>
+    configureRoom(base, eventId, input, { mode: "restore", ...kept }),
   );
   const views =
     options.lineCache === false
       ? undefined
       : createLineViews(base, typeof options.lineCache === "object" ? options.lineCache : {});
   base.views = views;
+  base.records = options.records;
   const ctx: RestoringContext = { ...base, ...restorer };
 
   // The draw runs once the pre-queue has closed, in whichever process first sees it pending
@@ -277,8 +296,8 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   };
 
   return {
-    configure: async (eventId, input) =>
-      changed(eventId, await configureRoom(ctx, eventId, input, { mode: "configure" })),
+    configure: async (eventId, input, kept) =>
+      changed(eventId, await configureRoom(ctx, eventId, input, { mode: "configure", ...kept })),
     openNow: async (eventId) => changed(eventId, await openAndDraw(eventId)),
     join: async (eventId, fanId, joinOptions) => afterPlace(eventId, await join(ctx, eventId, fanId, joinOptions)),
     claimIdentity: (eventId, identity, fanId) => claimIdentity(ctx, eventId, identity, fanId),
@@ -300,8 +319,10 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
         await updateSettings(ctx, eventId, patch, updateOptions?.by, updateOptions?.loop === true),
       );
       // Every change, the operator's and the admission loop's, before the answer: a Redis lost
-      // right after it comes back with it.
-      if (result.ok && result.changed > 0 && options.keep) {
+      // right after it comes back with it. An operator's call that changed nothing in Redis is kept
+      // too (under a new version): it repairs a copy that did not land.
+      const kept = result.ok && (result.changed > 0 || updateOptions?.loop !== true);
+      if (result.ok && kept && options.keep) {
         await options.keep(eventId, result.settings, result.version).catch((err: unknown) => {
           base.log?.warn({ eventId, err: (err as Error).message }, "waiting-room settings not kept on the event");
         });

@@ -319,26 +319,18 @@ describe("close the sale, then end the event", () => {
 });
 
 describe("close the sale, then Redis loses the room", () => {
-  it("the room comes back from the stored event paused: nobody is admitted", async () => {
+  it("the room comes back from the stored event closed: nobody takes a place or is admitted", async () => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId)).status).toBe(201);
     await json(await gw.request(`/v1/admin/events/${eventId}/close-sale`, { method: "POST", token: ALICE }), 200);
     expect((await gw.deps.waitingRoom.remove(eventId)).ok).toBe(true);
 
-    // the next read restores the room from DynamoDB
+    // the next read restores the room from DynamoDB (issue 29 item 3: closed, not merely paused)
     const stats = await json(await gw.request(`/v1/admin/events/${eventId}/stats`, { token: BOARD }), 200);
-    expect(stats.waitingRoom).toMatchObject({ state: "paused", settings: { paused: true } });
-    const joined = await Promise.all(
-      ["x1", "x2", "x3"].map(async (fanId) =>
-        json(await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } }), 201),
-      ),
-    );
-    expect(joined.map((j) => j.status)).toEqual(["waiting", "waiting", "waiting"]);
-    const polled = await json(
-      await gw.request(`/v1/events/${eventId}/queue/status`, { token: joined[0]!.queueToken as string }),
-      200,
-    );
-    expect(polled.status).toBe("waiting");
+    expect(stats.waitingRoom).toMatchObject({ state: "closed" });
+    for (const fanId of ["x1", "x2", "x3"]) {
+      expect((await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } })).status).toBe(403);
+    }
   });
 });
 

@@ -92,9 +92,21 @@ const OperatorEvent = StoredEvent.extend({
       abandonSeconds: z.number(),
       paused: z.boolean(),
       closed: z.boolean(),
+      powBits: z.number().int(),
+      invites: z.boolean(),
+      autoAdmit: z.object({
+        enabled: z.boolean(),
+        minPerSecond: z.number(),
+        maxPerSecond: z.number(),
+        targetClaimP99Ms: z.number(),
+        maxThrottlesPerSecond: z.number(),
+      }),
     })
     .optional()
-    .openapi({ description: "The waiting room's settings in force (absent while Redis is unavailable)" }),
+    .openapi({
+      description:
+        "Every setting the waiting room runs with (as PATCH .../waiting-room answers them; absent while Redis is unavailable)",
+    }),
 }).openapi("OperatorEvent");
 
 const getRoute = createRoute({
@@ -136,6 +148,9 @@ export const getEventRoute = new OpenAPIHono<AppEnv>().openapi(getRoute, async (
               abandonSeconds: s.abandonSeconds,
               paused: s.paused,
               closed: s.closed,
+              powBits: s.powBits,
+              invites: s.invites,
+              autoAdmit: s.autoAdmit,
             },
           }
         : {}),
