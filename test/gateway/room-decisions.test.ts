@@ -88,6 +88,9 @@ describe("the room's settings", () => {
     expect(await adminView(eventId)).toMatchObject({
       roomSettings: { ...decided, admitPerSecond: 10_000, maxActive: 10_000, sessionSeconds: 600 },
     });
+    // The operator's figures show the same settings.
+    const stats = await json(await gw.request(`/v1/admin/events/${eventId}/stats`, { token: ADMIN_TOKEN }), 200);
+    expect(stats.waitingRoom).toMatchObject({ settings: { ...decided, closed: false } });
 
     // A replacement that changes the block: the new values in force in both stores, the rest kept.
     const changed = later({ waitingRoom: { admitPerSecond: 20, maxActive: 77, sessionSeconds: 300 } });

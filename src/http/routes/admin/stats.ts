@@ -39,7 +39,11 @@ const Stats = z
           admitPerSecond: z.number(),
           maxActive: z.number(),
           sessionSeconds: z.number(),
+          abandonSeconds: z.number(),
           paused: z.boolean(),
+          closed: z.boolean(),
+          powBits: z.number().int(),
+          invites: z.boolean(),
           autoAdmit: z
             .object({
               enabled: z.boolean(),
@@ -129,7 +133,11 @@ export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => 
                 admitPerSecond: room.settings.admitPerSecond,
                 maxActive: room.settings.maxActive,
                 sessionSeconds: room.settings.sessionSeconds,
+                abandonSeconds: room.settings.abandonSeconds,
                 paused: room.settings.paused,
+                closed: room.settings.closed,
+                powBits: room.settings.powBits,
+                invites: room.settings.invites,
                 autoAdmit: room.settings.autoAdmit,
               },
             }
