@@ -178,6 +178,11 @@ export async function spawnRedisCluster(
           // A replica takes over however long it was cut off (it is a cache and a queue here).
           "--cluster-replica-validity-factor",
           "0",
+          // A node learns its own address from the peers it meets; a lone master (a 1-master
+          // cluster) never does and answers CLUSTER SLOTS with an empty host, which no client
+          // can connect to.
+          "--cluster-announce-ip",
+          "127.0.0.1",
           "--dir",
           dir,
         ],
