@@ -1,7 +1,7 @@
 /**
  * The waiting room's reply codes, in one table (the family's: each script's header lists which it
  * can return). Negative codes are refusals any line script may answer instead of its list;
- * session-active-2.lua, the claim path's one check, answers a code every time.
+ * session-active-3.lua, the claim path's one check, answers a code every time.
  */
 import { codeTable, UnknownScriptCode } from "../redis/scripts.js";
 
@@ -21,7 +21,7 @@ export const SCRIPT_OUTCOMES = {
 
 export type ScriptOutcome = (typeof SCRIPT_OUTCOMES)[keyof typeof SCRIPT_OUTCOMES];
 
-/** session-active-2.lua's answers. */
+/** session-active-3.lua's answers. */
 export const SESSION_ANSWERS = {
   "0": "ended",
   "1": "active",
@@ -59,7 +59,7 @@ export function scriptOutcome(reply: unknown): ScriptOutcome | null {
 
 const ANSWERS: ReadonlySet<string> = new Set(Object.values(SESSION_ANSWERS));
 
-/** What session-active-2.lua answered; any other code is the script and this table disagreeing. */
+/** What session-active-3.lua answered; any other code is the script and this table disagreeing. */
 export function sessionAnswer(reply: unknown): SessionAnswer {
   const answer = WAITING_ROOM_CODES.outcome(reply);
   if (!ANSWERS.has(answer)) throw new UnknownScriptCode(`session-active returned ${String(reply)}`);

@@ -19,7 +19,7 @@ export const waitingRoomScripts = scriptFamily({
     endSession: "waiting-room/end-session-8",
     lotteryPage: "waiting-room/lottery-page-8",
     lotteryDrawn: "waiting-room/lottery-drawn-8",
-    sessionActive: "waiting-room/session-active-2",
+    sessionActive: "waiting-room/session-active-3",
   },
   readOnly: ["sessionActive"],
 });

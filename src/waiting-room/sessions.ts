@@ -1,6 +1,6 @@
 /**
  * Admitted sessions: ending one (end-session-8.lua: the fan bought, or the operator revoked it)
- * and the claim path's check that one is still active (session-active-2.lua, one round trip).
+ * and the claim path's check that one is still active (session-active-3.lua, one round trip).
  */
 import { sessionAnswer } from "./codes.js";
 import { keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
@@ -37,12 +37,15 @@ export async function isSessionActive(
   eventId: string,
   sessionId: string,
   epoch: string | undefined,
+  fanId?: string,
 ): Promise<SessionActiveResult> {
   const k = keysFor(eventId);
   if (!k) return { ok: true, active: false, decided: true };
   return ctx.guarded("isSessionActive", eventId, async () => {
     const mode = epoch === undefined ? "strict" : "epoch";
-    const answer = sessionAnswer(await ctx.run("sessionActive", [k.room, k.active], [sessionId, epoch ?? "", mode]));
+    const answer = sessionAnswer(
+      await ctx.run("sessionActive", [k.room, k.active, k.fans], [sessionId, epoch ?? "", mode, fanId ?? ""]),
+    );
     if (answer === "no_room") {
       // No room: Redis lost it. Bring it back for the fans still in line; this claim goes on.
       void ctx.restoreRoom(eventId).catch(() => undefined);

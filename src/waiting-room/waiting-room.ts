@@ -183,9 +183,11 @@ export interface WaitingRoom {
   /**
    * One Redis round trip: is this session neither expired, completed nor revoked? With the
    * token's `epoch` (claim paths), a room of another epoch, or none, answers `decided: false`;
-   * without it the room answers whatever its epoch (a missing room: not active).
+   * without it the room answers whatever its epoch (a missing room: not active). With the token's
+   * `fanId`, a room of another epoch that has the fan revoked (restored with the revocations kept
+   * in DynamoDB) answers ended.
    */
-  isSessionActive(eventId: string, sessionId: string, epoch?: string): Promise<SessionActiveResult>;
+  isSessionActive(eventId: string, sessionId: string, epoch?: string, fanId?: string): Promise<SessionActiveResult>;
   /**
    * Creates the room again from the stored event if Redis lost it (never touches an existing
    * room). Single flight per event in this process; idempotent across processes.
@@ -333,7 +335,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     completeSession: (eventId, sessionId) => endSession(ctx, eventId, sessionId, "completed"),
     revokeSession: (eventId, sessionId) => endSession(ctx, eventId, sessionId, "revoked"),
     revokeFan: (eventId, fanId) => revokeFan(ctx, eventId, fanId),
-    isSessionActive: (eventId, sessionId, epoch) => isSessionActive(ctx, eventId, sessionId, epoch),
+    isSessionActive: (eventId, sessionId, epoch, fanId) => isSessionActive(ctx, eventId, sessionId, epoch, fanId),
     restoreRoom: restorer.restoreRoom,
     ensureRoom: restorer.ensureRoom,
     verifyQueueToken: (token, eventId) => tokens.verifyQueueToken(token, eventId),

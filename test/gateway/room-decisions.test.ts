@@ -168,7 +168,7 @@ describe("a revocation", () => {
   it("keeps the fan out after a Redis loss", async () => {
     const eventId = uniqueId("revoke");
     await json(await putEvent(gw, eventId), 201);
-    await admitFans(gw, eventId, ["bad_fan", "good_fan"]);
+    const [bad, good] = await admitFans(gw, eventId, ["bad_fan", "good_fan"]);
     await json(
       await gw.request(`/v1/admin/events/${eventId}/revocations`, {
         method: "POST",
@@ -183,6 +183,14 @@ describe("a revocation", () => {
     const refused = await join(eventId, { fanId: "bad_fan" });
     expect(refused.status).toBe(403);
     expect(((await refused.json()) as Json).error).toMatchObject({ code: "forbidden" });
+    // The revoked session's access token, of the lost room's epoch, claims nothing either; another
+    // fan's session from before the loss is trusted on its signature as before.
+    const hold = (token: string | undefined, seat: string) =>
+      gw.request(`/v1/events/${eventId}/holds`, { method: "POST", json: { seats: [seat] }, token: token ?? "" });
+    const refusedHold = await hold(bad?.accessToken, "A-1-1");
+    expect(refusedHold.status).toBe(401);
+    expect(((await refusedHold.json()) as Json).error).toMatchObject({ code: "unauthenticated" });
+    expect((await hold(good?.accessToken, "A-1-2")).status).toBe(201);
     await json(await join(eventId, { fanId: "good_fan" }), 201);
   });
 });

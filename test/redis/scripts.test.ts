@@ -75,7 +75,7 @@ describe("registerScripts", () => {
   it("refuses a call with the wrong number of keys before sending it", async () => {
     const run = registerScripts(redis, waitingRoomScripts);
     await expect(run("sessionActive", ["only-one-key"], ["s", "", "strict"])).rejects.toThrow(
-      "sessionActive takes 2 keys, was given 1",
+      "sessionActive takes 3 keys, was given 1",
     );
     expect(redis.status).toBe("wait");
   });
@@ -93,8 +93,9 @@ describe("registerScripts", () => {
       const run = registerScripts(live, waitingRoomScripts);
       const room = `wr:{evt:loader_${process.pid}_${Date.now()}}:room`;
       const active = room.replace(/:room$/, ":active");
-      expect(await run("sessionActive", [room, active], ["s1", "e1", "epoch"])).toBe(3); // no room
-      expect(await run("sessionActive", [room, active], ["s1", "", "strict"])).toBe(0);
+      const fans = room.replace(/:room$/, ":fans");
+      expect(await run("sessionActive", [room, active, fans], ["s1", "e1", "epoch"])).toBe(3); // no room
+      expect(await run("sessionActive", [room, active, fans], ["s1", "", "strict"])).toBe(0);
     } finally {
       live.disconnect();
     }

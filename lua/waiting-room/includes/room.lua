@@ -22,7 +22,7 @@
   The room's `epoch` is a random id given when the room is created (never changed afterwards).
   Queue and access tokens carry it: a room created again after Redis lost its data has another
   epoch, which is how a session check tells "this room ended that session" from "this room never
-  knew it" (see session-active-2.lua).
+  knew it" (see session-active-3.lua).
 
   Nothing here runs on a timer: every script first calls tick() (admission.lua), which settles
   what elapsed Redis time owes. One clock: now_ms() (lua/includes/now-ms.lua).

@@ -48,8 +48,9 @@ export async function requireAccessToken(
   const check = waitingRoom.verifyAccessToken(token, eventId);
   if (!check.ok) throw refuse(check.reason, "access");
   if (options.checkRevocation) {
-    const { sessionId, epoch } = check.claims;
-    const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "");
+    const { sessionId, epoch, fanId } = check.claims;
+    // With the fan id: a fan revoked before Redis lost the room is refused in the new one too.
+    const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "", fanId);
     if (active.ok && active.decided && !active.active) throw new ApiError("unauthenticated", "this session has ended");
     if (!active.ok) warnOnce(logger, eventId, "session check unavailable (redis); DynamoDB decides the claim");
     else if (!active.decided) warnOnce(logger, eventId, "session from another room epoch; trusted on its signature");

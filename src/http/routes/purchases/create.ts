@@ -134,7 +134,7 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
 async function refuseEndedSession(c: Context<AppEnv>, claims: AccessTokenClaims, key: string): Promise<void> {
   const { waitingRoom, purchases } = c.get("deps");
   const { eventId, fanId, sessionId, epoch } = claims;
-  const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "");
+  const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "", fanId);
   if (!active.ok || !active.decided || active.active) return;
   if (await purchases.find(eventId, purchaseIdOf(eventId, fanId, key))) return;
   throw new ApiError("unauthenticated", "this session has ended; it can start no new purchase");
