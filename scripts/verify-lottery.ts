@@ -20,8 +20,7 @@ try {
   console.log(`commitment  ${check.commitment}`);
   console.log(`seed        ${check.seed}`);
   console.log(`membership  ${check.membershipHash} (${check.size} fans)`);
-  console.log(`beacon      ${check.beacon || "(none)"}${check.beaconSource ? ` (source: ${check.beaconSource})` : ""}`);
-  if (check.beaconMissed) console.log("            the named source's value did not come in time: the draw took none");
+  console.log(`beacon      ${check.beacon || "(none)"}`);
   if (check.sealedOnly) console.log("            Redis lost the room: published as sealed in DynamoDB");
   for (const [name, ok] of Object.entries(check.checks)) console.log(`  ${ok ? "ok  " : "FAIL"} ${name}`);
   console.log("first positions (SHA-256 of the fan id):");

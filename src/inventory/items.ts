@@ -1,6 +1,7 @@
 /**
  * Stored items <-> domain values. Attribute names are listed in docs/data-model.md.
  */
+import type { DrandChain } from "../lottery/drand.js";
 import { type Item, num, optNum, optStr, str, strList } from "./store.js";
 import type {
   EventDefinition,
@@ -51,6 +52,7 @@ export function toEvent(item: Item): EventDefinition {
       admitPerSecond: num(room, "admitPerSecond"),
       maxActive: num(room, "maxActive"),
       sessionSeconds: num(room, "sessionSeconds"),
+      ...(room.drand && typeof room.drand === "object" ? { drand: room.drand as DrandChain } : {}),
     } satisfies WaitingRoomSettings,
     version: num(item, "version"),
     layoutComplete: item.layoutComplete === true,

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { ADMIT_RATE_RULE, isAdmitRate, MAX_ADMIT_PER_SECOND } from "../admit-rate.js";
+import { drandChainSchema } from "../lottery/drand.js";
 import { ID_PATTERN, MAX_ROW_OR_NUMBER } from "./keys.js";
 import { MAX_SEATS_PER_FAN } from "./limits.js";
 import type { EventInput } from "./types.js";
@@ -38,6 +39,11 @@ export const waitingRoomSchema = z.object({
   admitPerSecond: z.number().min(0).max(MAX_ADMIT_PER_SECOND).refine(isAdmitRate, ADMIT_RATE_RULE),
   maxActive: z.number().int().min(1),
   sessionSeconds: z.number().int().min(1),
+  /**
+   * The drand chain (its `/info`: chainHash, publicKey, genesisTime, period, scheme) whose round,
+   * the first published at or after the pre-queue's close, is the lottery's beacon.
+   */
+  drand: drandChainSchema.optional(),
 });
 
 export const eventInputSchema = z

@@ -3,6 +3,7 @@
  * expected outcome, returned as a value (`{ok: false, reason}`); only a store that cannot answer
  * throws (InventoryUnavailableError, a 503 for the gateway). No SDK type appears here.
  */
+import type { DrandChain } from "../lottery/drand.js";
 
 export type SeatStatus = "available" | "held" | "sold";
 
@@ -31,6 +32,8 @@ export interface WaitingRoomSettings {
   admitPerSecond: number;
   maxActive: number;
   sessionSeconds: number;
+  /** The drand chain whose round is the lottery's beacon (docs/waiting-room.md, "The beacon"). */
+  drand?: DrandChain | undefined;
 }
 
 /** The body of `PUT /v1/admin/events/{eventId}` (API.md). */

@@ -11,28 +11,33 @@
  * partition, not an attribute of the event item: a replacement of the event (PUT) writes a new
  * event item, and the commitment must survive it.
  *
- * The same item takes the beacon (`beaconSource`, `beacon`: each set once, never after the draw)
- * and, at the draw, the sealed record (`membershipHash`, `size`, `drawBeacon`, `drawKey`,
- * `drawnAt`, `beaconMissed`, `pages`), written only if no draw is sealed and the beacon is still
- * the one the order was computed with. The order itself goes first, in pages of the same partition
+ * The same item names the event's drand chain (`drandChain`, with the seed, before the close;
+ * never changed once set), takes the beacon (the chain's round verified by the caller:
+ * `beaconRound`, `beaconSignature`, `beaconPreviousSignature`, and `beacon` = its randomness; set
+ * once, never after the draw) and, at the draw, the sealed record (`membershipHash`, `size`,
+ * `drawBeacon`, `drawKey`, `drawnAt`, `closedAt`, `drawRound`, `pages`), written only if no draw
+ * is sealed and the beacon is still the one the order was computed with. The order itself goes first, in pages of the same partition
  * (`DRAW#<K[0:16]>#<page>`), so a sealed draw can be published and checked after Redis lost it
  * (docs/waiting-room.md, "The lottery, and how to check it").
  */
 import { GetCommand, PutCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { mapLimit } from "../concurrency.js";
 import { guard } from "../inventory/store.js";
+import { type DrandBeacon, type DrandChain, drandChainSchema } from "./drand.js";
 
 export interface LotteryCommitment {
   seed: string;
   commitment: string;
   committedAt: string;
+  /** The drand chain whose round is the draw's beacon, named before the close (src/lottery/drand.ts). */
+  drandChain?: DrandChain;
   /**
-   * Where the beacon value comes from (say "drand quicknet round 12345678"), recorded by the
-   * operator before the pre-queue closed; the value itself may come later, until the draw.
+   * The beacon value the draw takes, once recorded: the drand round's randomness (an event
+   * without a chain has none; an item from before issue 29 may hold an operator's value).
    */
-  beaconSource?: string;
-  /** The beacon value the draw takes, once recorded. */
   beacon?: string;
+  /** The drand round `beacon` is the randomness of, as verified when it was recorded. */
+  beaconRound?: DrandBeacon;
   /** The draw's record, once sealed: immutable from then on. */
   draw?: DrawRecord;
 }
@@ -45,15 +50,17 @@ export interface DrawRecord {
   beacon: string;
   drawKey: string;
   drawnAt: string;
-  /** A beacon source was recorded but no value came in time: the draw took "" (public). */
-  beaconMissed: boolean;
+  /** When the pre-queue closed (ISO): the drand round is the first published at or after it. */
+  closedAt?: string;
+  /** The drand round whose randomness `beacon` is (events with a chain). */
+  round?: number;
 }
 
 export type BeaconOutcome =
-  | { ok: true; beaconSource?: string; beacon?: string }
+  | { ok: true; beacon: string; beaconRound: DrandBeacon }
   | { ok: false; reason: "not_committed" | "drawn" }
-  /** Another source or value is recorded already (each is recorded once). */
-  | { ok: false; reason: "conflict"; beaconSource?: string; beacon?: string };
+  /** Another round is recorded already (recorded once). */
+  | { ok: false; reason: "conflict"; beacon?: string; beaconRound?: DrandBeacon };
 
 export type SealOutcome =
   | { ok: true; record: DrawRecord }
@@ -64,23 +71,22 @@ export type SealOutcome =
 
 export interface LotteryStore {
   /**
-   * How long after the close the draw waits for the value of a recorded beacon source; then it
-   * draws with none, and says so (`beaconMissed`).
-   */
-  readonly beaconWaitMs: number;
-  /**
    * Commits `candidate` for the event if nothing is committed yet, and returns what is committed
-   * (the candidate, or the seed an earlier call stored). Throws when DynamoDB cannot answer.
+   * (the candidate, or the seed an earlier call stored). A `drandChain` is added to a commitment
+   * that has none and no draw yet; one never replaces another (the caller compares). Throws when
+   * DynamoDB cannot answer.
    */
-  commit(eventId: string, candidate: { seed: string; commitment: string }): Promise<LotteryCommitment>;
+  commit(
+    eventId: string,
+    candidate: { seed: string; commitment: string; drandChain?: DrandChain | undefined },
+  ): Promise<LotteryCommitment>;
   /** What is committed for the event, or null. */
   read(eventId: string): Promise<LotteryCommitment | null>;
   /**
-   * Records the beacon's source and/or value, each once (the same again is a no-op), never after
-   * the draw is sealed. Whether the pre-queue has closed is the caller's check (a source is taken
-   * only before the close).
+   * Records the beacon: a drand round the caller verified and its randomness, once (the same again
+   * is a no-op), never after the draw is sealed.
    */
-  recordBeacon(eventId: string, beacon: { source?: string; value?: string }): Promise<BeaconOutcome>;
+  recordBeacon(eventId: string, beacon: { value: string; round: DrandBeacon }): Promise<BeaconOutcome>;
   /**
    * Writes the order's entries (draw order) in pages, then seals the record, only if no draw is
    * sealed yet and the recorded beacon is still `record.beacon` (or none, for "").
@@ -103,8 +109,6 @@ const pageKey = (eventId: string, drawKey: string, page: number) => ({
 /** 4,000 entries of 64 characters: 256 KB, under DynamoDB's 400 KB item limit. */
 export const ENTRIES_PER_PAGE = 4_000;
 const PAGE_WRITES_IN_FLIGHT = 4;
-/** How long after the close a draw waits for a recorded beacon source's value: 10 minutes. */
-export const BEACON_WAIT_MS = 600_000;
 /** Pages kept in memory (a page of a draw key never changes): 64 pages are 16 MB. */
 const PAGES_CACHED = 64;
 
@@ -122,7 +126,17 @@ function recordOf(item: Record<string, unknown>): DrawRecord | undefined {
     beacon: typeof item.drawBeacon === "string" ? item.drawBeacon : "",
     drawKey: String(item.drawKey ?? ""),
     drawnAt: item.drawnAt,
-    beaconMissed: item.beaconMissed === true,
+    ...(typeof item.closedAt === "string" ? { closedAt: item.closedAt } : {}),
+    ...(typeof item.drawRound === "number" ? { round: item.drawRound } : {}),
+  };
+}
+
+function beaconRoundOf(item: Record<string, unknown>): DrandBeacon | undefined {
+  if (typeof item.beaconRound !== "number" || typeof item.beaconSignature !== "string") return undefined;
+  return {
+    round: item.beaconRound,
+    signature: item.beaconSignature,
+    ...(typeof item.beaconPreviousSignature === "string" ? { previousSignature: item.beaconPreviousSignature } : {}),
   };
 }
 
@@ -130,8 +144,6 @@ export function createLotteryStore(deps: {
   doc: DynamoDBDocumentClient;
   tableName: string;
   clock?: () => number;
-  /** Default BEACON_WAIT_MS. */
-  beaconWaitMs?: number;
 }): LotteryStore {
   const { doc, tableName } = deps;
   const clock = deps.clock ?? Date.now;
@@ -142,17 +154,21 @@ export function createLotteryStore(deps: {
     );
     const item = out.Item;
     if (!item) return null;
-    const { seed, commitment, committedAt, beaconSource, beacon } = item as Record<string, unknown>;
+    const { seed, commitment, committedAt, beacon, drandChain } = item as Record<string, unknown>;
     if (typeof seed !== "string" || !HEX64.test(seed) || typeof commitment !== "string") {
       throw new Error(`the lottery commitment of ${eventId} is malformed`);
     }
+    const chain = drandChain === undefined ? undefined : drandChainSchema.safeParse(drandChain);
+    if (chain && !chain.success) throw new Error(`the drand chain of ${eventId}'s lottery is malformed`);
     const draw = recordOf(item);
+    const round = beaconRoundOf(item);
     return {
       seed,
       commitment,
       committedAt: String(committedAt ?? ""),
-      ...(typeof beaconSource === "string" ? { beaconSource } : {}),
+      ...(chain ? { drandChain: chain.data } : {}),
       ...(typeof beacon === "string" ? { beacon } : {}),
+      ...(round ? { beaconRound: round } : {}),
       ...(draw ? { draw } : {}),
     };
   }
@@ -172,57 +188,45 @@ export function createLotteryStore(deps: {
   };
 
   const store: LotteryStore = {
-    beaconWaitMs: deps.beaconWaitMs ?? BEACON_WAIT_MS,
     read,
     async recordBeacon(eventId, beacon) {
-      const names: Record<string, string> = {};
-      const values: Record<string, unknown> = {};
-      const sets: string[] = [];
-      const conditions = ["attribute_exists(PK)", "attribute_not_exists(drawnAt)"];
-      if (beacon.source !== undefined) {
-        names["#src"] = "beaconSource";
-        values[":src"] = beacon.source;
-        sets.push("#src = :src");
-        conditions.push("(attribute_not_exists(#src) OR #src = :src)");
-      }
-      if (beacon.value !== undefined) {
-        names["#val"] = "beacon";
-        values[":val"] = beacon.value;
-        sets.push("#val = :val");
-        conditions.push("(attribute_not_exists(#val) OR #val = :val)");
-      }
-      if (sets.length === 0) throw new Error("recordBeacon: neither a source nor a value");
+      const { round } = beacon;
       try {
         const out = await guard("recordBeacon", () =>
           doc.send(
             new UpdateCommand({
               TableName: tableName,
               Key: lotteryKey(eventId),
-              UpdateExpression: `SET ${sets.join(", ")}`,
-              ConditionExpression: conditions.join(" AND "),
-              ExpressionAttributeNames: names,
-              ExpressionAttributeValues: values,
+              UpdateExpression:
+                "SET beacon = :val, beaconRound = :round, beaconSignature = :sig" +
+                (round.previousSignature === undefined ? "" : ", beaconPreviousSignature = :prev"),
+              // A chain named: only a commitment with a chain takes a round (the caller verified it
+              // against that chain).
+              ConditionExpression:
+                "attribute_exists(PK) AND attribute_exists(drandChain) AND attribute_not_exists(drawnAt) AND (attribute_not_exists(beacon) OR beacon = :val)",
+              ExpressionAttributeValues: {
+                ":val": beacon.value,
+                ":round": round.round,
+                ":sig": round.signature,
+                ...(round.previousSignature === undefined ? {} : { ":prev": round.previousSignature }),
+              },
               ReturnValues: "ALL_NEW",
             }),
           ),
         );
         const item = (out.Attributes ?? {}) as Record<string, unknown>;
-        return {
-          ok: true,
-          ...(typeof item.beaconSource === "string" ? { beaconSource: item.beaconSource } : {}),
-          ...(typeof item.beacon === "string" ? { beacon: item.beacon } : {}),
-        };
+        return { ok: true, beacon: String(item.beacon), beaconRound: beaconRoundOf(item) ?? round };
       } catch (err) {
         if (!conditionFailed(err)) throw err;
       }
       const stored = await read(eventId);
-      if (!stored) return { ok: false, reason: "not_committed" };
+      if (!stored?.drandChain) return { ok: false, reason: "not_committed" };
       if (stored.draw) return { ok: false, reason: "drawn" };
       return {
         ok: false,
         reason: "conflict",
-        ...(stored.beaconSource === undefined ? {} : { beaconSource: stored.beaconSource }),
         ...(stored.beacon === undefined ? {} : { beacon: stored.beacon }),
+        ...(stored.beaconRound === undefined ? {} : { beaconRound: stored.beaconRound }),
       };
     },
     async seal(eventId, record, order) {
@@ -261,7 +265,9 @@ export function createLotteryStore(deps: {
               TableName: tableName,
               Key: lotteryKey(eventId),
               UpdateExpression:
-                "SET membershipHash = :m, #size = :n, drawBeacon = :b, drawKey = :k, drawnAt = :at, beaconMissed = :missed, pages = :pages",
+                "SET membershipHash = :m, #size = :n, drawBeacon = :b, drawKey = :k, drawnAt = :at, pages = :pages" +
+                (record.closedAt === undefined ? "" : ", closedAt = :closed") +
+                (record.round === undefined ? "" : ", drawRound = :round"),
               ConditionExpression:
                 record.beacon === ""
                   ? "attribute_exists(PK) AND attribute_not_exists(drawnAt) AND (attribute_not_exists(beacon) OR beacon = :empty)"
@@ -273,8 +279,9 @@ export function createLotteryStore(deps: {
                 ":b": record.beacon,
                 ":k": record.drawKey,
                 ":at": drawnAt,
-                ":missed": record.beaconMissed,
                 ":pages": count,
+                ...(record.closedAt === undefined ? {} : { ":closed": record.closedAt }),
+                ...(record.round === undefined ? {} : { ":round": record.round }),
                 ...(record.beacon === "" ? { ":empty": "" } : {}),
               },
             }),
@@ -304,24 +311,50 @@ export function createLotteryStore(deps: {
     },
     async commit(eventId, candidate) {
       const committedAt = new Date(clock()).toISOString();
+      const { drandChain, ...seed } = candidate;
       try {
         await guard("commitLottery", () =>
           doc.send(
             new PutCommand({
               TableName: tableName,
-              Item: { ...lotteryKey(eventId), entity: "LOTTERY", eventId, ...candidate, committedAt },
+              Item: {
+                ...lotteryKey(eventId),
+                entity: "LOTTERY",
+                eventId,
+                ...seed,
+                committedAt,
+                ...(drandChain ? { drandChain } : {}),
+              },
               ConditionExpression: "attribute_not_exists(PK)",
             }),
           ),
         );
-        return { ...candidate, committedAt };
+        return { ...seed, committedAt, ...(drandChain ? { drandChain } : {}) };
       } catch (err) {
-        const name = (err as { cause?: { name?: string }; name?: string }).cause?.name ?? (err as Error).name;
-        if (name !== "ConditionalCheckFailedException") throw err;
+        if (!conditionFailed(err)) throw err;
       }
       const stored = await read(eventId);
       if (!stored) throw new Error(`the lottery commitment of ${eventId} vanished`);
-      return stored;
+      if (!drandChain || stored.drandChain || stored.draw || stored.beacon !== undefined) return stored;
+      // An event first stored without a chain names one now (before its close: the caller's
+      // check). Set once: of racing names the first stays.
+      try {
+        await guard("nameDrandChain", () =>
+          doc.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: lotteryKey(eventId),
+              UpdateExpression: "SET drandChain = :chain",
+              ConditionExpression:
+                "attribute_exists(PK) AND attribute_not_exists(drandChain) AND attribute_not_exists(drawnAt) AND attribute_not_exists(beacon)",
+              ExpressionAttributeValues: { ":chain": drandChain },
+            }),
+          ),
+        );
+      } catch (err) {
+        if (!conditionFailed(err)) throw err;
+      }
+      return (await read(eventId)) ?? stored;
     },
   };
   return store;

@@ -13,8 +13,6 @@ export interface RemoteCheck extends DrawCheck {
   membershipHash: string;
   beacon: string;
   size: number;
-  beaconSource?: string;
-  beaconMissed?: boolean;
   sealedOnly?: boolean;
 }
 
@@ -59,8 +57,6 @@ export async function verifyRemoteDraw(gateway: string, eventId: string): Promis
     membershipHash: lottery.membershipHash,
     beacon: lottery.beacon ?? "",
     size: lottery.size ?? -1,
-    ...(lottery.beaconSource ? { beaconSource: lottery.beaconSource } : {}),
-    ...(lottery.beaconMissed ? { beaconMissed: true } : {}),
     ...(lottery.sealedOnly ? { sealedOnly: true } : {}),
   };
 }

@@ -1,66 +1,70 @@
 /**
- * The draw's public beacon (issue 18 item 2): a value nobody inside controls, mixed into the draw
- * key (src/lottery/draw.ts), recorded by the operator in DynamoDB with the seed's commitment.
+ * The draw's public beacon (issue 29 item 1): a drand round nobody in the operation can choose or
+ * withhold to their advantage.
  *
- * Two parts, each recorded once:
- *  - the source, before the pre-queue closes: where the value will come from, named so that
- *    anyone can look it up, e.g. "drand quicknet round 12345678" for a round published after the
- *    close;
- *  - the value: any time until the draw is sealed, but only for a source recorded before the
- *    close. A value recorded after the close with no source named before it would let whoever
- *    knows the seed and the membership pick the order.
- * While a source waits for its value the draw waits too, at most the store's `beaconWaitMs` after
- * the close (10 minutes by default); then it draws with no beacon and publishes `beaconMissed`.
+ *  - The event's waiting-room config names a drand chain (src/lottery/drand.ts), kept with the
+ *    seed's commitment in DynamoDB before the pre-queue closes and never changed after.
+ *  - The round is fixed by the close: the first round published at or after it (the close is the
+ *    event's on-sale time, or the moment of an `open-now`). Fans see it announced from the start.
+ *  - The only beacon taken is that round, `{round, signature}` (and the previous signature on a
+ *    chained scheme), whose BLS signature verifies under the chain's public key; its value is
+ *    drand's randomness, SHA-256 of the signature. BLS signatures are unique, so there is exactly
+ *    one value to record: nothing to try values with.
+ *  - Until it is recorded the draw waits, however long: a withheld beacon delays the draw (the fan
+ *    page says why), it never gives a second order to choose from.
+ *
+ * An event with no chain draws with no beacon (B = "") and takes none.
  */
+import { type DrandBeacon, roundAt, roundTimeMs, verifyBeacon } from "../lottery/drand.js";
 import type { RoomContext } from "./context.js";
 import { keysFor, notFound } from "./context.js";
-import type { NotFound, Unavailable, WaitingRoomInfo } from "./types.js";
+import type { NotFound, Unavailable } from "./types.js";
 
 export type BeaconResult =
-  | { ok: true; beaconSource?: string; beacon?: string }
+  | { ok: true; beacon: string; round: DrandBeacon }
   | NotFound
-  /** The pre-queue has closed and the change needs it open (a source, or a value without one). */
-  | { ok: false; reason: "lottery_closed" }
+  /** The pre-queue has not closed: the round is not due yet (it is published after the close). */
+  | { ok: false; reason: "lottery_open"; round: number; roundAt: string }
   | { ok: false; reason: "lottery_drawn" }
-  /** Another source or value is recorded already: what is recorded. */
-  | { ok: false; reason: "beacon_conflict"; beaconSource?: string; beacon?: string }
-  /** No lottery store (a room without DynamoDB) or no commitment for this event. */
-  | { ok: false; reason: "no_lottery" }
+  /** Not the round of this draw. */
+  | { ok: false; reason: "wrong_round"; round: number; roundAt: string }
+  /** The signature does not verify under the chain's public key (or is not well formed). */
+  | { ok: false; reason: "invalid_beacon"; message: string }
+  /** No lottery store (a room without DynamoDB), no commitment, or no drand chain named for this event. */
+  | { ok: false; reason: "no_lottery" | "no_beacon_chain" }
   | Unavailable;
 
-export async function recordBeacon(
-  ctx: RoomContext,
-  readInfo: (eventId: string) => Promise<{ ok: true; info: WaitingRoomInfo } | { ok: false; reason: string }>,
-  eventId: string,
-  beacon: { source?: string; value?: string },
-  now: () => number = Date.now,
-): Promise<BeaconResult> {
-  if (!keysFor(eventId)) return notFound;
+export async function recordBeacon(ctx: RoomContext, eventId: string, beacon: DrandBeacon): Promise<BeaconResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
   const lottery = ctx.lottery;
   if (!lottery) return { ok: false, reason: "no_lottery" };
-  const room = await readInfo(eventId);
-  if (!room.ok) {
-    if (room.reason === "not_found") return notFound;
-    return { ok: false, reason: "unavailable", message: "the waiting room is unavailable" };
-  }
   try {
-    const committed = await lottery.read(eventId);
+    const [committed, room] = await Promise.all([
+      lottery.read(eventId),
+      ctx.redis.hmget(k.room, "openedAt", "onSaleAt"),
+    ]);
     if (!committed) return { ok: false, reason: "no_lottery" };
+    const chain = committed.drandChain;
+    if (!chain) return { ok: false, reason: "no_beacon_chain" };
     if (committed.draw) return { ok: false, reason: "lottery_drawn" };
-    const open = room.info.state === "prequeue" && now() < Date.parse(room.info.onSaleAt);
-    const needsOpen = beacon.source !== undefined ? committed.beaconSource !== beacon.source : !committed.beaconSource;
-    if (needsOpen && !open) return { ok: false, reason: "lottery_closed" };
-    const out = await lottery.recordBeacon(eventId, beacon);
-    if (out.ok) return out;
-    if (out.reason !== "conflict") {
-      return { ok: false, reason: out.reason === "drawn" ? "lottery_drawn" : "no_lottery" };
+    const [openedAt, onSaleAt] = room.map((v) => Number(v ?? 0));
+    if (!onSaleAt) return notFound;
+    if (!openedAt) {
+      const round = roundAt(chain, onSaleAt);
+      return { ok: false, reason: "lottery_open", round, roundAt: new Date(roundTimeMs(chain, round)).toISOString() };
     }
-    return {
-      ok: false,
-      reason: "beacon_conflict",
-      ...(out.beaconSource === undefined ? {} : { beaconSource: out.beaconSource }),
-      ...(out.beacon === undefined ? {} : { beacon: out.beacon }),
-    };
+    const round = roundAt(chain, openedAt);
+    if (beacon.round !== round)
+      return { ok: false, reason: "wrong_round", round, roundAt: new Date(roundTimeMs(chain, round)).toISOString() };
+    const check = verifyBeacon(chain, beacon);
+    if (!check.ok) return { ok: false, reason: "invalid_beacon", message: check.message };
+    const out = await lottery.recordBeacon(eventId, { value: check.randomness, round: beacon });
+    if (out.ok) return { ok: true, beacon: out.beacon, round: out.beaconRound };
+    if (out.reason === "drawn") return { ok: false, reason: "lottery_drawn" };
+    if (out.reason === "not_committed") return { ok: false, reason: "no_beacon_chain" };
+    // A verified round of the same chain has one value: another recorded one is not this round's.
+    return { ok: false, reason: "wrong_round", round, roundAt: new Date(roundTimeMs(chain, round)).toISOString() };
   } catch (err) {
     ctx.log?.error({ err, eventId }, "recording the beacon failed");
     return { ok: false, reason: "unavailable", message: (err as Error).message };

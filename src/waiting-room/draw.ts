@@ -11,6 +11,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { drawKey, drawOrder, entryOf, membershipHash } from "../lottery/draw.js";
+import { roundAt } from "../lottery/drand.js";
 import type { DrawRecord } from "../lottery/store.js";
 import { keysFor, notFound, type RoomContext } from "./context.js";
 import { lineKeys } from "./keys.js";
@@ -24,7 +25,10 @@ const LOCK_MS = 120_000;
 
 export type DrawResult =
   | { ok: true; changed: boolean; info: WaitingRoomInfo }
-  /** A beacon source was recorded and its value has not come yet (the draw waits a bounded while). */
+  /**
+   * The event names a drand chain and its round's beacon has not been recorded yet: the draw waits
+   * for it, however long (there is no draw without it: that would be a second order to choose from).
+   */
   | { ok: false; reason: "not_closed" | "drawing" | "awaiting_beacon" }
   | NotFound
   | Unavailable;
@@ -70,7 +74,7 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
     // has no seed before the draw), else from Redis (a room without a committer).
     const inputs = ctx.lottery
       ? await drawInputs(ctx, eventId, Number(openedAt))
-      : ({ ok: true, seed, beacon: beacon ?? "", beaconMissed: false } as const);
+      : ({ ok: true, seed, beacon: beacon ?? "" } as const);
     if (!inputs.ok) {
       if (inputs.reason === "no_seed") throw new ReplyShapeError(`draw of ${eventId}: no committed seed`);
       return { ok: false, reason: inputs.reason };
@@ -129,27 +133,26 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
 }
 
 type DrawInputs =
-  | { ok: true; seed: string; beacon: string; beaconMissed: boolean; sealed?: DrawRecord }
+  | { ok: true; seed: string; beacon: string; round?: number; sealed?: DrawRecord }
   | { ok: false; reason: "awaiting_beacon" | "no_seed" };
 
-/** What the draw takes from DynamoDB: the seed, the beacon (waiting for a recorded source's value), a sealed record. */
+/**
+ * What the draw takes from DynamoDB: the seed, the beacon, a sealed record. With a drand chain the
+ * beacon is the randomness of the round first published at or after the close, recorded (and
+ * verified) by recordBeacon; until it is, the draw waits. Without a chain there is no beacon.
+ */
 async function drawInputs(ctx: RoomContext, eventId: string, closedAt: number): Promise<DrawInputs> {
   const committed = await ctx.lottery!.read(eventId);
   if (!committed || !/^[0-9a-f]{64}$/.test(committed.seed)) return { ok: false, reason: "no_seed" };
-  if (committed.draw) {
-    return {
-      ok: true,
-      seed: committed.seed,
-      beacon: committed.draw.beacon,
-      beaconMissed: false,
-      sealed: committed.draw,
-    };
+  if (committed.draw) return { ok: true, seed: committed.seed, beacon: committed.draw.beacon, sealed: committed.draw };
+  const chain = committed.drandChain;
+  if (chain) {
+    const round = roundAt(chain, closedAt);
+    if (committed.beacon === undefined || committed.beaconRound?.round !== round)
+      return { ok: false, reason: "awaiting_beacon" };
+    return { ok: true, seed: committed.seed, beacon: committed.beacon, round };
   }
-  if (committed.beaconSource !== undefined && committed.beacon === undefined) {
-    if (Date.now() < closedAt + ctx.lottery!.beaconWaitMs) return { ok: false, reason: "awaiting_beacon" };
-    return { ok: true, seed: committed.seed, beacon: "", beaconMissed: true };
-  }
-  return { ok: true, seed: committed.seed, beacon: committed.beacon ?? "", beaconMissed: false };
+  return { ok: true, seed: committed.seed, beacon: committed.beacon ?? "" };
 }
 
 /**
@@ -180,7 +183,8 @@ async function sealDraw(
       size: order.length,
       beacon: inputs.beacon,
       drawKey: key,
-      beaconMissed: inputs.beaconMissed,
+      closedAt: new Date(closedAt).toISOString(),
+      ...(inputs.round === undefined ? {} : { round: inputs.round }),
     };
     const out = await ctx.lottery.seal(eventId, record, order);
     if (out.ok) return { ok: true, m, beacon: inputs.beacon };

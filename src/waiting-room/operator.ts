@@ -122,7 +122,21 @@ export async function configureRoom(
   let commitment = commitmentOf(seed);
   if (ctx.lottery) {
     try {
-      ({ seed, commitment } = await ctx.lottery.commit(eventId, { seed, commitment }));
+      // The drand chain is named by the operator's PUT only (a restore takes what is committed).
+      const named = mode === "configure" ? input.drand : undefined;
+      const committed = await ctx.lottery.commit(eventId, { seed, commitment, drandChain: named });
+      ({ seed, commitment } = committed);
+      if (named && JSON.stringify(committed.drandChain) !== JSON.stringify(named)) {
+        return {
+          ok: false,
+          reason: "invalid",
+          issues: [
+            committed.drandChain
+              ? `drand: the lottery is committed to drand chain ${committed.drandChain.chainHash}; a chain is named once`
+              : "drand: the lottery is drawn, or has a beacon, without a chain; too late to name one",
+          ],
+        };
+      }
     } catch (err) {
       ctx.log?.warn({ eventId, err: (err as Error).message }, "the lottery commitment could not be read or written");
       return { ok: false, reason: "unavailable", message: "the lottery commitment could not be kept; retry" };

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { entryOf } from "../lottery/draw.js";
+import { knownChainName, roundAt, roundTimeMs } from "../lottery/drand.js";
 import type { LotteryCommitment, LotteryStore } from "../lottery/store.js";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
 import { lineKeys, type WaitingRoomKeys } from "./keys.js";
@@ -50,7 +51,13 @@ export async function info(ctx: RestoringContext, eventId: string): Promise<Info
   let committed = await committedOf(store, eventId).catch(() => null);
   if (committed && drawn && !committed.draw) committed = await committedOf(store, eventId, true).catch(() => null);
   if (!committed) return result;
-  return { ...result, info: { ...result.info, lottery: publishedLottery(result.info.lottery, committed) } };
+  return {
+    ...result,
+    info: {
+      ...result.info,
+      lottery: publishedLottery(result.info.lottery, committed, result.info.onSaleAt, result.info.state),
+    },
+  };
 }
 
 /**
@@ -87,31 +94,54 @@ export function forgetCommitted(store: LotteryStore, eventId: string): void {
 }
 
 /**
- * The lottery as published: Redis's, with the beacon's source (and its value before the draw)
- * from DynamoDB; and once a draw is sealed that Redis does not hold (the room was recreated after
- * a wipe), the sealed draw's inputs, which the membership pages then serve from DynamoDB too.
+ * The lottery as published: Redis's, with the drand chain and round (announced from the start),
+ * the recorded round once it is in, from DynamoDB; and once a draw is sealed that Redis does not
+ * hold (the room was recreated after a wipe), the sealed draw's inputs, which the membership pages
+ * then serve from DynamoDB too.
  */
-function publishedLottery(redis: WaitingRoomInfo["lottery"], committed: LotteryCommitment): WaitingRoomInfo["lottery"] {
-  const source = committed.beaconSource === undefined ? {} : { beaconSource: committed.beaconSource };
+function publishedLottery(
+  redis: WaitingRoomInfo["lottery"],
+  committed: LotteryCommitment,
+  onSaleAt: string,
+  state: WaitingRoomInfo["state"],
+): WaitingRoomInfo["lottery"] {
+  const chain = committed.drandChain;
   const draw = committed.draw;
+  const closedAt = draw?.closedAt ?? onSaleAt;
+  const round = draw?.round ?? (chain ? roundAt(chain, Date.parse(closedAt)) : undefined);
+  const known = chain ? knownChainName(chain) : undefined;
+  const beacon = {
+    ...(chain && round !== undefined
+      ? {
+          drand: {
+            ...chain,
+            round,
+            roundAt: new Date(roundTimeMs(chain, round)).toISOString(),
+            ...(known ? { knownAs: known } : {}),
+          },
+        }
+      : {}),
+    ...(committed.beaconRound ? { beaconRound: committed.beaconRound } : {}),
+  };
   if (!draw) {
+    const awaiting = chain !== undefined && redis.seed === undefined && state !== "prequeue";
     return {
       ...redis,
-      ...source,
+      ...beacon,
       ...(committed.beacon && redis.seed === undefined ? { beacon: committed.beacon } : {}),
+      ...(awaiting && committed.beacon === undefined ? { awaitingBeacon: true } : {}),
     };
   }
-  const missed = draw.beaconMissed ? { beaconMissed: true } : {};
-  if (redis.seed !== undefined && redis.membershipHash === draw.membershipHash)
-    return { ...redis, ...source, ...missed };
+  const closed = draw.closedAt ? { closedAt: draw.closedAt } : {};
+  if (redis.seed !== undefined && redis.membershipHash === draw.membershipHash) return { ...redis, ...beacon, ...closed };
   return {
     commitment: committed.commitment,
     seed: committed.seed,
     membershipHash: draw.membershipHash,
     ...(draw.beacon ? { beacon: draw.beacon } : {}),
     size: draw.size,
-    ...source,
-    ...missed,
+    ...beacon,
+    ...closed,
     sealedOnly: true,
   };
 }

@@ -2,6 +2,7 @@
  * The waiting room's public types. Every method returns a value, never throws for an expected
  * outcome: `ok: true` with the result, or `ok: false` with a `reason` the gateway maps to HTTP.
  */
+import type { DrandBeacon, DrandChain } from "../lottery/drand.js";
 import type { TokenFailure } from "./tokens.js";
 
 export type RoomState = "prequeue" | "open" | "paused" | "closed";
@@ -59,10 +60,17 @@ export interface WaitingRoomInfo {
     membershipHash?: string;
     beacon?: string;
     size?: number;
-    /** Where the beacon value comes from, named by the operator before the close (src/waiting-room/beacon.ts). */
-    beaconSource?: string;
-    /** A beacon source was named but its value did not come in time: the draw took none. */
-    beaconMissed?: boolean;
+    /**
+     * The drand chain the event named and the round the draw takes (the first published at or
+     * after the close), announced from the start (src/waiting-room/beacon.ts).
+     */
+    drand?: DrandChain & { round: number; roundAt: string; knownAs?: string };
+    /** The round recorded as the beacon, with its signature: anyone checks it against the chain's key. */
+    beaconRound?: DrandBeacon;
+    /** The pre-queue has closed and the draw waits for its drand round to be recorded. */
+    awaitingBeacon?: boolean;
+    /** Once drawn: when the pre-queue closed (the round is the first published at or after it). */
+    closedAt?: string;
     /**
      * The draw sealed in DynamoDB is not the one Redis holds (the room was recreated after a wipe):
      * these are the sealed draw's inputs, and the membership pages serve its sealed order.
@@ -163,6 +171,8 @@ export interface ConfigureInput {
   sessionSeconds: number;
   /** Default 60. */
   abandonSeconds?: number;
+  /** The drand chain whose round is the draw's beacon (named once, before the close; src/waiting-room/beacon.ts). */
+  drand?: DrandChain | undefined;
 }
 
 /** The bot settings (proof of work, invites) a restored room comes back with, and the loop's. */

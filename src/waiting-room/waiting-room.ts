@@ -29,6 +29,7 @@ import {
   settingsHistory,
   updateSettings,
 } from "./operator.js";
+import type { DrandBeacon } from "../lottery/drand.js";
 import { type BeaconResult, recordBeacon } from "./beacon.js";
 import { type DrawResult, drawPreQueue } from "./draw.js";
 import { createLineViews, type LineViewOptions, type LineViews } from "./line-view.js";
@@ -210,8 +211,8 @@ export interface WaitingRoom {
    * onSaleAt): what the draw job runs (src/workers/draw.ts). `changed` false: drawn already.
    */
   drawDue(eventId: string): Promise<DrawResult>;
-  /** Records the draw's beacon source (before the close) and/or value (src/waiting-room/beacon.ts). */
-  recordBeacon(eventId: string, beacon: { source?: string; value?: string }): Promise<BeaconResult>;
+  /** Records the draw's beacon: the drand round of the close, verified (src/waiting-room/beacon.ts). */
+  recordBeacon(eventId: string, beacon: DrandBeacon): Promise<BeaconResult>;
   /** Delete every key of the event's waiting room. */
   remove(eventId: string): Promise<RemoveResult>;
   /** Polls answered from this process's view of the line, refreshes and heartbeats sent (line-view.ts). */
@@ -349,7 +350,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       return drawPreQueue(ctx, eventId);
     },
     recordBeacon: async (eventId, beacon) => {
-      const result = await recordBeacon(ctx, (id) => roomInfo(ctx, id), eventId, beacon);
+      const result = await recordBeacon(ctx, eventId, beacon);
       if (ctx.lottery) forgetCommitted(ctx.lottery, eventId);
       return result;
     },

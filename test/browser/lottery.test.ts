@@ -5,8 +5,9 @@
  * joined is told so; the same pre-queue tampered with in Redis after the draw (two places swapped)
  * FAILs on the order at place 1; before the draw the page shows the commitment; an unknown event
  * and an unreachable gateway are said in words; and with its Web Worker blocked the page checks
- * in batches itself. A recorded beacon and its source are shown, and after a Redis wipe the draw
- * sealed in DynamoDB still PASSes.
+ * in batches itself. The drand round the draw takes (a test chain's key signs it) is shown, the
+ * page and the fan page say the draw waits for it after the close, and after a Redis wipe the
+ * draw sealed in DynamoDB still PASSes.
  */
 import { Redis } from "ioredis";
 import type { Page } from "playwright-core";
@@ -21,6 +22,8 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
+import { randomnessOf } from "../../src/lottery/drand.js";
+import { type TestChain, testChain } from "../support/drand-chain.js";
 import { expectAccessible } from "./axe.js";
 import { ensurePagesBuilt, patient, screenshot, sharedChromium, type TestBrowser, watchErrors } from "./browser.js";
 
@@ -52,11 +55,11 @@ interface Joined {
 }
 
 /** An event whose pre-queue holds these fans, not drawn yet; nobody is admitted (places stay put). */
-async function preQueue(fanIds: string[]): Promise<{ eventId: string; joined: Joined[] }> {
+async function preQueue(fanIds: string[], chain?: TestChain): Promise<{ eventId: string; joined: Joined[] }> {
   const eventId = uniqueId("lp");
   const input = eventInput({
     onSaleAt: new Date(Date.now() + 3_600_000).toISOString(),
-    waitingRoom: { admitPerSecond: 0, maxActive: 100, sessionSeconds: 600 },
+    waitingRoom: { admitPerSecond: 0, maxActive: 100, sessionSeconds: 600, drand: chain?.chain },
   });
   expect((await putEvent(gw, eventId, input)).status).toBe(201);
   const joined = await Promise.all(
@@ -80,6 +83,14 @@ async function draw(eventId: string): Promise<void> {
       return typeof info.lottery.seed;
     }, PATIENCE)
     .toBe("string");
+}
+
+/** The drand round the event's draw takes, as the queue info announces it. */
+async function roundOf(eventId: string): Promise<number> {
+  const info = (await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as {
+    lottery: { drand: { round: number } };
+  };
+  return info.lottery.drand.round;
 }
 
 /** The place the gateway gives the fan (queue status). */
@@ -215,14 +226,21 @@ describe("the lottery page", () => {
     }
   }, 120_000);
 
-  it("shows the beacon and its source, and still PASSes the draw sealed in DynamoDB after Redis lost the room", async () => {
-    const { eventId } = await preQueue(Array.from({ length: 200 }, (_, i) => `beacon-${i}`));
-    const source = "drand quicknet round 1234";
-    const value = "ab".repeat(32);
+  it("shows the drand round and its value, and still PASSes the draw sealed in DynamoDB after Redis lost the room", async () => {
+    const chain = testChain();
+    const { eventId } = await preQueue(
+      Array.from({ length: 200 }, (_, i) => `beacon-${i}`),
+      chain,
+    );
+    const opened = await gw.request(`/v1/admin/events/${eventId}/open-now`, { method: "POST", token: ADMIN_TOKEN });
+    expect(opened.status).toBe(200);
+    const round = await roundOf(eventId);
+    const signed = chain.sign(round);
+    const value = randomnessOf(signed.signature);
     const recorded = await gw.request(`/v1/admin/events/${eventId}/waiting-room/beacon`, {
       method: "PUT",
       token: ADMIN_TOKEN,
-      json: { source, value },
+      json: signed,
     });
     expect(recorded.status).toBe(200);
     await draw(eventId);
@@ -235,7 +253,9 @@ describe("the lottery page", () => {
       await page.goto(`${server.url}/lottery?event=${eventId}`);
       await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
       expect(await page.locator("#draw-beacon").textContent()).toBe(value);
-      expect(await page.locator("#draw-beacon-source").textContent()).toBe(`from ${source}`);
+      expect(await page.locator("#draw-beacon-source").textContent()).toBe(
+        `from drand chain ${chain.chain.chainHash} round ${round}`,
+      );
       expect(await page.locator("#draw-sealed").isVisible()).toBe(false);
 
       // Redis loses every key of the event's line: the info and the pages come from the sealed draw.
@@ -255,14 +275,15 @@ describe("the lottery page", () => {
     }
   }, 120_000);
 
-  it("after the close says the draw waits for a named beacon's value, then PASSes once it came", async () => {
-    const { eventId } = await preQueue(Array.from({ length: 20 }, (_, i) => `wait-${i}`));
-    const source = "drand quicknet round 4321";
-    const beacon = (body: unknown) =>
-      gw.request(`/v1/admin/events/${eventId}/waiting-room/beacon`, { method: "PUT", token: ADMIN_TOKEN, json: body });
-    expect((await beacon({ source })).status).toBe(200);
+  it("after the close says the draw waits for its drand round (and the fan page says why), then PASSes once it came", async () => {
+    const chain = testChain();
+    const { eventId } = await preQueue(
+      Array.from({ length: 20 }, (_, i) => `wait-${i}`),
+      chain,
+    );
     const opened = await gw.request(`/v1/admin/events/${eventId}/open-now`, { method: "POST", token: ADMIN_TOKEN });
     expect(opened.status).toBe(200);
+    const round = await roundOf(eventId);
     const context = await browser!.get().newContext();
     try {
       const page = await context.newPage();
@@ -270,13 +291,26 @@ describe("the lottery page", () => {
       const errors = watchErrors(page);
       await page.goto(`${server.url}/lottery?event=${eventId}`);
       await page.locator("#draw-beacon-wait").waitFor({ state: "visible" });
-      expect(await page.locator("#draw-beacon-wait-source").textContent()).toBe(source);
+      expect(await page.locator("#draw-beacon-wait-source").textContent()).toBe(
+        `drand chain ${chain.chain.chainHash} round ${round}`,
+      );
       expect(await page.locator("#verify").isVisible()).toBe(false);
       await expectAccessible(page, "the lottery page, the draw waiting for its beacon");
 
-      expect((await beacon({ value: "cd".repeat(32) })).status).toBe(200);
+      // The fan page says why the draw is late.
+      await page.goto(`${server.url}/?event=${eventId}`);
+      await expect
+        .poll(() => page.locator("#lottery-beacon").textContent(), PATIENCE)
+        .toContain(`The draw is waiting for round ${round} of the drand chain`);
+
+      const beacon = await gw.request(`/v1/admin/events/${eventId}/waiting-room/beacon`, {
+        method: "PUT",
+        token: ADMIN_TOKEN,
+        json: chain.sign(round),
+      });
+      expect(beacon.status).toBe(200);
       await draw(eventId);
-      await page.reload();
+      await page.goto(`${server.url}/lottery?event=${eventId}`);
       await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
       expect(await page.locator("#draw-beacon-wait").isVisible()).toBe(false);
       expect(errors).toEqual([]);

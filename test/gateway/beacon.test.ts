@@ -1,12 +1,16 @@
 /**
- * The beacon over HTTP (`PUT /v1/admin/events/{id}/waiting-room/beacon`) and the sealed draw
+ * The beacon over HTTP (`PUT /v1/admin/events/{id}/waiting-room/beacon`): only the drand round of
+ * the close, with a signature that verifies under the chain the event names (a test chain's key
+ * signs); every other body is a 4xx JSON error. And the sealed draw
  * surviving a Redis wipe: after the room is recreated, the queue info publishes the draw sealed in
  * DynamoDB and the membership pages serve its sealed order, so the original draw still verifies
  * from outside. Real gateway, Redis and DynamoDB.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { randomnessOf } from "../../src/lottery/drand.js";
 import { verifyRemoteDraw } from "../../src/lottery/verify-remote.js";
+import { testChain } from "../support/drand-chain.js";
 import {
   ADMIN_TOKEN,
   createTable,
@@ -42,55 +46,98 @@ const put = (eventId: string, body: unknown, token: string | undefined = ADMIN_T
   });
 const code = async (res: Response) => ((await res.json()) as { error: { code: string } }).error.code;
 
+const withChain = (chain: unknown, onSaleAt: string) =>
+  eventInput({
+    onSaleAt,
+    waitingRoom: { admitPerSecond: 10_000, maxActive: 10_000, sessionSeconds: 600, drand: chain } as never,
+  });
+const openNow = (eventId: string) =>
+  gw.request(`/v1/admin/events/${eventId}/open-now`, { method: "POST", token: ADMIN_TOKEN });
+const roundOf = async (eventId: string) =>
+  ((await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as { lottery: { drand: { round: number } } })
+    .lottery.drand.round;
+
 describe("PUT .../waiting-room/beacon", () => {
-  it("takes a source and a value once each, refuses bad input with a code", async () => {
+  it("takes only the close's drand round with its chain's signature; anything else is a 4xx JSON error", async () => {
+    const t = testChain();
     const eventId = uniqueId("bc");
     const later = new Date(Date.now() + 3_600_000).toISOString();
-    expect((await putEvent(gw, eventId, eventInput({ onSaleAt: later }))).status).toBe(201);
+    expect((await putEvent(gw, eventId, withChain(t.chain, later))).status).toBe(201);
+    const announced = await roundOf(eventId);
 
-    expect((await put(eventId, { source: "x" }, "")).status).toBe(401);
-    for (const bad of [{}, { source: "" }, { source: "x".repeat(257) }, { value: "tab\there" }, { other: 1 }]) {
+    expect((await put(eventId, t.sign(announced), "")).status).toBe(401);
+    // What the operator could send before: a free value, a named source. Refused.
+    for (const bad of [
+      {},
+      { value: "f".repeat(64) },
+      { source: "drand quicknet round 1", value: "ab" },
+      { round: announced },
+      { round: announced, signature: "XYZ" },
+      { ...t.sign(announced), other: 1 },
+    ]) {
       const res = await put(eventId, bad);
       expect(res.status).toBe(400);
       expect(await code(res)).toBe("invalid_request");
     }
-    const missing = await put(uniqueId("none"), { source: "x" });
+    const missing = await put(uniqueId("none"), t.sign(announced));
     expect(missing.status).toBe(404);
-    expect(await code(missing)).toBe("not_found");
+    // Before the close: the round is not due, not even the announced one.
+    const early = await put(eventId, t.sign(announced));
+    expect(early.status).toBe(409);
+    expect(await code(early)).toBe("lottery_open");
 
-    const source = "drand quicknet round 20000000";
-    const first = await put(eventId, { source });
+    expect((await openNow(eventId)).status).toBe(200);
+    const round = await roundOf(eventId);
+    const wrong = await put(eventId, t.sign(round + 1));
+    expect(wrong.status).toBe(409);
+    expect(await wrong.json()).toMatchObject({ error: { code: "wrong_beacon_round", details: { round } } });
+    const forged = await put(eventId, testChain().sign(round));
+    expect(forged.status).toBe(422);
+    expect(await code(forged)).toBe("invalid_beacon");
+
+    const good = t.sign(round);
+    const first = await put(eventId, good);
     expect(first.status).toBe(200);
-    expect(await first.json()).toEqual({ beaconSource: source });
-    expect((await put(eventId, { source })).status).toBe(200);
-    const other = await put(eventId, { source: "another" });
-    expect(other.status).toBe(409);
-    expect(await other.json()).toMatchObject({ error: { code: "beacon_conflict", details: { beaconSource: source } } });
-    const info = (await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as {
-      lottery: { beaconSource?: string };
-    };
-    expect(info.lottery.beaconSource).toBe(source);
+    expect(await first.json()).toEqual({ ...good, beacon: randomnessOf(good.signature) });
+
+    // An event that names no chain takes no beacon.
+    const plain = uniqueId("bp");
+    expect((await putEvent(gw, plain, eventInput({ onSaleAt: later }))).status).toBe(201);
+    const none = await put(plain, good);
+    expect(none.status).toBe(409);
+    expect(await code(none)).toBe("no_beacon_chain");
+    // A chain that is not one: refused with the event.
+    const badChain = await putEvent(gw, uniqueId("bk"), withChain({ ...t.chain, publicKey: "ab".repeat(96) }, later));
+    expect(badChain.status).toBe(400);
   });
 
   it("a draw sealed in DynamoDB still verifies from outside after Redis lost the room", async () => {
+    const t = testChain();
     const eventId = uniqueId("bw");
     const later = new Date(Date.now() + 3_600_000).toISOString();
-    expect((await putEvent(gw, eventId, eventInput({ onSaleAt: later }))).status).toBe(201);
+    expect((await putEvent(gw, eventId, withChain(t.chain, later))).status).toBe(201);
     const joins = await Promise.all(
       Array.from({ length: 300 }, (_, i) =>
         gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: `fan-${i}` } }),
       ),
     );
     expect(joins.every((r) => r.status === 201)).toBe(true);
-    const value = "f".repeat(64);
-    expect((await put(eventId, { source: "drand quicknet round 1", value })).status).toBe(200);
-    expect(
-      (await gw.request(`/v1/admin/events/${eventId}/open-now`, { method: "POST", token: ADMIN_TOKEN })).status,
-    ).toBe(200);
-    const before = await verifyRemoteDraw(server.url, eventId);
+    expect((await openNow(eventId)).status).toBe(200);
+    const signed = t.sign(await roundOf(eventId));
+    const value = randomnessOf(signed.signature);
+    expect((await put(eventId, signed)).status).toBe(200);
+    const before = await (async () => {
+      for (;;) {
+        try {
+          return await verifyRemoteDraw(server.url, eventId);
+        } catch {
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    })();
     expect(before.pass).toBe(true);
     expect(before).toMatchObject({ beacon: value, size: 300 });
-    const tooLate = await put(eventId, { value: "0".repeat(64) });
+    const tooLate = await put(eventId, signed);
     expect(tooLate.status).toBe(409);
     expect(await code(tooLate)).toBe("lottery_drawn");
 

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDocumentClient, createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
 import { createLotteryStore } from "../../src/lottery/store.js";
+import { testChain } from "../support/drand-chain.js";
 import { DRAW_WAIT_POLL_MS, DRAW_WAIT_SPREAD_MS } from "../../src/waiting-room/advice.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { eventId as freshEventId, ok, SECRET, until } from "../waiting-room/helpers.js";
@@ -21,7 +22,7 @@ beforeAll(async () => {
   const tableName = `beacon_advice_${freshEventId("t")}`;
   await ensureTable(dynamo, tableName);
   // The draw waits for the beacon far longer than the test runs: the value comes when the test sends it.
-  const store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName, beaconWaitMs: 600_000 });
+  const store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName });
   redis = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
   room = createWaitingRoom({ redis, secret: SECRET, lottery: store });
 });
@@ -34,10 +35,12 @@ afterAll(async () => {
 
 describe("advice while the draw waits for its beacon", () => {
   it("tells pre-queued fans to poll every few seconds with no ETA, then the draw places them", async () => {
+    const chain = testChain();
     const evt = freshEventId("advice");
     // Ten fans at 10 a second: before the fix each was told 100 ms and an ETA of 1 s.
     ok(
       await room.configure(evt, {
+        drand: chain.chain,
         onSaleAt: Date.now() + 3_600_000,
         admitPerSecond: 10,
         maxActive: 100,
@@ -47,7 +50,6 @@ describe("advice while the draw waits for its beacon", () => {
     );
     const fanIds = Array.from({ length: 10 }, (_, i) => `fan-${evt}-${i}`);
     for (const fanId of fanIds) ok(await room.join(evt, fanId));
-    ok(await room.recordBeacon(evt, { source: "drand quicknet round 12345678" }));
     expect(ok(await room.openNow(evt)).info.lottery.seed).toBeUndefined();
 
     // The first fraction of a second after the close is the draw's own expected time (the fan is
@@ -73,7 +75,7 @@ describe("advice while the draw waits for its beacon", () => {
     expect(ok(await room.info(evt)).info.lottery.seed).toBeUndefined();
 
     // The value comes: the next polls draw the pre-queue and the fan has a place and an ETA again.
-    ok(await room.recordBeacon(evt, { value: "a".repeat(64) }));
+    ok(await room.recordBeacon(evt, chain.sign(ok(await room.info(evt)).info.lottery.drand!.round)));
     const placed = await until(async () => {
       const place = ok(await room.statusOf(evt, fanIds[0]!)).place;
       return place.status === "prequeue" ? undefined : place;

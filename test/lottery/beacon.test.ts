@@ -1,21 +1,28 @@
 /**
- * The draw's public beacon (issue 18 item 2), recorded in DynamoDB with the commitment, and the
- * draw sealed there: a named source makes the draw wait for its value (a bounded while); each
- * part is recorded once whatever many gateways race; nothing is taken after it could bias the
- * order; a beacon racing the draw is either in the sealed draw or refused. Real Redis, the test
- * DynamoDB; nothing mocked.
+ * The draw's beacon is a drand round (issue 29 item 1): the event names a chain (a key pair made
+ * here signs its rounds); the draw takes only the round first published at or after the close,
+ * only with a signature that verifies under the chain's key; it waits for it however long; a
+ * dishonest operator who tries values, other rounds or another key, or withholds the round, gets
+ * no other order. Real Redis, the test DynamoDB; nothing mocked.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDocumentClient, createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
 import { drawKey, entryOf, verifyDraw } from "../../src/lottery/draw.js";
+import { randomnessOf, roundAt } from "../../src/lottery/drand.js";
 import { createLotteryStore, type LotteryStore } from "../../src/lottery/store.js";
-import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
-import { eventId as freshEventId, SECRET, ok, until } from "../waiting-room/helpers.js";
+import { createWaitingRoom, lotteryOrder, type WaitingRoom } from "../../src/waiting-room/index.js";
+import { testChain } from "../support/drand-chain.js";
+import { eventId as freshEventId, ok, SECRET, until } from "../waiting-room/helpers.js";
 
-const settings = () => ({ onSaleAt: Date.now() + 3_600_000, admitPerSecond: 0, maxActive: 10, sessionSeconds: 60 });
-const BEACON_WAIT_MS = 1_500;
+const settings = (extra: object = {}) => ({
+  onSaleAt: Date.now() + 3_600_000,
+  admitPerSecond: 0,
+  maxActive: 10,
+  sessionSeconds: 60,
+  ...extra,
+});
 
 let dynamo: ReturnType<typeof createDynamoClient>;
 let store: LotteryStore;
@@ -26,7 +33,7 @@ beforeAll(async () => {
   dynamo = createDynamoClient({ endpoint: inject("dynamoEndpoint"), region: "us-east-1" });
   const tableName = `beacon_${freshEventId("t")}`;
   await ensureTable(dynamo, tableName);
-  store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName, beaconWaitMs: BEACON_WAIT_MS });
+  store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName });
   clients = Array.from({ length: 4 }, () => new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 }));
   rooms = clients.map((redis) => createWaitingRoom({ redis, secret: SECRET, lottery: store }));
 });
@@ -52,144 +59,143 @@ async function preQueue(evt: string, count: number): Promise<string[]> {
   return fanIds;
 }
 
-describe("the lottery beacon", () => {
-  it("a source named before the close holds the draw until its value comes; the draw takes it", async () => {
-    const evt = freshEventId("src");
-    ok(await rooms[0]!.configure(evt, settings()));
-    const fanIds = await preQueue(evt, 400);
-    const source = "drand quicknet round 12345678";
-    expect(await rooms[1]!.recordBeacon(evt, { source })).toEqual({ ok: true, beaconSource: source });
-    // The same again is a no-op; another source is refused with what is recorded.
-    expect(await rooms[2]!.recordBeacon(evt, { source })).toMatchObject({ ok: true });
-    expect(await rooms[3]!.recordBeacon(evt, { source: "another" })).toEqual({
-      ok: false,
-      reason: "beacon_conflict",
-      beaconSource: source,
-    });
-    expect(ok(await rooms[0]!.info(evt)).info.lottery.beaconSource).toBe(source);
+const drawnLottery = (evt: string, timeout = 10_000) =>
+  until(async () => {
+    const l = ok(await rooms[3]!.info(evt)).info.lottery;
+    return l.seed === undefined ? undefined : l;
+  }, timeout);
 
-    // The close: the draw waits for the value, nobody in the pre-queue is placed yet.
+describe("the lottery beacon: a drand round", () => {
+  it("is announced before the close, awaited after it, and taken only as the close's round with its signature", async () => {
+    const t = testChain();
+    const evt = freshEventId("src");
+    ok(await rooms[0]!.configure(evt, settings({ drand: t.chain })));
+    const fanIds = await preQueue(evt, 300);
+    const before = ok(await rooms[1]!.info(evt)).info;
+    expect(before.lottery.drand).toMatchObject({ ...t.chain, round: roundAt(t.chain, Date.parse(before.onSaleAt)) });
+    // Before the close no round is taken, not even the announced one.
+    expect(await rooms[2]!.recordBeacon(evt, t.sign(before.lottery.drand!.round))).toMatchObject({
+      ok: false,
+      reason: "lottery_open",
+    });
+
     const opened = ok(await rooms[0]!.openNow(evt));
     expect(opened.info.lottery.seed).toBeUndefined();
+    const info = ok(await rooms[1]!.info(evt)).info;
+    const round = roundAt(t.chain, Date.parse(info.onSaleAt));
+    expect(info.lottery).toMatchObject({ awaitingBeacon: true, drand: { round } });
     expect(ok(await rooms[1]!.statusOf(evt, fanIds[0]!)).place.status).toBe("prequeue");
-    // Too late for a new source; the value of the one named is still taken.
-    expect(await rooms[1]!.recordBeacon(evt, { source: "a later one" })).toMatchObject({
-      ok: false,
-      reason: "lottery_closed",
-    });
-    const value = "a".repeat(64);
-    expect(await rooms[2]!.recordBeacon(evt, { value })).toEqual({ ok: true, beaconSource: source, beacon: value });
 
-    const lottery = await until(async () => {
-      const l = ok(await rooms[3]!.info(evt)).info.lottery;
-      return l.seed === undefined ? undefined : l;
-    });
-    expect(lottery).toMatchObject({ beacon: value, beaconSource: source, size: 400 });
+    const beacon = t.sign(round);
+    const recorded = await rooms[2]!.recordBeacon(evt, beacon);
+    expect(recorded).toEqual({ ok: true, beacon: randomnessOf(beacon.signature), round: beacon });
+    // The same round again is a no-op.
+    expect(await rooms[3]!.recordBeacon(evt, beacon)).toMatchObject({ ok: true });
+
+    const lottery = await drawnLottery(evt);
+    expect(lottery).toMatchObject({ beacon: randomnessOf(beacon.signature), beaconRound: beacon, size: 300 });
     const entries = await published(rooms[0]!, evt);
     const check = verifyDraw({
-      commitment: lottery.commitment,
+      ...lottery,
       seed: lottery.seed!,
       membershipHash: lottery.membershipHash!,
-      beacon: value,
-      size: lottery.size!,
+      size: 300,
       entries,
     });
     expect(check.pass).toBe(true);
-    // Without the beacon the same inputs give another order: the value is in the key.
-    expect(
-      verifyDraw({
-        ...check,
-        ...lottery,
-        seed: lottery.seed!,
-        membershipHash: lottery.membershipHash!,
-        beacon: "",
-        size: 400,
-        entries,
-      }).pass,
-    ).toBe(false);
     const sealed = (await store.read(evt))!.draw!;
-    expect(sealed).toMatchObject({
-      membershipHash: lottery.membershipHash,
-      size: 400,
-      beacon: value,
-      beaconMissed: false,
-    });
-    expect(sealed.drawKey).toBe(drawKey(lottery.seed!, lottery.membershipHash!, value));
-    // Every fan's place is the sealed order's.
-    const statuses = await Promise.all(fanIds.slice(0, 50).map((fanId) => rooms[0]!.statusOf(evt, fanId)));
+    expect(sealed).toMatchObject({ round, beacon: randomnessOf(beacon.signature), size: 300 });
+    expect(sealed.drawKey).toBe(drawKey(lottery.seed!, lottery.membershipHash!, randomnessOf(beacon.signature)));
+    const statuses = await Promise.all(fanIds.slice(0, 30).map((fanId) => rooms[0]!.statusOf(evt, fanId)));
     for (const s of statuses) expect(ok(s).place.position).toBe(entries.indexOf(entryOf(ok(s).fanId)) + 1);
-    // Sealed: nothing about the beacon changes any more.
-    expect(await rooms[0]!.recordBeacon(evt, { value: "b".repeat(64) })).toMatchObject({
-      ok: false,
-      reason: "lottery_drawn",
-    });
+    expect(await rooms[0]!.recordBeacon(evt, t.sign(round + 1))).toMatchObject({ ok: false });
   }, 60_000);
 
-  it("a value that never comes: the draw goes on without one after the wait, and says so", async () => {
-    const evt = freshEventId("missed");
-    ok(await rooms[0]!.configure(evt, settings()));
-    await preQueue(evt, 50);
-    ok(await rooms[0]!.recordBeacon(evt, { source: "drand quicknet round 1" }));
-    expect(ok(await rooms[0]!.openNow(evt)).info.lottery.seed).toBeUndefined();
-    const lottery = await until(async () => {
-      const l = ok(await rooms[1]!.info(evt)).info.lottery;
-      return l.seed === undefined ? undefined : l;
-    }, 15_000);
-    expect(lottery.beaconMissed).toBe(true);
-    expect(lottery.beacon).toBeUndefined();
-    expect((await store.read(evt))!.draw).toMatchObject({ beacon: "", beaconMissed: true, size: 50 });
-    const entries = await published(rooms[2]!, evt);
-    expect(
-      verifyDraw({ ...lottery, seed: lottery.seed!, membershipHash: lottery.membershipHash!, size: 50, entries }).pass,
-    ).toBe(true);
-  }, 30_000);
+  it("a dishonest operator can neither pick the order by trying beacons nor get a fallback draw by withholding", async () => {
+    const t = testChain();
+    const impostor = testChain();
+    const evt = freshEventId("dishonest");
+    // The close was 20 minutes ago: twice the old no-beacon fallback (10 minutes) has passed.
+    ok(await rooms[0]!.configure(evt, settings({ drand: t.chain, onSaleAt: Date.now() + 3_600_000 })));
+    const fanIds = await preQueue(evt, 12);
+    const target = fanIds[7]!;
+    const closedAt = Date.now() - 20 * 60_000;
+    ok(await rooms[0]!.configure(evt, settings({ drand: t.chain, onSaleAt: closedAt })));
+    const round = roundAt(t.chain, closedAt);
+    const seed = (await store.read(evt))!.seed; // the operator reads the seed from DynamoDB
 
-  it("is recorded once however many gateways race; a value with no source is refused after the close", async () => {
-    const evt = freshEventId("race");
-    ok(await rooms[0]!.configure(evt, settings()));
-    const values = Array.from({ length: 24 }, (_, i) => `value-${i}`);
-    const results = await Promise.all(values.map((value, i) => rooms[i % rooms.length]!.recordBeacon(evt, { value })));
-    const won = results.filter((r) => r.ok);
-    expect(won).toHaveLength(1);
-    const recorded = (await store.read(evt))!.beacon!;
-    expect(values).toContain(recorded);
-    for (const r of results.filter((x) => !x.ok))
-      expect(r).toEqual({ ok: false, reason: "beacon_conflict", beacon: recorded });
-
-    const late = freshEventId("late");
-    ok(await rooms[0]!.configure(late, settings()));
-    await preQueue(late, 3);
-    ok(await rooms[0]!.openNow(late));
-    expect(await rooms[1]!.recordBeacon(late, { value: "picked after seeing the membership" })).toMatchObject({
-      ok: false,
-    });
-    expect((await store.read(late))!.beacon).toBeUndefined();
-  }, 30_000);
-
-  it("a value racing the draw is either in the sealed draw or refused, never taken and left out", async () => {
-    for (let round = 0; round < 6; round++) {
-      const evt = freshEventId(`drawrace${round}`);
-      ok(await rooms[0]!.configure(evt, settings()));
-      await preQueue(evt, 30);
-      const value = `race-${round}`;
-      const [beacons] = await Promise.all([
-        Promise.all(rooms.map((r) => r.recordBeacon(evt, { value }))),
-        Promise.all(rooms.map((r) => r.openNow(evt))),
-      ]);
-      const lottery = await until(async () => {
-        const l = ok(await rooms[round % rooms.length]!.info(evt)).info.lottery;
-        return l.seed === undefined ? undefined : l;
-      });
-      const sealed = (await store.read(evt))!.draw!;
-      if (beacons.some((b) => b.ok)) expect(sealed.beacon).toBe(value);
-      else expect(sealed.beacon).toBe("");
-      for (const b of beacons) if (!b.ok) expect(["lottery_closed", "lottery_drawn"]).toContain(b.reason);
-      expect(lottery.beacon ?? "").toBe(sealed.beacon);
-      const entries = await published(rooms[0]!, evt);
-      expect(
-        verifyDraw({ ...lottery, seed: lottery.seed!, membershipHash: lottery.membershipHash!, size: 30, entries })
-          .pass,
-      ).toBe(true);
+    // Withheld: however often the draw is asked for, it does not happen without the round.
+    for (let i = 0; i < 5; i++) {
+      const l = ok(await rooms[i % rooms.length]!.info(evt)).info.lottery;
+      expect(l.seed).toBeUndefined();
+      expect(l.awaitingBeacon).toBe(true);
+      expect(ok(await rooms[0]!.statusOf(evt, target)).place.status).toBe("prequeue");
     }
+    expect(ok(await rooms[0]!.stats(evt)).stats.drawing).toBe(true);
+    expect((await store.read(evt))!.draw).toBeUndefined();
+
+    // Tries: later and earlier rounds (their values are published too), another key's signature of
+    // the round, junk; each would give another order, none is taken.
+    const tries = [
+      t.sign(round + 1),
+      t.sign(round + 2),
+      t.sign(round - 1),
+      impostor.sign(round),
+      { round, signature: t.sign(round + 1).signature },
+      { round, signature: "00".repeat(48) },
+      { round, signature: `${t.sign(round).signature.slice(0, 94)}00` },
+    ];
+    const answers = await Promise.all(tries.map((b, i) => rooms[i % rooms.length]!.recordBeacon(evt, b)));
+    for (const a of answers) expect(a.ok, JSON.stringify(a)).toBe(false);
+    expect(answers.slice(0, 3).map((a) => !a.ok && a.reason)).toEqual(["wrong_round", "wrong_round", "wrong_round"]);
+    for (const a of answers.slice(3)) expect(a).toMatchObject({ ok: false, reason: "invalid_beacon" });
+    expect((await store.read(evt))!.beacon).toBeUndefined();
+
+    // Only the round's own signature is taken, and the order is the one it gives.
+    const honest = t.sign(round);
+    ok(await rooms[1]!.recordBeacon(evt, honest));
+    const lottery = await drawnLottery(evt);
+    expect(lottery.beacon).toBe(randomnessOf(honest.signature));
+    const order = lotteryOrder(seed, fanIds, randomnessOf(honest.signature));
+    const positions = await Promise.all(fanIds.map(async (f) => ok(await rooms[2]!.statusOf(evt, f)).place.position));
+    for (const [i, f] of fanIds.entries()) expect(positions[i]).toBe(order.indexOf(f) + 1);
+    // The tried values would each have drawn another order: the operator had choices and got none.
+    const alternatives = tries.slice(0, 3).map((b) => lotteryOrder(seed, fanIds, randomnessOf(b.signature)));
+    expect(alternatives.some((o) => o[0] !== order[0] || o.join() !== order.join())).toBe(true);
   }, 60_000);
+
+  it("is named once: a PUT with another chain is refused, an event without one takes no beacon", async () => {
+    const t = testChain();
+    const evt = freshEventId("once");
+    ok(await rooms[0]!.configure(evt, settings({ drand: t.chain })));
+    const other = await rooms[1]!.configure(evt, settings({ drand: testChain().chain }));
+    expect(other).toMatchObject({ ok: false, reason: "invalid" });
+    expect((await store.read(evt))!.drandChain).toEqual(t.chain);
+
+    const plain = freshEventId("plain");
+    ok(await rooms[0]!.configure(plain, settings()));
+    await preQueue(plain, 5);
+    ok(await rooms[0]!.openNow(plain));
+    expect(await rooms[1]!.recordBeacon(plain, t.sign(10))).toEqual({ ok: false, reason: "no_beacon_chain" });
+    const lottery = await drawnLottery(plain);
+    expect(lottery.beacon).toBeUndefined();
+    expect(lottery.drand).toBeUndefined();
+    expect((await store.read(plain))!.draw).toMatchObject({ beacon: "", size: 5 });
+  }, 30_000);
+
+  it("the chained scheme: a round comes with its previous signature", async () => {
+    const t = testChain({ scheme: "pedersen-bls-chained", period: 30 });
+    const evt = freshEventId("chained");
+    ok(await rooms[0]!.configure(evt, settings({ drand: t.chain })));
+    await preQueue(evt, 20);
+    ok(await rooms[0]!.openNow(evt));
+    const round = ok(await rooms[1]!.info(evt)).info.lottery.drand!.round;
+    const beacon = t.sign(round);
+    expect(
+      await rooms[1]!.recordBeacon(evt, { round, signature: beacon.signature, previousSignature: "11".repeat(96) }),
+    ).toMatchObject({ ok: false, reason: "invalid_beacon" });
+    ok(await rooms[2]!.recordBeacon(evt, beacon));
+    const lottery = await drawnLottery(evt);
+    expect(lottery).toMatchObject({ beacon: randomnessOf(beacon.signature), beaconRound: beacon });
+  }, 30_000);
 });

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDocumentClient, createDynamoClient } from "../../src/dynamodb/client.js";
 import { ensureTable } from "../../src/dynamodb/table.js";
 import { createLotteryStore } from "../../src/lottery/store.js";
+import { testChain } from "../support/drand-chain.js";
 import { createWaitingRoom, type WaitingRoom, waitingRoomKeys } from "../../src/waiting-room/index.js";
 import { eventId as freshEventId, ok, SECRET, sleep, until } from "../waiting-room/helpers.js";
 
@@ -22,7 +23,7 @@ beforeAll(async () => {
   dynamo = createDynamoClient({ endpoint: inject("dynamoEndpoint"), region: "us-east-1" });
   const tableName = `draw_abandon_${freshEventId("t")}`;
   await ensureTable(dynamo, tableName);
-  const store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName, beaconWaitMs: 600_000 });
+  const store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName });
   redis = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
   room = createWaitingRoom({ redis, secret: SECRET, lottery: store });
 });
@@ -35,9 +36,11 @@ afterAll(async () => {
 
 describe("the abandon clock of the pre-queue", () => {
   it("starts at the draw: a beacon's wait longer than abandonSeconds costs nobody a place", async () => {
+    const chain = testChain();
     const evt = freshEventId("clock");
     ok(
       await room.configure(evt, {
+        drand: chain.chain,
         onSaleAt: Date.now() + 3_600_000,
         admitPerSecond: 0,
         maxActive: 100,
@@ -47,7 +50,6 @@ describe("the abandon clock of the pre-queue", () => {
     );
     const fans = ["keeps", "quiet-1", "quiet-2"].map((f) => `${f}-${evt}`);
     for (const fanId of fans) ok(await room.join(evt, fanId));
-    ok(await room.recordBeacon(evt, { source: "drand quicknet round 12345678" }));
     ok(await room.openNow(evt));
 
     // Longer than abandonSeconds with the draw waiting, and nobody polling (as they were told).
@@ -56,7 +58,7 @@ describe("the abandon clock of the pre-queue", () => {
     expect(waiting).toMatchObject({ abandoned: 0, waiting: 3, drawing: true });
 
     // The value comes; the draw places them all, none lost.
-    ok(await room.recordBeacon(evt, { value: "b".repeat(64) }));
+    ok(await room.recordBeacon(evt, chain.sign(ok(await room.info(evt)).info.lottery.drand!.round)));
     const drawn = await until(async () => {
       const place = ok(await room.statusOf(evt, fans[0]!)).place;
       return place.status === "prequeue" ? undefined : place;

@@ -16,6 +16,7 @@ import {
   type LotteryView,
   type PlaceResult,
   type Progress,
+  type PublishedChain,
   type PublishedLottery,
   progressText,
   type Verdict,
@@ -141,12 +142,21 @@ describe("the page's recipe (WebCrypto) against src/lottery/draw.ts", () => {
 // --- the model against a fake gateway ---------------------------------------------------------
 
 const PAGE = 1_000;
+const CHAIN: PublishedChain = {
+  chainHash: "ab".repeat(32),
+  publicKey: "cd".repeat(96),
+  genesisTime: 1_692_803_367,
+  period: 3,
+  scheme: "bls-unchained-g1-rfc9380",
+  round: 9,
+  roundAt: "2023-08-23T15:09:51.000Z",
+};
 const ON_SALE_AT = "2026-12-24T18:00:00.000Z";
 
 type Published = node.PublishedDraw | { commitment: string };
 
 /** The gateway's answer on the two routes, as src/http/routes/queue/{info,lottery}.ts give it. */
-function answer(d: Published, path: string, opts: { beaconSource?: string } = {}): ApiResult<unknown> | undefined {
+function answer(d: Published, path: string, opts: { drand?: PublishedChain } = {}): ApiResult<unknown> | undefined {
   if (path.endsWith("/waiting-room")) {
     const lottery: PublishedLottery =
       "seed" in d
@@ -155,7 +165,7 @@ function answer(d: Published, path: string, opts: { beaconSource?: string } = {}
             seed: d.seed,
             membershipHash: d.membershipHash,
             ...(d.beacon ? { beacon: d.beacon } : {}),
-            ...(opts.beaconSource ? { beaconSource: opts.beaconSource } : {}),
+            ...(opts.drand ? { drand: opts.drand } : {}),
             size: d.size,
           }
         : { commitment: d.commitment };
@@ -176,7 +186,7 @@ function answer(d: Published, path: string, opts: { beaconSource?: string } = {}
   return undefined;
 }
 
-const gateway = (d: Published, opts: { beaconSource?: string } = {}) =>
+const gateway = (d: Published, opts: { drand?: PublishedChain } = {}) =>
   new FakeApi((call) => answer(d, call.path, opts));
 
 class RecordingView implements LotteryView {
@@ -226,7 +236,7 @@ describe("the lottery page's model", () => {
   it("fetches every page with progress, passes an honest draw and finds a fan's place", async () => {
     const ids = [...fans(2_499), "ファン 🎟️"];
     const d = honestDraw(ids, "drand-round-9");
-    const api = gateway(d, { beaconSource: "drand quicknet round 9" });
+    const api = gateway(d, { drand: CHAIN });
     const { model, view } = modelFor(api);
     await model.load();
 
@@ -237,7 +247,7 @@ describe("the lottery page's model", () => {
       "/v1/events/finals/queue/lottery?cursor=1000",
       "/v1/events/finals/queue/lottery?cursor=2000",
     ]);
-    expect(view.publishedLottery?.beaconSource).toBe("drand quicknet round 9");
+    expect(view.publishedLottery?.drand).toEqual(CHAIN);
     const fetching = view.progresses.filter((p) => p.phase === "fetching");
     expect(fetching).toEqual([
       { phase: "fetching", page: 1, pages: 3, entries: 1_000, size: 2_500 },

@@ -1,7 +1,7 @@
 /**
  * The lottery draw runs as a job at onSaleAt (issue 18 item 2): with nobody polling and nobody
- * reading the queue info, the pre-queue is drawn all the same; a draw waiting for a named beacon's
- * value is tried again until the value comes, then takes it. An in-process gateway with its
+ * reading the queue info, the pre-queue is drawn all the same; a draw waiting for its drand round
+ * is tried again until the round is recorded, then takes its randomness. An in-process gateway with its
  * workers on a redis-server of its own (the queues' prefix is the production one), the real local
  * DynamoDB.
  */
@@ -17,6 +17,8 @@ import {
   startGateway,
   uniqueId,
 } from "../gateway/harness.js";
+import { randomnessOf, roundAt } from "../../src/lottery/drand.js";
+import { type TestChain, testChain } from "../support/drand-chain.js";
 import { pollUntil } from "../support/worker-process.js";
 
 let redisServer: SpawnedRedis;
@@ -35,11 +37,19 @@ afterAll(async () => {
   await redisServer?.close();
 });
 
-async function preQueued(onSaleInMs: number, fans: number): Promise<{ eventId: string; onSaleAt: number }> {
+async function preQueued(
+  onSaleInMs: number,
+  fans: number,
+  chain?: TestChain,
+): Promise<{ eventId: string; onSaleAt: number }> {
   const eventId = uniqueId("dj");
   const at = Date.now() + onSaleInMs;
   const onSaleAt = new Date(at).toISOString();
-  expect((await putEvent(gw, eventId, eventInput({ onSaleAt }))).status).toBe(201);
+  const waitingRoom = { admitPerSecond: 10_000, maxActive: 10_000, sessionSeconds: 600 };
+  expect(
+    (await putEvent(gw, eventId, eventInput({ onSaleAt, waitingRoom: { ...waitingRoom, drand: chain?.chain } })))
+      .status,
+  ).toBe(201);
   const joins = await Promise.all(
     Array.from({ length: fans }, (_, i) =>
       gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: `fan-${i}` } }),
@@ -64,11 +74,11 @@ describe("the draw job", () => {
     expect(membershipHash).toMatch(/^[0-9a-f]{64}$/);
   }, 60_000);
 
-  it("waits for a named beacon's value, then draws with it", async () => {
-    const { eventId, onSaleAt } = await preQueued(3_000, 40);
+  it("waits for its drand round, then draws with it", async () => {
+    const chain = testChain();
+    const { eventId, onSaleAt } = await preQueued(3_000, 40, chain);
     const beacon = (body: unknown) =>
       gw.request(`/v1/admin/events/${eventId}/waiting-room/beacon`, { method: "PUT", token: ADMIN_TOKEN, json: body });
-    expect((await beacon({ source: "drand quicknet round 99" })).status).toBe(200);
     // Past the close (the job has run at least once and found the value missing) nothing is drawn.
     const drawn = () => room(eventId, "drawn").then((f) => f[0]);
     // Past the close (the job has run and found the value missing): closed, not drawn.
@@ -82,9 +92,9 @@ describe("the draw job", () => {
     );
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, onSaleAt + 2_000 - Date.now())));
     expect(await drawn()).not.toBe("1");
-    const value = "9".repeat(64);
-    expect((await beacon({ value })).status).toBe(200);
+    const signed = chain.sign(roundAt(chain.chain, onSaleAt));
+    expect((await beacon(signed)).status).toBe(200);
     await pollUntil("the draw", drawn, (d) => d === "1", { timeoutMs: 30_000 });
-    expect((await room(eventId, "beacon"))[0]).toBe(value);
+    expect((await room(eventId, "beacon"))[0]).toBe(randomnessOf(signed.signature));
   }, 60_000);
 });

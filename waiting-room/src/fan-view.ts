@@ -141,11 +141,25 @@ export class FanPage implements FanView {
     }
     byId<HTMLAnchorElement>("lottery-link").search = carried.toString();
     const seed = info.lottery.seed;
+    this.beacon(info);
     byId("lottery-revealed").hidden = !seed;
     byId("lottery-pending").hidden = Boolean(seed);
     if (!seed) return;
     setText("lottery-seed", seed);
     setText("lottery-verify", `printf %s ${seed} | sha256sum`);
+  }
+
+  /** Where the draw's random value comes from, and why the draw is late when it waits for it. */
+  private beacon(info: WaitingRoomInfo): void {
+    const out = byId("lottery-beacon");
+    const drand = info.lottery.drand;
+    out.hidden = !drand;
+    if (!drand) return;
+    const chain = drand.knownAs ? `drand ${drand.knownAs}` : `the drand chain ${drand.chainHash.slice(0, 16)}…`;
+    const at = new Date(drand.roundAt).toLocaleTimeString();
+    out.textContent = info.lottery.awaitingBeacon
+      ? `The draw is waiting for round ${drand.round} of ${chain}, due at ${at}: a public random value nobody at the box office can choose. The order is drawn as soon as it is in; until then nobody has a place, and nobody loses one.`
+      : `The draw also mixes in round ${drand.round} of ${chain} (due at ${at}), a public random value published after the pre-queue closes that nobody at the box office can choose.`;
   }
 
   seedChecked(matches: boolean | null, lineRestarted: boolean): void {

@@ -25,13 +25,29 @@ export interface PublishedLottery {
   seed?: string;
   membershipHash?: string;
   beacon?: string;
-  /** Where the beacon value comes from (e.g. "drand quicknet round 1234"), when the gateway says. */
-  beaconSource?: string;
-  /** A source was named but its value did not come in time: the draw took none. */
-  beaconMissed?: boolean;
+  /** The drand chain the event named and the round of the draw (the first at or after the close). */
+  drand?: PublishedChain;
+  /** The round recorded as the beacon, with its BLS signature. */
+  beaconRound?: { round: number; signature: string; previousSignature?: string };
+  /** The pre-queue has closed and the draw waits for its drand round. */
+  awaitingBeacon?: boolean;
+  /** Once drawn: when the pre-queue closed. */
+  closedAt?: string;
   /** The room was recreated after a Redis loss: the draw as sealed in DynamoDB. */
   sealedOnly?: boolean;
   size?: number;
+}
+
+/** A drand chain as the gateway publishes it, with the round the draw takes. */
+export interface PublishedChain {
+  chainHash: string;
+  publicKey: string;
+  genesisTime: number;
+  period: number;
+  scheme: string;
+  round: number;
+  roundAt: string;
+  knownAs?: string;
 }
 
 interface RoomInfo {

@@ -16,6 +16,7 @@ import {
   type LotteryView,
   type PlaceResult,
   type Progress,
+  type PublishedChain,
   type PublishedLottery,
   progressText,
   type Verdict,
@@ -62,6 +63,11 @@ const checkInWorker: DrawChecker = (draw, progress) => {
   });
 };
 
+/** "drand quicknet (League of Entropy mainnet) round 123" */
+function roundName(drand: PublishedChain): string {
+  return `drand ${drand.knownAs ?? `chain ${drand.chainHash}`} round ${drand.round}`;
+}
+
 const STATE_TEXT: Record<CheckState, string> = { pending: "…", pass: "PASS", fail: "FAIL" };
 
 class LotteryPage implements LotteryView {
@@ -71,13 +77,7 @@ class LotteryPage implements LotteryView {
     setText("draw-seed", lottery.seed ?? "not revealed yet");
     setText("draw-membership", lottery.membershipHash ?? "—");
     setText("draw-beacon", lottery.seed ? lottery.beacon || "(none)" : "—");
-    const source = typeof lottery.beaconSource === "string" ? `from ${lottery.beaconSource}` : "";
-    setText(
-      "draw-beacon-source",
-      lottery.beaconMissed === true
-        ? `${source}${source ? ": " : ""}its value did not come in time, so the draw took none`
-        : source,
-    );
+    setText("draw-beacon-source", lottery.drand ? `from ${roundName(lottery.drand)}` : "");
     byId("draw-sealed").hidden = lottery.sealedOnly !== true;
     setText("draw-size", typeof lottery.size === "number" ? plural(lottery.size, "fan") : "—");
     byId("draw-pending").hidden = true;
@@ -91,10 +91,13 @@ class LotteryPage implements LotteryView {
       "draw-close",
       onSaleAt === null ? "at the on-sale" : `at the on-sale, ${new Date(onSaleAt).toLocaleString()}`,
     );
-    // Past the close with a beacon source named: the draw waits for that value (at most 10 minutes).
-    const waiting = typeof lottery.beaconSource === "string" && onSaleAt !== null && Date.now() >= onSaleAt;
+    // Past the close, the draw waits for its drand round (however long: there is no draw without it).
+    const waiting = lottery.awaitingBeacon === true && lottery.drand !== undefined;
     byId("draw-beacon-wait").hidden = !waiting;
-    if (waiting) setText("draw-beacon-wait-source", lottery.beaconSource ?? "");
+    if (waiting && lottery.drand) {
+      setText("draw-beacon-wait-source", roundName(lottery.drand));
+      setText("draw-beacon-wait-at", new Date(lottery.drand.roundAt).toLocaleString());
+    }
     byId("verify").hidden = true;
   }
 

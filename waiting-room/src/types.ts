@@ -47,7 +47,14 @@ export interface WaitingRoomInfo {
   /** A new place needs a proof of work of this many bits (absent from older gateways: 0). */
   powBits?: number;
   invites?: boolean;
-  lottery: { commitment: string; seed?: string };
+  lottery: {
+    commitment: string;
+    seed?: string;
+    /** The drand chain and round the draw takes its beacon from (absent: no beacon). */
+    drand?: { chainHash: string; round: number; roundAt: string; knownAs?: string };
+    /** The pre-queue has closed and the draw waits for its drand round. */
+    awaitingBeacon?: boolean;
+  };
 }
 
 export interface SectionSummary {

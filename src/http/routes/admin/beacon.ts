@@ -1,6 +1,6 @@
 /**
- * `PUT /v1/admin/events/{eventId}/waiting-room/beacon`: the draw's public beacon, recorded in
- * DynamoDB with the lottery's commitment (src/waiting-room/beacon.ts has the rules).
+ * `PUT /v1/admin/events/{eventId}/waiting-room/beacon`: the draw's beacon, a drand round of the
+ * chain the event names, taken only with its BLS signature (src/waiting-room/beacon.ts has the rules).
  */
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context.js";
@@ -8,39 +8,37 @@ import { ApiError, ErrorBody } from "../../errors.js";
 import { bearerSecurity, EventIdParam } from "../../schemas.js";
 import { operatorOnly } from "./guard.js";
 
-/** Printable ASCII, so what is published reads the same everywhere. */
-const printable = (what: string) =>
-  z
-    .string()
-    .min(1)
-    .max(256)
-    .regex(/^[\x20-\x7e]+$/, `${what}: printable ASCII only`);
+const hex = z
+  .string()
+  .min(1)
+  .max(512)
+  .regex(/^[0-9a-f]+$/, "lowercase hex");
 
+/** A drand round as a relay serves it (`GET https://api.drand.sh/<chain>/public/<round>`), nothing else. */
 const Beacon = z
   .strictObject({
-    source: printable("source")
-      .optional()
-      .openapi({
-        description:
-          "Where the value will come from, named so anyone can look it up (e.g. `drand quicknet round 12345678`, " +
-          "a round published after the close). Only before the pre-queue closes; recorded once.",
-        example: "drand quicknet round 12345678",
-      }),
-    value: printable("value")
-      .optional()
-      .openapi({
-        description:
-          "The beacon value (e.g. the round's randomness, hex). Until the draw, for a source recorded before the " +
-          "close (or, with no source, before the close too); recorded once.",
-      }),
+    round: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).openapi({
+      description:
+        "The drand round: the first published at or after the pre-queue's close (the info's `lottery.drand.round`).",
+      example: 12345678,
+    }),
+    signature: hex.openapi({
+      description: "The round's BLS signature, compressed, lowercase hex (48 bytes on quicknet).",
+    }),
+    previousSignature: hex.optional().openapi({
+      description: "The previous round's signature, for a chained scheme (`pedersen-bls-chained`) only.",
+    }),
   })
-  .refine((b) => b.source !== undefined || b.value !== undefined, "name a source, a value or both")
   .openapi("LotteryBeacon");
 
 const Recorded = z
   .object({
-    beaconSource: z.string().optional(),
-    beacon: z.string().optional(),
+    round: z.number().int(),
+    signature: z.string(),
+    previousSignature: z.string().optional(),
+    beacon: z
+      .string()
+      .openapi({ description: "The value the draw takes: SHA-256 of the signature (drand's randomness)." }),
   })
   .openapi("LotteryBeaconRecorded");
 
@@ -48,12 +46,12 @@ const route = createRoute({
   method: "put",
   path: "/v1/admin/events/{eventId}/waiting-room/beacon",
   tags: ["operator"],
-  summary: "Record the lottery draw's public beacon: its source before the close, its value before the draw",
+  summary: "Record the lottery draw's beacon: the drand round of the close, with its signature",
   description:
-    "The draw key mixes in a beacon value nobody inside controls (src/lottery/draw.ts). Name its source before " +
-    "the pre-queue closes; send the value once it is published. While a named source has no value the draw " +
-    "waits, at most 10 minutes after the close; then it draws with none and the queue info says `beaconMissed`. " +
-    "Each part is recorded once: the same again answers 200, another answers 409 `beacon_conflict`.",
+    "The draw key mixes in the randomness of a drand round (src/lottery/drand.ts): the first round of the chain the " +
+    "event's `waitingRoom.drand` names that is published at or after the pre-queue closes. It is taken only once " +
+    "the pre-queue has closed, only for that round, and only with a BLS signature that verifies under the chain's " +
+    "public key. Until it is recorded the draw waits (no fallback). The same round again answers 200.",
   security: bearerSecurity,
   middleware: [operatorOnly] as const,
   request: { params: EventIdParam, body: { required: true, content: { "application/json": { schema: Beacon } } } },
@@ -64,7 +62,13 @@ const route = createRoute({
     403: { description: "a read-only operator token", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown event, or no lottery", content: { "application/json": { schema: ErrorBody } } },
     409: {
-      description: "`lottery_closed` (too late for this part), `lottery_drawn`, or `beacon_conflict`",
+      description:
+        "`lottery_open` (the pre-queue has not closed), `wrong_beacon_round` (not the round of this draw; " +
+        "`details.round`), `lottery_drawn`, or `no_beacon_chain` (the event names no drand chain)",
+      content: { "application/json": { schema: ErrorBody } },
+    },
+    422: {
+      description: "`invalid_beacon`: the signature does not verify under the chain's public key",
       content: { "application/json": { schema: ErrorBody } },
     },
     503: { description: "unavailable", content: { "application/json": { schema: ErrorBody } } },
@@ -81,30 +85,28 @@ export const beaconRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) =>
         throw new ApiError("not_found", `no event ${eventId}`);
       case "no_lottery":
         throw new ApiError("not_found", `event ${eventId} has no lottery commitment`);
-      case "lottery_closed":
+      case "no_beacon_chain":
+        throw new ApiError("no_beacon_chain", "the event names no drand chain: its draw takes no beacon");
+      case "lottery_open":
         throw new ApiError(
-          "lottery_closed",
-          "the pre-queue has closed: a beacon source (or a value with none named) is only taken before the close",
+          "lottery_open",
+          `the pre-queue has not closed: the draw takes round ${result.round}, published at ${result.roundAt}`,
+          { details: { round: result.round, roundAt: result.roundAt } },
         );
+      case "wrong_round":
+        throw new ApiError(
+          "wrong_beacon_round",
+          `the draw takes round ${result.round}, the first published at or after the close (${result.roundAt})`,
+          { details: { round: result.round, roundAt: result.roundAt } },
+        );
+      case "invalid_beacon":
+        throw new ApiError("invalid_beacon", `not this chain's round: ${result.message}`);
       case "lottery_drawn":
         throw new ApiError("lottery_drawn", "the draw is sealed: its beacon can no longer change");
-      case "beacon_conflict":
-        throw new ApiError("beacon_conflict", "another beacon is recorded; each part is recorded once", {
-          details: {
-            ...(result.beaconSource === undefined ? {} : { beaconSource: result.beaconSource }),
-            ...(result.beacon === undefined ? {} : { beacon: result.beacon }),
-          },
-        });
       default:
         throw new ApiError("unavailable", "the lottery store is unavailable; retry", { retryAfter: 1 });
     }
   }
-  c.get("log").info({ eventId, by: c.get("operator")?.name, ...body }, "lottery beacon recorded");
-  return c.json(
-    {
-      ...(result.beaconSource === undefined ? {} : { beaconSource: result.beaconSource }),
-      ...(result.beacon === undefined ? {} : { beacon: result.beacon }),
-    },
-    200,
-  );
+  c.get("log").info({ eventId, by: c.get("operator")?.name, round: body.round }, "lottery beacon recorded");
+  return c.json({ ...result.round, beacon: result.beacon }, 200);
 });

@@ -25,19 +25,43 @@ const Info = z
       beacon: z
         .string()
         .optional()
-        .openapi({ description: "once drawn: the public beacon value the draw key included, when one was recorded" }),
+        .openapi({
+          description: "the drand round's randomness the draw key includes, once recorded (events with a chain)",
+        }),
       size: z
         .number()
         .int()
         .optional()
         .openapi({ description: "once drawn: how many fans the pre-queue held at its close" }),
-      beaconSource: z.string().optional().openapi({
-        description:
-          "where the beacon value comes from (e.g. a drand round published after the close), named by the operator before the close",
+      drand: z
+        .object({
+          chainHash: z.string(),
+          publicKey: z.string(),
+          genesisTime: z.number().int(),
+          period: z.number().int(),
+          scheme: z.enum(["bls-unchained-g1-rfc9380", "pedersen-bls-chained"]),
+          round: z.number().int().openapi({
+            description: "the round the draw takes: the first published at or after the pre-queue's close",
+          }),
+          roundAt: z.string().openapi({ description: "when that round is published" }),
+          knownAs: z.string().optional().openapi({ description: "the League of Entropy chain these parameters are" }),
+        })
+        .optional()
+        .openapi({
+          description:
+            "the drand chain the event names for its beacon, and the round of the draw, announced from the start",
+        }),
+      beaconRound: z
+        .object({ round: z.number().int(), signature: z.string(), previousSignature: z.string().optional() })
+        .optional()
+        .openapi({
+          description:
+            "the drand round recorded as the beacon, with its BLS signature (beacon = SHA-256 of the signature)",
+        }),
+      awaitingBeacon: z.boolean().optional().openapi({
+        description: "true: the pre-queue has closed and the draw waits for its drand round to be recorded",
       }),
-      beaconMissed: z.boolean().optional().openapi({
-        description: "true: a beacon source was named but its value did not come in time, so the draw took none",
-      }),
+      closedAt: z.string().optional().openapi({ description: "once drawn: when the pre-queue closed" }),
       sealedOnly: z.boolean().optional().openapi({
         description:
           "true: the waiting room was recreated after its Redis data was lost; these are the draw's inputs as sealed in DynamoDB, and the membership pages serve the sealed order",
