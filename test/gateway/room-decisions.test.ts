@@ -17,6 +17,7 @@ import {
   createTable,
   eventInput,
   type Gateway,
+  metricTotal,
   putEvent,
   startGateway,
   uniqueId,
@@ -161,6 +162,17 @@ describe("an invite's identity", () => {
     expect((await join(eventId, { fanId: "holder", invite: invite(eventId, "person_1") })).status).toBe(201);
     // Another identity is free as before.
     await json(await join(eventId, { fanId: "second", invite: invite(eventId, "person_2") }), 201);
+
+    // What it costs: an identity's first join writes its claim (one conditional PutItem); its
+    // repeats, answered from Redis's cache of the claim, and joins without an invite write nothing.
+    const puts = () => metricTotal(gw, "gateway_dynamodb_commands_total", { command: "PutItem" });
+    const before = await puts();
+    for (let i = 0; i < 10; i++) {
+      expect((await join(eventId, { fanId: "second", invite: invite(eventId, "person_2") })).status).toBe(200);
+    }
+    expect(await puts()).toBe(before);
+    await json(await join(eventId, { fanId: "third", invite: invite(eventId, "person_3") }), 201);
+    expect(await puts()).toBe(before + 1);
   });
 });
 
