@@ -32,6 +32,9 @@
   ARGV[20..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
               take a place in the new room
 
+  A room created in 'restore' mode is marked `restoredAt` (ms): it cannot tell a fan it never knew
+  from one admitted in the room Redis lost (src/waiting-room/operator.ts revokeFan).
+
   Returns the snapshot plus 'created' 1|0 and 'changed' 1|0, or
     -5  the room has already opened (its pre-queue is drawn) and the arguments differ
         (never in 'restore' mode)
@@ -64,6 +67,7 @@ if not r then
     if v and v ~= '' then redis.call('HSET', K_ROOM, name, v) end
   end
   if ARGV[18] and ARGV[18] ~= '' then redis.call('HSET', K_ROOM, 'settingsAt', ARGV[18]) end
+  if restore then redis.call('HSET', K_ROOM, 'restoredAt', int(now)) end
   for i = 20, #ARGV do
     redis.call('HSETNX', KEYS[2], ARGV[i], 'r|0|0||0|0')
   end

@@ -282,18 +282,32 @@ export async function revokeFan(ctx: RoomContext, eventId: string, fanId: string
   const k = keysFor(eventId);
   if (!k) return notFound;
   const record = await ctx.guarded("revokeFan", eventId, async () => {
-    const [exists, raw] = await Promise.all([ctx.redis.exists(k.room), ctx.redis.hget(k.fans, fanId)]);
-    return { ok: true as const, exists: exists > 0, raw };
+    const [exists, restoredAt, raw] = await Promise.all([
+      ctx.redis.exists(k.room),
+      ctx.redis.hget(k.room, "restoredAt"),
+      ctx.redis.hget(k.fans, fanId),
+    ]);
+    return { ok: true as const, exists: exists > 0, restored: restoredAt !== null, raw };
   });
   if (!record.ok) return record;
   if (!record.exists) return notFound;
-  if (record.raw === null) return { ok: false, reason: "unknown_fan" };
+  if (record.raw === null) {
+    // A room restored after a Redis loss cannot tell a fan it never knew from one admitted in the
+    // lost room, whose access token (of the lost room's epoch) the claim path still trusts: the fan
+    // id is revoked (recorded, and a revoked record here), which refuses that token and its joins.
+    if (record.restored && ctx.records) return revokeUnseen(ctx, eventId, fanId);
+    return { ok: false, reason: "unknown_fan" };
+  }
   const match = FAN_RECORD.exec(record.raw);
   if (!match) throw new ReplyShapeError(`fan record of ${eventId} is malformed`);
   const [, letter = "", sessionId = ""] = match;
   const status = FAN_STATE[letter];
   if (!status) throw new ReplyShapeError(`fan record of ${eventId} has state ${letter}`);
-  if (sessionId === "") return { ok: false, reason: "no_session", status };
+  if (sessionId === "") {
+    // Revoked already (a revoked record a restore or revokeUnseen wrote has no session): done.
+    if (status === "revoked") return { ok: true, sessionId: "", freed: false, status };
+    return { ok: false, reason: "no_session", status };
+  }
   // Recorded outside Redis first: a room Redis loses comes back refusing the fan (restore.ts). A
   // failure here changes nothing; the operator retries.
   if (ctx.records) {
@@ -307,6 +321,28 @@ export async function revokeFan(ctx: RoomContext, eventId: string, fanId: string
   const ended = await endSession(ctx, eventId, sessionId, "revoked");
   if (!ended.ok) return ended.reason === "unknown_session" ? { ok: false, reason: "unknown_fan" } : ended;
   return { ok: true, sessionId, freed: ended.freed, status: ended.status };
+}
+
+/** Revokes a fan id a restored room does not know: recorded first, then a revoked record. */
+async function revokeUnseen(ctx: RoomContext, eventId: string, fanId: string): Promise<RevokeFanResult> {
+  const k = keysFor(eventId);
+  if (!k || !ctx.records) return notFound;
+  try {
+    await ctx.records.recordRevocation(eventId, fanId);
+  } catch (err) {
+    ctx.log?.warn({ eventId, err: (err as Error).message }, "the revocation could not be recorded");
+    return { ok: false, reason: "unavailable", message: "the revocation could not be recorded; retry" };
+  }
+  const written = await ctx.guarded("revokeFan", eventId, async () => ({
+    ok: true as const,
+    // The record of revoke-fan's reading (includes/fans.lua): revoked, no place, no session.
+    set: (await ctx.redis.hsetnx(k.fans, fanId, "r|0|0||0|0")) === 1,
+  }));
+  if (!written.ok) return written;
+  // The fan joined in between: revoke what it has now.
+  if (!written.set) return revokeFan(ctx, eventId, fanId);
+  ctx.log?.info({ eventId, fanId }, "fan revoked in a restored room (its session, if any, was in the room Redis lost)");
+  return { ok: true, sessionId: "", freed: false, status: "revoked" };
 }
 
 /** Deletes every key of the event's waiting room. */

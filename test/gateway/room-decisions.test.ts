@@ -205,4 +205,42 @@ describe("a revocation", () => {
     expect((await hold(good?.accessToken, "A-1-2")).status).toBe(201);
     await json(await join(eventId, { fanId: "good_fan" }), 201);
   });
+
+  it("stops a fan admitted before a Redis loss, revoked after it, and keeps it revoked through the next loss", async () => {
+    const eventId = uniqueId("revlate");
+    await json(await putEvent(gw, eventId), 201);
+    const [late] = await admitFans(gw, eventId, ["late_fan"]);
+    await loseRoom(eventId);
+    await json(await join(eventId, { fanId: "someone" }), 201); // the room comes back
+
+    // The new room never knew the fan; its session, from the lost room, is revoked all the same.
+    const revoked = await json(
+      await gw.request(`/v1/admin/events/${eventId}/revocations`, {
+        method: "POST",
+        json: { fanId: "late_fan" },
+        token: ADMIN_TOKEN,
+      }),
+      200,
+    );
+    expect(revoked).toMatchObject({ fanId: "late_fan", freed: false, status: "revoked" });
+    const hold = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      json: { seats: ["A-2-1"] },
+      token: late?.accessToken ?? "",
+    });
+    expect(hold.status).toBe(401);
+    expect((await join(eventId, { fanId: "late_fan" })).status).toBe(403);
+    // A repeat is answered as done.
+    await json(
+      await gw.request(`/v1/admin/events/${eventId}/revocations`, {
+        method: "POST",
+        json: { fanId: "late_fan" },
+        token: ADMIN_TOKEN,
+      }),
+      200,
+    );
+
+    await loseRoom(eventId);
+    expect((await join(eventId, { fanId: "late_fan" })).status).toBe(403);
+  });
 });
