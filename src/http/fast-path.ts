@@ -17,6 +17,7 @@
  * HEAD, another query, a bad id) goes to the app, which answers it, errors included. The request
  * id, the request histogram and the debug line are the app's (src/http/request-context.ts).
  */
+import { commitmentAtJoin } from "./join-lottery.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { MAX_SEATS_PER_FAN } from "../inventory/index.js";
 import { sectionOf } from "../seatmap/cache.js";
@@ -315,9 +316,10 @@ export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): 
       });
       if (result.ok) {
         if (seenEvents.size < 1_000) seenEvents.add(eventId);
+        const lottery = await commitmentAtJoin(waitingRoom, eventId);
         return {
           status: result.created ? 201 : 200,
-          json: { queueToken: result.queueToken, ...placeView(result.place) },
+          json: { queueToken: result.queueToken, ...placeView(result.place), ...(lottery ? { lottery } : {}) },
         };
       }
       try {

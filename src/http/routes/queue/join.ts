@@ -1,4 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import { commitmentAtJoin } from "../../join-lottery.js";
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { enforceLineLimits, limitJoinAlone, lineLimits } from "../../client-ip.js";
@@ -55,6 +56,14 @@ const Joined = z
     provisional: z.boolean().openapi({ description: "true before the draw: position is only the arrival number" }),
     ahead: z.number().int(),
     ...Advice,
+    lottery: z
+      .object({
+        commitment: z.string().openapi({
+          description:
+            "SHA-256 (hex) of the draw's seed, as committed when the fan joined: keep it to check the seed against",
+        }),
+      })
+      .optional(),
   })
   .openapi("Joined");
 
@@ -169,7 +178,11 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   // The event's line gauges on /metrics (src/metrics-reporter.ts) start with its first join here.
   const seen = c.get("reads").seenEvents;
   if (seen.size < 1_000) seen.add(eventId);
-  return c.json({ queueToken: result.queueToken, ...placeView(result.place) }, result.created ? 201 : 200);
+  const lottery = await commitmentAtJoin(waitingRoom, eventId);
+  return c.json(
+    { queueToken: result.queueToken, ...placeView(result.place), ...(lottery ? { lottery } : {}) },
+    result.created ? 201 : 200,
+  );
 });
 
 /**
