@@ -102,6 +102,23 @@ export function createEventService(deps: {
         log.warn({ err: (err as Error).message }, "background jobs not armed yet; they will be when Redis answers"),
       );
 
+  /** The room configured from the stored event: the settings kept on it when there are, else its block. */
+  const configureFrom = (event: EventDefinition) => {
+    const kept = event.roomSettings;
+    if (!kept) return waitingRoom.configure(event.eventId, { onSaleAt: event.onSaleAt, ...event.waitingRoom });
+    return waitingRoom.configure(
+      event.eventId,
+      {
+        onSaleAt: event.onSaleAt,
+        admitPerSecond: kept.admitPerSecond,
+        maxActive: kept.maxActive,
+        sessionSeconds: kept.sessionSeconds,
+        abandonSeconds: kept.abandonSeconds,
+      },
+      decisionsOf(kept),
+    );
+  };
+
   return {
     async put(eventId, input, log) {
       let lastLogged = 0;
@@ -120,20 +137,7 @@ export function createEventService(deps: {
       // A replacement keeps the room's settings (the stored event carries them over, the block's
       // changed fields applied): the room in Redis gets the same, and one this call creates (Redis
       // lost it) starts with the operator's decisions.
-      const kept = event.roomSettings;
-      const room = kept
-        ? await waitingRoom.configure(
-            eventId,
-            {
-              onSaleAt: input.onSaleAt,
-              admitPerSecond: kept.admitPerSecond,
-              maxActive: kept.maxActive,
-              sessionSeconds: kept.sessionSeconds,
-              abandonSeconds: kept.abandonSeconds,
-            },
-            decisionsOf(kept),
-          )
-        : await waitingRoom.configure(eventId, { onSaleAt: input.onSaleAt, ...input.waitingRoom });
+      const room = await configureFrom(event);
       // A replaced layout must not be served from the old cache.
       await Promise.all(event.sections.map((s) => seatMap.rebuild(eventId, s.id))).catch((err: unknown) =>
         log.warn({ err: (err as Error).message }, "seat-map cache refresh failed; it will load on the next read"),
@@ -153,7 +157,9 @@ export function createEventService(deps: {
     async restore(eventId, log) {
       const event = await inventory.events.get({ eventId });
       if (!event?.layoutComplete) return false;
-      const room = await waitingRoom.configure(eventId, { ...event.waitingRoom, onSaleAt: event.onSaleAt });
+      // The settings kept on the event, as a PUT does: setting the event up again undoes nothing
+      // the operator set since.
+      const room = await configureFrom(event);
       if (!room.ok) log.debug({ reason: room.reason }, "waiting room kept as it was");
       await armJobs(event, log);
       return true;

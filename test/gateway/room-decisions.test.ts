@@ -104,6 +104,16 @@ describe("the room's settings", () => {
     expect(await adminView(eventId)).toMatchObject({ roomSettings: inForce });
   });
 
+  it("survive the event being set up again from the store (a demo's restart)", async () => {
+    const eventId = uniqueId("setup");
+    await json(await putEvent(gw, eventId, later()), 201);
+    await json(await patch(eventId, { invites: true, admitPerSecond: 5, abandonSeconds: 90 }), 200);
+    expect(await gw.deps.events.restore(eventId, gw.deps.logger)).toBe(true);
+    expect(await adminView(eventId)).toMatchObject({
+      roomSettings: { invites: true, admitPerSecond: 5, abandonSeconds: 90 },
+    });
+  });
+
   it("a PATCH sent again is kept on the event even when Redis already has it", async () => {
     const eventId = uniqueId("again");
     await json(await putEvent(gw, eventId, later()), 201);
