@@ -23,6 +23,7 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { randomnessOf } from "../../src/lottery/drand.js";
+import { commitmentOf, generateSeed, lotteryOrder } from "../../src/waiting-room/index.js";
 import { type TestChain, testChain } from "../support/drand-chain.js";
 import { expectAccessible } from "./axe.js";
 import { ensurePagesBuilt, patient, screenshot, sharedChromium, type TestBrowser, watchErrors } from "./browser.js";
@@ -264,7 +265,7 @@ describe("the lottery page", () => {
       await redis.del(...keys);
       await page.reload();
       await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
-      expect(await checkStates(page)).toEqual(ALL_PASS);
+      expect(await checkStates(page)).toEqual({ ...ALL_PASS, beacon: "pass" });
       expect(await page.locator("#draw-sealed").isVisible()).toBe(true);
       expect(await page.locator("#draw-beacon").textContent()).toBe(value);
       await screenshot(page, "lottery-4-sealed");
@@ -318,6 +319,58 @@ describe("the lottery page", () => {
       await context.close();
     }
   }, 60_000);
+
+  it("checks the seed against the commitment the fan page recorded at join: a rewritten seed and commitment FAIL", async () => {
+    const fanIds = Array.from({ length: 30 }, (_, i) => `kept-${i}`);
+    const { eventId } = await preQueue(fanIds);
+    const context = await browser!.get().newContext({ viewport: { width: 1000, height: 1000 } });
+    try {
+      const page = await context.newPage();
+      patient(page);
+      const errors = watchErrors(page);
+      // The fan joins on the fan page, which keeps the commitment the join answered with.
+      await page.goto(`${server.url}/?event=${eventId}`);
+      await page.getByLabel("Your fan id").fill("kept-by-page");
+      await page.getByRole("button", { name: "Join the line" }).click();
+      const served = (await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as {
+        lottery: { commitment: string };
+      };
+      await expect
+        .poll(() => page.evaluate<string | null>(`localStorage.getItem("onsale.commitment.${eventId}")`), PATIENCE)
+        .toBe(served.lottery.commitment);
+      await draw(eventId);
+
+      // The operator rewrites the seed and its commitment in Redis, and the places to match.
+      const room = `wr:{evt:${eventId}}:room`;
+      const [beacon] = await redis.hmget(room, "beacon");
+      const forged = generateSeed();
+      await redis.hset(room, "seed", forged, "commitment", commitmentOf(forged));
+      const order = lotteryOrder(forged, [...fanIds, "kept-by-page"], beacon ?? "");
+      await redis.zadd(`wr:{evt:${eventId}}:pre`, ...order.flatMap((fanId, i) => [i + 1, fanId]));
+
+      await page.goto(`${server.url}/lottery?event=${eventId}`);
+      await expect.poll(() => page.locator("#verdict").textContent(), PATIENCE).toContain("FAIL");
+      expect(await checkStates(page)).toEqual({ ...ALL_PASS, commitment: "fail" });
+      expect(await page.locator("#draw-recorded").textContent()).toBe(served.lottery.commitment);
+      expect(await page.locator("#draw-recorded-note").textContent()).toContain("NOT the one published now");
+      await expectAccessible(page, "the lottery page, a commitment that moved");
+      expect(errors).toEqual([]);
+
+      // A device that recorded nothing can only check against what is served now: that agrees.
+      const fresh = await browser!.get().newContext();
+      try {
+        const other = await fresh.newPage();
+        patient(other);
+        await other.goto(`${server.url}/lottery?event=${eventId}`);
+        await expect.poll(() => other.locator("#verdict").textContent(), PATIENCE).toContain("PASS");
+        expect(await other.locator("#draw-recorded-row").isVisible()).toBe(false);
+      } finally {
+        await fresh.close();
+      }
+    } finally {
+      await context.close();
+    }
+  }, 120_000);
 
   it("before the draw shows the commitment and says when the seed comes", async () => {
     const { eventId } = await preQueue(["early-1", "early-2"]);

@@ -16,12 +16,13 @@ import {
   type LotteryView,
   type PlaceResult,
   type Progress,
-  type PublishedChain,
   type PublishedLottery,
   progressText,
   type Verdict,
 } from "../../waiting-room/src/lottery-model.js";
 import * as web from "../../waiting-room/src/lottery-recipe.js";
+import { randomnessOf, roundAt } from "../../src/lottery/drand.js";
+import { testChain } from "../support/drand-chain.js";
 import { FakeApi, noAnswer, ok, refused } from "./fakes.js";
 
 const sha256hex = (s: string) => node.entryOf(s);
@@ -142,21 +143,16 @@ describe("the page's recipe (WebCrypto) against src/lottery/draw.ts", () => {
 // --- the model against a fake gateway ---------------------------------------------------------
 
 const PAGE = 1_000;
-const CHAIN: PublishedChain = {
-  chainHash: "ab".repeat(32),
-  publicKey: "cd".repeat(96),
-  genesisTime: 1_692_803_367,
-  period: 3,
-  scheme: "bls-unchained-g1-rfc9380",
-  round: 9,
-  roundAt: "2023-08-23T15:09:51.000Z",
-};
 const ON_SALE_AT = "2026-12-24T18:00:00.000Z";
 
 type Published = node.PublishedDraw | { commitment: string };
 
 /** The gateway's answer on the two routes, as src/http/routes/queue/{info,lottery}.ts give it. */
-function answer(d: Published, path: string, opts: { drand?: PublishedChain } = {}): ApiResult<unknown> | undefined {
+function answer(
+  d: Published,
+  path: string,
+  opts: { lottery?: Partial<PublishedLottery> } = {},
+): ApiResult<unknown> | undefined {
   if (path.endsWith("/waiting-room")) {
     const lottery: PublishedLottery =
       "seed" in d
@@ -165,7 +161,7 @@ function answer(d: Published, path: string, opts: { drand?: PublishedChain } = {
             seed: d.seed,
             membershipHash: d.membershipHash,
             ...(d.beacon ? { beacon: d.beacon } : {}),
-            ...(opts.drand ? { drand: opts.drand } : {}),
+            ...opts.lottery,
             size: d.size,
           }
         : { commitment: d.commitment };
@@ -186,7 +182,7 @@ function answer(d: Published, path: string, opts: { drand?: PublishedChain } = {
   return undefined;
 }
 
-const gateway = (d: Published, opts: { drand?: PublishedChain } = {}) =>
+const gateway = (d: Published, opts: { lottery?: Partial<PublishedLottery> } = {}) =>
   new FakeApi((call) => answer(d, call.path, opts));
 
 class RecordingView implements LotteryView {
@@ -198,8 +194,10 @@ class RecordingView implements LotteryView {
   verdicts: Verdict[] = [];
   places: PlaceResult[] = [];
   messages: (Message | null)[] = [];
-  published(l: PublishedLottery) {
+  recorded: string | null = null;
+  published(l: PublishedLottery, recorded: string | null) {
     this.publishedLottery = l;
+    this.recorded = recorded;
   }
   notDrawn(_l: PublishedLottery, onSaleAt: number | null) {
     this.notDrawnCalls++;
@@ -225,7 +223,11 @@ class RecordingView implements LotteryView {
   }
 }
 
-function modelFor(api: FakeApi, eventId = "finals", extra: { digestAvailable?: () => boolean } = {}) {
+function modelFor(
+  api: FakeApi,
+  eventId = "finals",
+  extra: { digestAvailable?: () => boolean; recordedCommitment?: string | null } = {},
+) {
   const model = new LotteryModel({ api, eventId, pace: immediate, ...extra });
   const view = new RecordingView();
   model.observe(view);
@@ -236,7 +238,7 @@ describe("the lottery page's model", () => {
   it("fetches every page with progress, passes an honest draw and finds a fan's place", async () => {
     const ids = [...fans(2_499), "ファン 🎟️"];
     const d = honestDraw(ids, "drand-round-9");
-    const api = gateway(d, { drand: CHAIN });
+    const api = gateway(d);
     const { model, view } = modelFor(api);
     await model.load();
 
@@ -247,7 +249,7 @@ describe("the lottery page's model", () => {
       "/v1/events/finals/queue/lottery?cursor=1000",
       "/v1/events/finals/queue/lottery?cursor=2000",
     ]);
-    expect(view.publishedLottery?.drand).toEqual(CHAIN);
+    expect(view.publishedLottery?.beacon).toBe("drand-round-9");
     const fetching = view.progresses.filter((p) => p.phase === "fetching");
     expect(fetching).toEqual([
       { phase: "fetching", page: 1, pages: 3, entries: 1_000, size: 2_500 },
@@ -286,6 +288,52 @@ describe("the lottery page's model", () => {
     expect(await model.findPlace("never-joined")).toEqual({ kind: "absent", entry: node.entryOf("never-joined") });
     expect(await model.findPlace("")).toEqual({ kind: "invalid" });
     expect(view.places.map((p) => p.kind)).toEqual(["found", "found", "found", "absent", "invalid"]);
+  });
+
+  it("checks the drand beacon in the browser: the close's round, its BLS signature, B = SHA-256(signature)", async () => {
+    const t = testChain();
+    const closedAt = "2026-12-24T18:00:00.000Z";
+    const round = roundAt(t.chain, Date.parse(closedAt));
+    const signed = t.sign(round);
+    const drand = { ...t.chain, round, roundAt: closedAt };
+    const beacon = randomnessOf(signed.signature);
+    const d = honestDraw(fans(50), beacon);
+    const honest = modelFor(gateway(d, { lottery: { drand, beaconRound: signed, closedAt } }));
+    await honest.model.load();
+    expect(honest.view.states[honest.view.states.length - 1]).toMatchObject({ order: "pass", beacon: "pass" });
+    expect(honest.view.verdicts[0]).toMatchObject({ pass: true, failed: [] });
+
+    // The same order, drawn from a value the operator picked, or from another round's signature,
+    // or signed by another key: the order agrees with its beacon, the beacon check does not.
+    const picked = honestDraw(fans(50), "0".repeat(64));
+    const other = t.sign(round + 1);
+    const impostor = testChain().sign(round);
+    const forged = [
+      { draw: picked, beaconRound: signed },
+      { draw: honestDraw(fans(50), randomnessOf(other.signature)), beaconRound: other },
+      { draw: honestDraw(fans(50), randomnessOf(impostor.signature)), beaconRound: impostor },
+    ];
+    for (const f of forged) {
+      const { model, view } = modelFor(gateway(f.draw, { lottery: { drand, beaconRound: f.beaconRound, closedAt } }));
+      await model.load();
+      const last = view.states[view.states.length - 1]!;
+      expect(last).toMatchObject({ order: "pass", beacon: "fail" });
+      expect(view.verdicts[0]).toMatchObject({ pass: false, failed: ["beacon"] });
+      expect(view.verdicts[0]!.beaconProblem).toBeTruthy();
+    }
+  });
+
+  it("checks the seed against the commitment this device recorded at join, not the one served now", async () => {
+    const d = honestDraw(fans(40));
+    const recorded = node.entryOf("the seed committed when the fan joined");
+    const { model, view } = modelFor(gateway(d), "finals", { recordedCommitment: recorded });
+    await model.load();
+    expect(view.recorded).toBe(recorded);
+    expect(view.states[view.states.length - 1]).toMatchObject({ commitment: "fail", order: "pass" });
+    expect(view.verdicts[0]).toMatchObject({ pass: false, failed: ["commitment"] });
+    const same = modelFor(gateway(d), "finals", { recordedCommitment: d.commitment });
+    await same.model.load();
+    expect(same.view.verdicts[0]).toMatchObject({ pass: true });
   });
 
   it("a membership tampered with after the draw fails the right check, at the right place", async () => {

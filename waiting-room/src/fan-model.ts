@@ -216,6 +216,7 @@ export class FanModel extends Observed<FanView> {
     if (!res.ok) return this.joinRefused(res.error, res.retryAfter);
     this.view.clearMessage();
     this.session.queueToken = res.body.queueToken;
+    this.session.commitment ??= res.body.lottery?.commitment;
     this.lastStatus = res.body.status;
     this.save();
     if (this.stage !== "wait") this.go("wait");
@@ -452,9 +453,14 @@ export class FanModel extends Observed<FanView> {
     if (!res.ok) return;
     this.info = res.body;
     this.infoLoadedAt = Date.now();
+    // The first commitment seen is the one kept (a gateway older than the join's commitment).
+    if (this.session.queueToken && this.session.commitment === undefined) {
+      this.session.commitment = res.body.lottery.commitment;
+      this.save();
+    }
     this.view.lottery(res.body);
     const seed = res.body.lottery.seed;
-    if (seed) void this.checkSeed(seed, res.body.lottery.commitment);
+    if (seed) void this.checkSeed(seed, this.session.commitment ?? res.body.lottery.commitment);
     this.countdown();
   }
 

@@ -39,6 +39,11 @@ export interface FanSession {
    * published then, not before the sale, and the page must not claim otherwise.
    */
   lineRestarted?: boolean;
+  /**
+   * The lottery commitment as this fan first saw it (the join's answer): the revealed seed is
+   * checked against this one, not against what the box office serves later.
+   */
+  commitment?: string;
   hold?: StoredHold;
   payment?: StoredPayment;
   purchase?: StoredPurchase;

@@ -6,6 +6,7 @@
  * No DOM: the page (lottery.ts) draws what the model hands its LotteryView.
  */
 import type { ApiResult, CallOptions } from "./api.js";
+import { checkDrandBeacon } from "./drand-check.js";
 import { type Message, message, plural } from "./format.js";
 import {
   CHECK_NAMES,
@@ -72,7 +73,9 @@ export type Progress =
 
 export interface Verdict {
   pass: boolean;
-  failed: CheckName[];
+  failed: PageCheckName[];
+  /** What is wrong with the drand beacon, when its check failed. */
+  beaconProblem?: string;
   /** First position where the published order departs from the recomputed one (0: none). */
   firstMismatch: number;
   /** The recomputed order's first positions. */
@@ -88,13 +91,21 @@ export type PlaceResult =
   /** `position` in the recomputed draw; `publishedPosition` where the gateway's list has it. */
   | { kind: "found"; entry: string; position: number; publishedPosition: number };
 
+/** The page's checks: the recipe's, and the drand beacon's for an event that names a chain. */
+export type PageCheckName = CheckName | "beacon";
+export const PAGE_CHECK_NAMES: readonly PageCheckName[] = [...CHECK_NAMES, "beacon"];
+export type CheckStates = Partial<Record<PageCheckName, CheckState>>;
+
 export interface LotteryView {
-  /** What the gateway published about the draw (called once the info is in). */
-  published(lottery: PublishedLottery): void;
+  /**
+   * What the gateway published about the draw (called once the info is in), and the commitment
+   * this device recorded when its fan joined (null: none recorded here).
+   */
+  published(lottery: PublishedLottery, recordedCommitment: string | null): void;
   /** Before the draw: only the commitment is out; the pre-queue closes at `onSaleAt` (epoch ms), when known. */
   notDrawn(lottery: PublishedLottery, onSaleAt: number | null): void;
   progress(p: Progress): void;
-  checks(states: Record<CheckName, CheckState>): void;
+  checks(states: CheckStates): void;
   verdict(v: Verdict): void;
   place(r: PlaceResult): void;
   message(m: Message | null): void;
@@ -117,6 +128,11 @@ export interface LotteryDeps {
   pace?: Pace;
   /** WebCrypto's presence (a test may take it away). */
   digestAvailable?: () => boolean;
+  /**
+   * The commitment this device recorded when its fan joined (storage.ts): the seed is checked
+   * against it rather than against the one the gateway serves now.
+   */
+  recordedCommitment?: string | null;
 }
 
 /** "page 3 of ~12, 6,000 of 12,000 entries" */
@@ -128,18 +144,26 @@ export function progressText(p: Progress): string {
   return `Done: ${plural(p.entries, "entry", "entries")} checked in this browser`;
 }
 
-export const CHECK_LABELS: Record<CheckName, string> = {
-  commitment: "The revealed seed matches the commitment published before the pre-queue opened",
+export const CHECK_LABELS: Record<PageCheckName, string> = {
+  commitment:
+    "The revealed seed matches the commitment: the one this device kept when you joined, else the one published before the pre-queue opened",
   entriesWellFormed: "Every entry is a SHA-256 (64 hex characters) and none appears twice",
   size: "The membership has as many entries as the pre-queue held at its close",
   membershipHash: "The membership hash M, recomputed from the entries, matches the one recorded at the draw",
   order: "The order recomputed from the seed, M and the beacon matches the published order, place by place",
+  beacon:
+    "The beacon is the drand round first published after the close: its BLS signature verifies under the chain's public key, and the beacon is SHA-256 of it",
 };
 
 const MAX_PAGES = 100_000;
 
-const allPending = (): Record<CheckName, CheckState> =>
-  Object.fromEntries(CHECK_NAMES.map((name) => [name, "pending"])) as Record<CheckName, CheckState>;
+const allPending = (lottery?: PublishedLottery): CheckStates =>
+  Object.fromEntries(
+    PAGE_CHECK_NAMES.filter((name) => name !== "beacon" || lottery?.drand !== undefined).map((name) => [
+      name,
+      "pending",
+    ]),
+  ) as CheckStates;
 
 // Arrays, not maps: a look-up is a scan (a millisecond at 100,000), while building a Map of every
 // entry held the page up for most of a second in Chromium.
@@ -248,7 +272,9 @@ export class LotteryModel {
       this.say(message("error", "This box office publishes no lottery commitment for the event."));
       return { kind: "failed" };
     }
-    this.view?.published(lottery);
+    const recorded = this.deps.recordedCommitment ?? null;
+    this.view?.published(lottery, recorded);
+    if (lottery.drand) this.view?.checks(allPending(lottery));
     const onSale = Date.parse(info.body.onSaleAt ?? "");
     const onSaleAt = Number.isFinite(onSale) ? onSale : null;
     if (!lottery.seed) {
@@ -320,9 +346,12 @@ export class LotteryModel {
       cursor = next;
     }
 
+    const beaconCheck = lottery.drand
+      ? await checkDrandBeacon(lottery.drand, lottery.beaconRound, lottery.beacon, lottery.closedAt)
+      : undefined;
     const check = await this.checker(
       {
-        commitment: lottery.commitment,
+        commitment: recorded ?? lottery.commitment,
         seed: lottery.seed,
         membershipHash: lottery.membershipHash,
         beacon: lottery.beacon,
@@ -336,15 +365,16 @@ export class LotteryModel {
     if (!this.current(generation)) return { kind: "failed" };
     this.check = check;
     this.view?.progress({ phase: "done", entries: entries.length });
-    this.view?.checks(
-      Object.fromEntries(CHECK_NAMES.map((name) => [name, check.checks[name] ? "pass" : "fail"])) as Record<
-        CheckName,
-        CheckState
-      >,
-    );
+    const states: CheckStates = Object.fromEntries(
+      CHECK_NAMES.map((name) => [name, check.checks[name] ? "pass" : "fail"]),
+    ) as CheckStates;
+    if (beaconCheck) states.beacon = beaconCheck.ok ? "pass" : "fail";
+    this.view?.checks(states);
+    const failed = PAGE_CHECK_NAMES.filter((name) => states[name] === "fail");
     this.view?.verdict({
-      pass: check.pass,
-      failed: CHECK_NAMES.filter((name) => !check.checks[name]),
+      pass: failed.length === 0,
+      failed,
+      ...(beaconCheck && !beaconCheck.ok ? { beaconProblem: beaconCheck.problem } : {}),
       firstMismatch: check.firstMismatch,
       first: check.order.slice(0, 10),
     });

@@ -10,10 +10,12 @@ import { plural } from "./format.js";
 import {
   CHECK_LABELS,
   type CheckState,
+  type CheckStates,
   checkInPage,
   type DrawChecker,
   LotteryModel,
   type LotteryView,
+  PAGE_CHECK_NAMES,
   type PlaceResult,
   type Progress,
   type PublishedChain,
@@ -21,8 +23,8 @@ import {
   progressText,
   type Verdict,
 } from "./lottery-model.js";
-import { CHECK_NAMES, type CheckName, type DrawCheck } from "./lottery-recipe.js";
-import { savedFanId } from "./storage.js";
+import type { DrawCheck } from "./lottery-recipe.js";
+import { recordedCommitment, savedFanId } from "./storage.js";
 
 declare const __LOTTERY_WORKER__: string;
 
@@ -71,9 +73,19 @@ function roundName(drand: PublishedChain): string {
 const STATE_TEXT: Record<CheckState, string> = { pending: "…", pass: "PASS", fail: "FAIL" };
 
 class LotteryPage implements LotteryView {
-  published(lottery: PublishedLottery): void {
+  published(lottery: PublishedLottery, recordedCommitment: string | null): void {
     byId("published").hidden = false;
     setText("draw-commitment", lottery.commitment);
+    byId("draw-recorded-row").hidden = recordedCommitment === null;
+    if (recordedCommitment !== null) {
+      setText("draw-recorded", recordedCommitment);
+      setText(
+        "draw-recorded-note",
+        recordedCommitment === lottery.commitment
+          ? "the same as the one published now"
+          : "NOT the one published now: the seed is checked against the one you recorded",
+      );
+    }
     setText("draw-seed", lottery.seed ?? "not revealed yet");
     setText("draw-membership", lottery.membershipHash ?? "—");
     setText("draw-beacon", lottery.seed ? lottery.beacon || "(none)" : "—");
@@ -115,19 +127,20 @@ class LotteryPage implements LotteryView {
     byId("verify-bar-fill").style.width = `${percent}%`;
   }
 
-  checks(states: Record<CheckName, CheckState>): void {
+  checks(states: CheckStates): void {
+    const names = PAGE_CHECK_NAMES.filter((name) => states[name] !== undefined);
     byId("checks").replaceChildren(
-      ...CHECK_NAMES.map((name) =>
+      ...names.map((name) =>
         h(
           "li",
-          { "data-check": name, "data-state": states[name] },
-          h("span", { class: "check-state" }, STATE_TEXT[states[name]]),
+          { "data-check": name, "data-state": states[name]! },
+          h("span", { class: "check-state" }, STATE_TEXT[states[name]!]),
           " ",
           h("span", {}, CHECK_LABELS[name]),
         ),
       ),
     );
-    const pending = CHECK_NAMES.some((name) => states[name] === "pending");
+    const pending = names.some((name) => states[name] === "pending");
     if (pending) {
       const verdict = byId("verdict");
       verdict.dataset.state = "pending";
@@ -144,7 +157,8 @@ class LotteryPage implements LotteryView {
     } else {
       const where =
         v.firstMismatch > 0 ? ` The published order departs from the draw at position ${v.firstMismatch}.` : "";
-      out.textContent = `FAIL: ${plural(v.failed.length, "check")} failed (${v.failed.join(", ")}).${where}`;
+      const beacon = v.beaconProblem ? ` The beacon: ${v.beaconProblem}.` : "";
+      out.textContent = `FAIL: ${plural(v.failed.length, "check")} failed (${v.failed.join(", ")}).${where}${beacon}`;
     }
     byId("first-positions").hidden = v.first.length === 0;
     byId("first-list").replaceChildren(...v.first.map((entry) => h("li", {}, h("code", { class: "hash" }, entry))));
@@ -221,7 +235,12 @@ function start() {
   }
 
   setText("published-event", eventId);
-  const model = new LotteryModel({ api, eventId, checker: checkInWorker });
+  const model = new LotteryModel({
+    api,
+    eventId,
+    checker: checkInWorker,
+    recordedCommitment: recordedCommitment(eventId),
+  });
   model.observe(new LotteryPage());
   const fanInput = byId<HTMLInputElement>("place-fan");
   fanInput.value = savedFanId() ?? "";

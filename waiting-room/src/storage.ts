@@ -51,6 +51,17 @@ export function loadSession(eventId: string): FanSession | null {
 
 export function saveSession(eventId: string, session: FanSession): void {
   write("session", sessionKey(eventId), JSON.stringify(session));
+  // The commitment seen at join outlives the tab: the lottery page checks the seed against it.
+  if (session.commitment && recordedCommitment(eventId) === null)
+    write("local", commitmentKey(eventId), session.commitment);
+}
+
+const commitmentKey = (eventId: string) => `onsale.commitment.${eventId}`;
+
+/** The lottery commitment this device recorded when its fan joined the event's line, or null. */
+export function recordedCommitment(eventId: string): string | null {
+  const value = read("local", commitmentKey(eventId));
+  return value && /^[0-9a-f]{64}$/.test(value) ? value : null;
 }
 
 export function clearSession(eventId: string): void {

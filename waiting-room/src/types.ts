@@ -10,6 +10,8 @@ export interface Joined {
   etaSeconds?: number | null;
   pollAfterSeconds?: number;
   pollAfterMs?: number;
+  /** The draw's commitment as the fan joined: the page keeps it to check the seed against. */
+  lottery?: { commitment: string };
 }
 
 export interface SeatOdds {
