@@ -93,8 +93,8 @@ export interface HoldService {
   ): Promise<MapRefusal | null>;
   /**
    * Best available together (src/inventory/best.ts): the cached map proposes, the shield leases,
-   * and the plain hold's transaction decides; a proposal lost on the way is marked taken and the
-   * next one tried, under the same read of the fan's ledger.
+   * and the plain hold's conditional writes decide; a proposal lost on the way is marked taken and
+   * the next one tried.
    */
   holdBest(request: BestHoldRequest): Promise<HoldResult>;
   holdGeneralAdmission(request: GeneralAdmissionHoldRequest): Promise<HoldResult>;

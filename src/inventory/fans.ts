@@ -9,10 +9,10 @@
  *
  *   bought + seats of the unexpired entries <= maxSeatsPerFan
  *
- * because the only write that adds to either side (a hold adding its entry) rides in the hold's
- * own transaction, conditioned on the item's `version` being the one it counted from. A parallel
- * hold of the same fan changes the version, so one of the two transactions is cancelled, reads
- * again and counts the other. Confirm moves an entry to `bought` (same total), release removes it
+ * because the only write that adds to either side (a hold adding its entry) is conditioned on the
+ * item's `version` being the one it counted from: a seat hold writes it before its seats (and takes
+ * it back if they are lost), a general-admission hold in its transaction. A parallel hold of the
+ * same fan changes the version, so one of the two writes fails, reads again and counts the other. Confirm moves an entry to `bought` (same total), release removes it
  * (lower total); both bump the version too, so any count a hold made is of one exact state. A later
  * hold of the fan removes the entries that no longer count (expired, released, confirmed).
  * docs/data-model.md has the reasoning and the crash cases.

@@ -1,19 +1,21 @@
 /**
- * Holds: seats (one TransactWriteItems: every seat and the fan's ledger, whose entry is the hold)
- * and general admission (a conditional decrement in a transaction with the hold record and the
- * fan's ledger), release, and reading a hold. The fan's ledger (fans.ts) is what keeps a fan's
+ * Holds: seats (the fan's ledger, whose new entry is the hold, then the seats: writeSeatHold) and
+ * general admission (a conditional decrement in a transaction with the hold record and the fan's
+ * ledger), release, and reading a hold. The fan's ledger (fans.ts) is what keeps a fan's
  * held plus bought seats within maxSeatsPerFan however many holds the fan sends at once, and it
  * is where a hold is read from: a hold id starts with the fan's key hash, so a hold is found in
  * its fan's ledger and another fan's hold is told apart without a read.
  */
 import { randomBytes } from "node:crypto";
-import { GetCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
+import { BatchGetCommand, GetCommand, PutCommand, UpdateCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
 import { type BestCheck, type BestRequest, checkBest } from "./best.js";
 import type { EventCache, SaleEvent } from "./events.js";
 import { seatExists } from "./events.js";
 import {
   countFan,
+  counts,
   FAN_ATTEMPTS,
+  type FanLedger,
   type FanEntry,
   fanEntryOf,
   fanHoldAction,
@@ -42,7 +44,19 @@ import {
   seatIdOf,
   shardOf,
 } from "./keys.js";
-import { backoff, conditionalUpdate, type Ctx, guard, type Item, num, transact, type TransactItem } from "./store.js";
+import {
+  backoff,
+  conditionalUpdate,
+  conditionFailure,
+  type Ctx,
+  guard,
+  type Item,
+  isTransactionConflict,
+  num,
+  optNum,
+  transact,
+  type TransactItem,
+} from "./store.js";
 import { overLimit } from "./limits.js";
 import { placesBack, reclaimExpiredAdmissions, sweepExpired } from "./sweep.js";
 import type { EventRef, Hold, HoldResult, ReleaseResult, SweepResult } from "./types.js";
@@ -275,56 +289,167 @@ export async function checkSeatHold(
 }
 
 /**
- * What a caller with other seats to offer does when the transaction lost some (best available,
- * src/claims/hold-service.ts): the next seats to try, or the answer to give. The next seats are
- * written under the same read of the fan's ledger (a cancelled transaction changed nothing), so a
- * retry costs one more transaction, not a read and a transaction.
+ * What a caller with other seats to offer does when the hold lost some (best available,
+ * src/claims/hold-service.ts): the next seats to try, or the answer to give. The lost hold's entry
+ * was taken back, so the next seats are counted from a fresh read of the fan's ledger.
  */
 export type NextSeats = (lost: string[]) => Promise<CheckedSeatHold | Exclude<HoldResult, { ok: true }>>;
 
 /**
- * The hold's one transaction: the seats and the fan's ledger, whose new entry is the hold (limits.ts).
+ * A seat hold in two writes, the ledger first: the fan's entry (the hold) is added to the ledger
+ * under the version it counted from, and only then are the seats taken, one conditional
+ * UpdateItem for one seat, one TransactWriteItems of the seats for several (all or none). A seat
+ * another fan has takes the entry back (marked released). In a transaction with the ledger the
+ * same hold cost twice the write units (2 per item): 4 for one seat where these cost 2
+ * (docs/data-model.md "Capacity notes").
+ *
+ * Why the ledger first: the limit stays exact (the entry counts from the moment it is written, so
+ * two holds of one fan still count each other) and a crash between the two writes leaves only an
+ * entry with no seats, which counts against its own fan until its expiry and can never be bought
+ * (a confirmation needs the seats held by the hold id, which nobody was told). Seats first would
+ * leave seats held by a hold no ledger has, locked against every other fan until they expire.
+ *
  * With `next`, seats lost to another fan are not the answer: `next` names others (as many as the
- * first), tried the same way.
+ * first), tried the same way after the ledger is read again.
  */
 export function writeSeatHold(ctx: Ctx, first: CheckedSeatHold, next?: NextSeats): Promise<HoldResult> {
   const { eventId, fanId, maxSeatsPerFan } = first;
   let checked = first;
   return guard("hold", () =>
-    holdForFan(ctx, eventId, fanId, maxSeatsPerFan, "seats", first.refs.length, async (now, ledgerAction) => {
-      const { refs, amount } = checked;
-      const requested = checked.seatIds as string[];
-      const seconds = checked.holdSeconds;
-      const t: HoldTerms = { eventId, fanId, holdId: newHoldId(fanId), now, expiresAt: now + seconds * 1000 };
-      const entry: FanEntry = { seats: refs.length, expiresAt: t.expiresAt, ids: requested, amount, createdAt: now };
-      const items: TransactItem[] = refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, requested[i]!) }));
-      const fanIndex = items.length;
-      items.push(ledgerAction(t.holdId, entry));
-      const held = (): HoldResult => ({ ok: true, hold: holdOfEntry(eventId, fanId, t.holdId, entry, now) });
-      const out = await transact(ctx, items);
-      if (out.ok) return held();
-      if (out.contention) return { ok: false, reason: "contention" };
-      const ledgerReason = out.reasons[fanIndex];
-      // An SDK retry of a transaction that had committed: the ledger has our entry already.
-      if (fanEntryOf(ledgerReason?.item, t.holdId)) return held();
-      // The fan's ledger moved since we counted (a parallel hold of the same fan): count again.
-      // Whatever the seats said, nothing is known about them until the count allows this hold.
-      if (ledgerReason?.code === "ConditionalCheckFailed") return "fan_changed";
-      const lost: string[] = [];
-      const missing: string[] = [];
-      out.reasons.forEach((r, i) => {
-        if (i >= refs.length || r.code !== "ConditionalCheckFailed") return;
-        (r.item ? lost : missing).push(requested[i]!);
-      });
-      if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
-      if (lost.length === 0) throw new Error("hold transaction cancelled for no stated reason");
-      if (!next) return { ok: false, reason: "seat_unavailable", seats: lost };
-      const other = await next(lost);
-      if ("ok" in other) return other;
-      checked = other;
-      return "again";
-    }),
+    holdForFan(
+      ctx,
+      eventId,
+      fanId,
+      maxSeatsPerFan,
+      "seats",
+      first.refs.length,
+      // Best available (with `next`) holds seats the map proposed as free: the read would find them so.
+      next ? null : seatsTaken(ctx, first),
+      async (now, ledgerAction) => {
+        const { refs, amount } = checked;
+        const requested = checked.seatIds as string[];
+        const seconds = checked.holdSeconds;
+        const t: HoldTerms = { eventId, fanId, holdId: newHoldId(fanId), now, expiresAt: now + seconds * 1000 };
+        const entry: FanEntry = { seats: refs.length, expiresAt: t.expiresAt, ids: requested, amount, createdAt: now };
+        const reserved = await reserveOnLedger(ctx, ledgerAction(t.holdId, entry), t.holdId);
+        if (reserved !== "reserved") return reserved;
+        const out = await takeSeats(ctx, t, refs, requested);
+        if (out === "held") return { ok: true, hold: holdOfEntry(eventId, fanId, t.holdId, entry, now) };
+        // The entry goes back before the answer: the fan's next hold counts without it. Should this
+        // write fail, the entry counts against this fan only, until its expiry.
+        await releaseFanEntry(ctx, eventId, fanId, t.holdId).catch(() => {});
+        if (out === "contention") return { ok: false, reason: "contention" };
+        if (out.missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: out.missing };
+        if (!next) return { ok: false, reason: "seat_unavailable", seats: out.lost };
+        const other = await next(out.lost);
+        if ("ok" in other) return other;
+        checked = other;
+        return "recount";
+      },
+    ),
   );
+}
+
+/**
+ * The seats as they are (consistent reads, read beside the fan's ledger): `seat_unavailable` with
+ * the seats another hold has (held and unexpired, or sold), `not_found` for seats with no item, or
+ * null when every seat can be taken as far as this read knows. A hold refused here wrote nothing:
+ * most fans who click a seat someone else has are answered for two reads and no write (the seat's
+ * conditional write still decides every hold that goes on).
+ */
+async function seatsTaken(ctx: Ctx, checked: CheckedSeatHold): Promise<Exclude<HoldResult, { ok: true }> | null> {
+  const keysOf = checked.refs.map((ref) => keys.seat(checked.eventId, ref));
+  const items = new Map<string, Item>();
+  for (let i = 0; i < keysOf.length; i += 100) {
+    const out = await ctx.doc.send(
+      new BatchGetCommand({
+        RequestItems: {
+          [ctx.tableName]: {
+            Keys: keysOf.slice(i, i + 100),
+            ConsistentRead: true,
+            ProjectionExpression: "SK, #status, holdExpiresAt",
+            ExpressionAttributeNames: { "#status": "status" },
+          },
+        },
+      }),
+    );
+    // Keys DynamoDB left unprocessed are simply not known here: the writes decide them.
+    const unprocessed = out.UnprocessedKeys?.[ctx.tableName]?.Keys ?? [];
+    for (const k of unprocessed) items.set(String(k.SK), { unknown: true });
+    for (const item of out.Responses?.[ctx.tableName] ?? []) items.set(String(item.SK), item);
+  }
+  const now = ctx.clock();
+  const lost: string[] = [];
+  const missing: string[] = [];
+  keysOf.forEach((key, i) => {
+    const item = items.get(key.SK);
+    if (!item) missing.push(checked.seatIds[i]!);
+    else if (item.status === "sold" || (item.status === "held" && (optNum(item, "holdExpiresAt") ?? 0) > now)) {
+      lost.push(checked.seatIds[i]!);
+    }
+  });
+  if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
+  if (lost.length > 0) return { ok: false, reason: "seat_unavailable", seats: lost };
+  return null;
+}
+
+/**
+ * The ledger's write of a new hold, on its own (not in a transaction): `reserved` when written,
+ * or when an SDK retry of this very write finds its entry already there (the version condition is
+ * what a committed first attempt fails); `fan_changed` when another write of the fan came first.
+ */
+async function reserveOnLedger(ctx: Ctx, action: TransactItem, holdId: string): Promise<"reserved" | "fan_changed"> {
+  try {
+    if (action.Put) await ctx.doc.send(new PutCommand(action.Put));
+    else if (action.Update) await ctx.doc.send(new UpdateCommand(action.Update));
+    else throw new Error("a ledger write is a Put or an Update");
+    return "reserved";
+  } catch (err) {
+    const failed = conditionFailure(err);
+    if (failed) return fanEntryOf(failed.item, holdId) ? "reserved" : "fan_changed";
+    // A confirmation or another transaction of the fan is on the item (real DynamoDB): count again.
+    if (isTransactionConflict(err)) return "fan_changed";
+    throw err;
+  }
+}
+
+type SeatsTaken = "held" | "contention" | { lost: string[]; missing: string[] };
+
+/**
+ * The hold's seats: one conditional UpdateItem for one seat (retried while a transaction is on the
+ * item, as conditionalUpdate does), one TransactWriteItems for several. `lost`: seats another
+ * hold has (the ALL_OLD image says so); `missing`: seats with no item (not in the layout any more).
+ */
+async function takeSeats(ctx: Ctx, t: HoldTerms, refs: readonly SeatRef[], ids: string[]): Promise<SeatsTaken> {
+  if (refs.length === 1) {
+    const seatId = ids[0]!;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await ctx.doc.send(new UpdateCommand(seatHoldUpdate(ctx, t, refs[0]!, seatId)));
+        return "held";
+      } catch (err) {
+        const failed = conditionFailure(err);
+        if (failed) return failed.item ? { lost: [seatId], missing: [] } : { lost: [], missing: [seatId] };
+        if (!isTransactionConflict(err)) throw err;
+        if (attempt + 1 >= SINGLE_WRITE_ATTEMPTS) return "contention";
+        await backoff(attempt, 15, 500);
+      }
+    }
+  }
+  const out = await transact(
+    ctx,
+    refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, ids[i]!) })),
+  );
+  if (out.ok) return "held";
+  if (out.contention) return "contention";
+  const lost: string[] = [];
+  const missing: string[] = [];
+  out.reasons.forEach((r, i) => {
+    if (r.code !== "ConditionalCheckFailed") return;
+    (r.item ? lost : missing).push(ids[i]!);
+  });
+  if (lost.length === 0 && missing.length === 0) throw new Error("hold transaction cancelled for no stated reason");
+  return { lost, missing };
 }
 
 export async function hold(
@@ -340,8 +465,11 @@ export async function hold(
 }
 
 type LedgerAction = (holdId: string, entry: FanEntry) => TransactItem;
-/** `fan_changed`: the ledger's condition failed; `again`: try once more with the same count. */
-type Attempt = HoldResult | "fan_changed" | "again";
+/**
+ * `fan_changed`: the ledger's condition failed; `again`: try once more with the same count (the
+ * attempt wrote nothing); `recount`: the attempt wrote the ledger and took it back, so read it again.
+ */
+type Attempt = HoldResult | "fan_changed" | "again" | "recount";
 
 /**
  * Runs a hold under the fan's limit: reads the fan's ledger (consistent), refuses if the fan's
@@ -349,6 +477,20 @@ type Attempt = HoldResult | "fan_changed" | "again";
  * `attempt` write its transaction with the ledger's conditional write in it. When the ledger
  * changed in between, reads it again and retries (jittered), at most FAN_ATTEMPTS times.
  */
+/** How often a refusal that rests on young entries reads the ledger again (holdForFan). */
+const IN_FLIGHT_WAITS = 6;
+/** An entry younger than this may belong to a seat hold whose seats are still being written. */
+const IN_FLIGHT_MS = 2_000;
+
+/** Seats of the counted entries made in the last IN_FLIGHT_MS (by their own `createdAt`). */
+function youngSeats(ledger: FanLedger, now: number): number {
+  let young = 0;
+  for (const e of ledger.holds.values()) {
+    if (counts(e, now) && e.createdAt !== undefined && e.createdAt > now - IN_FLIGHT_MS) young += e.seats;
+  }
+  return young;
+}
+
 async function holdForFan(
   ctx: Ctx,
   eventId: string,
@@ -356,17 +498,39 @@ async function holdForFan(
   max: number,
   kind: "seats" | "general_admission",
   seats: number,
+  /** Read beside the ledger; its refusal is the answer once the fan's count allows the hold. */
+  precheck: Promise<Exclude<HoldResult, { ok: true }> | null> | null,
   attempt: (now: number, ledgerAction: LedgerAction) => Promise<Attempt>,
 ): Promise<HoldResult> {
-  let ledger = await readFan(ctx, eventId, fanId);
-  for (let conflicts = 0; ; ) {
+  // Both reads at once; a precheck that failed is only a missed shortcut (the writes decide).
+  const [first, refused] = await Promise.all([readFan(ctx, eventId, fanId), precheck?.catch(() => null) ?? null]);
+  let ledger = first;
+  let precheckDue = refused !== null;
+  for (let conflicts = 0, waits = 0; ; ) {
     const now = ctx.clock();
     const { counted, ...upkeep } = countFan(ledger, now);
     const tooMany = overLimit(max, kind, seats, counted);
-    if (tooMany) return tooMany;
+    if (tooMany) {
+      // A seat hold's entry is written before its seats (writeSeatHold) and taken back if they are
+      // lost: an entry this young may be one in flight. A refusal that rests on such entries waits
+      // for them to settle (a few reads, well under a second), so a fan's parallel holds answer as
+      // some order of them would, never "too many" because of a hold that is about to fail.
+      if (waits >= IN_FLIGHT_WAITS || overLimit(max, kind, seats, counted - youngSeats(ledger, now)) !== null) {
+        return tooMany;
+      }
+      await backoff(waits++, 10, 200);
+      ledger = await readFan(ctx, eventId, fanId);
+      continue;
+    }
+    if (precheckDue && refused) return refused;
+    precheckDue = false;
     const seen = ledger;
     const out = await attempt(now, (holdId, entry) => fanHoldAction(ctx, eventId, fanId, seen, upkeep, holdId, entry));
     if (out === "again") continue;
+    if (out === "recount") {
+      ledger = await readFan(ctx, eventId, fanId);
+      continue;
+    }
     if (out !== "fan_changed") return out;
     conflicts++;
     if (conflicts >= FAN_ATTEMPTS) return { ok: false, reason: "contention" };
@@ -411,7 +575,7 @@ export async function holdGeneralAdmission(
     let misses = 0;
     let refreshes = 0;
     let collisions = 0;
-    return holdForFan(ctx, eventId, fanId, max, "general_admission", quantity, async (now, ledgerAction) => {
+    return holdForFan(ctx, eventId, fanId, max, "general_admission", quantity, null, async (now, ledgerAction) => {
       // Where to take the places from (the shield, ga-counters.ts). When the estimates have too
       // few, or tries kept missing, every counter is read: the truth decides "sold out".
       const parts = misses <= est.length + 1 ? pickCounters(est, quantity) : null;
@@ -515,8 +679,7 @@ function releaseSeat(ctx: Ctx, eventId: string, holdId: string, ref: SeatRef): P
     ctx,
     {
       Key: keys.seat(eventId, ref),
-      UpdateExpression:
-        "SET #status = :available REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
+      UpdateExpression: "SET #status = :available REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
       ConditionExpression: "#status = :held AND holdId = :hold",
       ExpressionAttributeNames: { "#status": "status" },
       ExpressionAttributeValues: { ":available": "available", ":held": "held", ":hold": holdId },

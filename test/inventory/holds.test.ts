@@ -1,5 +1,6 @@
 import { DeleteCommand, DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCapacityMeter, meterCapacity } from "../../src/dynamodb/capacity.js";
 import type { Hold, HoldResult, Inventory, SeatView } from "../../src/inventory/index.js";
 import { eventInput, eventually, type InventoryFixture, setupInventory, uniqueEventId } from "./fixtures.js";
 
@@ -29,7 +30,7 @@ function held(r: HoldResult): Hold {
 }
 
 describe("hold: seats", () => {
-  it("holds one seat in one transaction with its hold record and the fan's ledger", async () => {
+  it("holds one seat: its entry in the fan's ledger, and the seat", async () => {
     const eventId = await newEvent();
     const now = fx.clock.now();
     const hold = held(
@@ -48,7 +49,7 @@ describe("hold: seats", () => {
     expect(await fx.inventory.holds.get({ eventId, holdId: hold.holdId, fanId: "fan-1" })).toEqual(hold);
     const seat = (await seatsOf(eventId)).get("A-1-1");
     expect(seat).toMatchObject({ status: "held", holdId: hold.holdId, holderId: "fan-1" });
-    // The sparse available index lost it.
+    // The section's count of available seats lost it.
     await eventually(
       () => fx.inventory.seats.countAvailable({ eventId, sectionId: "A" }),
       (n) => expect(n).toBe(19),
@@ -182,6 +183,44 @@ describe("hold: seats", () => {
     // The expired hold's other seat reads available even though nobody reset it.
     expect(seats.get("A-2-1")?.status).toBe("available");
     expect((await fx.inventory.holds.get({ eventId, holdId: first.holdId, fanId: "fan-1" }))?.status).toBe("expired");
+  });
+
+  it("a seat hold writes the fan's ledger, then the seat: 2 table write units and 1 of the expiry index; a hold of a taken seat writes nothing", async () => {
+    const eventId = await newEvent();
+    const meter = createCapacityMeter();
+    meterCapacity(fx.client, meter);
+    const first = held(
+      await fx.inventory.holds.holdSeats({ eventId, fanId: "units-a", seatIds: ["A-2-2"], holdSeconds: 480 }),
+    );
+    // writeUnits counts the index's too: 1 + 1 on the table (not 2 x 2 in a transaction), 1 on GSI2.
+    expect(meter.total()).toMatchObject({ writeUnits: 3, indexWriteUnits: 1, refused: 0 });
+    meter.reset();
+    const lost = await fx.inventory.holds.holdSeats({
+      eventId,
+      fanId: "units-b",
+      seatIds: ["A-2-2"],
+      holdSeconds: 480,
+    });
+    expect(lost).toEqual({ ok: false, reason: "seat_unavailable", seats: ["A-2-2"] });
+    // The two reads (the ledger, the seat) and nothing else: no entry written and taken back.
+    expect(meter.total()).toMatchObject({ writeUnits: 0, refused: 0 });
+    expect(meter.total().requests).toBe(2);
+    expect((await seatsOf(eventId)).get("A-2-2")).toMatchObject({ status: "held", holdId: first.holdId });
+  });
+
+  it("a seat lost between the read and the write takes the fan's entry back: the fan's count is whole again", async () => {
+    const eventId = await newEvent({ maxSeatsPerFan: 2 });
+    // Both fans read the seat free; one of the writes loses, and its fan can still hold two seats.
+    const [a, b] = await Promise.all(
+      ["race-a", "race-b"].map((fanId) =>
+        fx.inventory.holds.holdSeats({ eventId, fanId, seatIds: ["A-3-1"], holdSeconds: 480 }),
+      ),
+    );
+    const loser = a!.ok ? "race-b" : "race-a";
+    expect([a!.ok, b!.ok].filter(Boolean)).toHaveLength(1);
+    expect(
+      held(await fx.inventory.holds.holdSeats({ eventId, fanId: loser, seatIds: ["A-3-2", "A-3-3"] })).seats,
+    ).toEqual(["A-3-2", "A-3-3"]);
   });
 
   it("1,000 fans racing for one seat with real concurrency: exactly one holds it", async () => {
