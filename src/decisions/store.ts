@@ -7,7 +7,8 @@
  *                 once, with `attribute_not_exists(PK) OR fanId = :fan`: the first fan id keeps
  *                 the identity for good, whatever Redis forgets. One partition per identity: no
  *                 hot key however many invites an on-sale takes.
- *   revocation    PK `EVT#<e>#REVOKED`, SK `FAN#<fanId>`, entity `REVOCATION`: fanId, revokedAt.
+ *   revocation    PK `EVT#<e>#REVOKED`, SK `FAN#<fanKeyHash(fanId)>`, entity `REVOCATION`: fanId,
+ *                 revokedAt.
  *                 One partition per event (revocations are an operator's rare act); a restore
  *                 reads it whole (a Query, paged) and the new room refuses those fans a place.
  *
@@ -16,6 +17,7 @@
  */
 import { createHash } from "node:crypto";
 import { PutCommand, QueryCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { fanKeyHash } from "../inventory/keys.js";
 import { conditionFailure, guard } from "../inventory/store.js";
 
 export interface DecisionStore {
@@ -34,7 +36,11 @@ export const inviteClaimKey = (eventId: string, identity: string) => ({
   PK: `EVT#${eventId}#INVITE#${createHash("sha256").update(identity).digest("hex")}`,
   SK: "INVITE",
 });
-export const revocationKey = (eventId: string, fanId: string) => ({ PK: `EVT#${eventId}#REVOKED`, SK: `FAN#${fanId}` });
+/** The fan id is in the item, not the key: keys never carry a fan id in clear (docs/data-model.md). */
+export const revocationKey = (eventId: string, fanId: string) => ({
+  PK: `EVT#${eventId}#REVOKED`,
+  SK: `FAN#${fanKeyHash(fanId)}`,
+});
 
 export function createDecisionStore(deps: {
   doc: DynamoDBDocumentClient;
