@@ -121,6 +121,21 @@ const gatewaySchema = z.object({
   INVITE_PUBLIC_KEY: z.string().optional(),
   TRUST_PROXY: bool.default(false),
   /**
+   * drand relays (comma-separated base URLs, e.g. https://api.drand.sh,https://drand.cloudflare.com)
+   * a draw waiting for its drand round fetches the round from (src/lottery/drand-relay.ts); only a
+   * round that verifies is taken. Unset: the round is recorded through the operator's PUT only.
+   */
+  DRAND_RELAYS: z
+    .string()
+    .default("")
+    .transform((v) =>
+      v
+        .split(",")
+        .map((u) => u.trim())
+        .filter((u) => u.length > 0),
+    )
+    .pipe(z.array(z.url({ protocol: /^https?$/ }))),
+  /**
    * How long an idle kept-alive connection stays open; above a load balancer's idle timeout (60 s
    * is usual), so the server never closes a connection the client is about to reuse.
    */
@@ -285,6 +300,8 @@ export type GatewayConfig = {
   /** INVITE_SECRET and INVITE_PUBLIC_KEY: what checks the operator's invite tokens. */
   invites: { secret: string | undefined; publicKey: string | undefined };
   trustProxy: boolean;
+  /** DRAND_RELAYS: where a draw fetches its drand round; empty: it does not. */
+  drandRelays: string[];
   httpKeepAliveTimeoutMs: number;
   sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
   demoEvent: boolean;
@@ -406,6 +423,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     metricsToken: e.METRICS_TOKEN,
     invites: { secret: e.INVITE_SECRET, publicKey: e.INVITE_PUBLIC_KEY },
     trustProxy: e.TRUST_PROXY,
+    drandRelays: e.DRAND_RELAYS,
     httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     sse: {
       maxStreams: e.SSE_MAX_STREAMS,

@@ -63,6 +63,7 @@ async function main(): Promise<void> {
   const services = buildServices({
     redis: infra.redis,
     ...(config.paymentRedisUrl ? { paymentRedisUrl: config.paymentRedisUrl } : {}),
+    ...(config.drandRelays.length > 0 ? { drandRelays: config.drandRelays } : {}),
     dynamodb: {
       endpoint: infra.dynamoEndpoint,
       region: config.dynamodb.region,

@@ -24,6 +24,7 @@ import { createInventory, type Inventory } from "./inventory/index.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
 import { createDecisionStore } from "./decisions/store.js";
+import { drandRelays } from "./lottery/drand-relay.js";
 import { createLotteryStore } from "./lottery/store.js";
 import { createActionLog } from "./operators/action-log.js";
 import { type PaymentProvider, withTimeout } from "./payments/provider.js";
@@ -72,6 +73,8 @@ export interface ServicesConfig {
   lineCache?: boolean;
   /** The simulated provider's ledger in a Redis of its own (PAYMENT_REDIS_URL); default `redisUrl`. */
   paymentRedisUrl?: string;
+  /** DRAND_RELAYS: where a draw waiting for its drand round fetches it (src/lottery/drand-relay.ts); none: it does not. */
+  drandRelays?: string[];
   dynamodb: {
     /** Unset: AWS. */
     endpoint?: string | undefined;
@@ -196,6 +199,7 @@ export function buildServices(config: ServicesConfig): Services {
     keep: roomKeeper(inventory),
     records,
     lottery: createLotteryStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) }),
+    ...(config.drandRelays?.length ? { drandRounds: drandRelays(config.drandRelays) } : {}),
     ...(config.lineCache === false ? { lineCache: false } : {}),
     onJoinBatch: (size) => metrics.joinBatchSize.observe(size),
   });

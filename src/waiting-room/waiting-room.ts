@@ -30,6 +30,7 @@ import {
   updateSettings,
 } from "./operator.js";
 import type { DrandBeacon } from "../lottery/drand.js";
+import type { RoundSource } from "../lottery/drand-relay.js";
 import { type BeaconResult, recordBeacon } from "./beacon.js";
 import { type DrawResult, drawPreQueue } from "./draw.js";
 import { createLineViews, type LineViewOptions, type LineViews } from "./line-view.js";
@@ -88,6 +89,12 @@ export interface WaitingRoomOptions {
    * new one. Without it the seed is drawn and kept in Redis alone.
    */
   lottery?: LotteryCommitter;
+  /**
+   * Where a draw waiting for its drand round fetches it (src/lottery/drand-relay.ts: the relays of
+   * DRAND_RELAYS): recorded only if it verifies, as the operator's would be. Absent: the round is
+   * recorded through recordBeacon only.
+   */
+  drandRounds?: RoundSource | undefined;
   /**
    * Where the settings in force are kept outside Redis after every change (the gateway keeps them
    * on the event in DynamoDB, for `restore`), with their version: a copy is kept only over an
@@ -257,10 +264,34 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   // A draw that could not finish (another process drawing, a beacon awaited) is not tried again
   // by this process for DRAW_RETRY_MS: every pre-queued fan's poll kicks it.
   const drawing = new Map<string, Promise<unknown>>();
+  // A draw that waits for its drand round asks the relays for it, at most once a second per event.
+  const fetched = new Map<string, number>();
+  const drawOrFetch = async (eventId: string): Promise<DrawResult> => {
+    const result = await drawPreQueue(ctx, eventId);
+    const rounds = options.drandRounds;
+    if (result.ok || result.reason !== "awaiting_beacon" || !rounds) return result;
+    if ((fetched.get(eventId) ?? 0) > Date.now() - DRAW_RETRY_MS) return result;
+    if (fetched.size >= 1_000) fetched.clear();
+    fetched.set(eventId, Date.now());
+    const room = await info(ctx, eventId);
+    const drand = room.ok ? room.info.lottery.drand : undefined;
+    if (!drand) return result;
+    const { round, roundAt: _at, knownAs: _known, ...chain } = drand;
+    const beacon = await rounds(chain, round).catch(() => null);
+    if (!beacon) return result;
+    const recorded = await recordBeacon(ctx, eventId, beacon);
+    if (ctx.lottery) forgetCommitted(ctx.lottery, eventId);
+    if (!recorded.ok) {
+      ctx.log?.warn({ eventId, round, reason: recorded.reason }, "a relay's drand round was not taken");
+      return result;
+    }
+    ctx.log?.info({ eventId, round }, "drand round fetched from a relay and recorded");
+    return drawPreQueue(ctx, eventId);
+  };
   const kickDraw = (eventId: string): Promise<unknown> => {
     const pending = drawing.get(eventId);
     if (pending) return pending;
-    const run = drawPreQueue(ctx, eventId)
+    const run = drawOrFetch(eventId)
       .then(
         (result) => (result.ok ? 0 : DRAW_RETRY_MS),
         () => DRAW_RETRY_MS,
@@ -347,7 +378,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       const room = await roomInfo(ctx, eventId);
       if (!room.ok) return room;
       if (room.info.state === "prequeue") return { ok: false, reason: "not_closed" };
-      return drawPreQueue(ctx, eventId);
+      return drawOrFetch(eventId);
     },
     recordBeacon: async (eventId, beacon) => {
       const result = await recordBeacon(ctx, eventId, beacon);
