@@ -133,7 +133,8 @@ function publishedLottery(
     };
   }
   const closed = draw.closedAt ? { closedAt: draw.closedAt } : {};
-  if (redis.seed !== undefined && redis.membershipHash === draw.membershipHash) return { ...redis, ...beacon, ...closed };
+  if (redis.seed !== undefined && redis.membershipHash === draw.membershipHash)
+    return { ...redis, ...beacon, ...closed };
   return {
     commitment: committed.commitment,
     seed: committed.seed,

@@ -22,12 +22,9 @@ const Info = z
         description:
           "once drawn: M, SHA-256 (hex) over the closed pre-queue's entries (SHA-256 hex of each fan id), ascending, each followed by a newline",
       }),
-      beacon: z
-        .string()
-        .optional()
-        .openapi({
-          description: "the drand round's randomness the draw key includes, once recorded (events with a chain)",
-        }),
+      beacon: z.string().optional().openapi({
+        description: "the drand round's randomness the draw key includes, once recorded (events with a chain)",
+      }),
       size: z
         .number()
         .int()
