@@ -66,6 +66,15 @@ export const eventInputSchema = z
     if (seats > MAX_SEATS_PER_EVENT) {
       ctx.addIssue({ code: "custom", message: `${seats} seats exceed ${MAX_SEATS_PER_EVENT}`, path: ["sections"] });
     }
+    if (event.waitingRoom.drand && Date.parse(event.onSaleAt) <= Date.now()) {
+      // The draw's round is the first published at or after the close: a close in the past would
+      // pick a round already published, chosen by its date.
+      ctx.addIssue({
+        code: "custom",
+        message: "with a drand chain the on-sale time must be ahead (its round must be unpublished)",
+        path: ["onSaleAt"],
+      });
+    }
     if (event.sections.length === 0 && event.generalAdmission.length === 0) {
       ctx.addIssue({ code: "custom", message: "an event needs a section or a general-admission area", path: [] });
     }

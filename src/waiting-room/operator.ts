@@ -121,6 +121,13 @@ export async function configureRoom(
   let seed = generateSeed();
   let commitment = commitmentOf(seed);
   if (ctx.lottery) {
+    // The draw's drand round is the first published at or after the close: fixing the close in the
+    // past would pick a round already published, a value the operator could choose by its date.
+    const closeInPast = mode === "configure" && s.onSaleAt <= Date.now();
+    const pastClose = [
+      "drand: the on-sale time must be ahead: the draw's drand round must be unpublished when it is fixed",
+    ];
+    if (closeInPast && input.drand) return { ok: false, reason: "invalid", issues: pastClose };
     try {
       // The drand chain is named by the operator's PUT only (a restore takes what is committed).
       const named = mode === "configure" ? input.drand : undefined;
@@ -137,6 +144,7 @@ export async function configureRoom(
           ],
         };
       }
+      if (closeInPast && committed.drandChain) return { ok: false, reason: "invalid", issues: pastClose };
     } catch (err) {
       ctx.log?.warn({ eventId, err: (err as Error).message }, "the lottery commitment could not be read or written");
       return { ok: false, reason: "unavailable", message: "the lottery commitment could not be kept; retry" };

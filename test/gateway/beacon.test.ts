@@ -109,6 +109,9 @@ describe("PUT .../waiting-room/beacon", () => {
     // A chain that is not one: refused with the event.
     const badChain = await putEvent(gw, uniqueId("bk"), withChain({ ...t.chain, publicKey: "ab".repeat(96) }, later));
     expect(badChain.status).toBe(400);
+    // Nor a close in the past: its round would be published already, chosen by its date.
+    const past = new Date(Date.now() - 60_000).toISOString();
+    expect((await putEvent(gw, uniqueId("bpast"), withChain(t.chain, past))).status).toBe(400);
   });
 
   it("a draw sealed in DynamoDB still verifies from outside after Redis lost the room", async () => {

@@ -115,12 +115,19 @@ describe("the lottery beacon: a drand round", () => {
     const t = testChain();
     const impostor = testChain();
     const evt = freshEventId("dishonest");
-    // The close was 20 minutes ago: twice the old no-beacon fallback (10 minutes) has passed.
-    ok(await rooms[0]!.configure(evt, settings({ drand: t.chain, onSaleAt: Date.now() + 3_600_000 })));
+    ok(await rooms[0]!.configure(evt, settings({ drand: t.chain })));
     const fanIds = await preQueue(evt, 12);
     const target = fanIds[7]!;
+    // Nor can a close be set in the past (its round would be published already, chosen by its date).
+    expect(await rooms[0]!.configure(evt, settings({ onSaleAt: Date.now() - 60_000 }))).toMatchObject({
+      ok: false,
+      reason: "invalid",
+    });
+    // The close was 20 minutes ago, twice the old no-beacon fallback (10 minutes): the room's
+    // clock fields are moved back rather than waiting.
+    ok(await rooms[0]!.openNow(evt));
     const closedAt = Date.now() - 20 * 60_000;
-    ok(await rooms[0]!.configure(evt, settings({ drand: t.chain, onSaleAt: closedAt })));
+    await clients[0]!.hset(`wr:{evt:${evt}}:room`, "onSaleAt", closedAt, "openedAt", closedAt);
     const round = roundAt(t.chain, closedAt);
     const seed = (await store.read(evt))!.seed; // the operator reads the seed from DynamoDB
 
