@@ -47,8 +47,7 @@ async function resetExpiredSeat(ctx: Ctx, seat: Item, now: number): Promise<bool
       new UpdateCommand({
         TableName: ctx.tableName,
         Key: { PK: seat.PK, SK: seat.SK },
-        UpdateExpression:
-          "SET #status = :available REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
+        UpdateExpression: "SET #status = :available REMOVE holderId, holdId, holdExpiresAt, heldAt, GSI2PK, GSI2SK",
         ConditionExpression: "#status = :held AND holdId = :hold AND holdExpiresAt <= :now",
         ExpressionAttributeNames: { "#status": "status" },
         ExpressionAttributeValues: {

@@ -18,7 +18,11 @@ const ENSURE_EVERY_MS = 5_000;
 export type RestoreSource = (eventId: string) => Promise<RestoreInput | null>;
 
 /** Configures the room in restore mode, created with the operator's kept decisions. */
-export type RestoreConfigure = (eventId: string, input: ConfigureInput, kept: KeptDecisions) => Promise<ConfigureResult>;
+export type RestoreConfigure = (
+  eventId: string,
+  input: ConfigureInput,
+  kept: KeptDecisions,
+) => Promise<ConfigureResult>;
 
 export interface Restorer extends Pick<RestoringContext, "restoreRoom" | "withRestore"> {
   /** At most every few seconds per event: restores the room in the background if it is gone. */
