@@ -16,6 +16,7 @@ import {
   counts,
   FAN_ATTEMPTS,
   type FanLedger,
+  toFanLedger,
   type FanEntry,
   fanEntryOf,
   fanHoldAction,
@@ -296,10 +297,11 @@ export async function checkSeatHold(
 export type NextSeats = (lost: string[]) => Promise<CheckedSeatHold | Exclude<HoldResult, { ok: true }>>;
 
 /**
- * A seat hold in two writes, the ledger first: the fan's entry (the hold) is added to the ledger
- * under the version it counted from, and only then are the seats taken, one conditional
- * UpdateItem for one seat, one TransactWriteItems of the seats for several (all or none). A seat
- * another fan has takes the entry back (marked released). In a transaction with the ledger the
+ * A seat hold in two writes, the ledger first. After one consistent read of the ledger and the
+ * seats (readLedgerAndSeats, which refuses a seat someone has before anything is written), the
+ * fan's entry (the hold) is added to the ledger under the version it counted from, and only then
+ * are the seats taken: one conditional UpdateItem for one seat, one TransactWriteItems of the
+ * seats for several (all or none). A seat lost there takes the entry back (marked released). In a transaction with the ledger the
  * same hold cost twice the write units (2 per item): 4 for one seat where these cost 2
  * (docs/data-model.md "Capacity notes").
  *
@@ -324,7 +326,7 @@ export function writeSeatHold(ctx: Ctx, first: CheckedSeatHold, next?: NextSeats
       "seats",
       first.refs.length,
       // Best available (with `next`) holds seats the map proposed as free: the read would find them so.
-      next ? null : seatsTaken(ctx, first),
+      next ? null : () => readLedgerAndSeats(ctx, first),
       async (now, ledgerAction) => {
         const { refs, amount } = checked;
         const requested = checked.seatIds as string[];
@@ -350,47 +352,48 @@ export function writeSeatHold(ctx: Ctx, first: CheckedSeatHold, next?: NextSeats
   );
 }
 
+type Refusal = Exclude<HoldResult, { ok: true }>;
+
 /**
- * The seats as they are (consistent reads, read beside the fan's ledger): `seat_unavailable` with
- * the seats another hold has (held and unexpired, or sold), `not_found` for seats with no item, or
- * null when every seat can be taken as far as this read knows. A hold refused here wrote nothing:
- * most fans who click a seat someone else has are answered for two reads and no write (the seat's
- * conditional write still decides every hold that goes on).
+ * The fan's ledger and the seats as they are, in one consistent BatchGetItem (at most 97 keys):
+ * with the ledger, `refused` is `seat_unavailable` with the seats another hold has (held and
+ * unexpired, or sold), `not_found` for seats with no item, or null when every seat can be taken as
+ * far as this read knows. A hold refused here wrote nothing: a fan who clicks a seat someone else
+ * has is answered for one request and no write (the seat's conditional write still decides every
+ * hold that goes on). One request, not a GetItem beside a BatchGetItem: a crowd on one seat is as
+ * many requests in flight as fans, as it was when the ledger read came alone.
  */
-async function seatsTaken(ctx: Ctx, checked: CheckedSeatHold): Promise<Exclude<HoldResult, { ok: true }> | null> {
-  const keysOf = checked.refs.map((ref) => keys.seat(checked.eventId, ref));
-  const items = new Map<string, Item>();
-  for (let i = 0; i < keysOf.length; i += 100) {
-    const out = await ctx.doc.send(
-      new BatchGetCommand({
-        RequestItems: {
-          [ctx.tableName]: {
-            Keys: keysOf.slice(i, i + 100),
-            ConsistentRead: true,
-            ProjectionExpression: "SK, #status, holdExpiresAt",
-            ExpressionAttributeNames: { "#status": "status" },
-          },
-        },
-      }),
-    );
-    // Keys DynamoDB left unprocessed are simply not known here: the writes decide them.
-    const unprocessed = out.UnprocessedKeys?.[ctx.tableName]?.Keys ?? [];
-    for (const k of unprocessed) items.set(String(k.SK), { unknown: true });
-    for (const item of out.Responses?.[ctx.tableName] ?? []) items.set(String(item.SK), item);
-  }
+async function readLedgerAndSeats(
+  ctx: Ctx,
+  checked: CheckedSeatHold,
+): Promise<{ ledger: FanLedger; refused: Refusal | null }> {
+  const fanKey = keys.fan(checked.eventId, checked.fanId);
+  const seatKeys = checked.refs.map((ref) => keys.seat(checked.eventId, ref));
+  const out = await ctx.doc.send(
+    new BatchGetCommand({ RequestItems: { [ctx.tableName]: { Keys: [fanKey, ...seatKeys], ConsistentRead: true } } }),
+  );
+  const id = (k: { PK?: unknown; SK?: unknown }) => `${String(k.PK)}|${String(k.SK)}`;
+  const items = new Map<string, Item | "unknown">();
+  for (const item of out.Responses?.[ctx.tableName] ?? []) items.set(id(item), item);
+  // Keys DynamoDB left unprocessed are not known here: the ledger is read alone, the seats left to the writes.
+  for (const k of out.UnprocessedKeys?.[ctx.tableName]?.Keys ?? []) items.set(id(k), "unknown");
+  const ledgerItem = items.get(id(fanKey));
+  const ledger =
+    ledgerItem === "unknown" ? await readFan(ctx, checked.eventId, checked.fanId) : toFanLedger(ledgerItem);
   const now = ctx.clock();
   const lost: string[] = [];
   const missing: string[] = [];
-  keysOf.forEach((key, i) => {
-    const item = items.get(key.SK);
+  seatKeys.forEach((key, i) => {
+    const item = items.get(id(key));
+    if (item === "unknown") return;
     if (!item) missing.push(checked.seatIds[i]!);
     else if (item.status === "sold" || (item.status === "held" && (optNum(item, "holdExpiresAt") ?? 0) > now)) {
       lost.push(checked.seatIds[i]!);
     }
   });
-  if (missing.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: missing };
-  if (lost.length > 0) return { ok: false, reason: "seat_unavailable", seats: lost };
-  return null;
+  if (missing.length > 0) return { ledger, refused: { ok: false, reason: "not_found", what: "seat", seats: missing } };
+  if (lost.length > 0) return { ledger, refused: { ok: false, reason: "seat_unavailable", seats: lost } };
+  return { ledger, refused: null };
 }
 
 /**
@@ -498,12 +501,16 @@ async function holdForFan(
   max: number,
   kind: "seats" | "general_admission",
   seats: number,
-  /** Read beside the ledger; its refusal is the answer once the fan's count allows the hold. */
-  precheck: Promise<Exclude<HoldResult, { ok: true }> | null> | null,
+  /**
+   * The first read, when it is more than the ledger (readLedgerAndSeats): its refusal is the answer
+   * once the fan's count allows the hold.
+   */
+  firstRead: (() => Promise<{ ledger: FanLedger; refused: Refusal | null }>) | null,
   attempt: (now: number, ledgerAction: LedgerAction) => Promise<Attempt>,
 ): Promise<HoldResult> {
-  // Both reads at once; a precheck that failed is only a missed shortcut (the writes decide).
-  const [first, refused] = await Promise.all([readFan(ctx, eventId, fanId), precheck?.catch(() => null) ?? null]);
+  const { ledger: first, refused } = firstRead
+    ? await firstRead()
+    : { ledger: await readFan(ctx, eventId, fanId), refused: null };
   let ledger = first;
   let precheckDue = refused !== null;
   for (let conflicts = 0, waits = 0; ; ) {

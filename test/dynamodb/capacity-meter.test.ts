@@ -41,15 +41,16 @@ describe("capacity meter", () => {
     ]);
     expect(holds.every((h) => h.ok)).toBe(true);
     const hold = row("hold")!;
-    // Per hold: the ledger read, then one transaction of the seat and the ledger (2 units each).
-    expect(hold.requests).toBe(16);
-    expect(hold.writeUnits - hold.indexWriteUnits).toBe(8 * 4);
-    expect(hold.readUnits).toBe(8);
+    // Per hold: one consistent read of the ledger and the seat (1 unit each), then the ledger's
+    // write and the seat's (1 unit each, not 2 each in a transaction).
+    expect(hold.requests).toBe(24);
+    expect(hold.writeUnits - hold.indexWriteUnits).toBe(8 * 2);
+    expect(hold.readUnits).toBe(8 * 2);
     const other = row("other")!;
     expect(other.requests).toBe(8);
     expect(other.writeUnits).toBe(0);
     expect(other.readUnits).toBe(8 * 0.5);
-    expect(meter.total().requests).toBe(24);
+    expect(meter.total().requests).toBe(32);
   });
 
   it("counts a refused write as refused, with no units it was not told of", async () => {
@@ -57,12 +58,21 @@ describe("capacity meter", () => {
     await fx.inventory.events.create({ eventId, input: eventInput(fx.clock) });
     const first = await fx.inventory.holds.holdSeats({ eventId, fanId: "a", seatIds: ["A-1-1"] });
     expect(first.ok).toBe(true);
+    // Written without the read in front (as best available writes the seats the map proposed):
+    // the ledger's entry is written, the seat's write is refused, the entry is taken back.
+    const checked = await fx.inventory.holds.checkSeats({ eventId, fanId: "b", seatIds: ["A-1-1"] });
+    if (!checked.ok) throw new Error("checks failed");
     meter.reset();
-    const lost = await fx.inventory.holds.holdSeats({ eventId, fanId: "b", seatIds: ["A-1-1"] });
+    const lost = await fx.inventory.holds.writeSeats(checked.checked, async (seats) => ({
+      ok: false,
+      reason: "seat_unavailable",
+      seats,
+    }));
     expect(lost).toMatchObject({ ok: false, reason: "seat_unavailable" });
     const hold = row("hold")!;
     expect(hold.refused).toBe(1);
-    expect(hold.requests).toBe(1);
-    expect(hold.writeUnits).toBe(0);
+    // The ledger's read, its write and the write taking the entry back; not the refused seat write.
+    expect(hold.requests).toBe(3);
+    expect(hold.writeUnits).toBe(2);
   });
 });

@@ -202,9 +202,9 @@ describe("hold: seats", () => {
       holdSeconds: 480,
     });
     expect(lost).toEqual({ ok: false, reason: "seat_unavailable", seats: ["A-2-2"] });
-    // The two reads (the ledger, the seat) and nothing else: no entry written and taken back.
-    expect(meter.total()).toMatchObject({ writeUnits: 0, refused: 0 });
-    expect(meter.total().requests).toBe(2);
+    // One read of the ledger and the seat together, and nothing else: no entry written and taken back.
+    expect(meter.total()).toMatchObject({ writeUnits: 0, readUnits: 2, refused: 0 });
+    expect(meter.total().requests).toBe(1);
     expect((await seatsOf(eventId)).get("A-2-2")).toMatchObject({ status: "held", holdId: first.holdId });
   });
 
