@@ -62,8 +62,9 @@ describe("the stats sampler", () => {
       recorded += round;
       if (rounds.length > 2_000) throw new Error("the samplers recorded nothing");
     }
-    // No round recorded more than one sample of the event: one claimer per slot.
-    expect(Math.max(...rounds)).toBe(1);
+    // One claimer per slot: every sample any of the three recorded is of a slot of its own. (Not
+    // "one per round": on a loaded machine a round of six ticks can outlast a 250 ms slot, and
+    // then two slots are each claimed once within it; CI saw that.)
     const samples = await stored(eventId);
     expect(samples).toHaveLength(recorded);
     const slots = samples.map((s) => Math.floor(s.at / intervalMs));
