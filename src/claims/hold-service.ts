@@ -264,7 +264,9 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       if (!check.ok) return null;
       const lost: string[] = [];
       for (const seatId of seatIds) {
-        const known = await taken(seatId);
+        // Awaited only when the map must be read: a hop per seat showed in the refusal's profile.
+        const answer = taken(seatId);
+        const known = answer instanceof Promise ? await answer : answer;
         if (known === undefined) return null;
         if (known) lost.push(seatId);
       }

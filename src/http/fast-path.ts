@@ -144,7 +144,8 @@ export function queueStatusFastPath({ deps, oddsFigures }: QueueStatusFastPathDe
     // Before the line is asked (which records the poll): without the figures the app answers.
     const figures = oddsFigures(eventId);
     if (!figures) return false;
-    const ip = clientAddress(limits, incoming);
+    // The address only matters to a per-IP limit: none set, none read (a header or two less).
+    const ip = limits.ratePerIp > 0 ? clientAddress(limits, incoming) : undefined;
     const result = waitingRoom.cachedStatus(eventId, check.claims.fanId, lineLimitsOf(limits, ip, check.claims.fanId));
     if (!result) return false;
     const requestId = requestIdFrom(incoming.headers["x-request-id"]);
@@ -160,7 +161,10 @@ export function queueStatusFastPath({ deps, oddsFigures }: QueueStatusFastPathDe
       deps.metrics.queuePolls.inc({ answered: "cache" });
       const odds = figures.value ? oddsAt(result.place.ahead, figures.value) : null;
       status = 200;
-      body = JSON.stringify({ ...placeView(result.place), ...(odds ? { odds } : {}) });
+      // The route's body, keys in its order, without a copy of the place's view to spread it.
+      const view: ReturnType<typeof placeView> & { odds?: typeof odds } = placeView(result.place);
+      if (odds) view.odds = odds;
+      body = JSON.stringify(view);
     }
     headers["content-length"] = String(Buffer.byteLength(body));
     outgoing.writeHead(status, headers);
@@ -228,43 +232,58 @@ function answerFromBody(
       toApp();
       return;
     }
-    Promise.resolve()
-      .then(() => decide(body, requestId))
-      .then((answer) => {
-        if (!answer) {
-          toApp();
-          return;
-        }
-        let status: number;
-        let text: string;
-        const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": requestId };
-        if ("error" in answer) {
-          const err = answer.error;
-          status = err.status;
-          text = JSON.stringify(errorBody(err, requestId));
-          if (err.retryAfter !== undefined) headers["retry-after"] = String(err.retryAfter);
-          if (err.status >= 500) deps.logger.warn({ requestId, code: err.code, details: err.details }, err.message);
-        } else {
-          status = answer.status;
-          text = JSON.stringify(answer.json);
-        }
-        headers["content-length"] = String(Buffer.byteLength(text));
-        outgoing.writeHead(status, headers);
-        outgoing.end(text); // one write with the head, as the poll's
-        const seconds = (performance.now() - started) / 1000;
-        recordRequest(deps, undefined, requestId, { method: "POST", route, status, seconds });
-      })
-      .catch((err: unknown) => {
-        // Never a stack trace to the client; the log keeps it (as the app's onError).
-        deps.logger.error({ err, requestId }, "unhandled error");
-        if (outgoing.headersSent) {
-          outgoing.destroy();
-          return;
-        }
-        const text = JSON.stringify(errorBody(new ApiError("internal_error", "internal error"), requestId));
-        outgoing.writeHead(500, { "content-type": "application/json", "x-request-id": requestId });
-        outgoing.end(text);
-      });
+    const send = (answer: BodyAnswer | null) => {
+      if (!answer) {
+        toApp();
+        return;
+      }
+      let status: number;
+      let text: string;
+      const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": requestId };
+      if ("error" in answer) {
+        const err = answer.error;
+        status = err.status;
+        text = JSON.stringify(errorBody(err, requestId));
+        if (err.retryAfter !== undefined) headers["retry-after"] = String(err.retryAfter);
+        if (err.status >= 500) deps.logger.warn({ requestId, code: err.code, details: err.details }, err.message);
+      } else {
+        status = answer.status;
+        text = JSON.stringify(answer.json);
+      }
+      headers["content-length"] = String(Buffer.byteLength(text));
+      outgoing.writeHead(status, headers);
+      outgoing.end(text); // one write with the head, as the poll's
+      const seconds = (performance.now() - started) / 1000;
+      recordRequest(deps, undefined, requestId, { method: "POST", route, status, seconds });
+    };
+    const fail = (err: unknown) => {
+      // Never a stack trace to the client; the log keeps it (as the app's onError).
+      deps.logger.error({ err, requestId }, "unhandled error");
+      if (outgoing.headersSent) {
+        outgoing.destroy();
+        return;
+      }
+      const text = JSON.stringify(errorBody(new ApiError("internal_error", "internal error"), requestId));
+      outgoing.writeHead(500, { "content-type": "application/json", "x-request-id": requestId });
+      outgoing.end(text);
+    };
+    // An answer known without waiting is sent in this tick: each promise hop of a refusal showed
+    // in its profile (issue 30 item 1), and most refusals need none.
+    let decided: BodyAnswer | null | Promise<BodyAnswer | null>;
+    try {
+      decided = decide(body, requestId);
+    } catch (err) {
+      fail(err);
+      return;
+    }
+    if (decided instanceof Promise) decided.then(send).catch(fail);
+    else {
+      try {
+        send(decided);
+      } catch (err) {
+        fail(err);
+      }
+    }
   });
   return true;
 }
@@ -379,28 +398,36 @@ export function holdRefusalFastPath({ deps }: HoldRefusalFastPathDeps): NodeFast
     const check = waitingRoom.verifyAccessToken(token, eventId);
     if (!check.ok) return false;
     const { fanId } = check.claims;
-    return answerFromBody(deps, incoming, outgoing, app, HOLDS_ROUTE, async (body) => {
+    return answerFromBody(deps, incoming, outgoing, app, HOLDS_ROUTE, (body) => {
       const seatIds = onlySeats(body);
       if (!seatIds) return null;
-      const refused = await holds.refuseFromMap({ eventId, fanId, seatIds }, async (seatId) => {
+      const taken = (seatId: string) => {
         // A page not trusted right now is read (one small read of its version, shared by every
-        // request of this process that needs it; the section map's own path does the same).
-        const page = await sectionPages.get(eventId, sectionOf(seatId));
+        // request of this process that needs it; the section map's own path does the same). A
+        // page in memory answers in this tick: no promise per seat.
+        const page = sectionPages.get(eventId, sectionOf(seatId));
+        if (page instanceof Promise) return page.then((read) => (read ? read.taken(seatId, Date.now()) : undefined));
         return page ? page.taken(seatId, Date.now()) : undefined;
+      };
+      return holds.refuseFromMap({ eventId, fanId, seatIds }, taken).then(async (refused) => {
+        if (!refused) return null;
+        // The route's limits (src/http/client-ip.ts limitRequest), in the same buckets: one fan's
+        // flood meets one limit whichever path answers it (in this process's buckets only while
+        // Redis is away, as for every limit). No limit set: no call, and no await either.
+        try {
+          if (limits.ratePerIp > 0) {
+            const ip = clientAddress(limits, incoming);
+            if (ip !== undefined) await rateLimiter.enforce("ip:hold", ip, { perSecond: limits.ratePerIp });
+          }
+          if (limits.ratePerFan > 0) {
+            await rateLimiter.enforce("fan:hold", `${eventId}:${fanId}`, { perSecond: limits.ratePerFan });
+          }
+        } catch (thrown) {
+          if (thrown instanceof ApiError) return { error: thrown };
+          throw thrown;
+        }
+        return { error: seatUnavailable(refused.seats) };
       });
-      if (!refused) return null;
-      // The route's limits (src/http/client-ip.ts limitRequest), in the same buckets: one fan's
-      // flood meets one limit whichever path answers it (in this process's buckets only while
-      // Redis is away, as for every limit). No limit set: no call.
-      try {
-        const ip = clientAddress(limits, incoming);
-        if (ip !== undefined) await rateLimiter.enforce("ip:hold", ip, { perSecond: limits.ratePerIp });
-        await rateLimiter.enforce("fan:hold", `${eventId}:${fanId}`, { perSecond: limits.ratePerFan });
-      } catch (thrown) {
-        if (thrown instanceof ApiError) return { error: thrown };
-        throw thrown;
-      }
-      return { error: seatUnavailable(refused.seats) };
     });
   };
 }

@@ -225,8 +225,17 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
       areas: new Map(event.generalAdmission.map((g) => [g.id, g])),
     };
   };
-  const onSale = (event: EventDefinition) =>
-    event.layoutComplete && Date.parse(event.onSaleAt) <= ctx.clock() && event.closedAt === undefined;
+  // Parsed once per cached version: a hold refused from the seat map (src/http/fast-path.ts) asks
+  // on every request, and parsing the ISO date was a visible share of that refusal's profile.
+  const onSaleAtMs = new WeakMap<EventDefinition, number>();
+  const onSale = (event: EventDefinition) => {
+    let at = onSaleAtMs.get(event);
+    if (at === undefined) {
+      at = Date.parse(event.onSaleAt);
+      onSaleAtMs.set(event, at);
+    }
+    return event.layoutComplete && at <= ctx.clock() && event.closedAt === undefined;
+  };
   const miss = async (eventId: string): Promise<Layout | null> => {
     if (cache.size > 1_000) cache.clear();
     const entry: { layout: Promise<Layout | null>; until: number; loaded?: Layout | null } = {
@@ -248,7 +257,9 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
   return {
     async forSale(eventId) {
       const hit = cache.get(eventId);
-      const layout = hit && hit.until > Date.now() ? await hit.layout : await miss(eventId);
+      // A version already read is taken as it is, without a hop through its settled promise.
+      const fresh = hit && hit.until > Date.now() ? hit : undefined;
+      const layout = fresh ? (fresh.loaded !== undefined ? fresh.loaded : await fresh.layout) : await miss(eventId);
       return layout ? { ...layout, onSale: onSale(layout.event) } : null;
     },
     forget: (eventId) => void cache.delete(eventId),

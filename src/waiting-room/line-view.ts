@@ -253,15 +253,19 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
 
   /** The limits of a poll answered here, taken in this process's buckets (ip first, as the script). */
   function takeLimits(eventId: string, fanId: string, limits: StatusLimits | undefined): RateLimited | null {
-    for (const [name, limit] of [
-      ["ip", limits?.ip],
-      ["fan", limits?.fan],
-    ] as const) {
-      if (!limit || limit.perSecond <= 0) continue;
-      const subject = name === "fan" ? fanId : limit.subject;
-      const [allowed, retryAfterMs] = buckets.take(`${eventId}\n${name}\n${subject}`, limit.perSecond, limit.burst);
-      if (allowed !== 1) return { ok: false, reason: "rate_limited", limit: name, retryAfterMs };
-    }
+    // Two plain calls, not a loop over a list built per poll: this runs on every cached poll.
+    return takeLimit(eventId, "ip", limits?.ip, limits?.ip?.subject) ?? takeLimit(eventId, "fan", limits?.fan, fanId);
+  }
+
+  function takeLimit(
+    eventId: string,
+    name: "ip" | "fan",
+    limit: StatusLimits["ip"],
+    subject: string | undefined,
+  ): RateLimited | null {
+    if (!limit || limit.perSecond <= 0) return null;
+    const [allowed, retryAfterMs] = buckets.take(`${eventId}\n${name}\n${subject}`, limit.perSecond, limit.burst);
+    if (allowed !== 1) return { ok: false, reason: "rate_limited", limit: name, retryAfterMs };
     return null;
   }
 
