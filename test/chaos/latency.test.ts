@@ -69,9 +69,13 @@ async function newEvent(c: Cluster, prefix: string, holdSeconds: number): Promis
   return { eventId, fans: await admitFans(c.traffic, eventId, fanIds("fan")) };
 }
 
-/** The write of a hold: its transaction (seats and ledger, or area, record and ledger), not a confirmation. */
+/**
+ * The write of a hold's seats (an UpdateItem for one seat, a transaction for several; the fan's
+ * ledger entry is written before it, not slowed), or a standing hold's transaction (area, record
+ * and ledger); not a confirmation.
+ */
 const isHoldWrite = (r: ProxiedRequest) =>
-  r.target === "TransactWriteItems" &&
+  (r.target === "TransactWriteItems" || r.target === "UpdateItem") &&
   !isConfirmTransaction(r) &&
   (r.body.includes("holdExpiresAt = :exp") || r.body.includes('"entity":{"S":"HOLD"}'));
 
