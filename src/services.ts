@@ -190,6 +190,7 @@ export function buildServices(config: ServicesConfig): Services {
   const seatMapWrites = createSeatMapWrites({ seatMap, logger });
   const doc = createDocumentClient(dynamo);
   const records = createDecisionStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) });
+  const lottery = createLotteryStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) });
   const waitingRoom = createWaitingRoom({
     redis,
     secret: config.gatewaySecret,
@@ -198,7 +199,7 @@ export function buildServices(config: ServicesConfig): Services {
     restore: roomSource(inventory, records),
     keep: roomKeeper(inventory),
     records,
-    lottery: createLotteryStore({ doc, tableName, ...(config.clock ? { clock: config.clock } : {}) }),
+    lottery,
     ...(config.drandRelays?.length ? { drandRounds: drandRelays(config.drandRelays) } : {}),
     ...(config.lineCache === false ? { lineCache: false } : {}),
     onJoinBatch: (size) => metrics.joinBatchSize.observe(size),
@@ -282,6 +283,7 @@ export function buildServices(config: ServicesConfig): Services {
       inventory,
       waitingRoom,
       seatMap,
+      lottery,
       ...(eventJobs ? { jobs: eventJobs } : {}),
       ...closeGrace,
     }),

@@ -92,6 +92,13 @@ export function createEventService(deps: {
   jobs?: Pick<EventJobs, "arm">;
   /** The grace after a close before the last hold can expire (default CLOSE_GRACE_MS). */
   closeGraceMs?: number;
+  /**
+   * The event's lottery commitment (src/lottery/store.ts): a PUT whose on-sale time has passed is
+   * refused before anything is stored when the lottery is committed to a drand chain (the round of
+   * a past close is published: its date would choose the order). Absent: not checked here (the
+   * room still refuses it, after the event item was written).
+   */
+  lottery?: { read(eventId: string): Promise<{ drandChain?: unknown } | null> };
 }): EventService {
   const { inventory, waitingRoom, seatMap, jobs } = deps;
 
@@ -121,6 +128,20 @@ export function createEventService(deps: {
 
   return {
     async put(eventId, input, log) {
+      // The body's own `drand` with a past close is refused by its schema; a body that omits it
+      // still runs under the chain the lottery committed to, so the same rule, read from there.
+      if (deps.lottery && !input.waitingRoom.drand && Date.parse(input.onSaleAt) <= Date.now()) {
+        const committed = await deps.lottery.read(eventId);
+        if (committed?.drandChain) {
+          return {
+            ok: false,
+            reason: "invalid_request",
+            issues: [
+              "onSaleAt: the lottery is committed to a drand chain: the on-sale time must be ahead (its round must be unpublished)",
+            ],
+          };
+        }
+      }
       let lastLogged = 0;
       const result = await inventory.events.create({
         eventId,

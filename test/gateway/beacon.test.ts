@@ -114,6 +114,24 @@ describe("PUT .../waiting-room/beacon", () => {
     expect((await putEvent(gw, uniqueId("bpast"), withChain(t.chain, past))).status).toBe(400);
   });
 
+  it("a replacement that leaves the chain out cannot move a chained event's close into the past: 400, nothing stored", async () => {
+    const t = testChain();
+    const eventId = uniqueId("bp");
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    expect((await putEvent(gw, eventId, withChain(t.chain, later))).status).toBe(201);
+    // The same event again, its on-sale now in the past and no `drand` in the body: the lottery
+    // is committed to the chain, so the close would pick a round already published.
+    const past = new Date(Date.now() - 60_000).toISOString();
+    const res = await putEvent(gw, eventId, eventInput({ onSaleAt: past }));
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("invalid_request");
+    const stored = (await (await gw.request(`/v1/admin/events/${eventId}`, { token: ADMIN_TOKEN })).json()) as {
+      onSaleAt: string;
+    };
+    expect(Date.parse(stored.onSaleAt)).toBe(Date.parse(later));
+    expect(await roundOf(eventId)).toBeGreaterThan(0);
+  });
+
   it("a draw sealed in DynamoDB still verifies from outside after Redis lost the room", async () => {
     const t = testChain();
     const eventId = uniqueId("bw");
