@@ -15,6 +15,7 @@ import type {
   Inventory,
   OperatorRoomSettings,
 } from "../inventory/index.js";
+import type { DrandChain } from "../lottery/drand.js";
 import type { Logger } from "../logger.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
 import type { ConfigureResult, KeptDecisions, OpenNowResult, WaitingRoom } from "../waiting-room/index.js";
@@ -98,7 +99,7 @@ export function createEventService(deps: {
    * a past close is published: its date would choose the order). Absent: not checked here (the
    * room still refuses it, after the event item was written).
    */
-  lottery?: { read(eventId: string): Promise<{ drandChain?: unknown } | null> };
+  lottery?: { read(eventId: string): Promise<{ drandChain?: DrandChain } | null> };
 }): EventService {
   const { inventory, waitingRoom, seatMap, jobs } = deps;
 
@@ -129,10 +130,11 @@ export function createEventService(deps: {
   return {
     async put(eventId, input, log) {
       // The body's own `drand` with a past close is refused by its schema; a body that omits it
-      // still runs under the chain the lottery committed to, so the same rule, read from there.
-      if (deps.lottery && !input.waitingRoom.drand && Date.parse(input.onSaleAt) <= Date.now()) {
-        const committed = await deps.lottery.read(eventId);
-        if (committed?.drandChain) {
+      // still runs under the chain the lottery committed to (a chain is named once): the same rule,
+      // read from there, and the stored event keeps showing the chain it runs under.
+      if (deps.lottery && !input.waitingRoom.drand) {
+        const chain = (await deps.lottery.read(eventId))?.drandChain;
+        if (chain && Date.parse(input.onSaleAt) <= Date.now()) {
           return {
             ok: false,
             reason: "invalid_request",
@@ -141,6 +143,7 @@ export function createEventService(deps: {
             ],
           };
         }
+        if (chain) input = { ...input, waitingRoom: { ...input.waitingRoom, drand: chain } };
       }
       let lastLogged = 0;
       const result = await inventory.events.create({

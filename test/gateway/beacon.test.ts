@@ -130,6 +130,13 @@ describe("PUT .../waiting-room/beacon", () => {
     };
     expect(Date.parse(stored.onSaleAt)).toBe(Date.parse(later));
     expect(await roundOf(eventId)).toBeGreaterThan(0);
+    // A replacement ahead that leaves the chain out runs under the committed chain, and says so.
+    const ahead = new Date(Date.now() + 7_200_000).toISOString();
+    expect((await putEvent(gw, eventId, eventInput({ onSaleAt: ahead }))).status).toBe(200);
+    const replaced = (await (await gw.request(`/v1/admin/events/${eventId}`, { token: ADMIN_TOKEN })).json()) as {
+      waitingRoom: { drand?: { chainHash: string } };
+    };
+    expect(replaced.waitingRoom.drand?.chainHash).toBe(t.chain.chainHash);
   });
 
   it("a draw sealed in DynamoDB still verifies from outside after Redis lost the room", async () => {
