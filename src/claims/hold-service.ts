@@ -85,12 +85,14 @@ export interface HoldService {
    * then `taken`, this process's seat map (src/seatmap/pages.ts): the seats it shows held or sold,
    * undefined for a seat it cannot answer for. Answers the refusal when the request passes its
    * checks and a seat is known taken, else null: the hold goes the whole way (holdSeats), which
-   * answers every other case, a refused check included.
+   * answers every other case, a refused check included. Answered without a promise when the event
+   * is in the cache and `taken` answers every seat at once (the refusal of a hot seat, mostly): a
+   * promise hop per step was a visible share of that refusal's CPU.
    */
   refuseFromMap(
     request: SeatHoldRequest,
     taken: (seatId: string) => boolean | undefined | Promise<boolean | undefined>,
-  ): Promise<MapRefusal | null>;
+  ): MapRefusal | null | Promise<MapRefusal | null>;
   /**
    * Best available together (src/inventory/best.ts): the cached map proposes, the shield leases,
    * and the plain hold's conditional writes decide; a proposal lost on the way is marked taken and
@@ -141,6 +143,44 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       .catch((err: unknown) =>
         logger.debug({ err: (err as Error).message }, "hold's sweep not queued; the backstop sweeps it"),
       );
+  };
+
+  /**
+   * The seats `taken` shows held or sold, as the refusal (counted), or null when it shows none or
+   * cannot say for one. Awaits only a seat whose page must be read first.
+   */
+  const refusedSeats = (
+    seatIds: readonly string[],
+    taken: (seatId: string) => boolean | undefined | Promise<boolean | undefined>,
+  ): MapRefusal | null | Promise<MapRefusal | null> => {
+    const lost: string[] = [];
+    for (let i = 0; i < seatIds.length; i++) {
+      const known = taken(seatIds[i] as string);
+      if (known instanceof Promise) return refusedAfterReads(seatIds, i, known, lost, taken);
+      if (known === undefined) return null;
+      if (known) lost.push(seatIds[i] as string);
+    }
+    return refusal(lost);
+  };
+  const refusedAfterReads = async (
+    seatIds: readonly string[],
+    from: number,
+    first: Promise<boolean | undefined>,
+    lost: string[],
+    taken: (seatId: string) => boolean | undefined | Promise<boolean | undefined>,
+  ): Promise<MapRefusal | null> => {
+    for (let i = from; i < seatIds.length; i++) {
+      const known = i === from ? await first : await taken(seatIds[i] as string);
+      if (known === undefined) return null;
+      if (known) lost.push(seatIds[i] as string);
+    }
+    return refusal(lost);
+  };
+  const refusal = (lost: string[]): MapRefusal | null => {
+    if (lost.length === 0) return null;
+    metrics.holds.inc({ outcome: "seat_unavailable" });
+    metrics.conflicts.inc({ stage: "seat_map" });
+    return { ok: false, reason: "seat_unavailable", seats: lost, stage: "seat_map" };
   };
 
   /** Counts one claim-path write, by what it was for in the fan's terms (hold, release). */
@@ -258,22 +298,14 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       }
     },
 
-    async refuseFromMap({ eventId, fanId, seatIds, holdSeconds }, taken) {
+    refuseFromMap({ eventId, fanId, seatIds, holdSeconds }, taken) {
       // The checks first, as holdSeats: only seats of the event's sections reach the map.
-      const check = await inventory.holds.checkSeats({ eventId, fanId, seatIds, holdSeconds });
-      if (!check.ok) return null;
-      const lost: string[] = [];
-      for (const seatId of seatIds) {
-        // Awaited only when the map must be read: a hop per seat showed in the refusal's profile.
-        const answer = taken(seatId);
-        const known = answer instanceof Promise ? await answer : answer;
-        if (known === undefined) return null;
-        if (known) lost.push(seatId);
+      const request = { eventId, fanId, seatIds, holdSeconds };
+      const now = inventory.holds.checkSeatsNow(request);
+      if (now === undefined) {
+        return inventory.holds.checkSeats(request).then((check) => (check.ok ? refusedSeats(seatIds, taken) : null));
       }
-      if (lost.length === 0) return null;
-      metrics.holds.inc({ outcome: "seat_unavailable" });
-      metrics.conflicts.inc({ stage: "seat_map" });
-      return { ok: false, reason: "seat_unavailable", seats: lost, stage: "seat_map" } as const;
+      return now.ok ? refusedSeats(seatIds, taken) : null;
     },
 
     async holdBest({ eventId, fanId, best, holdSeconds }) {

@@ -19,6 +19,7 @@
  */
 import { commitmentAtJoin } from "./join-lottery.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { MapRefusal } from "../claims/hold-service.js";
 import { MAX_SEATS_PER_FAN } from "../inventory/index.js";
 import { sectionOf } from "../seatmap/cache.js";
 import type { SectionFormat } from "../seatmap/formats.js";
@@ -409,26 +410,36 @@ export function holdRefusalFastPath({ deps }: HoldRefusalFastPathDeps): NodeFast
         if (page instanceof Promise) return page.then((read) => (read ? read.taken(seatId, Date.now()) : undefined));
         return page ? page.taken(seatId, Date.now()) : undefined;
       };
-      return holds.refuseFromMap({ eventId, fanId, seatIds }, taken).then(async (refused) => {
-        if (!refused) return null;
-        // The route's limits (src/http/client-ip.ts limitRequest), in the same buckets: one fan's
-        // flood meets one limit whichever path answers it (in this process's buckets only while
-        // Redis is away, as for every limit). No limit set: no call, and no await either.
-        try {
-          if (limits.ratePerIp > 0) {
-            const ip = clientAddress(limits, incoming);
-            if (ip !== undefined) await rateLimiter.enforce("ip:hold", ip, { perSecond: limits.ratePerIp });
-          }
-          if (limits.ratePerFan > 0) {
-            await rateLimiter.enforce("fan:hold", `${eventId}:${fanId}`, { perSecond: limits.ratePerFan });
-          }
-        } catch (thrown) {
-          if (thrown instanceof ApiError) return { error: thrown };
-          throw thrown;
-        }
-        return { error: seatUnavailable(refused.seats) };
-      });
+      const refused = holds.refuseFromMap({ eventId, fanId, seatIds }, taken);
+      if (refused instanceof Promise) return refused.then(answerRefusal);
+      return answerRefusal(refused);
     });
+
+    /** The 409 of a refusal, after the route's limits; null (no refusal): the app answers. */
+    function answerRefusal(refused: MapRefusal | null): BodyAnswer | null | Promise<BodyAnswer | null> {
+      if (!refused) return null;
+      // No limit set (the bench; a gateway behind a limiting proxy): the 409 in this tick.
+      if (!(limits.ratePerIp > 0) && !(limits.ratePerFan > 0)) return { error: seatUnavailable(refused.seats) };
+      return limited(refused);
+    }
+    async function limited(refused: MapRefusal): Promise<BodyAnswer> {
+      // The route's limits (src/http/client-ip.ts limitRequest), in the same buckets: one fan's
+      // flood meets one limit whichever path answers it (in this process's buckets only while
+      // Redis is away, as for every limit). No limit set: no call, and no await either.
+      try {
+        if (limits.ratePerIp > 0) {
+          const ip = clientAddress(limits, incoming);
+          if (ip !== undefined) await rateLimiter.enforce("ip:hold", ip, { perSecond: limits.ratePerIp });
+        }
+        if (limits.ratePerFan > 0) {
+          await rateLimiter.enforce("fan:hold", `${eventId}:${fanId}`, { perSecond: limits.ratePerFan });
+        }
+      } catch (thrown) {
+        if (thrown instanceof ApiError) return { error: thrown };
+        throw thrown;
+      }
+      return { error: seatUnavailable(refused.seats) };
+    }
   };
 }
 

@@ -202,6 +202,11 @@ export interface EventCache {
    * (src/http/fast-path.ts) asks this on every request.
    */
   hasSection(eventId: string, sectionId: string): boolean | undefined;
+  /**
+   * `forSale` without waiting: the cached version when it is read and fresh, else undefined (the
+   * caller then awaits `forSale`). A hold refused from the seat map (src/http/fast-path.ts) asks.
+   */
+  peekForSale(eventId: string): SaleEvent | null | undefined;
 }
 
 /**
@@ -261,6 +266,11 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
       const fresh = hit && hit.until > Date.now() ? hit : undefined;
       const layout = fresh ? (fresh.loaded !== undefined ? fresh.loaded : await fresh.layout) : await miss(eventId);
       return layout ? { ...layout, onSale: onSale(layout.event) } : null;
+    },
+    peekForSale(eventId) {
+      const hit = cache.get(eventId);
+      if (!hit || hit.until <= Date.now() || hit.loaded === undefined) return undefined;
+      return hit.loaded ? { ...hit.loaded, onSale: onSale(hit.loaded.event) } : null;
     },
     forget: (eventId) => void cache.delete(eventId),
     hasSection(eventId, sectionId) {

@@ -245,48 +245,84 @@ export async function checkSeatHold(
   seatIds: string[],
   holdSeconds?: number,
 ): Promise<SeatHoldCheck> {
+  const refused = checkSeatRequest(eventId, fanId, seatIds, holdSeconds);
+  if (refused) return refused;
+  return guard("hold", async () => checkSeatsForSale(await loadForSale(eventId), eventId, fanId, seatIds, holdSeconds));
+}
+
+/**
+ * `checkSeatHold` without waiting, from the event as the cache holds it now: undefined when the
+ * cache cannot say without a read (the caller then awaits checkSeatHold). The same checks in the
+ * same order, so both answer alike.
+ */
+export function checkSeatHoldNow(
+  peekForSale: (eventId: string) => SaleEvent | null | undefined,
+  eventId: string,
+  fanId: string,
+  seatIds: string[],
+  holdSeconds?: number,
+): SeatHoldCheck | undefined {
+  const refused = checkSeatRequest(eventId, fanId, seatIds, holdSeconds);
+  if (refused) return refused;
+  const sale = peekForSale(eventId);
+  return sale === undefined ? undefined : checkSeatsForSale(sale, eventId, fanId, seatIds, holdSeconds);
+}
+
+/** The checks a seat hold request fails in itself, before its event is read. */
+function checkSeatRequest(
+  eventId: string,
+  fanId: string,
+  requested: string[],
+  holdSeconds: number | undefined,
+): Exclude<SeatHoldCheck, { ok: true }> | undefined {
   if (!validFan(fanId)) return { ok: false, reason: "invalid_request", message: "fanId must be 1..128 characters" };
   if (holdSeconds !== undefined && !validHoldSeconds(holdSeconds))
     return { ok: false, reason: "invalid_request", message: "holdSeconds must be 1..86400" };
-  const requested = seatIds;
   if (requested.length === 0) return { ok: false, reason: "invalid_request", message: "no seats asked for" };
   // Refused, never merged: the fan asked for something other than what a merge would hold (API.md).
-  if (new Set(requested).size !== requested.length) {
+  if (requested.length > 1 && new Set(requested).size !== requested.length) {
     return { ok: false, reason: "invalid_request", message: "a seat is named twice" };
   }
   if (!ID_PATTERN.test(eventId)) return { ok: false, reason: "not_found", what: "event" };
+  return undefined;
+}
 
-  return guard("hold", async () => {
-    const sale = await loadForSale(eventId);
-    if (!sale) return { ok: false, reason: "not_found", what: "event" };
-    if (!sale.onSale) return { ok: false, reason: "not_on_sale" };
-    const tooMany = overLimit(sale.event.maxSeatsPerFan, "seats", requested.length);
-    if (tooMany) return tooMany;
+/** The checks against the event once read (null: no such event). */
+function checkSeatsForSale(
+  sale: SaleEvent | null,
+  eventId: string,
+  fanId: string,
+  requested: string[],
+  holdSeconds: number | undefined,
+): SeatHoldCheck {
+  if (!sale) return { ok: false, reason: "not_found", what: "event" };
+  if (!sale.onSale) return { ok: false, reason: "not_on_sale" };
+  const tooMany = overLimit(sale.event.maxSeatsPerFan, "seats", requested.length);
+  if (tooMany) return tooMany;
 
-    const refs: SeatRef[] = [];
-    const unknown: string[] = [];
-    let amount = 0;
-    for (const seatId of requested) {
-      const ref = parseSeatId(seatId);
-      const section = ref ? seatExists(sale, ref) : undefined;
-      if (!ref || !section) unknown.push(seatId);
-      else {
-        refs.push(ref);
-        amount += section.price;
-      }
+  const refs: SeatRef[] = [];
+  const unknown: string[] = [];
+  let amount = 0;
+  for (const seatId of requested) {
+    const ref = parseSeatId(seatId);
+    const section = ref ? seatExists(sale, ref) : undefined;
+    if (!ref || !section) unknown.push(seatId);
+    else {
+      refs.push(ref);
+      amount += section.price;
     }
-    if (unknown.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: unknown };
-    const checked: CheckedSeatHold = {
-      eventId,
-      fanId,
-      seatIds: [...requested],
-      refs,
-      amount,
-      holdSeconds: holdSeconds ?? sale.event.holdSeconds,
-      maxSeatsPerFan: sale.event.maxSeatsPerFan,
-    };
-    return { ok: true, checked };
-  });
+  }
+  if (unknown.length > 0) return { ok: false, reason: "not_found", what: "seat", seats: unknown };
+  const checked: CheckedSeatHold = {
+    eventId,
+    fanId,
+    seatIds: [...requested],
+    refs,
+    amount,
+    holdSeconds: holdSeconds ?? sale.event.holdSeconds,
+    maxSeatsPerFan: sale.event.maxSeatsPerFan,
+  };
+  return { ok: true, checked };
 }
 
 /**
@@ -787,6 +823,8 @@ export interface HoldStore {
    * checks a request can fail before any write, then the transaction.
    */
   checkSeats(args: EventRef & { fanId: string; seatIds: string[]; holdSeconds?: number }): Promise<SeatHoldCheck>;
+  /** `checkSeats` without waiting: undefined when the event is not in the cache, read and fresh. */
+  checkSeatsNow(args: EventRef & { fanId: string; seatIds: string[]; holdSeconds?: number }): SeatHoldCheck | undefined;
   /** With `next`: seats lost to another fan are traded for the ones `next` names (best available). */
   writeSeats(checked: CheckedSeatHold, next?: NextSeats): Promise<HoldResult>;
   /** A best-available request's checks (./best.ts); the claim path proposes the seats. */
@@ -808,6 +846,8 @@ export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
       hold(ctx, events.forSale, eventId, fanId, seatIds, holdSeconds),
     checkSeats: ({ eventId, fanId, seatIds, holdSeconds }) =>
       checkSeatHold(events.forSale, eventId, fanId, seatIds, holdSeconds),
+    checkSeatsNow: ({ eventId, fanId, seatIds, holdSeconds }) =>
+      checkSeatHoldNow(events.peekForSale, eventId, fanId, seatIds, holdSeconds),
     writeSeats: (checked, next) => writeSeatHold(ctx, checked, next),
     checkBest: ({ eventId, fanId, best, holdSeconds }) =>
       checkBest(events.forSale, eventId, fanId, best, holdSeconds, validFan),

@@ -175,3 +175,59 @@ describe("the hold refusal fast path", () => {
     expectRateLimited(limited, "fan:hold");
   });
 });
+
+describe("the hold refusal fast path with no limit set", () => {
+  // No limit to take: the refusal is answered in the tick its body arrived (the event and the page
+  // in memory), by a path of its own; it must still be the route's answer.
+  let open: FastPathPair;
+  let openEvent: string;
+  let openFans: AdmittedFan[];
+  beforeAll(async () => {
+    open = await startFastPathPair({ tableName: await createTable(), limits: { ratePerIp: 0, ratePerFan: 0 } });
+    openEvent = uniqueId("hn");
+    expect((await putEvent(open.gw, openEvent, eventInput())).status).toBe(201);
+    openFans = await admitFans(
+      open.gw,
+      openEvent,
+      Array.from({ length: 4 }, (_, i) => `hn-${i}`),
+    );
+  }, 120_000);
+  afterAll(async () => {
+    await open?.close();
+  });
+
+  const holdAt = (port: number, fan: AdmittedFan, body: unknown) =>
+    exchange(
+      `http://127.0.0.1:${port}/v1/events/${openEvent}/holds`,
+      { "content-type": "application/json", authorization: `Bearer ${fan.accessToken}` },
+      "POST",
+      JSON.stringify(body),
+    );
+
+  it("refuses as the route does, and leaves a free seat, an unknown one and a seat twice to the app", async () => {
+    const [owner, other, third] = openFans as [AdmittedFan, AdmittedFan, AdmittedFan];
+    expect((await holdAt(open.appPort, owner, { seats: ["A-1-1"] })).status).toBe(201);
+    const fast = await open.untilFast((port) => holdAt(port, other, { seats: ["A-1-1"] }), {
+      pauseMs: 100,
+      between: (answer) => {
+        expect(answer.status).toBe(409);
+        return exchange(`http://127.0.0.1:${open.fastPort}/v1/events/${openEvent}/sections/A/seats`);
+      },
+    });
+    expect(comparable(fast)).toEqual(comparable(await holdAt(open.appPort, third, { seats: ["A-1-1"] })));
+    const mixed = await open.viaFast((port) => holdAt(port, third, { seats: ["A-1-2", "A-1-1"] }));
+    expect(mixed.fast).toBe(true);
+    expect(comparable(mixed.answer)).toEqual(
+      comparable(await holdAt(open.appPort, other, { seats: ["A-1-2", "A-1-1"] })),
+    );
+    const unknown = await open.viaFast((port) => holdAt(port, other, { seats: ["A-99-1", "A-1-1"] }));
+    expect(unknown.fast).toBe(false);
+    expect(unknown.answer.status).toBe(404);
+    const twice = await open.viaFast((port) => holdAt(port, other, { seats: ["A-1-1", "A-1-1"] }));
+    expect(twice.fast).toBe(false);
+    expect(twice.answer.status).toBe(400);
+    const free = await open.viaFast((port) => holdAt(port, other, { seats: ["A-2-1"] }));
+    expect(free.fast).toBe(false);
+    expect(free.answer.status).toBe(201);
+  });
+});
