@@ -230,7 +230,7 @@ try {
     singleHolds[i] = r.hold;
   });
   addRow(
-    "hold, 1 seat, distinct seats (GetItem fan + TransactWriteItems: seat, hold, new fan item)",
+    "hold, 1 seat, distinct seats (BatchGetItem ledger and seat, ledger PutItem, seat UpdateItem)",
     OPS,
     holdMs,
     rawDistinct,
@@ -247,7 +247,7 @@ try {
     });
     if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
   });
-  addRow("hold, 1 seat, distinct seats, the fan's second hold (fan item Update)", OPS, againMs, rawDistinct);
+  addRow("hold, 1 seat, distinct seats, the fan's second hold (ledger UpdateItem)", OPS, againMs, rawDistinct);
 
   const multi = Math.floor(OPS / 2);
   const multiSeats = Array.from({ length: multi }, () => nextSeats(4));
@@ -262,7 +262,7 @@ try {
     if (!r.ok) throw new Error(`hold failed: ${JSON.stringify(r)}`);
     multiHolds[i] = r.hold;
   });
-  addRow("hold, 4 seats, distinct seats (TransactWriteItems, 6 actions)", multi, multiMs, rawDistinct);
+  addRow("hold, 4 seats, distinct seats (ledger write, TransactWriteItems of 4 seats)", multi, multiMs, rawDistinct);
 
   // --- confirms on distinct seats: pending purchases first (timed on their own), then confirm ---
   const pendingMs = await timed(OPS, CONCURRENCY, async (i) => {

@@ -521,13 +521,46 @@ const IN_FLIGHT_WAITS = 6;
 /** An entry younger than this may belong to a seat hold whose seats are still being written. */
 const IN_FLIGHT_MS = 2_000;
 
-/** Seats of the counted entries made in the last IN_FLIGHT_MS (by their own `createdAt`). */
-function youngSeats(ledger: FanLedger, now: number): number {
-  let young = 0;
-  for (const e of ledger.holds.values()) {
-    if (counts(e, now) && e.createdAt !== undefined && e.createdAt > now - IN_FLIGHT_MS) young += e.seats;
+/**
+ * The young seat-hold entries that count: made in the last IN_FLIGHT_MS (by their own `createdAt`).
+ * Only a seat hold writes its entry before its seats; a standing hold's entry is in its transaction.
+ */
+function youngSeatEntries(ledger: FanLedger, now: number): [string, FanEntry][] {
+  const young: [string, FanEntry][] = [];
+  for (const [holdId, e] of ledger.holds) {
+    if (counts(e, now) && e.ids && e.createdAt !== undefined && e.createdAt > now - IN_FLIGHT_MS)
+      young.push([holdId, e]);
   }
   return young;
+}
+
+/**
+ * Seats of the young entries whose seats are not (yet) all held by them: the holds that may still
+ * be in flight, or about to be taken back. One consistent BatchGetItem of their seats (a fan has
+ * few: the limit bounds them); past 100 keys every young entry is taken as unsettled.
+ */
+async function unsettledSeats(ctx: Ctx, eventId: string, young: [string, FanEntry][]): Promise<number> {
+  const all = young.reduce((n, [, e]) => n + e.seats, 0);
+  const wanted = young.flatMap(([, e]) => e.ids ?? []);
+  const refs = wanted.map((id) => parseSeatId(id));
+  if (wanted.length === 0 || wanted.length > 100 || refs.some((r) => r === null)) return all;
+  const out = await ctx.doc.send(
+    new BatchGetCommand({
+      RequestItems: {
+        [ctx.tableName]: {
+          Keys: refs.map((ref) => keys.seat(eventId, ref as SeatRef)),
+          ConsistentRead: true,
+          ProjectionExpression: "seatId, holdId",
+        },
+      },
+    }),
+  );
+  if ((out.UnprocessedKeys?.[ctx.tableName]?.Keys ?? []).length > 0) return all;
+  const holder = new Map<string, unknown>();
+  for (const item of out.Responses?.[ctx.tableName] ?? []) holder.set(String(item.seatId), item.holdId);
+  let unsettled = 0;
+  for (const [holdId, e] of young) if (!(e.ids ?? []).every((id) => holder.get(id) === holdId)) unsettled += e.seats;
+  return unsettled;
 }
 
 async function holdForFan(
@@ -555,12 +588,13 @@ async function holdForFan(
     const tooMany = overLimit(max, kind, seats, counted);
     if (tooMany) {
       // A seat hold's entry is written before its seats (writeSeatHold) and taken back if they are
-      // lost: an entry this young may be one in flight. A refusal that rests on such entries waits
-      // for them to settle (a few reads, well under a second), so a fan's parallel holds answer as
-      // some order of them would, never "too many" because of a hold that is about to fail.
-      if (waits >= IN_FLIGHT_WAITS || overLimit(max, kind, seats, counted - youngSeats(ledger, now)) !== null) {
-        return tooMany;
-      }
+      // lost: a young entry whose seats are not held by it yet may be one in flight. A refusal that
+      // rests on such entries waits for them to settle (a few reads, well under a second), so a
+      // fan's parallel holds answer as some order of them would, never "too many" because of a
+      // hold that is about to fail. Entries whose seats are theirs are counted as they stand.
+      const young = waits < IN_FLIGHT_WAITS ? youngSeatEntries(ledger, now) : [];
+      if (young.length === 0) return tooMany;
+      if (overLimit(max, kind, seats, counted - (await unsettledSeats(ctx, eventId, young))) !== null) return tooMany;
       await backoff(waits++, 10, 200);
       ledger = await readFan(ctx, eventId, fanId);
       continue;
