@@ -7,7 +7,14 @@
  * its fan's ledger and another fan's hold is told apart without a read.
  */
 import { randomBytes } from "node:crypto";
-import { BatchGetCommand, GetCommand, PutCommand, UpdateCommand, type UpdateCommandInput } from "@aws-sdk/lib-dynamodb";
+import {
+  BatchGetCommand,
+  type BatchGetCommandOutput,
+  GetCommand,
+  PutCommand,
+  UpdateCommand,
+  type UpdateCommandInput,
+} from "@aws-sdk/lib-dynamodb";
 import { type BestCheck, type BestRequest, checkBest } from "./best.js";
 import type { EventCache, SaleEvent } from "./events.js";
 import { seatExists } from "./events.js";
@@ -541,20 +548,28 @@ function youngSeatEntries(ledger: FanLedger, now: number): [string, FanEntry][] 
  */
 async function unsettledSeats(ctx: Ctx, eventId: string, young: [string, FanEntry][]): Promise<number> {
   const all = young.reduce((n, [, e]) => n + e.seats, 0);
-  const wanted = young.flatMap(([, e]) => e.ids ?? []);
+  // One key per seat: two young entries of one fan may name the same seat (a fan racing itself),
+  // and BatchGetItem refuses a list with a key twice.
+  const wanted = [...new Set(young.flatMap(([, e]) => e.ids ?? []))];
   const refs = wanted.map((id) => parseSeatId(id));
   if (wanted.length === 0 || wanted.length > 100 || refs.some((r) => r === null)) return all;
-  const out = await ctx.doc.send(
-    new BatchGetCommand({
-      RequestItems: {
-        [ctx.tableName]: {
-          Keys: refs.map((ref) => keys.seat(eventId, ref as SeatRef)),
-          ConsistentRead: true,
-          ProjectionExpression: "seatId, holdId",
+  let out: BatchGetCommandOutput;
+  try {
+    out = await ctx.doc.send(
+      new BatchGetCommand({
+        RequestItems: {
+          [ctx.tableName]: {
+            Keys: refs.map((ref) => keys.seat(eventId, ref as SeatRef)),
+            ConsistentRead: true,
+            ProjectionExpression: "seatId, holdId",
+          },
         },
-      },
-    }),
-  );
+      }),
+    );
+  } catch {
+    // A shortcut only: without it the refusal waits for the young entries as if none had settled.
+    return all;
+  }
   if ((out.UnprocessedKeys?.[ctx.tableName]?.Keys ?? []).length > 0) return all;
   const holder = new Map<string, unknown>();
   for (const item of out.Responses?.[ctx.tableName] ?? []) holder.set(String(item.seatId), item.holdId);

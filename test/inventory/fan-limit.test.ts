@@ -3,7 +3,7 @@
  * the limit, however many holds it sends at once, through several gateways, decided by DynamoDB
  * alone (the FAN ledger item). Real concurrency: every batch below is in flight at once.
  */
-import { DynamoDBDocumentClient, GetCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
+import { DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { countFan, PRUNE_GRACE_MS, toFanLedger } from "../../src/inventory/fans.js";
 import type { Hold, HoldResult, Inventory, SeatView } from "../../src/inventory/index.js";
@@ -156,6 +156,33 @@ describe("maxSeatsPerFan under parallel holds of one fan", () => {
     );
     expect(results.filter((r) => !r.ok)).toEqual([]);
     expect(await counted(eventId, "ten")).toBe(10);
+  });
+
+  it("young entries that name one seat twice (a fan racing itself) still get an answer: the limit, not a 503", async () => {
+    const eventId = await newEvent();
+    const fanId = "twice";
+    // The fan holds A-1-1 (entry A). Entry B, for the same seat, is one still in flight or about to
+    // be taken back: written straight into the ledger, as a hold between its two writes leaves it.
+    const a = await fx.inventory.holds.holdSeats({ eventId, fanId, seatIds: ["A-1-1"] });
+    expect(a.ok).toBe(true);
+    const now = fx.clock.now();
+    const b = `${fanKeyHash(fanId)}${"b".repeat(16)}`;
+    await doc.send(
+      new UpdateCommand({
+        TableName: fx.tableName,
+        Key: keys.fan(eventId, fanId),
+        UpdateExpression: "SET holds.#b = :entry, version = version + :one",
+        ExpressionAttributeNames: { "#b": b },
+        ExpressionAttributeValues: {
+          ":entry": { seats: MAX - 1, expiresAt: now + 60_000, ids: ["A-1-1"], amount: 0, createdAt: now },
+          ":one": 1,
+        },
+      }),
+    );
+    // 1 + 3 counted + 1 asked for is over 4; the refusal rests on B, which never settles: after its
+    // waits it answers the limit (the seats' read names A-1-1 once).
+    const c = await fx.inventory.holds.holdSeats({ eventId, fanId, seatIds: ["A-2-1"] });
+    expect(c).toMatchObject({ ok: false, reason: "seat_limit_exceeded" });
   });
 
   it("two fans are not limited by each other", async () => {
