@@ -56,12 +56,15 @@ describe("the stats sampler on a Redis Cluster", () => {
     const stored = async (eventId: string) =>
       (await client.zrange(statsKeys(eventId).history, "0", "-1")).map((m) => JSON.parse(m) as StatsSample);
     let rounds = 0;
+    let recorded = 0;
     while ((await Promise.all(events.map(stored))).some((samples) => samples.length < 3)) {
       const [x, y] = await Promise.all([a.deps.stats.sampler.tick(), b.deps.stats.sampler.tick()]);
-      // Three events: at most one sample of each per round, whichever gateway claimed it.
-      expect((x ?? 0) + (y ?? 0)).toBeLessThanOrEqual(3);
+      recorded += (x ?? 0) + (y ?? 0);
       if (++rounds > 2_000) throw new Error("the samplers recorded nothing on the cluster");
     }
+    // One claimer per slot, whichever gateway: every sample recorded is stored, each in a slot of
+    // its own. (Not "at most one per round": a round can outlast a slot on a loaded machine; CI saw 4.)
+    expect((await Promise.all(events.map(stored))).reduce((n, samples) => n + samples.length, 0)).toBe(recorded);
     for (const eventId of events) {
       const slots = (await stored(eventId)).map((s) => Math.floor(s.at / intervalMs));
       expect(new Set(slots).size).toBe(slots.length);
