@@ -31,6 +31,7 @@ import { type PaymentProvider, withTimeout } from "./payments/provider.js";
 import { createSimulatedProvider } from "./payments/simulated.js";
 import type { WebhookEvent } from "./payments/webhook.js";
 import { createNotifier, derivedNotifySecret } from "./notify/service.js";
+import { createFanIdIssuer } from "./waiting-room/fan-ids.js";
 import { createNotifyStore } from "./notify/store.js";
 import { createPurchaseSaga } from "./purchases/saga.js";
 import { createWebhookDeduplication } from "./purchases/webhook-dedup.js";
@@ -272,6 +273,7 @@ export function buildServices(config: ServicesConfig): Services {
     waitingRoom,
     bots: {
       pow: createProofOfWork(config.gatewaySecret),
+      fanIds: createFanIdIssuer(config.gatewaySecret),
       invites: createInviteVerifier(config.invites ?? {}),
     },
     seatMap,

@@ -44,6 +44,8 @@ export interface EventService {
   cached(eventId: string): Promise<EventDefinition | null>;
   /** Whether the cached event has the section, synchronously; undefined when it cannot tell now. */
   hasSection(eventId: string, sectionId: string): boolean | undefined;
+  /** The cached event, synchronously: undefined when this process cannot tell now, null for none. */
+  peek(eventId: string): EventDefinition | null | undefined;
   /** Seats and areas by status, from the authoritative store; null for an unknown event. */
   counts(eventId: string): Promise<EventCounts | null>;
   generalAdmission(eventId: string, areaId: string): Promise<GeneralAdmissionCounts | null>;
@@ -213,6 +215,7 @@ export function createEventService(deps: {
     get: (eventId) => inventory.events.get({ eventId }),
     cached: (eventId) => inventory.events.cached({ eventId }),
     hasSection: (eventId, sectionId) => inventory.events.hasSection({ eventId, sectionId }),
+    peek: (eventId) => inventory.events.peek({ eventId }),
     counts: (eventId) => inventory.seats.eventCounts({ eventId }),
     generalAdmission: (eventId, areaId) => inventory.seats.generalAdmission({ eventId, areaId }),
   };

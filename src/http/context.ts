@@ -1,6 +1,7 @@
 /** What every request handler can reach through `c.var`, and the app's type. */
 import type { InviteVerifier } from "../waiting-room/invites.js";
 import type { ProofOfWork } from "../waiting-room/proof-of-work.js";
+import type { FanIdIssuer } from "../waiting-room/fan-ids.js";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { OddsFigures } from "../waiting-room/odds.js";
 import type { TtlCache } from "../ttl-cache.js";
@@ -77,7 +78,7 @@ export interface AppDeps {
   actionLog: ActionLog;
   waitingRoom: WaitingRoom;
   /** Keeping bots out of the line: proof-of-work challenges and the operator's invite tokens. */
-  bots: { pow: ProofOfWork; invites: InviteVerifier };
+  bots: { pow: ProofOfWork; invites: InviteVerifier; fanIds: FanIdIssuer };
   seatMap: SeatMapCache;
   relay: SeatChangeRelay;
   /** Section seat maps kept in this process's memory, serialized and compressed once per version. */

@@ -303,32 +303,44 @@ function clientAddress(limits: AppDeps["limits"], incoming: IncomingMessage): st
 }
 
 export interface QueueJoinFastPathDeps {
-  deps: Pick<AppDeps, "waitingRoom" | "metrics" | "logger" | "limits" | "rateLimiter">;
+  deps: Pick<AppDeps, "waitingRoom" | "metrics" | "logger" | "limits" | "rateLimiter" | "bots" | "events">;
   /** The events served lately (the route adds the event on its first join: src/metrics-reporter.ts). */
   seenEvents: Set<string>;
 }
 
 /**
  * The join of a fan new to the line, or back to it, with nothing but a fan id (the body is exactly
- * `{"fanId": ...}`): answered before the Hono app sees it, as src/http/routes/queue/join.ts does,
+ * `{"fanId": ...}`, or `{}` for a fan id the gateway issues: src/waiting-room/fan-ids.ts): answered before the Hono app sees it, as src/http/routes/queue/join.ts does,
  * errors included (joinRefusal, the line limits' 429, the 503). With the joins batched per event
  * (src/waiting-room/join-batch.ts), Hono's part of a join (the adapter's Request, the context,
  * routing, the middleware, the body read twice, zod's async validation) cost more than the join.
  *
- * A join with a proof of work or an invite, any other key, a body that is not exactly such JSON, a
+ * A fan id the client chose is taken here only once the event (the process's event cache) says
+ * `waitingRoom.fanIds` is `any`; otherwise the app answers it. A join with a proof of work or an invite, any other key, a body that is not exactly such JSON, a
  * content type other than plain JSON, a body over 1 KiB or without a length goes to the app with
  * its body (the app validates and words the 4xx).
  */
 export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): NodeFastPath {
-  const { waitingRoom, limits, rateLimiter, metrics } = deps;
+  const { waitingRoom, limits, rateLimiter, metrics, bots, events } = deps;
   return (incoming, outgoing, app) => {
     if (incoming.method !== "POST") return false;
     const match = QUEUE_JOIN_URL.exec(incoming.url ?? "");
     if (!match) return false;
     const eventId = match[1]!;
     return answerFromBody(deps, incoming, outgoing, app, QUEUE_JOIN_ROUTE, async (body) => {
-      const fanId = onlyFanId(body);
-      if (fanId === undefined) return null;
+      const named = onlyFanId(body);
+      if (named === undefined) return null;
+      let fanId: string;
+      if (named === NO_FAN_ID) fanId = bots.fanIds.issue(eventId);
+      else if (bots.fanIds.isIssued(eventId, named)) fanId = named;
+      else {
+        // A fan id the client chose: taken here only where the event is known to take any (the app
+        // refuses it elsewhere, after the per-IP limit, as it refuses every other bad join).
+        let event = events.peek(eventId);
+        if (event === undefined) event = await events.cached(eventId).catch(() => undefined);
+        if (event === undefined || event?.waitingRoom.fanIds === "issued") return null;
+        fanId = named;
+      }
       const lineLimits = lineLimitsOf(limits, clientAddress(limits, incoming));
       const result = await waitingRoom.join(eventId, fanId, {
         limits: lineLimits,
@@ -339,7 +351,7 @@ export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): 
         const lottery = await commitmentAtJoin(waitingRoom, eventId);
         return {
           status: result.created ? 201 : 200,
-          json: { queueToken: result.queueToken, ...placeView(result.place), ...(lottery ? { lottery } : {}) },
+          json: { queueToken: result.queueToken, fanId, ...placeView(result.place), ...(lottery ? { lottery } : {}) },
         };
       }
       try {
@@ -355,10 +367,17 @@ export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): 
   };
 }
 
-/** The fan id of a body that is exactly `{"fanId": <a fan id>}`, else undefined (the app answers). */
-function onlyFanId(value: unknown): string | undefined {
+/** A body of exactly `{}`: the gateway issues the fan id. */
+const NO_FAN_ID = Symbol("no fan id");
+
+/**
+ * The fan id of a body that is exactly `{"fanId": <a fan id>}`, NO_FAN_ID for exactly `{}`, else
+ * undefined (the app answers).
+ */
+function onlyFanId(value: unknown): string | typeof NO_FAN_ID | undefined {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
   const keys = Object.keys(value);
+  if (keys.length === 0) return NO_FAN_ID;
   if (keys.length !== 1 || keys[0] !== "fanId") return undefined;
   const parsed = FanId.safeParse((value as { fanId: unknown }).fanId);
   return parsed.success ? parsed.data : undefined;

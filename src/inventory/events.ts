@@ -801,6 +801,8 @@ export interface EventStore {
   cached(args: EventRef): Promise<EventDefinition | null>;
   /** From the same cache, synchronously: whether the event has the section; undefined when it cannot tell now. */
   hasSection(args: EventRef & { sectionId: string }): boolean | undefined;
+  /** The cached event without waiting: undefined when this process cannot tell now; null: none. */
+  peek(args: EventRef): EventDefinition | null | undefined;
   /**
    * Keeps the operator's waiting-room settings on the event (restored with them after a Redis
    * loss). False when there is no such event.
@@ -841,6 +843,10 @@ export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: nu
     get: ({ eventId }) => getEvent(ctx, eventId),
     cached: ({ eventId }) => guard("cachedEvent", async () => (await cache.forSale(eventId))?.event ?? null),
     hasSection: ({ eventId, sectionId }) => cache.hasSection(eventId, sectionId),
+    peek({ eventId }) {
+      const sale = cache.peekForSale(eventId);
+      return sale === undefined ? undefined : (sale?.event ?? null);
+    },
     saveRoomSettings: ({ eventId, settings }) => saveRoomSettings(ctx, eventId, settings),
     list: ({ limit }) => listEvents(ctx, limit),
     listPage: ({ limit, cursor }) => listEventsPage(ctx, limit, cursor),

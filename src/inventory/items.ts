@@ -53,6 +53,7 @@ export function toEvent(item: Item): EventDefinition {
       maxActive: num(room, "maxActive"),
       sessionSeconds: num(room, "sessionSeconds"),
       ...(room.drand && typeof room.drand === "object" ? { drand: room.drand as DrandChain } : {}),
+      ...(room.fanIds === "issued" ? { fanIds: "issued" as const } : {}),
     } satisfies WaitingRoomSettings,
     version: num(item, "version"),
     layoutComplete: item.layoutComplete === true,

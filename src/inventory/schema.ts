@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { ADMIT_RATE_RULE, isAdmitRate, MAX_ADMIT_PER_SECOND } from "../admit-rate.js";
 import { drandChainSchema } from "../lottery/drand.js";
+import { FAN_ID_MODES } from "../waiting-room/fan-ids.js";
 import { ID_PATTERN, MAX_ROW_OR_NUMBER } from "./keys.js";
 import { MAX_SEATS_PER_FAN } from "./limits.js";
 import type { EventInput } from "./types.js";
@@ -44,6 +45,11 @@ export const waitingRoomSchema = z.object({
    * the first published at or after the pre-queue's close, is the lottery's beacon.
    */
   drand: drandChainSchema.optional(),
+  /**
+   * Who names the fans (src/waiting-room/fan-ids.ts): `any` (the default) takes the join's fan id
+   * as given; `issued` takes only fan ids the gateway issued for this event.
+   */
+  fanIds: z.enum(FAN_ID_MODES).optional(),
 });
 
 export const eventInputSchema = z

@@ -4,6 +4,7 @@
  * throws (InventoryUnavailableError, a 503 for the gateway). No SDK type appears here.
  */
 import type { DrandChain } from "../lottery/drand.js";
+import type { FanIdMode } from "../waiting-room/fan-ids.js";
 
 export type SeatStatus = "available" | "held" | "sold";
 
@@ -34,6 +35,8 @@ export interface WaitingRoomSettings {
   sessionSeconds: number;
   /** The drand chain whose round is the lottery's beacon (docs/waiting-room.md, "The beacon"). */
   drand?: DrandChain | undefined;
+  /** Who names the fans (src/waiting-room/fan-ids.ts); absent: `any`. */
+  fanIds?: FanIdMode | undefined;
 }
 
 /** The body of `PUT /v1/admin/events/{eventId}` (API.md). */

@@ -202,9 +202,11 @@ describe("proof of work on join", () => {
 
   it("answers bad challenge requests with a JSON error", async () => {
     const eventId = await newEvent();
-    const missing = await gw.request(`/v1/events/${eventId}/queue/challenge`);
-    expect(missing.status).toBe(400);
-    expect(((await missing.json()) as Json).error).toMatchObject({ code: "invalid_request" });
+    const empty = await gw.request(`/v1/events/${eventId}/queue/challenge?fanId=`);
+    expect(empty.status).toBe(400);
+    expect(((await empty.json()) as Json).error).toMatchObject({ code: "invalid_request" });
+    // No fan id: the gateway issues one and binds the challenge to it (test/gateway/fan-ids.test.ts).
+    expect(await json(await gw.request(`/v1/events/${eventId}/queue/challenge`), 200)).toHaveProperty("fanId");
     const unknown = await gw.request(`/v1/events/${uniqueId("none")}/queue/challenge?fanId=f`);
     expect(unknown.status).toBe(404);
     const malformed = await join(eventId, { fanId: "f", pow: { challenge: 42 } });

@@ -64,7 +64,10 @@ const join = (port: number, eventId: string, body: unknown, headers: Record<stri
 
 /** What both servers must agree on: the fan's own token and place aside. */
 const comparable = (r: Exchange) =>
-  comparableOf(r, { own: ["queueToken", "position", "ahead", "etaSeconds", "pollAfterMs"], lengthVaries: true });
+  comparableOf(r, {
+    own: ["queueToken", "fanId", "position", "ahead", "etaSeconds", "pollAfterMs"],
+    lengthVaries: true,
+  });
 
 /** Joins through the fast server; says whether the fast path answered it (not the app behind it). */
 const viaFast = (eventId: string, body: unknown, headers?: Record<string, string>) =>

@@ -7,6 +7,7 @@ import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { EventIdParam, FanId } from "../../schemas.js";
 import type { JoinResult } from "../../../waiting-room/index.js";
+import type { FanIdMode } from "../../../waiting-room/fan-ids.js";
 import { Advice, FanStatus, placeView } from "./place-view.js";
 
 const Proof = z
@@ -22,7 +23,12 @@ const Proof = z
 
 const JoinBody = z
   .strictObject({
-    fanId: FanId.openapi({ example: "fan_42" }),
+    fanId: FanId.optional().openapi({
+      example: "fan_42",
+      description:
+        "absent: the gateway issues the fan an unguessable id (the answer's `fanId`: keep it to rejoin); an event " +
+        'with `waitingRoom.fanIds: "issued"` takes no other',
+    }),
     pow: Proof.optional().openapi({ description: "required for a new place while the room's powBits > 0" }),
     invite: z.string().min(1).max(4_096).optional().openapi({
       description: "the operator's invite token (a JWT; docs/waiting-room.md), required while invites is on",
@@ -30,7 +36,13 @@ const JoinBody = z
   })
   .openapi("JoinRequest");
 
-export type RefusalReason = "pow_missing" | "pow_invalid" | "invite_missing" | "invite_invalid" | "identity_taken";
+export type RefusalReason =
+  | "pow_missing"
+  | "pow_invalid"
+  | "invite_missing"
+  | "invite_invalid"
+  | "identity_taken"
+  | "fan_id_not_issued";
 
 function refuse(c: Context<AppEnv>, reason: RefusalReason, error: ApiError): never {
   // (the join's fast path counts its refusals the same way: src/http/fast-path.ts)
@@ -51,6 +63,9 @@ async function refuseBeforeJoin(c: Context<AppEnv>, reason: RefusalReason, error
 const Joined = z
   .object({
     queueToken: z.string(),
+    fanId: z
+      .string()
+      .openapi({ description: "the fan id the place is held under (issued by the gateway when none came)" }),
     position: z.number().int(),
     status: FanStatus,
     provisional: z.boolean().openapi({ description: "true before the draw: position is only the arrival number" }),
@@ -123,8 +138,21 @@ const route = createRoute({
 
 export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
-  const { fanId, pow, invite } = c.req.valid("json");
+  const body = c.req.valid("json");
+  const { pow, invite } = body;
   const { bots, waitingRoom } = c.get("deps");
+  let fanId = body.fanId;
+  const issuedNow = fanId === undefined;
+  if (fanId === undefined) {
+    if (pow) {
+      throw new ApiError("invalid_request", "a proof of work is bound to a fan id: send the challenge's fanId", {
+        details: { field: "fanId" },
+      });
+    }
+    fanId = bots.fanIds.issue(eventId);
+  } else if (!bots.fanIds.isIssued(eventId, fanId) && (await fanIdModeOf(c, eventId)) === "issued") {
+    return refuseBeforeJoin(c, "fan_id_not_issued", notIssued());
+  }
   let proofBits = 0;
   if (pow) {
     const check = bots.pow.checkProof(pow.challenge, pow.nonce, fanId, eventId);
@@ -158,7 +186,9 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
       if (claimed.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
       throw new ApiError("unavailable", "the waiting room is unavailable; retry shortly", { retryAfter: 2 });
     }
-    if (claimed.holder !== fanId) {
+    // The invite names the person: one who comes back without a fan id gets the place it holds.
+    if (claimed.holder !== fanId && issuedNow) fanId = claimed.holder;
+    else if (claimed.holder !== fanId) {
       return refuseBeforeJoin(
         c,
         "identity_taken",
@@ -180,10 +210,25 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   if (seen.size < 1_000) seen.add(eventId);
   const lottery = await commitmentAtJoin(waitingRoom, eventId);
   return c.json(
-    { queueToken: result.queueToken, ...placeView(result.place), ...(lottery ? { lottery } : {}) },
+    { queueToken: result.queueToken, fanId, ...placeView(result.place), ...(lottery ? { lottery } : {}) },
     result.created ? 201 : 200,
   );
 });
+
+/** The event's `waitingRoom.fanIds`; `any` for an unknown event (the room answers its 404). */
+async function fanIdModeOf(c: Context<AppEnv>, eventId: string): Promise<FanIdMode> {
+  const event = await c.get("reads").event(eventId);
+  return event?.waitingRoom.fanIds ?? "any";
+}
+
+/** The refusal of a fan id the gateway did not issue, on an event that takes only issued ones. */
+export function notIssued(): ApiError {
+  return new ApiError(
+    "invalid_request",
+    "this line takes only fan ids the gateway issued: join without a fanId to be given one",
+    { details: { field: "fanId", reason: "not_issued" } },
+  );
+}
 
 /**
  * The error a join the waiting room did not grant answers (after its limits: enforceLineLimits),
