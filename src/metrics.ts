@@ -163,7 +163,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       name: "gateway_notify_total",
       help:
         "Seats-back notifications (src/notify/): requested, repeated, cancelled, limit_reached, not_sold_out (requests); " +
-        "claimed, notified, redelivered (fans); delivery_failed (attempts)",
+        "claimed, notified, redelivered, reconciled (fans; reconciled: claimed by the backstop for seats back that " +
+        "nobody was told of); delivery_failed (attempts)",
       labelNames: ["outcome"] as const,
       registers: [registry],
     }),

@@ -238,6 +238,13 @@ export function buildServices(config: ServicesConfig): Services {
     ...(queues ? { dispatch: notifyDispatch(queues) } : {}),
     ...(notifyConfig.fansPerSeat ? { fansPerSeat: notifyConfig.fansPerSeat } : {}),
     ...(notifyConfig.maxRequestsPerEvent ? { maxRequestsPerEvent: notifyConfig.maxRequestsPerEvent } : {}),
+    // The backstop's level check counts what DynamoDB has available, as the console does: a seat
+    // map in Redis may have missed the very return whose notice was lost.
+    available: async (eventId) => {
+      const counts = await inventory.seats.eventCounts({ eventId });
+      if (!counts) return null;
+      return Object.values(counts.generalAdmission).reduce((n, a) => n + a.available, counts.seats.available);
+    },
     logger,
     metrics,
     ...(config.clock ? { clock: config.clock } : {}),

@@ -23,6 +23,14 @@
  * Claiming is per item (`state = waiting` on the item itself): two sweeps reading the same
  * candidates from the index each win different fans, and no fan is claimed twice. A whole-batch
  * transaction would be all-or-nothing: two sweeps on the same first fans would cancel each other.
+ *
+ *   level    PK `EVT#<e>#NOTIFY`, SK `LEVEL`: what the backstop reconciles the event's available
+ *            seats and places against (./service.ts "Durability"): `announced` (told to the
+ *            waiting list and, as far as the last check saw, still available), `version` (every
+ *            write adds one; the backstop's writes are conditional on the one it read), `owedSeats`
+ *            and `owedSeenAt` (a shortfall seen and not acted on yet), `leaseUntil` (a backstop is
+ *            claiming for it). Beside the count, so one Query reads both, and not on it: the count
+ *            rides in request transactions, which a write to the same item would cancel.
  */
 import { DeleteCommand, GetCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
@@ -56,6 +64,18 @@ export type RequestOutcome =
   | { ok: false; reason: "limit_reached"; limit: number }
   | { ok: false; reason: "contention" };
 
+/** The event's reconciliation level (the `level` item above); all zero before its first write. */
+export interface NoticeLevel {
+  /** Seats and places told to the waiting list that the backstop still counts as available. */
+  announced: number;
+  /** 0: no item yet. */
+  version: number;
+  /** A shortfall (available minus announced) the backstop saw at `at` (epoch ms), not told yet. */
+  owed?: { seats: number; at: number };
+  /** A backstop claims for the shortfall until then (epoch ms). */
+  leaseUntil?: number;
+}
+
 export interface NotifyStore {
   request(input: { eventId: string; fanId: string; contact: string; maxRequests: number }): Promise<RequestOutcome>;
   /** True when there was a request to cancel. */
@@ -75,11 +95,24 @@ export interface NotifyStore {
   ): Promise<Array<{ batchId: string; seatsReturned: number; claimedAt: string; fans: ClaimedFan[] }>>;
   /** A due batch's requests, next due at `checkAt`. */
   deferBatch(eventId: string, fans: readonly ClaimedFan[], batchId: string, checkAt: number): Promise<void>;
+  /**
+   * One consistent read of the event's count and level: `waiting` may over-count (see the count
+   * above), never under-count, so 0 means nobody waits.
+   */
+  noticeState(eventId: string): Promise<{ waiting: number; level: NoticeLevel }>;
+  /**
+   * `seats` more told (a claim for a return, or the backstop's for a shortfall): one UpdateItem,
+   * unconditional, since it adds. `settle`: the shortfall and the lease it was told under go.
+   */
+  addAnnounced(eventId: string, seats: number, settle?: boolean): Promise<void>;
+  /** The backstop's write: the level replaced if its version is still `version`; false if not. */
+  setLevel(eventId: string, version: number, next: Omit<NoticeLevel, "version">): Promise<boolean>;
 }
 
 export const notifyKeys = {
   request: (eventId: string, fanHash: string) => ({ PK: `EVT#${eventId}#NOTIFY#${fanHash}`, SK: "NOTIFY" }),
   count: (eventId: string) => ({ PK: `EVT#${eventId}#NOTIFY`, SK: "COUNT" }),
+  level: (eventId: string) => ({ PK: `EVT#${eventId}#NOTIFY`, SK: "LEVEL" }),
   waiting: (eventId: string) => `EVT#${eventId}#NOTIFY#WAITING`,
   claimed: (eventId: string) => `EVT#${eventId}#NOTIFY#CLAIMED`,
 };
@@ -361,6 +394,71 @@ export function createNotifyStore(options: {
             }),
           ),
         );
+      }),
+
+    noticeState: (eventId) =>
+      guard("notifyNoticeState", async () => {
+        const level: NoticeLevel = { announced: 0, version: 0 };
+        if (!ID_PATTERN.test(eventId)) return { waiting: 0, level };
+        const out = await ctx.doc.send(
+          new QueryCommand({
+            TableName: ctx.tableName,
+            KeyConditionExpression: "PK = :pk",
+            ExpressionAttributeValues: { ":pk": notifyKeys.count(eventId).PK },
+            ConsistentRead: true,
+          }),
+        );
+        let waiting = 0;
+        for (const item of out.Items ?? []) {
+          if (item.SK === "COUNT") waiting = Number(item.requests ?? 0);
+          if (item.SK !== "LEVEL") continue;
+          level.announced = Number(item.announced ?? 0);
+          level.version = Number(item.version ?? 0);
+          if (typeof item.owedSeats === "number" && typeof item.owedSeenAt === "number") {
+            level.owed = { seats: item.owedSeats, at: item.owedSeenAt };
+          }
+          if (typeof item.leaseUntil === "number") level.leaseUntil = item.leaseUntil;
+        }
+        return { waiting, level };
+      }),
+
+    addAnnounced: (eventId, seats, settle = false) =>
+      guard("notifyAddAnnounced", async () => {
+        if ((seats <= 0 && !settle) || !ID_PATTERN.test(eventId)) return;
+        await ctx.doc.send(
+          new UpdateCommand({
+            TableName: ctx.tableName,
+            Key: notifyKeys.level(eventId),
+            UpdateExpression: `ADD announced :n, #version :one${settle ? " REMOVE owedSeats, owedSeenAt, leaseUntil" : ""}`,
+            ExpressionAttributeNames: { "#version": "version" },
+            ExpressionAttributeValues: { ":n": Math.max(0, seats), ":one": 1 },
+          }),
+        );
+      }),
+
+    setLevel: (eventId, version, next) =>
+      guard("notifySetLevel", () => {
+        const set = ["announced = :announced", "#version = :next"];
+        const remove: string[] = [];
+        const values: Record<string, unknown> = { ":announced": next.announced, ":next": version + 1 };
+        if (next.owed) {
+          set.push("owedSeats = :owed", "owedSeenAt = :seen");
+          values[":owed"] = next.owed.seats;
+          values[":seen"] = next.owed.at;
+        } else remove.push("owedSeats", "owedSeenAt");
+        if (next.leaseUntil !== undefined) {
+          set.push("leaseUntil = :lease");
+          values[":lease"] = next.leaseUntil;
+        } else remove.push("leaseUntil");
+        if (version > 0) values[":version"] = version;
+        return conditionalUpdate(ctx, {
+          Key: notifyKeys.level(eventId),
+          UpdateExpression: `SET ${set.join(", ")}${remove.length ? ` REMOVE ${remove.join(", ")}` : ""}`,
+          // Version 0 is "no item yet": two first writes cannot both win.
+          ConditionExpression: version > 0 ? "#version = :version" : "attribute_not_exists(#version)",
+          ExpressionAttributeNames: { "#version": "version" },
+          ExpressionAttributeValues: values,
+        });
       }),
   };
 }

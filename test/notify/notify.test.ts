@@ -3,7 +3,9 @@
  * Redis and BullMQ, the local DynamoDB, and a real HTTP receiver that checks every signature.
  * An event sells out, fans ask at once, the holds expire, two gateways' sweeps run at once: the
  * receiver is told of NOTIFY_FANS_PER_SEAT fans per seat, the earliest askers, each fan once;
- * a receiver that fails gets the retry under the same idempotency key.
+ * a receiver that fails gets the retry under the same idempotency key. A return whose claim is
+ * lost (the claim throws, the process dies after the release) is told by the sweeps' backstop, a
+ * grace later, once; the backstop tells nobody when nothing came back.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -11,8 +13,14 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { buildApp } from "../../src/http/app.js";
 import pino from "pino";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
-import { createNotifier, derivedNotifySecret, REDELIVER_AFTER_MS } from "../../src/notify/service.js";
-import { createNotifyStore } from "../../src/notify/store.js";
+import {
+  createNotifier,
+  derivedNotifySecret,
+  RECONCILE_EVERY_MS,
+  RECONCILE_GRACE_MS,
+  REDELIVER_AFTER_MS,
+} from "../../src/notify/service.js";
+import { createNotifyStore, type NotifyStore } from "../../src/notify/store.js";
 import {
   NOTIFY_IDEMPOTENCY_HEADER,
   NOTIFY_SIGNATURE_HEADER,
@@ -545,5 +553,117 @@ describe("seats-back notifications", () => {
       .filter((p) => p.payload.eventId === eventId)
       .flatMap((p) => p.payload.fans.map((f) => f.fanId));
     expect([...told].sort()).toEqual(fanIds.slice(0, returns * FANS_PER_SEAT));
+  });
+
+  it("a return whose claim threw is told by the backstop a grace later, once per fan, with two backstops at once", async () => {
+    const { eventId, hold } = await soldOutEvent(2, 3_600);
+    const fans = ["k0", "k1", "k2", "k3", "k4", "k5"];
+    const tokens = (await admitFans(gw1, eventId, fans)).map((f) => f.accessToken);
+    for (const [i, t] of tokens.entries()) expect((await ask(gw1, eventId, t, `push:k${i}`)).status).toBe(201);
+    let now = clock();
+    const store = createNotifyStore({ client: gw1.deps.clients.dynamo, tableName, clock: () => now });
+    // The real store, whose next claim fails as DynamoDB may (throttled, timed out).
+    let faults = 1;
+    const flaky: NotifyStore = {
+      ...store,
+      claim: (...args) =>
+        faults-- > 0
+          ? Promise.reject(new Error("injected: ProvisionedThroughputExceededException"))
+          : store.claim(...args),
+    };
+    const available = async (id: string) => {
+      const counts = await gw1.deps.inventory.seats.eventCounts({ eventId: id });
+      return counts ? counts.seats.available : null;
+    };
+    // Two processes' notifiers, no queue: a batch is posted at once.
+    const notifierOf = (s: NotifyStore) =>
+      createNotifier({
+        store: s,
+        delivery: { url: receiver.url, secret: derivedNotifySecret(SECRET) },
+        fansPerSeat: FANS_PER_SEAT,
+        available,
+        logger: pino({ level: "silent" }),
+        clock: () => now,
+      });
+    const a = notifierOf(flaky);
+    const b = notifierOf(store);
+    const mine = () => receiver.accepted().filter((p) => p.payload.eventId === eventId);
+
+    // The release commits (on the gateway that tells nobody), then its notice's claim throws.
+    expect((await off.deps.holds.release({ eventId, holdId: hold.holdId, fanId: "buyer" })).ok).toBe(true);
+    expect(await a.seatsReturned(eventId, 2)).toBe(0);
+    expect(faults).toBe(0);
+    expect(mine()).toHaveLength(0);
+
+    // The first look sees the shortfall, which a claim still in flight would show too: it waits.
+    expect(await a.reconcile(eventId)).toBe(0);
+    expect(mine()).toHaveLength(0);
+    now += RECONCILE_GRACE_MS;
+    // Still short a grace later: told, by one of two backstops running at once.
+    const claimed = await Promise.all([a.reconcile(eventId), b.reconcile(eventId)]);
+    expect(claimed.reduce((x, y) => x + y, 0)).toBe(2 * FANS_PER_SEAT);
+    expect(mine()).toHaveLength(1);
+    expect(mine()[0]!.payload.seatsReturned).toBe(2);
+    expect(mine()[0]!.payload.fans).toEqual(fans.slice(0, 4).map((f, i) => ({ fanId: f, contact: `push:k${i}` })));
+
+    // The seats are still there, and told: later checks (through the sweeps' backstop) tell nobody.
+    for (let i = 0; i < 3; i++) {
+      now += RECONCILE_EVERY_MS + RECONCILE_GRACE_MS;
+      await Promise.all([a.redeliverDue(eventId), b.redeliverDue(eventId)]);
+    }
+    expect(receiver.posts.filter((p) => p.payload.eventId === eventId)).toHaveLength(1);
+    expect((await store.get(eventId, "k0"))?.state).toBe("notified");
+    expect((await store.get(eventId, "k4"))?.state).toBe("waiting");
+  });
+
+  it("a process that dies between the release and the claim: the sweeps' backstop tells the fans; nothing back, nobody told", async () => {
+    const { eventId, hold } = await soldOutEvent(1, 3_600);
+    const fans = ["d0", "d1", "d2", "d3"];
+    const tokens = (await admitFans(gw1, eventId, fans)).map((f) => f.accessToken);
+    for (const [i, t] of tokens.entries()) expect((await ask(gw1, eventId, t, `push:d${i}`)).status).toBe(201);
+    const mine = () => receiver.posts.filter((p) => p.payload.eventId === eventId);
+    const state = async (fanId: string) => (await gw1.deps.notify.get(eventId, fanId))?.state;
+    /** Two gateways' sweeps, then again a grace later: what the backstop needs to tell a shortfall. */
+    const sweepsAGraceApart = async () => {
+      clockOffsetMs += RECONCILE_EVERY_MS;
+      await sweepBoth(eventId);
+      clockOffsetMs += RECONCILE_GRACE_MS;
+      await sweepBoth(eventId);
+    };
+
+    // Sold out, fans waiting, nothing came back: the backstop tells nobody.
+    await sweepsAGraceApart();
+    await sleep(300);
+    expect(mine()).toHaveLength(0);
+    expect(await state("d0")).toBe("waiting");
+
+    // The release commits and the process dies before claiming anyone (the gateway without notices).
+    expect((await off.deps.holds.release({ eventId, holdId: hold.holdId, fanId: "buyer" })).ok).toBe(true);
+    await sweepsAGraceApart();
+    await vi.waitFor(() => expect(mine().filter((p) => p.status === 200)).toHaveLength(1), {
+      timeout: 20_000,
+      interval: 50,
+    });
+    expect(mine()[0]!.payload.fans.map((f) => f.fanId)).toEqual(["d0", "d1"]);
+
+    // Told once: the seat still free, the backstop tells nobody more about it.
+    await sweepsAGraceApart();
+    await sleep(300);
+    expect(mine()).toHaveLength(1);
+
+    // Taken again (the level follows it down), then lost again the same way: the next fans are told.
+    const again = await off.deps.holds.holdSeats({ eventId, fanId: "buyer2", seatIds: ["A-1-1"], holdSeconds: 3_600 });
+    if (!again.ok) throw new Error(`hold failed: ${JSON.stringify(again)}`);
+    await sweepsAGraceApart();
+    await sleep(300);
+    expect(mine()).toHaveLength(1);
+    expect((await off.deps.holds.release({ eventId, holdId: again.hold.holdId, fanId: "buyer2" })).ok).toBe(true);
+    await sweepsAGraceApart();
+    await vi.waitFor(() => expect(mine().filter((p) => p.status === 200)).toHaveLength(2), {
+      timeout: 20_000,
+      interval: 50,
+    });
+    expect(mine()[1]!.payload.fans.map((f) => f.fanId)).toEqual(["d2", "d3"]);
+    expect(await state("d0")).toBe("notified");
   });
 });
