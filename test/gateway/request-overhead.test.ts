@@ -101,7 +101,10 @@ describe("the body limit, over a socket", () => {
     expect(plain.status, plain.body.toString()).toBe(201);
     expect(json(plain).queueToken).toEqual(expect.any(String));
     // A declared length at the limit exactly is no overflow (the limit is inclusive, as hono's).
-    const atLimit = await raw(joinHead(`Content-Length: ${16 * 1024}\r\n`), " ".repeat(16 * 1024 - 2) + "{}");
+    const atLimit = await raw(
+      joinHead(`Content-Length: ${16 * 1024}\r\n`),
+      " ".repeat(16 * 1024 - 12) + '{"fanId":""}',
+    );
     expect(atLimit.status).toBe(400);
     expect(code(atLimit)).toBe("invalid_request");
   });
