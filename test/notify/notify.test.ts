@@ -666,4 +666,51 @@ describe("seats-back notifications", () => {
     expect(mine()[1]!.payload.fans.map((f) => f.fanId)).toEqual(["d2", "d3"]);
     expect(await state("d0")).toBe("notified");
   });
+
+  it("a return told by its own claim, even one still in flight when the backstop looks, is not told again", async () => {
+    const { eventId, hold } = await soldOutEvent(2, 3_600);
+    const fans = ["i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"];
+    const tokens = (await admitFans(gw1, eventId, fans)).map((f) => f.accessToken);
+    for (const [i, t] of tokens.entries()) expect((await ask(gw1, eventId, t, `push:i${i}`)).status).toBe(201);
+    let now = clock();
+    const notifier = createNotifier({
+      store: createNotifyStore({ client: gw1.deps.clients.dynamo, tableName, clock: () => now }),
+      delivery: { url: receiver.url, secret: derivedNotifySecret(SECRET) },
+      fansPerSeat: FANS_PER_SEAT,
+      available: async (id) => (await gw1.deps.inventory.seats.eventCounts({ eventId: id }))?.seats.available ?? null,
+      logger: pino({ level: "silent" }),
+      clock: () => now,
+    });
+    const mine = () => receiver.posts.filter((p) => p.payload.eventId === eventId);
+
+    // The seats are back and the backstop looks before the return's own claim: a shortfall...
+    expect((await off.deps.holds.release({ eventId, holdId: hold.holdId, fanId: "buyer" })).ok).toBe(true);
+    expect(await notifier.reconcile(eventId)).toBe(0);
+    // ...which the claim, landing now, covers.
+    expect(await notifier.seatsReturned(eventId, 2)).toBe(2 * FANS_PER_SEAT);
+    expect(mine()).toHaveLength(1);
+    for (let i = 0; i < 3; i++) {
+      now += RECONCILE_EVERY_MS + RECONCILE_GRACE_MS;
+      expect(await notifier.reconcile(eventId)).toBe(0);
+    }
+
+    // One seat taken and given back through a release that tells: told once, by the release.
+    const again = await off.deps.holds.holdSeats({ eventId, fanId: "buyer2", seatIds: ["A-1-1"], holdSeconds: 3_600 });
+    if (!again.ok) throw new Error(`hold failed: ${JSON.stringify(again)}`);
+    now += RECONCILE_EVERY_MS;
+    expect(await notifier.reconcile(eventId)).toBe(0);
+    const released = await notifier.wrapHolds(off.deps.holds).release({
+      eventId,
+      holdId: again.hold.holdId,
+      fanId: "buyer2",
+    });
+    expect(released.ok).toBe(true);
+    await vi.waitFor(() => expect(mine()).toHaveLength(2), { timeout: 20_000, interval: 50 });
+    for (let i = 0; i < 3; i++) {
+      now += RECONCILE_EVERY_MS + RECONCILE_GRACE_MS;
+      expect(await notifier.reconcile(eventId)).toBe(0);
+    }
+    expect(mine()).toHaveLength(2);
+    expect(mine().flatMap((p) => p.payload.fans.map((f) => f.fanId))).toEqual(fans.slice(0, 6));
+  });
 });
