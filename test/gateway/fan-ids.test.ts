@@ -81,6 +81,7 @@ describe("fan ids the gateway issues", () => {
     expect(body.fanId).toBe("alice-x1");
     const view = await json(await gw.request(`/v1/admin/events/${eventId}`, { token: ADMIN_TOKEN }), 200);
     expect((view.waitingRoom as Json).fanIds).toBe("any");
+    expect(await json(await gw.request(`/v1/events/${eventId}/waiting-room`), 200)).toMatchObject({ fanIds: "any" });
   });
 
   it('an event with fanIds "issued" refuses a fan id it did not issue: alice\'s place cannot be taken by naming her', async () => {
@@ -88,6 +89,8 @@ describe("fan ids the gateway issues", () => {
     const view = await json(await gw.request(`/v1/admin/events/${eventId}`, { token: ADMIN_TOKEN }), 200);
     expect((view.waitingRoom as Json).fanIds).toBe("issued");
 
+    // The public info tells a client to join without a fan id.
+    expect(await json(await gw.request(`/v1/events/${eventId}/waiting-room`), 200)).toMatchObject({ fanIds: "issued" });
     const refused = await json(await join(eventId, { fanId: "alice-x1" }), 400);
     expect(refused.error).toMatchObject({ code: "invalid_request", details: { field: "fanId", reason: "not_issued" } });
 

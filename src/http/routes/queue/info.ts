@@ -2,6 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
 import { EventIdParam } from "../../schemas.js";
+import { FAN_ID_MODES } from "../../../waiting-room/fan-ids.js";
 
 const Info = z
   .object({
@@ -13,6 +14,10 @@ const Info = z
       description: "a join for a new place brings a proof of work of this many bits (GET .../queue/challenge); 0: none",
     }),
     invites: z.boolean().openapi({ description: "a join for a new place brings the operator's invite token" }),
+    fanIds: z.enum(FAN_ID_MODES).optional().openapi({
+      description:
+        "which fan ids a join may name: `any`, or `issued` (only ids the gateway issued: join without one); absent while the event cannot be read",
+    }),
     lottery: z.object({
       commitment: z
         .string()
@@ -87,5 +92,10 @@ export const infoRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
     throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 2 });
   }
-  return c.json(result.info, 200);
+  // From the process's event cache; a store that cannot answer only leaves the field out.
+  const event = await c
+    .get("reads")
+    .event(eventId)
+    .catch(() => null);
+  return c.json(event ? { ...result.info, fanIds: event.waitingRoom.fanIds ?? "any" } : result.info, 200);
 });
