@@ -255,7 +255,7 @@ export function buildServices(config: ServicesConfig): Services {
       redis,
       source: {
         seats: (eventId) => inventory.seats.eventCounts({ eventId }),
-        purchases: (eventId) => purchases.counts(eventId),
+        purchases: (eventId, seats) => purchases.counts(eventId, seats.soldSeatPurchases),
       },
       waitingRoom,
       scope: tableName,

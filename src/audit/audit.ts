@@ -5,8 +5,12 @@
  * admission within bounds, no fan past maxSeatsPerFan). docs/audit.md lists the checks.
  *
  * Only GetItem and Query, through the inventory's API: seats by strongly consistent Queries of
- * each section, general-admission areas by consistent GetItem. Purchases are listed from GSI1,
- * which real DynamoDB updates a moment after the table: so a finding is only reported if it is
+ * each section, general-admission areas by consistent GetItem. Purchases come from where the sale
+ * names them, no index of purchases by status being kept: the open ones (GSI3: pending, refund
+ * under way, booking not acknowledged yet), the confirmed ones that sold seats and the areas'
+ * confirmed holds name (GSI2 `GASOLD`), and those the provider's charges name, each read by key
+ * (an event made before GSI3 also lists GSI1). Indexes are updated a moment after the table in
+ * real DynamoDB: so a finding is only reported if it is
  * still there after its purchases (consistent GetItem), sections, areas and the charges are read
  * again. A sale that is still running can show a purchase between two writes; run it again, or
  * after the sale.
@@ -210,6 +214,12 @@ class Reader {
     return out;
   }
 
+  /** The purchases the provider's charges name that no listing had (failed and refunded ones). */
+  async chargedPurchases(charges: ChargeRecord[] | undefined, into: Map<string, Purchase>): Promise<void> {
+    if (!charges) return;
+    await this.purchasesById(new Set(charges.map((c) => c.idempotencyKey).filter((id) => !into.has(id))), into);
+  }
+
   /** Consistent GetItem of each id: the truth where the index may lag. */
   async purchasesById(ids: Iterable<string>, into: Map<string, Purchase>): Promise<void> {
     await mapLimit([...ids], this.concurrency * 4, async (id) => {
@@ -242,7 +252,10 @@ class Reader {
     const purchases = await this.purchases();
     // A seat sold to a purchase the (lagging) index does not list yet: read it where it is.
     await this.purchasesById(unlistedBuyers(seats, purchases), purchases);
-    return { event, seats, purchases, areas: await this.areas(event), charges: await this.charges() };
+    const areas = await this.areas(event);
+    const charges = await this.charges();
+    await this.chargedPurchases(charges, purchases);
+    return { event, seats, purchases, areas, charges };
   }
 
   /** Reads again what the findings name (and every pending purchase), into `snapshot`. */
@@ -261,6 +274,7 @@ class Reader {
     snapshot.purchases = relisted;
     snapshot.areas = await this.areas(event);
     snapshot.charges = await this.charges();
+    await this.chargedPurchases(snapshot.charges, relisted);
   }
 }
 

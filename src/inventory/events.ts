@@ -473,6 +473,9 @@ function buildOf(eventId: string, def: EventInput, existing: Item | undefined, n
     staleAreas,
     GSI1PK: keys.eventsPartition,
     GSI1SK: keys.eventSortKey(iso(Date.parse(def.onSaleAt)), eventId),
+    // Its purchases are in GSI3 only (no purchase exists before the on-sale, so a replacement of
+    // an event made before GSI3 may say so too).
+    purchasesIndex: "GSI3",
     ...(roomSettings ? { roomSettings } : {}),
   };
   return { buildId, item, layouts, staleSections, staleAreas };

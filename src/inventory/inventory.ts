@@ -55,8 +55,8 @@ export function createInventory(options: InventoryOptions): Inventory {
   return {
     events: createEventStore(ctx, cache, replaceGuardMs),
     holds: createHoldStore(ctx, cache),
-    purchases: createPurchaseStore(ctx),
-    outbox: createOutboxStore(ctx),
+    purchases: createPurchaseStore(ctx, cache),
+    outbox: createOutboxStore(ctx, cache),
     seats: createSeatReads(ctx),
   };
 }

@@ -62,6 +62,7 @@ export function toEvent(item: Item): EventDefinition {
     updatedAt: str(item, "updatedAt"),
     ...(optStr(item, "closedAt") !== undefined ? { closedAt: str(item, "closedAt") } : {}),
     ...(optStr(item, "jobsEndedAt") !== undefined ? { jobsEndedAt: str(item, "jobsEndedAt") } : {}),
+    ...(item.purchasesIndex !== "GSI3" ? { legacyPurchaseIndexes: true as const } : {}),
     ...(item.roomSettings && typeof item.roomSettings === "object"
       ? {
           roomSettings: {
@@ -212,6 +213,8 @@ export function toOutbox(item: Item): OutboxRecord | null {
     ...(acknowledgedAt !== undefined ? { acknowledgedAt } : {}),
     checks: optNum(item, "checks") ?? 0,
     republished: optNum(item, "republished") ?? 0,
+    ...(optStr(item, "nextCheckAt") !== undefined ? { nextCheckAt: str(item, "nextCheckAt") } : {}),
+    ...(item.GSI1PK !== undefined ? { legacyIndex: true as const } : {}),
     payload: {
       purchaseId: purchase.purchaseId,
       holdId: purchase.holdId,

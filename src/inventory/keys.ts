@@ -151,6 +151,27 @@ export const keys = {
    */
   refundDueSortKey: (purchaseId: string): string => `failed#${REFUND_DUE}#${purchaseId}`,
 
+  /**
+   * GSI3 partition (KEYS_ONLY) of an event's open purchases: pending, confirmed and not yet
+   * acknowledged, or failed with a refund under way. Entered when the purchase is created, left
+   * at its acknowledgement (or when it fails or is refunded), its key never changing in between,
+   * so a sale costs 2 index write units here. The readers (reconciler, outbox publisher, counts,
+   * audit) read the items they find by key. Events created before GSI3 (no `purchasesIndex` on
+   * the event item) also keep their purchases in GSI1 and their outbox in GSI2, above.
+   */
+  openPurchasesPartition: (eventId: string, shard: number): string => `EVT#${eventId}#OPEN#${pad2(shard)}`,
+  openPurchaseSortKey: (createdAtIso: string, purchaseId: string): string => `${createdAtIso}#${purchaseId}`,
+  /**
+   * GSI2 partition of the confirmed general-admission holds whose first counter is `k` (sort key:
+   * the purchase id), one per counter as the expiry partitions are, so an area of 16 counters
+   * takes 16,000 purchases/s here: a confirmed purchase of places is found here, as one of seats
+   * is found from its sold seats.
+   */
+  soldAdmissionsPartition: (eventId: string, areaId: string, k = 0): string =>
+    k === 0 ? `EVT#${eventId}#GASOLD#${areaId}` : `EVT#${eventId}#GASOLD#${areaId}#${pad2(k)}`,
+  /** Failed and refunded purchases of an event, counted (the console's counts; no index has them). */
+  purchaseCounts: (eventId: string): ItemKey => ({ PK: `EVT#${eventId}#PURCHASES`, SK: "COUNT" }),
+
   /** GSI2 partition of held seats of one sweeper shard, sorted by expiry. */
   heldSeatsPartition: (eventId: string, shard: number): string => `EVT#${eventId}#EXP#${pad2(shard)}`,
   /**

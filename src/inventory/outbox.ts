@@ -32,6 +32,8 @@ import {
   PURCHASE_SHARD_LIST,
   purchaseShard,
 } from "./keys.js";
+import type { EventCache } from "./events.js";
+import { readOpenPurchases } from "./open.js";
 import { conditionalUpdate, conditionFailure, type Ctx, guard } from "./store.js";
 import type { EventRef, OutboxRecord } from "./types.js";
 
@@ -43,7 +45,12 @@ export function outboxUnsentSet(
   eventId: string,
   purchaseId: string,
   confirmedAt: string,
+  /** A purchase of the layout before GSI3: the record enters GSI2's unsent partition. */
+  legacy = false,
 ): { set: string; values: Record<string, unknown> } {
+  // The record is in GSI3 already (the purchase is open until its acknowledgement): nothing moves.
+  if (!legacy)
+    return { set: "outboxState = :outboxUnsent, outboxCreatedAt = :at", values: { ":outboxUnsent": "unsent" } };
   return {
     set: "outboxState = :outboxUnsent, outboxCreatedAt = :at, GSI2PK = :outboxPk, GSI2SK = :outboxSk",
     values: {
@@ -102,28 +109,68 @@ async function queryShards(
  */
 export async function listUnsentOutbox(
   ctx: Ctx,
+  cache: EventCache,
   eventId: string,
   limit = 100,
   olderThanMs?: number,
 ): Promise<OutboxRecord[]> {
   if (!ID_PATTERN.test(eventId)) return [];
   const before = olderThanMs !== undefined ? iso(ctx.clock() - olderThanMs) : undefined;
-  return queryShards(ctx, "listUnsentOutbox", (shard) => keys.unsentOutboxPartition(eventId, shard), limit, before);
+  const open = (await openRecords(ctx, "listUnsentOutbox", eventId))
+    .filter((r) => r.state === "unsent" && (before === undefined || r.createdAt < before))
+    // The order GSI2's sort key gave: confirmation time, then purchase id.
+    .sort((a, b) => `${a.createdAt}#${a.purchaseId}`.localeCompare(`${b.createdAt}#${b.purchaseId}`))
+    .slice(0, limit);
+  if (!(await legacyEvent(cache, eventId))) return open;
+  const legacy = await queryShards(
+    ctx,
+    "listUnsentOutbox",
+    (shard) => keys.unsentOutboxPartition(eventId, shard),
+    limit,
+    before,
+  );
+  return [...open, ...legacy];
+}
+
+/**
+ * The event's open purchases (GSI3) that are outbox records, read by key. The index has no order
+ * by due time: a run reads every open record (one page of keys per shard, then their items), which
+ * is nearly nothing while a consumer keeps up, and every waiting booking when none does.
+ */
+async function openRecords(ctx: Ctx, what: string, eventId: string): Promise<OutboxRecord[]> {
+  const items = await guard(what, () => readOpenPurchases(ctx, eventId));
+  return items.map(toOutbox).filter((r): r is OutboxRecord => r !== null);
+}
+
+async function legacyEvent(cache: EventCache, eventId: string): Promise<boolean> {
+  return guard("outboxLayout", async () => (await cache.forSale(eventId))?.event.legacyPurchaseIndexes === true);
 }
 
 /**
  * Published records not acknowledged yet whose check is due at the clock's now, the most overdue
  * first. Records checked recently are not read: the key condition stops at now.
  */
-export async function listDueUnacknowledgedOutbox(ctx: Ctx, eventId: string, limit = 100): Promise<OutboxRecord[]> {
+export async function listDueUnacknowledgedOutbox(
+  ctx: Ctx,
+  cache: EventCache,
+  eventId: string,
+  limit = 100,
+): Promise<OutboxRecord[]> {
   if (!ID_PATTERN.test(eventId)) return [];
-  return queryShards(
+  const now = iso(ctx.clock());
+  const open = (await openRecords(ctx, "listDueUnacknowledgedOutbox", eventId))
+    .filter((r) => r.state === "published" && (r.nextCheckAt === undefined || r.nextCheckAt <= now))
+    .sort((a, b) => `${a.nextCheckAt ?? ""}#${a.purchaseId}`.localeCompare(`${b.nextCheckAt ?? ""}#${b.purchaseId}`))
+    .slice(0, limit);
+  if (!(await legacyEvent(cache, eventId))) return open;
+  const legacy = await queryShards(
     ctx,
     "listDueUnacknowledgedOutbox",
     (shard) => keys.unacknowledgedOutboxPartition(eventId, shard),
     limit,
     expiryBound(ctx.clock()),
   );
+  return [...open, ...legacy];
 }
 
 export async function getOutboxRecord(ctx: Ctx, eventId: string, purchaseId: string): Promise<OutboxRecord | null> {
@@ -146,21 +193,29 @@ export async function markOutboxPublished(
   eventId: string,
   purchaseId: string,
   checkAfterMs: number,
+  legacy = false,
 ): Promise<boolean> {
   if (!valid(eventId, purchaseId)) return false;
   const now = ctx.clock();
+  // The due time is an attribute (the record stays where it is in GSI3); a record of the layout
+  // before GSI3 moves to GSI2's unacknowledged partition, sorted by it, as it always did.
   return guard("markOutboxPublished", () =>
     conditionalUpdate(ctx, {
       Key: keys.outbox(eventId, purchaseId),
-      UpdateExpression: "SET outboxState = :published, publishedAt = :at, checks = :zero, GSI2PK = :pk, GSI2SK = :sk",
+      UpdateExpression: `SET outboxState = :published, publishedAt = :at, checks = :zero, nextCheckAt = :due${legacy ? ", GSI2PK = :pk, GSI2SK = :sk" : ""}`,
       ConditionExpression: "outboxState = :unsent",
       ExpressionAttributeValues: {
         ":published": "published",
         ":unsent": "unsent",
         ":zero": 0,
         ":at": iso(now),
-        ":pk": keys.unacknowledgedOutboxPartition(eventId, purchaseShard(purchaseId)),
-        ":sk": expirySortKey(now + checkAfterMs, purchaseId),
+        ":due": iso(now + checkAfterMs),
+        ...(legacy
+          ? {
+              ":pk": keys.unacknowledgedOutboxPartition(eventId, purchaseShard(purchaseId)),
+              ":sk": expirySortKey(now + checkAfterMs, purchaseId),
+            }
+          : {}),
       },
     }),
   );
@@ -177,19 +232,21 @@ export async function deferOutboxCheck(
   purchaseId: string,
   checkAfterMs: number,
   republished: boolean,
+  legacy = false,
 ): Promise<boolean> {
   if (!valid(eventId, purchaseId)) return false;
   const now = ctx.clock();
   return guard("deferOutboxCheck", () =>
     conditionalUpdate(ctx, {
       Key: keys.outbox(eventId, purchaseId),
-      UpdateExpression: `SET GSI2SK = :sk, checkedAt = :at${republished ? ", republishedAt = :at" : ""} ADD checks :one${republished ? ", republished :one" : ""}`,
+      UpdateExpression: `SET nextCheckAt = :due, ${legacy ? "GSI2SK = :sk, " : ""}checkedAt = :at${republished ? ", republishedAt = :at" : ""} ADD checks :one${republished ? ", republished :one" : ""}`,
       ConditionExpression: "outboxState = :published",
       ExpressionAttributeValues: {
         ":published": "published",
         ":one": 1,
         ":at": iso(now),
-        ":sk": expirySortKey(now + checkAfterMs, purchaseId),
+        ":due": iso(now + checkAfterMs),
+        ...(legacy ? { ":sk": expirySortKey(now + checkAfterMs, purchaseId) } : {}),
       },
     }),
   );
@@ -213,7 +270,8 @@ export async function acknowledgeOutbox(ctx: Ctx, eventId: string, purchaseId: s
           TableName: ctx.tableName,
           Key: keys.outbox(eventId, purchaseId),
           UpdateExpression:
-            "SET outboxState = :acknowledged, acknowledgedAt = :at, acknowledgedBy = :nonce REMOVE GSI2PK, GSI2SK",
+            // Out of the open purchases (GSI3), or for a record before GSI3 out of GSI2's outbox.
+            "SET outboxState = :acknowledged, acknowledgedAt = :at, acknowledgedBy = :nonce REMOVE GSI2PK, GSI2SK, GSI3PK, GSI3SK",
           // A purchase that was never confirmed has no outboxState: nothing to acknowledge.
           ConditionExpression: "outboxState IN (:unsent, :published)",
           ExpressionAttributeValues: {
@@ -244,21 +302,22 @@ export interface OutboxStore {
   /** Published, not acknowledged, due for a check at the clock's now (most overdue first). */
   listDue(args: EventRef & { limit?: number }): Promise<OutboxRecord[]>;
   get(args: OutboxRef): Promise<OutboxRecord | null>;
-  markPublished(args: OutboxRef & { checkAfterMs: number }): Promise<boolean>;
-  deferCheck(args: OutboxRef & { checkAfterMs: number; republished: boolean }): Promise<boolean>;
+  /** `legacy`: a record of the layout before GSI3 (OutboxRecord.legacyIndex). */
+  markPublished(args: OutboxRef & { checkAfterMs: number; legacy?: boolean }): Promise<boolean>;
+  deferCheck(args: OutboxRef & { checkAfterMs: number; republished: boolean; legacy?: boolean }): Promise<boolean>;
   /** True exactly once per record. */
   acknowledge(args: OutboxRef): Promise<boolean>;
 }
 
-export function createOutboxStore(ctx: Ctx): OutboxStore {
+export function createOutboxStore(ctx: Ctx, cache: EventCache): OutboxStore {
   return {
-    listUnsent: ({ eventId, limit, olderThanMs }) => listUnsentOutbox(ctx, eventId, limit, olderThanMs),
-    listDue: ({ eventId, limit }) => listDueUnacknowledgedOutbox(ctx, eventId, limit),
+    listUnsent: ({ eventId, limit, olderThanMs }) => listUnsentOutbox(ctx, cache, eventId, limit, olderThanMs),
+    listDue: ({ eventId, limit }) => listDueUnacknowledgedOutbox(ctx, cache, eventId, limit),
     get: ({ eventId, purchaseId }) => getOutboxRecord(ctx, eventId, purchaseId),
-    markPublished: ({ eventId, purchaseId, checkAfterMs }) =>
-      markOutboxPublished(ctx, eventId, purchaseId, checkAfterMs),
-    deferCheck: ({ eventId, purchaseId, checkAfterMs, republished }) =>
-      deferOutboxCheck(ctx, eventId, purchaseId, checkAfterMs, republished),
+    markPublished: ({ eventId, purchaseId, checkAfterMs, legacy }) =>
+      markOutboxPublished(ctx, eventId, purchaseId, checkAfterMs, legacy === true),
+    deferCheck: ({ eventId, purchaseId, checkAfterMs, republished, legacy }) =>
+      deferOutboxCheck(ctx, eventId, purchaseId, checkAfterMs, republished, legacy === true),
     acknowledge: ({ eventId, purchaseId }) => acknowledgeOutbox(ctx, eventId, purchaseId),
   };
 }

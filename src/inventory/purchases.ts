@@ -4,12 +4,14 @@
  * failed/refunded transitions. The outbox record's shape and states live in ./outbox.ts.
  */
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
-import { GSI1 } from "../dynamodb/table.js";
+import { GSI1, GSI2 } from "../dynamodb/table.js";
+import type { EventCache } from "./events.js";
 import { type FanEntry, fanConfirmAction, fanEntryOf } from "./fans.js";
-import { type Counters, countersOf } from "./ga-counters.js";
+import { type Counters, countersOf, firstCounter } from "./ga-counters.js";
 import { readHoldEntry, validFan } from "./holds.js";
 import { iso, toPurchase } from "./items.js";
 import {
+  gaCounters,
   HOLD_ID_PATTERN,
   ID_PATTERN,
   keys,
@@ -19,6 +21,7 @@ import {
   purchaseShard,
   REFUND_DUE,
 } from "./keys.js";
+import { readOpenPurchases, readPurchasesByKey } from "./open.js";
 import { outboxUnsentSet } from "./outbox.js";
 import {
   type CancellationReason,
@@ -132,8 +135,10 @@ export async function createPendingPurchase(
       createdAt: iso(now),
       ...(fingerprint !== undefined ? { fingerprint } : {}),
       ...(startCharge ? { chargeStartedAt: iso(now), chargeAttempts: 1 } : {}),
-      GSI1PK: keys.purchasesPartition(eventId, purchaseShard(purchaseId)),
-      GSI1SK: keys.purchaseSortKey("pending", purchaseId),
+      // Open from here until its booking is acknowledged (or it fails): GSI3, KEYS_ONLY, a key
+      // that never changes in between, so 2 index write units in the purchase's whole life.
+      GSI3PK: keys.openPurchasesPartition(eventId, purchaseShard(purchaseId)),
+      GSI3SK: keys.openPurchaseSortKey(iso(now), purchaseId),
     };
     try {
       await ctx.doc.send(
@@ -181,7 +186,7 @@ export async function confirm(
     const ready = await readConfirmable(ctx, order);
     if (!("now" in ready)) return ready;
     const { now } = ready;
-    const confirmation = confirmTransaction(ctx, order, ready.purchase, now, chargeId, ready.from);
+    const confirmation = confirmTransaction(ctx, order, ready, chargeId);
     const out = await transact(ctx, confirmation.items, 10);
     if (out.ok) return { ok: true, purchase: confirmation.confirmed, alreadyConfirmed: false };
     if (out.contention) return { ok: false, reason: "contention" };
@@ -200,10 +205,7 @@ interface Order {
  * Step 1: the purchase, pending, of this hold and fan, and a hold that can still be bought. A
  * confirmed purchase (a repeat) is the answer itself.
  */
-async function readConfirmable(
-  ctx: Ctx,
-  o: Order,
-): Promise<ConfirmResult | { purchase: Purchase; now: number; from?: Counters }> {
+async function readConfirmable(ctx: Ctx, o: Order): Promise<ConfirmResult | Confirmable> {
   const purchaseItem = await getPurchaseItem(ctx, o.eventId, o.purchaseId);
   if (!purchaseItem) return { ok: false, reason: "not_found", what: "purchase" };
   if (!sameOrder(purchaseItem, o.holdId, o.fanId)) return { ok: false, reason: "purchase_conflict" };
@@ -224,7 +226,21 @@ async function readConfirmable(
   const why = unusable(hold, now);
   if (why) return { ok: false, reason: why };
   // The hold was judged at `now`: the transaction is conditioned on that same instant.
-  return { purchase, now, ...(hold.from !== undefined ? { from: hold.from } : {}) };
+  return {
+    purchase,
+    now,
+    legacy: purchaseItem.GSI1PK !== undefined,
+    ...(hold.from !== undefined ? { from: hold.from } : {}),
+  };
+}
+
+interface Confirmable {
+  purchase: Purchase;
+  now: number;
+  /** The counters a general-admission hold took its places from (ga-counters.ts). */
+  from?: Counters;
+  /** A purchase of the layout before GSI3 (in GSI1 by status): it moves there as it always did. */
+  legacy: boolean;
 }
 
 interface Confirmation {
@@ -241,16 +257,9 @@ interface Confirmation {
 }
 
 /** Step 2: the one transaction, every action conditioned on what step 1 read still being so. */
-function confirmTransaction(
-  ctx: Ctx,
-  o: Order,
-  purchase: Purchase,
-  now: number,
-  chargeId?: string,
-  /** The counters a general-admission hold took its places from (ga-counters.ts). */
-  from?: Counters,
-): Confirmation {
+function confirmTransaction(ctx: Ctx, o: Order, ready: Confirmable, chargeId?: string): Confirmation {
   const { eventId, holdId, fanId, purchaseId } = o;
+  const { purchase, now, from, legacy } = ready;
   const seats = purchase.seats;
   const refs = seats.map((s) => parseSeatId(s));
   if (refs.some((r) => r === null)) throw new Error(`purchase ${purchaseId} has a malformed seat id`);
@@ -262,7 +271,7 @@ function confirmTransaction(
     ...(chargeId !== undefined ? { chargeId } : {}),
   };
   // The same write makes the purchase its own BookingConfirmed outbox record, unsent.
-  const outbox = outboxUnsentSet(eventId, purchaseId, confirmedAt);
+  const outbox = outboxUnsentSet(eventId, purchaseId, confirmedAt, legacy);
 
   const items: TransactItem[] = refs.map((ref) => ({
     Update: {
@@ -291,10 +300,19 @@ function confirmTransaction(
       Update: {
         TableName: ctx.tableName,
         Key: keys.hold(eventId, holdId),
-        UpdateExpression: "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at REMOVE GSI2PK, GSI2SK",
+        // From the area's expiry partition to its sold one (a key change: 2 index units, where
+        // leaving was 1): the one place a confirmed purchase of places is found, as a purchase
+        // of seats is found from its sold seats (the audit, the counts).
+        UpdateExpression:
+          "SET #status = :confirmed, purchaseId = :pid, confirmedAt = :at, GSI2PK = :soldPk, GSI2SK = :pid",
         ConditionExpression: "#status = :held AND fanId = :fan AND expiresAt > :now",
         ExpressionAttributeNames: { "#status": "status" },
         ExpressionAttributeValues: {
+          ":soldPk": keys.soldAdmissionsPartition(
+            eventId,
+            purchase.generalAdmission.areaId,
+            firstCounter(countersOf(from, purchase.generalAdmission.quantity)),
+          ),
           ":confirmed": "confirmed",
           ":held": "held",
           ":pid": purchaseId,
@@ -310,7 +328,7 @@ function confirmTransaction(
     Update: {
       TableName: ctx.tableName,
       Key: keys.purchase(eventId, purchaseId),
-      UpdateExpression: `SET #status = :confirmed, confirmedAt = :at, GSI1SK = :sk, ${outbox.set}${chargeId !== undefined ? ", chargeId = :charge" : ""}`,
+      UpdateExpression: `SET #status = :confirmed, confirmedAt = :at, ${legacy ? "GSI1SK = :sk, " : ""}${outbox.set}${chargeId !== undefined ? ", chargeId = :charge" : ""}`,
       ConditionExpression: "#status = :pending AND holdId = :hold AND fanId = :fan",
       ExpressionAttributeNames: { "#status": "status" },
       ExpressionAttributeValues: {
@@ -319,7 +337,7 @@ function confirmTransaction(
         ":hold": holdId,
         ":fan": fanId,
         ":at": confirmedAt,
-        ":sk": keys.purchaseSortKey("confirmed", purchaseId),
+        ...(legacy ? { ":sk": keys.purchaseSortKey("confirmed", purchaseId) } : {}),
         ...outbox.values,
         ...(chargeId !== undefined ? { ":charge": chargeId } : {}),
       },
@@ -393,13 +411,18 @@ async function transition(
   if (!ID_PATTERN.test(eventId) || !PURCHASE_ID_PATTERN.test(purchaseId)) return { ok: false, reason: "not_found" };
   return guard(`markPurchase ${to}`, async () => {
     const at = to === "failed" ? "failedAt" : "refundedAt";
-    try {
-      const out = await ctx.doc.send(
+    const atIso = iso(ctx.clock());
+    // A refund under way keeps the purchase open (the reconciler finds it there); any other
+    // failure, and a refund, close it. A purchase of the layout before GSI3 (it has GSI1PK) moves
+    // in GSI1 instead: tried only when the first attempt's condition says it is one.
+    const stillOpen = to === "failed" && reason === REFUND_DUE;
+    const attempt = async (legacy: boolean) =>
+      ctx.doc.send(
         new UpdateCommand({
           TableName: ctx.tableName,
           Key: keys.purchase(eventId, purchaseId),
-          UpdateExpression: `SET #status = :to, ${at} = :at, GSI1SK = :sk${reason !== undefined ? ", failureReason = :why" : ""}${chargeId !== undefined ? ", chargeId = :charge" : ""}`,
-          ConditionExpression: `attribute_exists(PK) AND #status IN (${from.map((_, i) => `:from${i}`).join(", ")})${
+          UpdateExpression: `SET #status = :to, ${at} = :at${legacy ? ", GSI1SK = :sk" : ""}${reason !== undefined ? ", failureReason = :why" : ""}${chargeId !== undefined ? ", chargeId = :charge" : ""}${!legacy && !stillOpen ? " REMOVE GSI3PK, GSI3SK" : ""}`,
+          ConditionExpression: `attribute_exists(PK) AND ${legacy ? "attribute_exists(GSI1PK)" : "attribute_not_exists(GSI1PK)"} AND #status IN (${from.map((_, i) => `:from${i}`).join(", ")})${
             ifAttempts === undefined
               ? ""
               : ifAttempts === 0
@@ -409,31 +432,76 @@ async function transition(
           ExpressionAttributeNames: { "#status": "status" },
           ExpressionAttributeValues: {
             ":to": to,
-            ":at": iso(ctx.clock()),
-            ":sk":
-              to === "failed" && reason === REFUND_DUE
-                ? keys.refundDueSortKey(purchaseId)
-                : keys.purchaseSortKey(to, purchaseId),
+            ":at": atIso,
+            ...(legacy
+              ? {
+                  ":sk":
+                    to === "failed" && reason === REFUND_DUE
+                      ? keys.refundDueSortKey(purchaseId)
+                      : keys.purchaseSortKey(to, purchaseId),
+                }
+              : {}),
             ...Object.fromEntries(from.map((s, i) => [`:from${i}`, s])),
             ...(reason !== undefined ? { ":why": reason.slice(0, 500) } : {}),
             ...(chargeId !== undefined ? { ":charge": chargeId } : {}),
             ...(ifAttempts ? { ":attempts": ifAttempts } : {}),
           },
-          ReturnValues: "ALL_NEW",
+          ReturnValues: "ALL_OLD",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
         }),
       );
-      return { ok: true, purchase: toPurchase(out.Attributes ?? {}) };
-    } catch (err) {
-      const failed = conditionFailure(err);
-      if (!failed) throw err;
-      if (!failed.item) return { ok: false, reason: "not_found" };
-      const current = toPurchase(failed.item);
-      // Idempotent: asking again for the state it is already in succeeds.
-      if (current.status === to) return { ok: true, purchase: current };
-      return { ok: false, reason: "invalid_transition", status: current.status };
+    let legacy = false;
+    for (;;) {
+      try {
+        const out = await attempt(legacy);
+        const old = out.Attributes ?? {};
+        const now: Item = {
+          ...old,
+          status: to,
+          [at]: atIso,
+          ...(reason !== undefined ? { failureReason: reason.slice(0, 500) } : {}),
+          ...(chargeId !== undefined ? { chargeId } : {}),
+        };
+        if (!legacy) await countTransition(ctx, eventId, old.status as PurchaseStatus, to);
+        return { ok: true, purchase: toPurchase(now) };
+      } catch (err) {
+        const failed = conditionFailure(err);
+        if (!failed) throw err;
+        if (!failed.item) return { ok: false, reason: "not_found" };
+        const current = toPurchase(failed.item);
+        // Idempotent: asking again for the state it is already in succeeds.
+        if (current.status === to) return { ok: true, purchase: current };
+        const isLegacy = failed.item.GSI1PK !== undefined;
+        if (isLegacy !== legacy && from.includes(current.status)) {
+          legacy = isLegacy;
+          continue;
+        }
+        return { ok: false, reason: "invalid_transition", status: current.status };
+      }
     }
   });
+}
+
+/**
+ * The failed and refunded purchases of an event are counted on one item (no index lists them):
+ * one UpdateItem after the transition, off the path of a sale. Best effort: a process dying in
+ * between, or this write failing, leaves the console's count one short (the purchases are right).
+ */
+async function countTransition(ctx: Ctx, eventId: string, was: PurchaseStatus, to: "failed" | "refunded") {
+  if (was === to) return;
+  try {
+    await ctx.doc.send(
+      new UpdateCommand({
+        TableName: ctx.tableName,
+        Key: keys.purchaseCounts(eventId),
+        UpdateExpression: was === "failed" ? "ADD #to :one, #was :minus" : "ADD #to :one",
+        ExpressionAttributeNames: { "#to": to, ...(was === "failed" ? { "#was": was } : {}) },
+        ExpressionAttributeValues: { ":one": 1, ...(was === "failed" ? { ":minus": -1 } : {}) },
+      }),
+    );
+  } catch {
+    // The counts are the operator's figures, not the sale's: the transition stands.
+  }
 }
 
 /**
@@ -546,7 +614,7 @@ function parseShardCursor(cursor: string): ShardCursor | null {
  * each shard's position. A shard's position moves only past what this page returned: nothing
  * is skipped or read twice.
  */
-export async function listPurchases(
+async function listLegacyPurchases(
   ctx: Ctx,
   eventId: string,
   /** `refundDue`: only failed purchases whose refund is under way (reason refund_due). */
@@ -596,12 +664,137 @@ export async function listPurchases(
   });
 }
 
-/** Purchases of an event by status: one Select COUNT Query per status and shard on GSI1 (paged). */
-export async function countPurchases(ctx: Ctx, eventId: string): Promise<Record<PurchaseStatus, number>> {
-  const statuses: PurchaseStatus[] = ["pending", "confirmed", "failed", "refunded"];
+type ListOptions = { status?: PurchaseStatus; refundDue?: boolean; cursor?: string; limit?: number };
+
+/**
+ * Purchases of an event that are open (GSI3: pending, confirmed and not acknowledged yet, refund
+ * under way), optionally in one state, read by key: one page, no cursor. A confirmed purchase
+ * whose booking was acknowledged, a failed or a refunded one is in no index (a confirmed one is
+ * named by its sold seats or its area's sold partition, see `confirmedPurchaseIds`). An event made
+ * before GSI3 also pages through GSI1 (the cursor is that listing's).
+ */
+export async function listPurchases(
+  ctx: Ctx,
+  cache: EventCache,
+  eventId: string,
+  options: ListOptions = {},
+): Promise<{ purchases: Purchase[]; nextCursor?: string }> {
+  if (!ID_PATTERN.test(eventId)) return { purchases: [] };
+  const sale = await guard("listPurchases", () => cache.forSale(eventId));
+  const legacy = sale?.event.legacyPurchaseIndexes === true;
+  if (options.cursor !== undefined) return legacy ? listLegacyPurchases(ctx, eventId, options) : { purchases: [] };
+  const wanted = (p: Purchase) =>
+    options.refundDue
+      ? p.status === "failed" && p.failureReason === REFUND_DUE
+      : options.status === undefined || p.status === options.status;
+  const open = (await guard("listPurchases", () => readOpenPurchases(ctx, eventId))).map(toPurchase).filter(wanted);
+  if (sale && !options.refundDue && (options.status === undefined || options.status === "confirmed")) {
+    // The confirmed ones whose bookings were acknowledged: named by the sale, read by key.
+    const listed = new Set(open.map((p) => p.purchaseId));
+    const named = await guard("listPurchases", () => confirmedPurchaseIds(ctx, sale.event));
+    const items = await guard("listPurchases", () =>
+      readPurchasesByKey(
+        ctx,
+        [...named].filter((id) => !listed.has(id)).map((id) => keys.purchase(eventId, id)),
+      ),
+    );
+    open.push(...items.map(toPurchase).filter(wanted));
+  }
+  if (!legacy) return { purchases: open };
+  const page = await listLegacyPurchases(ctx, eventId, options);
+  const seen = new Set(open.map((p) => p.purchaseId));
+  return { ...page, purchases: [...open, ...page.purchases.filter((p) => !seen.has(p.purchaseId))] };
+}
+
+/**
+ * The confirmed purchases of an event as the sale left them, without an index of purchases: the
+ * purchase ids its sold seats name (a Query of each section) and those of its areas' confirmed
+ * holds (GSI2 `EVT#<e>#GASOLD#<area>`). Eventually consistent unless `consistent`.
+ */
+export async function confirmedPurchaseIds(
+  ctx: Ctx,
+  event: { eventId: string; sections: { id: string }[]; generalAdmission: { id: string; capacity: number }[] },
+  options: { consistent?: boolean } = {},
+): Promise<Set<string>> {
+  const ids = new Set<string>();
+  await mapLimit(
+    [
+      ...event.sections.map((s) => ({ kind: "section" as const, id: s.id })),
+      ...event.generalAdmission.flatMap((g) =>
+        Array.from({ length: gaCounters(g.capacity) }, (_, k) => ({ kind: "area" as const, id: g.id, k })),
+      ),
+    ],
+    8,
+    async ({ kind, id, ...at }) => {
+      const input =
+        kind === "section"
+          ? {
+              KeyConditionExpression: "PK = :pk AND begins_with(SK, :seat)",
+              FilterExpression: "#status = :sold",
+              ProjectionExpression: "purchaseId",
+              ExpressionAttributeNames: { "#status": "status" },
+              ExpressionAttributeValues: {
+                ":pk": keys.sectionPartition(event.eventId, id),
+                ":seat": "SEAT#",
+                ":sold": "sold",
+              },
+              ...(options.consistent ? { ConsistentRead: true } : {}),
+            }
+          : {
+              IndexName: GSI2,
+              KeyConditionExpression: "GSI2PK = :pk",
+              ProjectionExpression: "purchaseId",
+              ExpressionAttributeValues: {
+                ":pk": keys.soldAdmissionsPartition(event.eventId, id, "k" in at ? at.k : 0),
+              },
+            };
+      for await (const page of queryPages(ctx, input)) {
+        for (const item of page.Items ?? []) if (typeof item.purchaseId === "string") ids.add(item.purchaseId);
+      }
+    },
+  );
+  return ids;
+}
+
+/**
+ * Purchases of an event by status. Pending: the open ones read by key. Confirmed: the purchases
+ * its sold seats and its areas' confirmed holds name (`confirmedPurchaseIds`). Failed and
+ * refunded: the event's count item (written after each such transition). An event made before
+ * GSI3: one Select COUNT Query per status and shard on GSI1, as before.
+ */
+export async function countPurchases(
+  ctx: Ctx,
+  cache: EventCache,
+  eventId: string,
+  soldSeatPurchases?: number,
+): Promise<Record<PurchaseStatus, number>> {
   const counts = { pending: 0, confirmed: 0, failed: 0, refunded: 0 };
   if (!ID_PATTERN.test(eventId)) return counts;
   return guard("countPurchases", async () => {
+    const sale = await cache.forSale(eventId);
+    if (!sale) return counts;
+    if (sale.event.legacyPurchaseIndexes) return countLegacyPurchases(ctx, eventId);
+    const [open, confirmed, counted] = await Promise.all([
+      readOpenPurchases(ctx, eventId),
+      // The seats' part from the caller's read of the seats when it has one; the areas' always.
+      soldSeatPurchases === undefined
+        ? confirmedPurchaseIds(ctx, sale.event).then((ids) => ids.size)
+        : confirmedPurchaseIds(ctx, { ...sale.event, sections: [] }).then((ids) => ids.size + soldSeatPurchases),
+      ctx.doc.send(new GetCommand({ TableName: ctx.tableName, Key: keys.purchaseCounts(eventId) })),
+    ]);
+    for (const item of open) if (item.status === "pending") counts.pending++;
+    counts.confirmed = confirmed;
+    counts.failed = Math.max(0, Number(counted.Item?.failed ?? 0));
+    counts.refunded = Math.max(0, Number(counted.Item?.refunded ?? 0));
+    return counts;
+  });
+}
+
+/** Purchases of an event made before GSI3 by status: one Select COUNT Query per status and shard on GSI1. */
+async function countLegacyPurchases(ctx: Ctx, eventId: string): Promise<Record<PurchaseStatus, number>> {
+  const statuses: PurchaseStatus[] = ["pending", "confirmed", "failed", "refunded"];
+  const counts = { pending: 0, confirmed: 0, failed: 0, refunded: 0 };
+  {
     const queries = statuses.flatMap((status) => PURCHASE_SHARD_LIST.map((shard) => ({ status, shard })));
     await mapLimit(queries, 16, async ({ status, shard }) => {
       for await (const page of queryPages(ctx, {
@@ -614,7 +807,7 @@ export async function countPurchases(ctx: Ctx, eventId: string): Promise<Record<
       }
     });
     return counts;
-  });
+  }
 }
 
 type PurchaseRef = EventRef & { purchaseId: string };
@@ -653,14 +846,15 @@ export interface PurchaseStore {
   get(args: PurchaseRef): Promise<Purchase | null>;
   /** False when another charge is recorded already. */
   recordCharge(args: PurchaseRef & { chargeId: string }): Promise<boolean>;
-  count(args: EventRef): Promise<Record<PurchaseStatus, number>>;
+  /** `soldSeatPurchases`: the distinct purchases sold seats name, when the caller read them already. */
+  count(args: EventRef & { soldSeatPurchases?: number }): Promise<Record<PurchaseStatus, number>>;
   list(
     /** `refundDue`: only failed purchases whose refund is under way (reason refund_due). */
     args: EventRef & { status?: PurchaseStatus; refundDue?: boolean; cursor?: string; limit?: number },
   ): Promise<{ purchases: Purchase[]; nextCursor?: string }>;
 }
 
-export function createPurchaseStore(ctx: Ctx): PurchaseStore {
+export function createPurchaseStore(ctx: Ctx, cache: EventCache): PurchaseStore {
   return {
     createPending: ({ eventId, holdId, fanId, purchaseId, fingerprint, startCharge }) =>
       createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint, startCharge === true),
@@ -674,7 +868,7 @@ export function createPurchaseStore(ctx: Ctx): PurchaseStore {
       markPurchaseRefunded(ctx, eventId, purchaseId, reason, chargeId),
     get: ({ eventId, purchaseId }) => getPurchase(ctx, eventId, purchaseId),
     recordCharge: ({ eventId, purchaseId, chargeId }) => recordCharge(ctx, eventId, purchaseId, chargeId),
-    count: ({ eventId }) => countPurchases(ctx, eventId),
-    list: ({ eventId, ...options }) => listPurchases(ctx, eventId, options),
+    count: ({ eventId, soldSeatPurchases }) => countPurchases(ctx, cache, eventId, soldSeatPurchases),
+    list: ({ eventId, ...options }) => listPurchases(ctx, cache, eventId, options),
   };
 }

@@ -70,27 +70,34 @@ export async function listSectionSeats(
 async function tallySection(ctx: Ctx, eventId: string, sectionId: string, now: number) {
   const partition = keys.sectionPartition(eventId, sectionId);
   const tally = { available: 0, held: 0, expiredHolds: 0, sold: 0 };
+  const purchases = new Set<string>();
   for await (const page of queryPages(ctx, {
     KeyConditionExpression: "PK = :pk AND begins_with(SK, :seat)",
-    ProjectionExpression: "#status, holdExpiresAt",
+    // A read unit is the whole item's whatever the projection: the purchase ids cost nothing more.
+    ProjectionExpression: "#status, holdExpiresAt, purchaseId",
     ExpressionAttributeNames: { "#status": "status" },
     ExpressionAttributeValues: { ":pk": partition, ":seat": "SEAT#" },
   })) {
     for (const item of page.Items ?? []) {
-      if (item.status === "sold") tally.sold++;
-      else if (item.status === "held") {
+      if (item.status === "sold") {
+        tally.sold++;
+        if (typeof item.purchaseId === "string") purchases.add(item.purchaseId);
+      } else if (item.status === "held") {
         if ((optNum(item, "holdExpiresAt") ?? 0) <= now) tally.expiredHolds++;
         else tally.held++;
       } else if (item.status === "available") tally.available++;
     }
   }
-  return tally;
+  return { tally, purchases };
 }
 
 /** Seats of a section stored as available (a held seat whose hold expired is not counted). */
 export async function countAvailable(ctx: Ctx, eventId: string, sectionId: string): Promise<number> {
   if (!ID_PATTERN.test(eventId) || !ID_PATTERN.test(sectionId)) return 0;
-  return guard("countAvailable", async () => (await tallySection(ctx, eventId, sectionId, ctx.clock())).available);
+  return guard(
+    "countAvailable",
+    async () => (await tallySection(ctx, eventId, sectionId, ctx.clock())).tally.available,
+  );
 }
 
 /** Counts of one section, from one read of its partition (tallySection). */
@@ -100,8 +107,17 @@ export async function sectionCounts(
   sectionId: string,
   total: number,
 ): Promise<SectionCounts> {
-  const tally = await guard("sectionCounts", () => tallySection(ctx, eventId, sectionId, ctx.clock()));
-  return { sectionId, total, ...tally };
+  return (await sectionTally(ctx, eventId, sectionId, total)).counts;
+}
+
+async function sectionTally(
+  ctx: Ctx,
+  eventId: string,
+  sectionId: string,
+  total: number,
+): Promise<{ counts: SectionCounts; purchases: Set<string> }> {
+  const { tally, purchases } = await guard("sectionCounts", () => tallySection(ctx, eventId, sectionId, ctx.clock()));
+  return { counts: { sectionId, total, ...tally }, purchases };
 }
 
 /**
@@ -135,10 +151,12 @@ export async function eventCounts(ctx: Ctx, eventId: string): Promise<EventCount
   const item = await guard("eventCounts", () => getEventItem(ctx, eventId));
   if (!item) return null;
   const event = toEvent(item);
-  const [sections, areas] = await Promise.all([
-    Promise.all(event.sections.map((s) => sectionCounts(ctx, eventId, s.id, s.rows * s.seatsPerRow))),
+  const [tallies, areas] = await Promise.all([
+    Promise.all(event.sections.map((s) => sectionTally(ctx, eventId, s.id, s.rows * s.seatsPerRow))),
     Promise.all(event.generalAdmission.map((g) => getGeneralAdmission(ctx, eventId, g.id))),
   ]);
+  const sections = tallies.map((t) => t.counts);
+  const soldSeatPurchases = new Set(tallies.flatMap((t) => [...t.purchases])).size;
   const seats = { total: 0, available: 0, held: 0, expiredHolds: 0, sold: 0 };
   for (const s of sections) {
     seats.total += s.total;
@@ -149,7 +167,7 @@ export async function eventCounts(ctx: Ctx, eventId: string): Promise<EventCount
   }
   const generalAdmission: Record<string, GeneralAdmissionCounts> = {};
   for (const a of areas) if (a) generalAdmission[a.areaId] = a;
-  return { eventId, seats, sections, generalAdmission };
+  return { eventId, seats, sections, generalAdmission, soldSeatPurchases };
 }
 
 /** What the seat map, the stats and the audit read: seats and areas with their effective status. */

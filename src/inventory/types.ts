@@ -72,6 +72,11 @@ export interface EventDefinition extends EventInput {
    * (src/workers/event-jobs.ts): nothing arms it any more.
    */
   jobsEndedAt?: string;
+  /**
+   * An event created before the open-purchases index (GSI3): its purchases may also be in GSI1
+   * (by status) and its outbox records in GSI2, and its readers query those as well.
+   */
+  legacyPurchaseIndexes?: true;
 }
 
 export interface OperatorRoomSettings {
@@ -313,6 +318,11 @@ export interface EventCounts {
   seats: { total: number; available: number; held: number; expiredHolds: number; sold: number };
   sections: SectionCounts[];
   generalAdmission: Record<string, GeneralAdmissionCounts>;
+  /**
+   * Distinct purchases the sold seats name (read with the seats, at no extra unit): the confirmed
+   * purchases of seats, for the purchase counts, no index of purchases by status being kept.
+   */
+  soldSeatPurchases?: number;
 }
 
 /**
@@ -335,6 +345,13 @@ export interface OutboxRecord {
   checks: number;
   /** Times a check found the job gone from Redis and added it again. */
   republished: number;
+  /** A published record: when its next check is due (ISO). */
+  nextCheckAt?: string;
+  /**
+   * A record of the layout before GSI3 (its purchase is in GSI1): it moves through GSI2's outbox
+   * partitions as it always did.
+   */
+  legacyIndex?: true;
   payload: {
     purchaseId: string;
     holdId: string;

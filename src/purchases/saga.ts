@@ -156,7 +156,8 @@ export interface PurchaseSaga {
   /** The purchase as stored (consistent), or null. */
   find(eventId: string, purchaseId: string): Promise<Purchase | null>;
   /** Purchases of an event by status, from the authoritative store. */
-  counts(eventId: string): Promise<Record<Purchase["status"], number>>;
+  /** `soldSeatPurchases`: the confirmed purchases of seats, when the caller just read the seats. */
+  counts(eventId: string, soldSeatPurchases?: number): Promise<Record<Purchase["status"], number>>;
   /**
    * Drives a pending purchase to its end from the provider's own answer (lookup), for the
    * reconciler and the webhook. `minAgeMs`: leave it alone if younger (a charge may be in flight).
@@ -369,7 +370,8 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
 
   return {
     find: (eventId, purchaseId) => inventory.purchases.get({ eventId, purchaseId }),
-    counts: (eventId) => inventory.purchases.count({ eventId }),
+    counts: (eventId, soldSeatPurchases) =>
+      inventory.purchases.count({ eventId, ...(soldSeatPurchases !== undefined ? { soldSeatPurchases } : {}) }),
 
     async purchase(request) {
       const { eventId, fanId, holdId } = request;

@@ -34,7 +34,8 @@ export type PurchaseCounts = Record<PurchaseStatus, number>;
 export interface CountsSource {
   /** Seats and areas by status; null for an unknown event. */
   seats(eventId: string): Promise<EventCounts | null>;
-  purchases(eventId: string): Promise<PurchaseCounts>;
+  /** `seats`: the counts just read, whose sold seats name the confirmed purchases of seats. */
+  purchases(eventId: string, seats: EventCounts): Promise<PurchaseCounts>;
 }
 
 export interface CountsSnapshot {
@@ -77,9 +78,11 @@ export function createCountsSnapshots(options: {
 
   const compute = async (eventId: string): Promise<Stored | null> => {
     const at = clock();
-    const [counts, purchases] = await Promise.all([source.seats(eventId), source.purchases(eventId)]);
+    // In turn: the purchase counts take the confirmed purchases of seats from the seats' read.
+    const counts = await source.seats(eventId);
     if (!counts) return null;
-    const { eventId: _, ...seats } = counts;
+    const purchases = await source.purchases(eventId, counts);
+    const { eventId: _, soldSeatPurchases: __, ...seats } = counts;
     return { at, seats, purchases };
   };
 

@@ -154,6 +154,7 @@ export async function publishRecord(deps: Omit<PublishOutboxDeps, "logger">, rec
     eventId: record.eventId,
     purchaseId: record.purchaseId,
     checkAfterMs: checkDelay(deps, 0),
+    ...(record.legacyIndex ? { legacy: true } : {}),
   });
 }
 
@@ -185,6 +186,7 @@ export async function checkPublishedRecord(
       purchaseId,
       checkAfterMs: checkDelay(deps, 0),
       republished: true,
+      ...(current.legacyIndex ? { legacy: true } : {}),
     });
     return deferred ? "republished" : "settled";
   }
@@ -195,6 +197,7 @@ export async function checkPublishedRecord(
     purchaseId,
     checkAfterMs: checkDelay(deps, record.checks + 1),
     republished: false,
+    ...(record.legacyIndex ? { legacy: true } : {}),
   });
   if (!deferred) return "settled";
   return state === "failed" ? "failed" : "waiting";

@@ -255,11 +255,14 @@ describe("audit of a clean sale", () => {
     // Held: the unpaid fan's seat, and the declined fan's (a declined hold stays until it expires).
     expect(report.totals.seats).toEqual({ expected: 30, total: 30, available: 25, held: 2, sold: 3 });
     expect(report.totals.generalAdmission).toMatchObject({ capacity: 10, available: 5, held: 2, sold: 3 });
+    // The purchases the sale names: sold seats and the area's confirmed holds, the open index, the
+    // charges. The declined one (no seat, no charge, out of the open index) is read by none: no
+    // index of purchases by status is kept (docs/audit.md).
     expect(report.totals.purchases).toEqual({
-      total: 5,
+      total: 4,
       pending: { count: 0, amount: 0 },
       confirmed: { count: 3, amount: 30_000 + 15_000 + 18_000 },
-      failed: { count: 1, amount: 15_000 },
+      failed: { count: 0, amount: 0 },
       refunded: { count: 1, amount: 5_000 },
     });
     expect(report.totals.charges).toEqual({
@@ -421,8 +424,10 @@ const corruptions: Corruption[] = [
             amount: 15_000,
             createdAt: new Date().toISOString(),
             confirmedAt: new Date().toISOString(),
-            GSI1PK: keys.purchasesPartition(s.eventId, purchaseShard(purchaseId)),
-            GSI1SK: keys.purchaseSortKey("confirmed", purchaseId),
+            // Confirmed, its booking not acknowledged yet: among the open purchases.
+            outboxState: "unsent",
+            GSI3PK: keys.openPurchasesPartition(s.eventId, purchaseShard(purchaseId)),
+            GSI3SK: keys.openPurchaseSortKey(new Date().toISOString(), purchaseId),
           },
         }),
       );

@@ -75,4 +75,29 @@ describe("capacity meter", () => {
     expect(hold.requests).toBe(3);
     expect(hold.writeUnits).toBe(2);
   });
+
+  it("a sold seat costs 14 write units, 2 of them the purchase's index entry (GSI3, entered and left once)", async () => {
+    const eventId = uniqueEventId("meter");
+    await fx.inventory.events.create({ eventId, input: eventInput(fx.clock) });
+    expect((await fx.inventory.holds.holdSeats({ eventId, fanId: "warm", seatIds: ["A-3-1"] })).ok).toBe(true);
+    meter.reset();
+    const hold = await fx.inventory.holds.holdSeats({ eventId, fanId: "buyer", seatIds: ["A-4-1"] });
+    if (!hold.ok) throw new Error("hold refused");
+    const purchase = { eventId, holdId: hold.hold.holdId, fanId: "buyer", purchaseId: "sold-seat" };
+    expect((await fx.inventory.purchases.createPending({ ...purchase, startCharge: true })).ok).toBe(true);
+    expect((await fx.inventory.purchases.confirm({ ...purchase, chargeId: "ch_1" })).ok).toBe(true);
+    expect(await fx.inventory.outbox.acknowledge({ eventId, purchaseId: "sold-seat" })).toBe(true);
+    const units = (name: string) => {
+      const r = row(name)!;
+      return [r.writeUnits - r.indexWriteUnits, r.indexWriteUnits];
+    };
+    // [table, index]. Before GSI3 the purchase's GSI1 entry (projection ALL, keyed by status)
+    // moved at the confirmation (2) and was rewritten at the acknowledgement (1), and the outbox's
+    // GSI2 entry was entered and left (2): confirm 6 + 4, acknowledgement 1 + 2, 18 in all.
+    expect(units("hold")).toEqual([2, 1]); // the ledger, the seat; the seat enters the expiry index
+    expect(units("createPendingPurchase")).toEqual([1, 1]); // enters GSI3
+    expect(units("confirm")).toEqual([6, 1]); // seat, purchase, ledger (x2); the seat leaves the expiry index
+    expect(units("acknowledgeOutbox")).toEqual([1, 1]); // leaves GSI3
+    expect(meter.total().writeUnits).toBe(14);
+  });
 });

@@ -467,8 +467,10 @@ describe("many gateways: three gateway processes and two workers on one Redis an
           amount: SECTION.price,
           createdAt: new Date().toISOString(),
           confirmedAt: new Date().toISOString(),
-          GSI1PK: keys.purchasesPartition(eventId, purchaseShard(twin)),
-          GSI1SK: keys.purchaseSortKey("confirmed", twin),
+          // Confirmed, its booking not acknowledged yet: among the open purchases (GSI3).
+          outboxState: "unsent",
+          GSI3PK: keys.openPurchasesPartition(eventId, purchaseShard(twin)),
+          GSI3SK: keys.openPurchaseSortKey(new Date().toISOString(), twin),
         },
       }),
     );

@@ -4,11 +4,11 @@
  * counts add the shards up, and the general-admission counter choice covers a quantity from the
  * counters that have places (or says it cannot).
  */
-import { DynamoDBDocumentClient, PutCommand } from "@aws-sdk/lib-dynamodb";
+import { DynamoDBDocumentClient, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { countersOf, pickCounters } from "../../src/inventory/ga-counters.js";
 import { gaCounterCapacity, gaCounters, keys, PURCHASE_SHARDS, purchaseShard } from "../../src/inventory/keys.js";
-import { type InventoryFixture, setupInventory, uniqueEventId } from "./fixtures.js";
+import { eventInput, type InventoryFixture, setupInventory, uniqueEventId } from "./fixtures.js";
 
 let fx: InventoryFixture;
 beforeAll(async () => {
@@ -16,9 +16,21 @@ beforeAll(async () => {
 });
 afterAll(() => fx?.close());
 
+/** An event as it was made before GSI3 (no `purchasesIndex`): its purchases are in GSI1. */
+async function legacyEvent(): Promise<string> {
+  const eventId = uniqueEventId("shards");
+  const created = await fx.inventory.events.create({ eventId, input: eventInput(fx.clock) });
+  expect(created.ok).toBe(true);
+  await DynamoDBDocumentClient.from(fx.client).send(
+    new UpdateCommand({ TableName: fx.tableName, Key: keys.event(eventId), UpdateExpression: "REMOVE purchasesIndex" }),
+  );
+  return eventId;
+}
+
 describe("purchases over the index shards", () => {
-  it("a listing pages through every purchase exactly once, and the counts add the shards up", async () => {
-    const eventId = uniqueEventId("shards");
+  it("an event made before GSI3: a listing pages through every purchase exactly once, and the counts add the shards up", async () => {
+    const eventId = await legacyEvent();
+    const inventory = fx.newInstance(); // its event cache reads the event as it is now
     const doc = DynamoDBDocumentClient.from(fx.client);
     const ids = Array.from({ length: 70 }, (_, i) => `p-${i}`);
     const statusOf = (i: number) => (i % 7 === 0 ? "pending" : "confirmed");
@@ -53,7 +65,7 @@ describe("purchases over the index shards", () => {
       let cursor: string | undefined;
       let pages = 0;
       do {
-        const page = await fx.inventory.purchases.list({ eventId, limit, ...(cursor ? { cursor } : {}) });
+        const page = await inventory.purchases.list({ eventId, limit, ...(cursor ? { cursor } : {}) });
         seen.push(...page.purchases.map((p) => p.purchaseId));
         cursor = page.nextCursor;
         pages++;
@@ -62,16 +74,63 @@ describe("purchases over the index shards", () => {
       expect(new Set(seen)).toEqual(new Set(ids));
       if (limit === 1) expect(pages).toBeGreaterThan(2);
     }
-    const pending = await fx.inventory.purchases.list({ eventId, status: "pending" });
+    const pending = await inventory.purchases.list({ eventId, status: "pending" });
     expect(pending.purchases.map((p) => p.purchaseId).sort()).toEqual(ids.filter((_, i) => i % 7 === 0).sort());
-    expect(await fx.inventory.purchases.count({ eventId })).toEqual({
+    expect(await inventory.purchases.count({ eventId })).toEqual({
       pending: 10,
       confirmed: 60,
       failed: 0,
       refunded: 0,
     });
     // A cursor that is not one of ours is an empty answer, not an error.
-    expect((await fx.inventory.purchases.list({ eventId, cursor: "not-a-cursor" })).purchases).toEqual([]);
+    expect((await inventory.purchases.list({ eventId, cursor: "not-a-cursor" })).purchases).toEqual([]);
+  });
+
+  it("open purchases (GSI3, keys only) are read over every shard by key, and only while open", async () => {
+    const eventId = uniqueEventId("shards");
+    expect((await fx.inventory.events.create({ eventId, input: eventInput(fx.clock) })).ok).toBe(true);
+    const doc = DynamoDBDocumentClient.from(fx.client);
+    const ids = Array.from({ length: 130 }, (_, i) => `o-${i}`);
+    const createdAt = new Date(fx.clock.now()).toISOString();
+    await Promise.all(
+      ids.map((purchaseId, i) =>
+        doc.send(
+          new PutCommand({
+            TableName: fx.tableName,
+            Item: {
+              ...keys.purchase(eventId, purchaseId),
+              entity: "PURCHASE",
+              eventId,
+              purchaseId,
+              holdId: "f".repeat(48),
+              fanId: `fan-${i}`,
+              status: "pending",
+              seats: [`A-1-${i + 1}`],
+              amount: 100,
+              createdAt,
+              GSI3PK: keys.openPurchasesPartition(eventId, purchaseShard(purchaseId)),
+              GSI3SK: keys.openPurchaseSortKey(createdAt, purchaseId),
+            },
+          }),
+        ),
+      ),
+    );
+    expect(new Set(ids.map(purchaseShard)).size).toBe(PURCHASE_SHARDS);
+    // More than one BatchGetItem's 100 keys.
+    const pending = await fx.inventory.purchases.list({ eventId, status: "pending" });
+    expect(pending.nextCursor).toBeUndefined();
+    expect(pending.purchases.map((p) => p.purchaseId).sort()).toEqual([...ids].sort());
+    expect((await fx.inventory.purchases.count({ eventId })).pending).toBe(130);
+    // A failure closes it: it leaves the index, and the count of failures has it.
+    await fx.inventory.purchases.markFailed({ eventId, purchaseId: "o-0", reason: "declined" });
+    const after = await fx.inventory.purchases.list({ eventId });
+    expect(after.purchases.map((p) => p.purchaseId)).not.toContain("o-0");
+    expect(await fx.inventory.purchases.count({ eventId })).toEqual({
+      pending: 129,
+      confirmed: 0,
+      failed: 1,
+      refunded: 0,
+    });
   });
 });
 
