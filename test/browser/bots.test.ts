@@ -17,7 +17,7 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { expectAccessible } from "./axe.js";
-import { ensurePagesBuilt, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
+import { ensurePagesBuilt, keepFanId, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 
 const INVITE_SECRET = "operator-invite-secret-0123456789-abcdef";
 
@@ -66,9 +66,11 @@ async function joined(eventId: string): Promise<number> {
   return stats.stats.joined;
 }
 
+/** Joins as `fanId`: the device's kept fan id for the event (storage.ts), so the test can name the fan. */
 async function join(page: Page, url: string, fanId: string) {
   await page.goto(url);
-  await page.getByLabel("Your fan id").fill(fanId);
+  const eventId = new URL(url).searchParams.get("event")!;
+  await keepFanId(page, eventId, fanId);
   await page.getByRole("button", { name: "Join the line" }).click();
 }
 

@@ -119,3 +119,16 @@ export function watchErrors(page: Page): string[] {
   });
   return errors;
 }
+
+/**
+ * The fan id the fan page keeps for an event on this device (waiting-room/src/storage.ts), set as
+ * a returning visitor's would be: the page joins with it, so a test can name its fan to the gateway.
+ */
+export async function keepFanId(page: Page, eventId: string, fanId: string): Promise<void> {
+  await page.evaluate(`localStorage.setItem(${JSON.stringify(`onsale.fanId.${eventId}`)}, ${JSON.stringify(fanId)})`);
+}
+
+/** The fan id the fan page keeps for an event, or null. */
+export async function keptFanId(page: Page, eventId: string): Promise<string | null> {
+  return (await page.evaluate(`localStorage.getItem(${JSON.stringify(`onsale.fanId.${eventId}`)})`)) as string | null;
+}

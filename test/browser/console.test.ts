@@ -19,7 +19,7 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { expectAccessible } from "./axe.js";
-import { ensurePagesBuilt, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
+import { ensurePagesBuilt, keepFanId, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 
 let gw: Gateway;
 let server: { url: string; close(): Promise<void> };
@@ -88,7 +88,7 @@ describe.concurrent("the operator console in a browser", () => {
     // A sixth fan joins on a phone after the draw: in line behind them, with the seed revealed and checked.
     const fan = await newPage({ width: 390, height: 844 });
     await fan.page.goto(`${server.url}/?event=${eventId}`);
-    await fan.page.getByLabel("Your fan id").fill("phone-fan");
+    await keepFanId(fan.page, eventId, "phone-fan");
     await fan.page.getByRole("button", { name: "Join the line" }).click();
     await expect.poll(() => fan.page.locator("#wait-status").textContent(), PATIENCE).toBe("In line");
     expect(await fan.page.locator("#wait-position").textContent()).toBe("#6");

@@ -26,7 +26,15 @@ import { randomnessOf } from "../../src/lottery/drand.js";
 import { commitmentOf, generateSeed, lotteryOrder } from "../../src/waiting-room/index.js";
 import { type TestChain, testChain } from "../support/drand-chain.js";
 import { expectAccessible } from "./axe.js";
-import { ensurePagesBuilt, patient, screenshot, sharedChromium, type TestBrowser, watchErrors } from "./browser.js";
+import {
+  ensurePagesBuilt,
+  keepFanId,
+  patient,
+  screenshot,
+  sharedChromium,
+  type TestBrowser,
+  watchErrors,
+} from "./browser.js";
 
 let gw: Gateway;
 let server: Awaited<ReturnType<typeof listen>>;
@@ -140,7 +148,9 @@ describe("the lottery page", () => {
 
     const context = await browser!.get().newContext({ viewport: { width: 1000, height: 1000 } });
     // The fan page remembered this fan's id on the device (storage.ts): the lottery page offers it.
-    await context.addInitScript(`localStorage.setItem("onsale.fanId", ${JSON.stringify(me.fanId)})`);
+    await context.addInitScript(
+      `localStorage.setItem(${JSON.stringify(`onsale.fanId.${eventId}`)}, ${JSON.stringify(me.fanId)})`,
+    );
     try {
       const page = await context.newPage();
       patient(page);
@@ -330,7 +340,7 @@ describe("the lottery page", () => {
       const errors = watchErrors(page);
       // The fan joins on the fan page, which keeps the commitment the join answered with.
       await page.goto(`${server.url}/?event=${eventId}`);
-      await page.getByLabel("Your fan id").fill("kept-by-page");
+      await keepFanId(page, eventId, "kept-by-page");
       await page.getByRole("button", { name: "Join the line" }).click();
       const served = (await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as {
         lottery: { commitment: string };

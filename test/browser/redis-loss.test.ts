@@ -18,7 +18,15 @@ import {
 } from "../gateway/harness.js";
 import { killRedis, restartRedis } from "../support/redis-loss.js";
 import { expectAccessible } from "./axe.js";
-import { ensurePagesBuilt, patient, screenshot, sharedChromium, type TestBrowser, watchErrors } from "./browser.js";
+import {
+  ensurePagesBuilt,
+  keepFanId,
+  patient,
+  screenshot,
+  sharedChromium,
+  type TestBrowser,
+  watchErrors,
+} from "./browser.js";
 
 let redis: SpawnedRedis;
 let gw: Gateway;
@@ -63,7 +71,7 @@ describe("the fan's page when Redis is lost", () => {
       patient(page);
       const errors = watchErrors(page);
       await page.goto(`${server.url}/?event=${eventId}`);
-      await page.getByLabel("Your fan id").fill("patient-fan");
+      await keepFanId(page, eventId, "patient-fan");
       await page.getByRole("button", { name: "Join the line" }).click();
       await expect.poll(() => page.locator("#wait-position").textContent(), PATIENCE).toBe("#3");
 

@@ -61,6 +61,12 @@ class Recorder implements FanView {
 function setup(saved: FanSession | null = null) {
   const store = {
     saved,
+    /** The fan id this device keeps for the event (localStorage in the page). */
+    fanId: null as string | null,
+    savedFanId: () => store.fanId,
+    rememberFanId: (fanId: string | null) => {
+      store.fanId = fanId;
+    },
     load: () => store.saved,
     save: (s: FanSession) => {
       store.saved = structuredClone(s);
@@ -127,6 +133,40 @@ describe("the fan page's stages", () => {
     // Asked last: vi.waitFor advances the fake clock on every try, and asked before the polls it
     // let a loaded CI machine's first poll go out before 1.9 s had "passed".
     await vi.waitFor(() => expect(s.view.seed).toBe(true));
+  });
+
+  it("joins without a fan id and keeps the one the gateway issued; a kept id the line does not take is forgotten", async () => {
+    const s = setup();
+    s.model.resume();
+    const first = s.model.begin();
+    const asked = s.api.take("/queue");
+    expect(asked.options.json).toEqual({});
+    asked.answer(ok({ queueToken: "q1", fanId: "f.issued", position: 1, status: "waiting", ahead: 0 }, 201));
+    await first;
+    expect(s.store.fanId).toBe("f.issued");
+    expect(s.store.saved?.fanId).toBe("f.issued");
+
+    // Next visit: the kept id comes back with the join (the same place). On a line that takes
+    // only ids it issued, an id it did not issue is refused: forgotten, and the fan joins anew.
+    const again = setup();
+    again.store.fanId = "typed-by-someone";
+    again.model.resume();
+    const second = again.model.begin();
+    const named = again.api.take("/queue");
+    expect(named.options.json).toEqual({ fanId: "typed-by-someone" });
+    named.answer(
+      refused(400, {
+        code: "invalid_request",
+        message: "this line takes only fan ids the gateway issued",
+        details: { field: "fanId", reason: "not_issued" },
+      }),
+    );
+    await elapse(0);
+    const anew = again.api.take("/queue");
+    expect(anew.options.json).toEqual({});
+    anew.answer(ok({ queueToken: "q2", fanId: "f.fresh", position: 2, status: "waiting", ahead: 1 }, 201));
+    await second;
+    expect(again.store.fanId).toBe("f.fresh");
   });
 
   it("polls exactly at pollAfterMs when the gateway schedules the poll on the fan's ETA, with no jitter", async () => {

@@ -69,6 +69,10 @@ export interface SessionStore {
   load(): FanSession | null;
   save(session: FanSession): void;
   clear(): void;
+  /** The fan id this device holds a place under in this event's line (the gateway issued it). */
+  savedFanId?(): string | null;
+  /** Keeps it for the next visit; null forgets it. */
+  rememberFanId?(fanId: string | null): void;
 }
 
 export interface FanDeps {
@@ -191,30 +195,45 @@ export class FanModel extends Observed<FanView> {
 
   // --- the line --------------------------------------------------------------------------------
 
-  /** The fan chose an id on the start form (this event). */
-  begin(fanId: string): Promise<void> {
-    this.session = { fanId };
+  /**
+   * The fan pressed "Join the line". The page asks for nothing: a fan id this device was given
+   * for this event before (its place, if it still holds one), else none, and the gateway issues
+   * one (docs/waiting-room.md "Whose place").
+   */
+  begin(fanId?: string): Promise<void> {
+    this.session = { fanId: fanId ?? this.deps.store.savedFanId?.() ?? "" };
     this.save();
     return this.join();
   }
 
+  private joinBody(pow?: { challenge: string; nonce: string }) {
+    return {
+      ...(this.session.fanId ? { fanId: this.session.fanId } : {}),
+      ...(this.deps.invite ? { invite: this.deps.invite } : {}),
+      ...(pow ? { pow } : {}),
+    };
+  }
+
   async join(): Promise<void> {
     this.view.joining(true);
-    const body: { fanId: string; invite?: string; pow?: { challenge: string; nonce: string } } = {
-      fanId: this.session.fanId,
-      ...(this.deps.invite ? { invite: this.deps.invite } : {}),
-    };
-    let res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: body });
+    let res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: this.joinBody() });
+    // A kept fan id the line does not take (an event that takes only ids it issued, and this one
+    // it did not): forgotten, and the fan joins without one.
+    if (!res.ok && res.error.code === "invalid_request" && notIssued(res.error) && this.session.fanId) {
+      this.forgetFanId();
+      res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: this.joinBody() });
+    }
     // The line asks a proof of work for a new place: solve a challenge, then join with it. Once
     // more if the cost was raised meanwhile.
     for (let tries = 0; !res.ok && res.error.code === "proof_of_work_required" && tries < 2; tries++) {
       const pow = await this.solveChallenge();
       if (!pow) break;
-      res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: { ...body, pow } });
+      res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: this.joinBody(pow) });
     }
     this.view.joining(false);
     if (!res.ok) return this.joinRefused(res.error, res.retryAfter);
     this.view.clearMessage();
+    if (res.body.fanId) this.keepFanId(res.body.fanId);
     this.session.queueToken = res.body.queueToken;
     this.session.commitment ??= res.body.lottery?.commitment;
     this.lastStatus = res.body.status;
@@ -232,14 +251,29 @@ export class FanModel extends Observed<FanView> {
     this.schedulePoll(res.body.status === "admitted" ? 0 : (res.body.pollAfterSeconds ?? 2), res.body.pollAfterMs);
   }
 
-  /** Fetches a challenge for this fan and solves it, showing progress; null when it cannot. */
+  private keepFanId(fanId: string) {
+    this.session.fanId = fanId;
+    this.deps.store.rememberFanId?.(fanId);
+  }
+
+  private forgetFanId() {
+    this.session.fanId = "";
+    this.deps.store.rememberFanId?.(null);
+  }
+
+  /**
+   * Fetches a challenge for this fan and solves it, showing progress; null when it cannot. A fan
+   * with no id yet is given one with the challenge (the proof is bound to it).
+   */
   private async solveChallenge(): Promise<{ challenge: string; nonce: string } | null> {
     const { solver } = this.deps;
-    const issued = await this.deps.api.call<{ challenge: string; bits: number }>(
+    const query = this.session.fanId ? `?fanId=${encodeURIComponent(this.session.fanId)}` : "";
+    const issued = await this.deps.api.call<{ challenge: string; bits: number; fanId?: string }>(
       "GET",
-      this.path(`/queue/challenge?fanId=${encodeURIComponent(this.session.fanId)}`),
+      this.path(`/queue/challenge${query}`),
     );
     if (!issued.ok || !solver) return null;
+    if (issued.body.fanId && issued.body.fanId !== this.session.fanId) this.keepFanId(issued.body.fanId);
     const { challenge, bits } = issued.body;
     const checking = (share: number) =>
       this.view.message(
@@ -702,4 +736,9 @@ export class FanModel extends Observed<FanView> {
     this.view.message(message("info", "Your seats were released.", "Pick again whenever you're ready."));
     await this.backToMap();
   }
+}
+
+/** A refusal of a fan id the gateway did not issue (docs/API.md "Whose place"). */
+function notIssued(error: ApiErrorBody): boolean {
+  return error.details?.reason === "not_issued";
 }

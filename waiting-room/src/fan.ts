@@ -12,7 +12,6 @@ import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, inviteFromUr
 import { byId, flash, setText } from "./dom.js";
 import { FanModel } from "./fan-model.js";
 import { FanPage } from "./fan-view.js";
-import { randomHex } from "./format.js";
 import { solveInWorker } from "./pow.js";
 import { SeatMap } from "./seatmap.js";
 import { clearSession, loadSession, rememberFanId, savedFanId, saveSession } from "./storage.js";
@@ -40,46 +39,24 @@ const model: FanModel = new FanModel({
     load: () => loadSession(eventId),
     save: (session) => saveSession(eventId, session),
     clear: () => clearSession(eventId),
+    savedFanId: () => savedFanId(eventId),
+    rememberFanId: (fanId) => rememberFanId(eventId, fanId),
   },
 });
 model.observe(new FanPage(model, FLASH));
 
-function newFanId(): string {
-  return `fan-${randomHex(5)}`;
-}
-
+/**
+ * The start: one button. The event is the page's address (`?event=`); the fan is asked for nothing:
+ * the gateway issues the fan id, and this device keeps it for the event (storage.ts).
+ */
 function initStart() {
-  const eventInput = byId<HTMLInputElement>("start-event");
-  const fanInput = byId<HTMLInputElement>("start-fan");
-  eventInput.value = eventId;
-  fanInput.value = savedFanId() ?? newFanId();
-  byId("start-new-id").addEventListener("click", () => {
-    fanInput.value = newFanId();
-    fanInput.focus();
-  });
   byId<HTMLFormElement>("start-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    const chosenEvent = eventInput.value.trim();
-    const fanId = fanInput.value.trim();
-    if (!isEventId(chosenEvent)) {
-      flash(FLASH, "warning", "That event id doesn't look right.", "Use letters, digits and _ (up to 32).");
-      eventInput.focus();
+    if (!isEventId(eventId)) {
+      flash(FLASH, "warning", "This link doesn't name an on-sale.", "Use the link you were given for the event.");
       return;
     }
-    if (fanId.length < 1 || fanId.length > 128 || /[^\x20-\x7E]/.test(fanId)) {
-      flash(FLASH, "warning", "Your fan id needs 1 to 128 plain characters.");
-      fanInput.focus();
-      return;
-    }
-    rememberFanId(fanId);
-    if (chosenEvent !== eventId) {
-      // Another event: reload with it in the address, so the link can be shared and bookmarked.
-      const url = new URL(location.href);
-      url.searchParams.set("event", chosenEvent);
-      location.assign(url.toString());
-      return;
-    }
-    void model.begin(fanId);
+    void model.begin();
   });
 }
 
@@ -98,10 +75,7 @@ function start() {
   });
   byId("checkout-release").addEventListener("click", () => void model.release());
   byId("checkout-back").addEventListener("click", () => void model.backToMap());
-  byId("done-restart").addEventListener("click", () => {
-    model.restart();
-    byId<HTMLInputElement>("start-fan").value = model.session.fanId;
-  });
+  byId("done-restart").addEventListener("click", () => model.restart());
   setInterval(() => model.tick(), 1000);
   // A phone that slept, a tab shown again, a network back: ask for the place now (fan-model wake).
   document.addEventListener("visibilitychange", () => {

@@ -243,7 +243,7 @@ function start() {
   });
   model.observe(new LotteryPage());
   const fanInput = byId<HTMLInputElement>("place-fan");
-  fanInput.value = savedFanId() ?? "";
+  fanInput.value = savedFanId(eventId) ?? "";
   byId<HTMLFormElement>("place-form").addEventListener("submit", (event) => {
     event.preventDefault();
     void model.findPlace(fanInput.value.trim());

@@ -1,6 +1,7 @@
 /**
- * What the fan page remembers. The fan id lives in localStorage (the same fan on this device
- * tomorrow); tokens, the hold and the purchase live in sessionStorage (this tab only, gone when it
+ * What the fan page remembers. The fan id the gateway issued for an event lives in localStorage
+ * (the same fan on this device tomorrow gets its place back with it: it is the place's key, so it
+ * is kept per event and never shown); tokens, the hold and the purchase live in sessionStorage (this tab only, gone when it
  * closes). Storage can be unavailable (private modes, blocked cookies): then it is kept in memory.
  */
 import type { FanSession } from "./fan-session.js";
@@ -26,16 +27,18 @@ function write(store: "local" | "session", key: string, value: string | null): v
   }
 }
 
-const FAN_ID_KEY = "onsale.fanId";
+const fanIdKey = (eventId: string) => `onsale.fanId.${eventId}`;
 const sessionKey = (eventId: string) => `onsale.event.${eventId}`;
 const OPERATOR_TOKEN_KEY = "onsale.operatorToken";
 
-export function savedFanId(): string | null {
-  return read("local", FAN_ID_KEY);
+/** The fan id this device holds a place under in the event's line (the gateway issued it), or null. */
+export function savedFanId(eventId: string): string | null {
+  return read("local", fanIdKey(eventId));
 }
 
-export function rememberFanId(fanId: string): void {
-  write("local", FAN_ID_KEY, fanId);
+/** Keeps the event's fan id on this device; null forgets it (the gateway did not take it). */
+export function rememberFanId(eventId: string, fanId: string | null): void {
+  write("local", fanIdKey(eventId), fanId);
 }
 
 export function loadSession(eventId: string): FanSession | null {

@@ -3,6 +3,8 @@ export type FanStatus = "prequeue" | "waiting" | "admitted" | "abandoned" | "com
 
 export interface Joined {
   queueToken: string;
+  /** The fan id the place is held under: issued by the gateway when the join named none. */
+  fanId?: string;
   position: number;
   status: FanStatus;
   provisional?: boolean;
