@@ -347,6 +347,9 @@ export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): 
         credentials: { proofBits: 0, invite: false },
       });
       if (result.ok) {
+        // A place given back: the app answers it (in a line for invited fans only it asks for the
+        // invite); the join is idempotent, so the app's join finds the same place.
+        if (!result.created) return null;
         if (seenEvents.size < 1_000) seenEvents.add(eventId);
         const lottery = await commitmentAtJoin(waitingRoom, eventId);
         return {

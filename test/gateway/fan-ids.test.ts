@@ -178,4 +178,32 @@ describe("fan ids the gateway issues", () => {
     const later = await json(await join(eventId, { invite }), 200);
     expect(later.fanId).toBe(bodies[0]!.fanId);
   });
+
+  it("in a line for invited fans only, a fan id alone does not give a place back: its invite does", async () => {
+    const eventId = await newEvent();
+    await json(
+      await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+        method: "PATCH",
+        json: { invites: true },
+        token: ADMIN_TOKEN,
+      }),
+      200,
+    );
+    const invite = mintInvite(
+      { identity: `alice-${uniqueId("p")}`, eventId, exp: Math.floor(Date.now() / 1000) + 3600 },
+      { secret: INVITE_SECRET },
+    );
+    const alice = await json(await join(eventId, { fanId: "alice-x1", invite }), 201);
+    // Someone who knows (or guessed) her fan id, on both servers: no token, asked for the invite.
+    const byApp = await json(await join(eventId, { fanId: "alice-x1" }), 428);
+    expect(byApp.error).toMatchObject({ code: "invite_required" });
+    expect(byApp).not.toHaveProperty("queueToken");
+    const byFast = await joinFast(eventId, { fanId: "alice-x1" });
+    expect(byFast.status).toBe(428);
+    expect(byFast.body).not.toHaveProperty("queueToken");
+    // Alice, with her invite, gets her place back.
+    const back = await json(await join(eventId, { fanId: "alice-x1", invite }), 200);
+    expect(back.position).toBe(alice.position);
+    expect(holderOf(back.queueToken)).toBe("alice-x1");
+  });
 });

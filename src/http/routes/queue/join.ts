@@ -205,6 +205,15 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
     if (refused) refuse(c, refused, error);
     throw error;
   }
+  // A place given back in a line for invited fans only goes with the invite: a fan id alone (the
+  // site's user id, say) is a name others can say (docs/waiting-room.md "Whose place").
+  if (!result.created && !invited && (await inviteOnly(c, eventId))) {
+    refuse(
+      c,
+      "invite_missing",
+      new ApiError("invite_required", "this line admits fans with an invite only: join again with yours"),
+    );
+  }
   // The event's line gauges on /metrics (src/metrics-reporter.ts) start with its first join here.
   const seen = c.get("reads").seenEvents;
   if (seen.size < 1_000) seen.add(eventId);
@@ -214,6 +223,13 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
     result.created ? 201 : 200,
   );
 });
+
+/** Whether the room takes invited fans only (a Redis read: asked only of a join that found its place). */
+async function inviteOnly(c: Context<AppEnv>, eventId: string): Promise<boolean> {
+  const room = await c.get("deps").waitingRoom.info(eventId);
+  if (!room.ok) throw new ApiError("unavailable", "the waiting room is unavailable; retry shortly", { retryAfter: 2 });
+  return room.info.invites;
+}
 
 /** The event's `waitingRoom.fanIds`; `any` for an unknown event (the room answers its 404). */
 async function fanIdModeOf(c: Context<AppEnv>, eventId: string): Promise<FanIdMode> {
