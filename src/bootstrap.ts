@@ -12,10 +12,12 @@
  *    the same for a signing key of that algorithm (`tokenSigningKeys` in the file, one per algorithm).
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { GatewayConfig } from "./config.js";
 import type { Logger } from "./logger.js";
+import { createDynamoClient } from "./dynamodb/client.js";
+import { lacksOpenPurchasesIndex } from "./dynamodb/table.js";
 import { spawnLocalDynamoDB } from "./local/dynamodb.js";
 import { redisAnswers, spawnRedis } from "./local/redis.js";
 import type { RedisTarget } from "./redis/connect.js";
@@ -79,19 +81,41 @@ async function resolveDynamo(config: GatewayConfig, log: Logger, stops: Stop[]):
     return existing;
   }
   const path = resolve(config.dataDir, "dynamodb");
-  let db: Awaited<ReturnType<typeof spawnLocalDynamoDB>>;
-  try {
-    db = await spawnLocalDynamoDB({ port: config.dynamodb.localPort, path });
-  } catch (err) {
+  const spawnAt = async (port: number) => {
+    try {
+      return await spawnLocalDynamoDB({ port, path });
+    } catch (err) {
+      log.warn({ err: (err as Error).message, port }, "local DynamoDB port busy; using a free one");
+      return spawnLocalDynamoDB({ port: 0, path });
+    }
+  };
+  let db = await spawnAt(config.dynamodb.localPort);
+  // The demo's local store, kept from a version before the open-purchases index: the local
+  // DynamoDB cannot add an index to a table (src/dynamodb/table.ts), so the old data is moved aside
+  // (kept, not deleted) and the gateway starts on a new table; the demo event is made again.
+  if (await madeBeforeOpenPurchasesIndex(db.endpoint, config.dynamodb.region, config.dynamodb.table)) {
+    await db.close();
+    const aside = `${path}-before-gsi3-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+    renameSync(path, aside);
     log.warn(
-      { err: (err as Error).message, port: config.dynamodb.localPort },
-      "local DynamoDB port busy; using a free one",
+      { movedTo: aside, table: config.dynamodb.table },
+      "the local DynamoDB data was made by an older version (its table has no open-purchases index, which the local DynamoDB cannot add): moved aside, starting on a new table",
     );
-    db = await spawnLocalDynamoDB({ port: 0, path });
+    db = await spawnAt(config.dynamodb.localPort);
   }
   stops.push(db.close);
   log.info({ endpoint: db.endpoint, path }, "started the embedded local DynamoDB");
   return db.endpoint;
+}
+
+/** Whether the store at `endpoint` holds `table` made before GSI3 (false when it holds no such table). */
+async function madeBeforeOpenPurchasesIndex(endpoint: string, region: string, table: string): Promise<boolean> {
+  const client = createDynamoClient({ endpoint, region, maxAttempts: 2 });
+  try {
+    return await lacksOpenPurchasesIndex(client, table);
+  } finally {
+    client.destroy();
+  }
 }
 
 /** True when a DynamoDB endpoint answers (any DynamoDB answers an unsigned call with `__type`). */

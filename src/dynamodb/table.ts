@@ -68,6 +68,12 @@ async function indexesOf(client: DynamoDBClient, tableName: string): Promise<Map
   }
 }
 
+/** True when the table exists and has no GSI3 (made before it); false when it has it or does not exist. */
+export async function lacksOpenPurchasesIndex(client: DynamoDBClient, tableName: string): Promise<boolean> {
+  const indexes = await indexesOf(client, tableName);
+  return indexes !== null && !indexes.has(GSI3);
+}
+
 function madeBefore(tableName: string, why: string): Error {
   return new Error(
     `table ${tableName} was made before the open-purchases index (GSI3) and this endpoint did not add it (${why}): ` +

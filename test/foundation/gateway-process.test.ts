@@ -1,9 +1,11 @@
-import { mkdtempSync, readFileSync } from "node:fs";
+import { CreateTableCommand } from "@aws-sdk/client-dynamodb";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
 import { spawnRedis } from "../../src/local/redis.js";
+import { createTestDynamoClient } from "../support/dynamo.js";
 import { type GatewayProcess, startGatewayProcess } from "../support/processes.js";
 import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 
@@ -86,6 +88,51 @@ describe("the gateway process", () => {
     started.push(again);
     expect((await fetch(`${again.url}/readyz`)).status).toBe(200);
     expect(await again.stop("SIGTERM")).toBe(0);
+  });
+
+  it("moves aside a local store made before the open-purchases index (GSI3) and starts on a new table", {
+    timeout: 120_000,
+  }, async () => {
+    // The store an older version left under DATA_DIR: its table has GSI1 and GSI2 only.
+    const dataDir = mkdtempSync(join(tmpdir(), "gw-old-store-"));
+    const old = await spawnLocalDynamoDB({ port: 0, path: join(dataDir, "dynamodb") });
+    const client = createTestDynamoClient(old.endpoint);
+    const gsi = (n: string) => ({
+      IndexName: n,
+      KeySchema: [
+        { AttributeName: `${n}PK`, KeyType: "HASH" as const },
+        { AttributeName: `${n}SK`, KeyType: "RANGE" as const },
+      ],
+      Projection: { ProjectionType: "ALL" as const },
+    });
+    await client.send(
+      new CreateTableCommand({
+        TableName: "onsale",
+        BillingMode: "PAY_PER_REQUEST",
+        AttributeDefinitions: ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"].map((a) => ({
+          AttributeName: a,
+          AttributeType: "S" as const,
+        })),
+        KeySchema: [
+          { AttributeName: "PK", KeyType: "HASH" },
+          { AttributeName: "SK", KeyType: "RANGE" },
+        ],
+        GlobalSecondaryIndexes: [gsi("GSI1"), gsi("GSI2")],
+      }),
+    );
+    client.destroy();
+    await old.close();
+
+    const gw = await startGatewayProcess(
+      { REDIS_URL: redisUrl, DYNAMODB_PORT: "0", DATA_DIR: dataDir, DYNAMODB_ENDPOINT: "", DEMO_EVENT: "false" },
+      60_000,
+    );
+    started.push(gw);
+    expect((await fetch(`${gw.url}/readyz`)).status).toBe(200);
+    expect(gw.logs.join("\n")).toContain("made by an older version");
+    // Kept, not deleted: the old store sits beside the new one.
+    expect(readdirSync(dataDir).filter((f) => f.startsWith("dynamodb-before-gsi3-"))).toHaveLength(1);
+    expect(await gw.stop("SIGTERM")).toBe(0);
   });
 
   it("answers /readyz with 503 and Retry-After when DynamoDB goes away, while /healthz stays 200", async () => {
