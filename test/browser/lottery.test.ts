@@ -29,6 +29,7 @@ import { expectAccessible } from "./axe.js";
 import {
   ensurePagesBuilt,
   keepFanId,
+  keptFanId,
   patient,
   screenshot,
   sharedChromium,
@@ -175,7 +176,8 @@ describe("the lottery page", () => {
       );
       expect(await page.locator("#draw-size").textContent()).toBe(`${fanIds.length} fans`);
 
-      expect(await page.getByLabel("Your fan id").inputValue()).toBe(me.fanId);
+      // The page asks for no fan id: it takes the one this device kept for the event.
+      expect(await page.locator("#place input").count()).toBe(0);
       await page.getByRole("button", { name: "Find my place" }).click();
       await expect
         .poll(() => page.locator("#place-position").textContent(), PATIENCE)
@@ -183,17 +185,18 @@ describe("the lottery page", () => {
       await screenshot(page, "lottery-1-pass");
       await expectAccessible(page, "the lottery page, every check passed, a place found");
 
-      await page.getByLabel("Your fan id").fill(utf8.fanId);
+      // Another fan's device (its kept id, read at the press).
+      await keepFanId(page, eventId, utf8.fanId);
       await page.getByRole("button", { name: "Find my place" }).click();
       await expect
         .poll(() => page.locator("#place-position").textContent(), PATIENCE)
         .toBe(`Your drawn position: #${utf8Position}`);
 
-      await page.getByLabel("Your fan id").fill("never-joined");
+      await keepFanId(page, eventId, "never-joined");
       await page.getByRole("button", { name: "Find my place" }).click();
       await expect
         .poll(() => page.locator("#place-result").textContent(), PATIENCE)
-        .toContain("This fan id is not in the pre-queue");
+        .toContain("The fan id this browser joined with is not in the pre-queue");
       await expectAccessible(page, "the lottery page, a fan id not in the pre-queue");
       expect(errors).toEqual([]);
     } finally {
@@ -224,7 +227,7 @@ describe("the lottery page", () => {
       // The fan moved down is told where the draw put them, and where the list has them.
       const moved = await redis.zrange(pre, "1", "1");
       expect(moved[0]).toBe(first);
-      await page.getByLabel("Your fan id").fill(first!);
+      await keepFanId(page, eventId, first!);
       await page.getByRole("button", { name: "Find my place" }).click();
       await expect
         .poll(() => page.locator("#place-result").textContent(), PATIENCE)
@@ -338,9 +341,9 @@ describe("the lottery page", () => {
       const page = await context.newPage();
       patient(page);
       const errors = watchErrors(page);
-      // The fan joins on the fan page, which keeps the commitment the join answered with.
+      // The fan joins on the fan page, asked for nothing: it keeps the fan id the gateway issued
+      // and the commitment the join answered with.
       await page.goto(`${server.url}/?event=${eventId}`);
-      await keepFanId(page, eventId, "kept-by-page");
       await page.getByRole("button", { name: "Join the line" }).click();
       const served = (await (await gw.request(`/v1/events/${eventId}/waiting-room`)).json()) as {
         lottery: { commitment: string };
@@ -348,6 +351,8 @@ describe("the lottery page", () => {
       await expect
         .poll(() => page.evaluate<string | null>(`localStorage.getItem("onsale.commitment.${eventId}")`), PATIENCE)
         .toBe(served.lottery.commitment);
+      const mine = await keptFanId(page, eventId);
+      expect(mine).toMatch(/^f\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{16}$/);
       await draw(eventId);
 
       // The operator rewrites the seed and its commitment in Redis, and the places to match.
@@ -355,7 +360,7 @@ describe("the lottery page", () => {
       const [beacon] = await redis.hmget(room, "beacon");
       const forged = generateSeed();
       await redis.hset(room, "seed", forged, "commitment", commitmentOf(forged));
-      const order = lotteryOrder(forged, [...fanIds, "kept-by-page"], beacon ?? "");
+      const order = lotteryOrder(forged, [...fanIds, mine!], beacon ?? "");
       await redis.zadd(`wr:{evt:${eventId}}:pre`, ...order.flatMap((fanId, i) => [i + 1, fanId]));
 
       await page.goto(`${server.url}/lottery?event=${eventId}`);
@@ -363,6 +368,11 @@ describe("the lottery page", () => {
       expect(await checkStates(page)).toEqual({ ...ALL_PASS, commitment: "fail" });
       expect(await page.locator("#draw-recorded").textContent()).toBe(served.lottery.commitment);
       expect(await page.locator("#draw-recorded-note").textContent()).toContain("NOT the one published now");
+      // The fan's place, from the id the fan page kept (hashed here): where the list has it.
+      await page.getByRole("button", { name: "Find my place" }).click();
+      await expect
+        .poll(() => page.locator("#place-position").textContent(), PATIENCE)
+        .toBe(`Your drawn position: #${order.indexOf(mine!) + 1}`);
       await expectAccessible(page, "the lottery page, a commitment that moved");
       expect(errors).toEqual([]);
 
@@ -396,7 +406,13 @@ describe("the lottery page", () => {
       await expect.poll(() => page.locator("#draw-commitment").textContent(), PATIENCE).toBe(info.lottery.commitment);
       await page.getByText("The seed is revealed when the pre-queue closes").waitFor();
       expect(await page.locator("#verify").isVisible()).toBe(false);
-      await page.getByLabel("Your fan id").fill("early-1");
+      // A browser that never joined has no place to look up, and is told so.
+      expect(await page.locator("#place-hint").textContent()).toContain("This browser hasn't joined this event's line");
+      await page.getByRole("button", { name: "Find my place" }).click();
+      await expect
+        .poll(() => page.locator("#place-result").textContent(), PATIENCE)
+        .toContain("there is no place of yours to look up here");
+      await keepFanId(page, eventId, "early-1");
       await page.getByRole("button", { name: "Find my place" }).click();
       await expect
         .poll(() => page.locator("#place-result").textContent(), PATIENCE)

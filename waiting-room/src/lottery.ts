@@ -1,6 +1,7 @@
 /**
  * The lottery page (`/lottery?event=<id>`): anyone recomputes an event's draw in the browser from
- * what the gateway publishes, and a fan finds their place from their fan id. The fetching and the
+ * what the gateway publishes, and a fan finds their place from the fan id the fan page kept for the
+ * event on this device (storage.ts: issued by the gateway, never typed). The fetching and the
  * checks are in lottery-model.ts, the recipe in lottery-recipe.ts; this file draws them.
  */
 import { Api } from "./api.js";
@@ -169,7 +170,7 @@ class LotteryPage implements LotteryView {
     out.dataset.kind = r.kind;
     switch (r.kind) {
       case "invalid":
-        out.textContent = "Type your fan id first.";
+        out.textContent = "This browser hasn't joined this event's line: there is no place of yours to look up here.";
         return;
       case "unavailable":
         out.textContent = "Your place can't be looked up until the draw has been fetched.";
@@ -182,7 +183,7 @@ class LotteryPage implements LotteryView {
         return;
       case "absent":
         out.replaceChildren(
-          "This fan id is not in the pre-queue (its entry ",
+          "The fan id this browser joined with is not in the pre-queue (its entry ",
           h("code", { class: "hash" }, r.entry),
           " is not in the published membership).",
         );
@@ -242,11 +243,17 @@ function start() {
     recordedCommitment: recordedCommitment(eventId),
   });
   model.observe(new LotteryPage());
-  const fanInput = byId<HTMLInputElement>("place-fan");
-  fanInput.value = savedFanId(eventId) ?? "";
+  // The fan's own place, from the fan id the fan page kept for this event (never typed: it is the
+  // place's key, issued by the gateway). Read at the press: the fan may have joined in another tab.
+  if (savedFanId(eventId) === null) {
+    setText(
+      "place-hint",
+      "This browser hasn't joined this event's line, so it has no place to look up. Open this page in the browser you joined with.",
+    );
+  }
   byId<HTMLFormElement>("place-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    void model.findPlace(fanInput.value.trim());
+    void model.findPlace(savedFanId(eventId) ?? "");
   });
   void model.load();
 }
