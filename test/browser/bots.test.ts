@@ -17,7 +17,7 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { expectAccessible } from "./axe.js";
-import { ensurePagesBuilt, keepFanId, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
+import { ensurePagesBuilt, keepFanId, keptFanId, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
 
 const INVITE_SECRET = "operator-invite-secret-0123456789-abcdef";
 
@@ -66,13 +66,18 @@ async function joined(eventId: string): Promise<number> {
   return stats.stats.joined;
 }
 
-/** Joins as `fanId`: the device's kept fan id for the event (storage.ts), so the test can name the fan. */
-async function join(page: Page, url: string, fanId: string) {
+/**
+ * Presses Join on a fresh device, as a fan does (the gateway issues the fan id); with `fanId`, as a
+ * device that kept that id for the event (storage.ts).
+ */
+async function join(page: Page, url: string, fanId?: string) {
   await page.goto(url);
   const eventId = new URL(url).searchParams.get("event")!;
-  await keepFanId(page, eventId, fanId);
+  if (fanId !== undefined) await keepFanId(page, eventId, fanId);
   await page.getByRole("button", { name: "Join the line" }).click();
 }
+
+const ISSUED = /^f\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{16}$/;
 
 describe.concurrent("the fan page keeps bots out", () => {
   it("solves the proof-of-work challenge in a Web Worker, then joins", async ({ expect }) => {
@@ -80,10 +85,12 @@ describe.concurrent("the fan page keeps bots out", () => {
     const { page, errors } = await newPage();
     const workers: string[] = [];
     page.on("worker", (w) => workers.push(w.url()));
-    await join(page, `${server.url}/?event=${eventId}`, "fan-solver");
+    // A fresh device: the challenge issues the fan id the proof is bound to, and the page keeps it.
+    await join(page, `${server.url}/?event=${eventId}`);
     await expect.poll(() => page.locator("#wait-status").textContent(), PATIENCE).toBe("In the pre-queue");
     expect(workers.some((u) => /\/assets\/pow-worker-[A-Z0-9]+\.js$/.test(u))).toBe(true);
     expect(await joined(eventId)).toBe(1);
+    expect(await keptFanId(page, eventId)).toMatch(ISSUED);
     await screenshot(page, "fan-pow-joined");
     await expectAccessible(page, "fan-pow-joined");
     expect(errors).toEqual([]);
@@ -92,7 +99,7 @@ describe.concurrent("the fan page keeps bots out", () => {
   it("passes ?invite= on join; without one the page says the line is for invited fans", async ({ expect }) => {
     const eventId = await newEvent({ invites: true });
     const uninvited = await newPage();
-    await join(uninvited.page, `${server.url}/?event=${eventId}`, "fan-uninvited");
+    await join(uninvited.page, `${server.url}/?event=${eventId}`);
     await uninvited.page.getByText("This line is open to invited fans only.").waitFor();
     expect(await joined(eventId)).toBe(0);
 
@@ -101,9 +108,20 @@ describe.concurrent("the fan page keeps bots out", () => {
       { secret: INVITE_SECRET },
     );
     const invited = await newPage();
-    await join(invited.page, `${server.url}/?event=${eventId}&invite=${token}`, "fan-invited");
+    await join(invited.page, `${server.url}/?event=${eventId}&invite=${token}`);
     await expect.poll(() => invited.page.locator("#wait-status").textContent(), PATIENCE).toBe("In the pre-queue");
     expect(await joined(eventId)).toBe(1);
+    const held = await keptFanId(invited.page, eventId);
+    expect(held).toMatch(ISSUED);
+
+    // The same person on a second device, which kept an id of its own for this event: the invite
+    // names the person, so the page ends with the place the first device holds, not a second one.
+    const second = await newPage();
+    await join(second.page, `${server.url}/?event=${eventId}&invite=${token}`, "fan-second-device");
+    await expect.poll(() => second.page.locator("#wait-status").textContent(), PATIENCE).toBe("In the pre-queue");
+    expect(await keptFanId(second.page, eventId)).toBe(held);
+    expect(await joined(eventId)).toBe(1);
+    expect(second.errors).toEqual([]);
     expect(invited.errors).toEqual([]);
   });
 });

@@ -123,6 +123,71 @@ describe.concurrent("the fan's pages in a browser", () => {
     expect(errors).toEqual([]);
   });
 
+  it("a device keeps the fan id the gateway issued: a tab that lost its place gets the same one back on an issued-only line", async ({
+    expect,
+  }) => {
+    const eventId = uniqueId();
+    const onSaleAt = new Date(Date.now() + 3_600_000).toISOString();
+    const input = smallEvent({ onSaleAt });
+    expect(
+      (await putEvent(gw, eventId, { ...input, waitingRoom: { ...input.waitingRoom, fanIds: "issued" } })).status,
+    ).toBe(201);
+    const [phone, other] = await Promise.all([newPage({ width: 390, height: 844 }), newPage()]);
+
+    await phone.page.goto(`${server.url}/?event=${eventId}`);
+    expect(await phone.page.locator("#start-returning").isVisible()).toBe(false);
+    await phone.page.getByRole("button", { name: "Join the line" }).click();
+    await expect.poll(() => phone.page.locator("#wait-position").textContent(), PATIENCE).toBe("#1 to arrive");
+    const issued = await keptFanId(phone.page, eventId);
+    expect(issued).toMatch(/^f\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{16}$/);
+
+    // A second device, which once kept an id of its own making: the line takes only issued ids,
+    // so the page forgets it and joins with one the gateway issues.
+    await other.page.goto(`${server.url}/?event=${eventId}`);
+    await keepFanId(other.page, eventId, "made-up-id");
+    await other.page.getByRole("button", { name: "Join the line" }).click();
+    await expect.poll(() => other.page.locator("#wait-position").textContent(), PATIENCE).toBe("#2 to arrive");
+    const otherId = await keptFanId(other.page, eventId);
+    expect(otherId).toMatch(/^f\./);
+    expect(otherId).not.toBe(issued);
+
+    // The phone's tab loses its session (the browser dropped it while the phone slept): the page
+    // starts over, says this browser joined before, and one press gives back the same place.
+    await phone.page.evaluate("sessionStorage.clear()");
+    await phone.page.reload();
+    await phone.page.getByRole("heading", { name: "Join the line" }).waitFor();
+    expect(await phone.page.locator("#start-returning").isVisible()).toBe(true);
+    await expectAccessible(phone.page, "fan-start-returning");
+    await phone.page.getByRole("button", { name: "Join the line" }).click();
+    await expect.poll(() => phone.page.locator("#wait-position").textContent(), PATIENCE).toBe("#1 to arrive");
+    expect(await keptFanId(phone.page, eventId)).toBe(issued);
+    const stats = await gw.deps.waitingRoom.stats(eventId);
+    expect(stats.ok && stats.stats.joined).toBe(2);
+    expect([...phone.errors, ...other.errors]).toEqual([]);
+  });
+
+  it("an address that names no event asks nothing and says so, with the demo's link where there is one", async ({
+    expect,
+  }) => {
+    const { page, errors } = await newPage();
+    await page.goto(`${server.url}/`);
+    await page.getByRole("heading", { name: "Which on-sale?" }).waitFor();
+    expect(await page.locator("input:visible, select:visible, textarea:visible").count()).toBe(0);
+    expect(await page.getByRole("button", { name: "Join the line" }).isVisible()).toBe(false);
+    expect(await page.locator("#event-line").isVisible()).toBe(false);
+    await screenshot(page, "fan-no-event");
+    await expectAccessible(page, "fan-no-event");
+
+    // With the demo on-sale running (`npm start` makes event "demo"), the note links to it.
+    expect((await putEvent(gw, "demo", smallEvent({ name: "Demo Night" }))).status).toBe(201);
+    await page.reload();
+    await page.getByRole("link", { name: "Go to the demo on-sale" }).click();
+    await page.getByRole("button", { name: "Join the line" }).waitFor();
+    expect(new URL(page.url()).searchParams.get("event")).toBe("demo");
+    expect(await page.locator("#event-id").textContent()).toBe("demo");
+    expect(errors).toEqual([]);
+  });
+
   it("one fan goes from the waiting room to a confirmed purchase, past a declined card", async ({ expect }) => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId, smallEvent({ name: "Finals Night" }))).status).toBe(201);

@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type CheckoutPhase, FanModel, type FanView, NEXT, type Stage } from "../../waiting-room/src/fan-model.js";
 import type { FanSession } from "../../waiting-room/src/fan-session.js";
 import type { Message } from "../../waiting-room/src/format.js";
-import type { Hold, QueueStatus, WaitingRoomInfo } from "../../waiting-room/src/types.js";
+import type { Hold, PowSolver, QueueStatus, WaitingRoomInfo } from "../../waiting-room/src/types.js";
 import { type Call, FakeApi, noAnswer, ok, refused } from "./fakes.js";
 
 const NOW = Date.parse("2030-06-01T12:00:00Z");
@@ -58,7 +58,10 @@ class Recorder implements FanView {
   }
 }
 
-function setup(saved: FanSession | null = null) {
+function setup(
+  saved: FanSession | null = null,
+  line: { info?: WaitingRoomInfo; invite?: string; solver?: PowSolver } = {},
+) {
   const store = {
     saved,
     /** The fan id this device keeps for the event (localStorage in the page). */
@@ -75,10 +78,10 @@ function setup(saved: FanSession | null = null) {
       store.saved = null;
     },
   };
-  const api = new FakeApi((call) => (call.path.endsWith("/waiting-room") ? ok(INFO) : undefined));
+  const api = new FakeApi((call) => (call.path.endsWith("/waiting-room") ? ok(line.info ?? INFO) : undefined));
   api.setNow(NOW);
   const seatMap = { open: vi.fn(async () => {}), close: vi.fn(), clearSelection: vi.fn(), eventName: "Finals" };
-  const model = new FanModel({ api, eventId: "evt", store, seatMap });
+  const model = new FanModel({ api, eventId: "evt", store, seatMap, invite: line.invite, solver: line.solver });
   const view = new Recorder();
   model.observe(view);
   return { api, store, seatMap, model, view };
@@ -167,6 +170,71 @@ describe("the fan page's stages", () => {
     anew.answer(ok({ queueToken: "q2", fanId: "f.fresh", position: 2, status: "waiting", ahead: 1 }, 201));
     await second;
     expect(again.store.fanId).toBe("f.fresh");
+  });
+
+  it("on a line that asks a proof of work, a fan with no id takes the challenge first and joins with the id it issued", async () => {
+    const solver = vi.fn<PowSolver>(async () => "nonce-1");
+    const s = setup(null, { info: { ...INFO, powBits: 12 }, invite: "inv", solver });
+    s.model.resume();
+    await elapse(0); // the room's info (powBits) is in
+    const joining = s.model.begin();
+    const challenge = s.api.take("/queue/challenge");
+    // No fan id to name: the challenge issues one, bound to the proof.
+    expect(challenge.path).toBe("/v1/events/evt/queue/challenge");
+    challenge.answer(ok({ challenge: "c1", bits: 12, fanId: "f.from-challenge", expiresAt: later(60) }));
+    await elapse(0);
+    expect(solver).toHaveBeenCalledWith("c1", 12, expect.any(Function));
+    const join = s.api.take("/queue");
+    // One join, naming the challenge's id: the invite's person is held under an id this device knows.
+    expect(join.options.json).toEqual({
+      fanId: "f.from-challenge",
+      invite: "inv",
+      pow: { challenge: "c1", nonce: "nonce-1" },
+    });
+    join.answer(ok({ queueToken: "q1", fanId: "f.from-challenge", position: 1, status: "waiting", ahead: 0 }, 201));
+    await joining;
+    expect(s.store.fanId).toBe("f.from-challenge");
+    expect(s.model.stage).toBe("wait");
+
+    // A device that kept an id joins with it and no proof: a place it holds needs none.
+    const back = setup(null, { info: { ...INFO, powBits: 12 }, solver });
+    back.store.fanId = "f.kept";
+    back.model.resume();
+    await elapse(0);
+    const again = back.model.begin();
+    expect(back.api.count("/queue/challenge")).toBe(0);
+    const rejoin = back.api.take("/queue");
+    expect(rejoin.options.json).toEqual({ fanId: "f.kept" });
+    rejoin.answer(ok({ queueToken: "q2", fanId: "f.kept", position: 4, status: "waiting", ahead: 3 }, 200));
+    await again;
+    expect(back.store.fanId).toBe("f.kept");
+  });
+
+  it("with an invite whose person holds a place under another id, joins without the kept id and keeps that place's", async () => {
+    const s = setup(null, { invite: "inv" });
+    s.store.fanId = "f.this-device";
+    s.model.resume();
+    const joining = s.model.begin();
+    const named = s.api.take("/queue");
+    expect(named.options.json).toEqual({ fanId: "f.this-device", invite: "inv" });
+    named.answer(refused(409, { code: "identity_already_queued", message: "held" }));
+    await elapse(0);
+    const bare = s.api.take("/queue");
+    expect(bare.options.json).toEqual({ invite: "inv" });
+    bare.answer(ok({ queueToken: "q1", fanId: "f.persons-place", position: 2, status: "waiting", ahead: 1 }, 200));
+    await joining;
+    expect(s.store.fanId).toBe("f.persons-place");
+    expect(s.model.stage).toBe("wait");
+
+    // Without an invite the same refusal is final: the page says so and stays at the start.
+    const plain = setup();
+    plain.store.fanId = "f.kept";
+    plain.model.resume();
+    const refusedJoin = plain.model.begin();
+    plain.api.take("/queue").answer(refused(409, { code: "identity_already_queued", message: "held" }));
+    await refusedJoin;
+    expect(plain.api.count("/queue")).toBe(1);
+    expect(plain.model.stage).toBe("start");
   });
 
   it("polls exactly at pollAfterMs when the gateway schedules the poll on the fan's ETA, with no jitter", async () => {

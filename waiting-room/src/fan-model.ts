@@ -216,10 +216,17 @@ export class FanModel extends Observed<FanView> {
 
   async join(): Promise<void> {
     this.view.joining(true);
-    let res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: this.joinBody() });
+    // A fan with no id yet on a line that asks a proof of work: the challenge comes first and
+    // issues the id the proof is bound to, so the join names it (an invite's person is then held
+    // under an id this device knows, not one issued to a join the line refused for want of a proof).
+    const first = !this.session.fanId && (this.info?.powBits ?? 0) > 0 ? await this.solveChallenge() : null;
+    let res = await this.deps.api.call<Joined>("POST", this.path("/queue"), {
+      json: this.joinBody(first ?? undefined),
+    });
     // A kept fan id the line does not take (an event that takes only ids it issued, and this one
-    // it did not): forgotten, and the fan joins without one.
-    if (!res.ok && res.error.code === "invalid_request" && notIssued(res.error) && this.session.fanId) {
+    // it did not), or, with an invite, not the id its person holds a place under: forgotten, and
+    // the fan joins without one (with an invite, the gateway answers with the person's place).
+    if (!res.ok && this.session.fanId && (notIssued(res.error) || this.otherHoldsInvite(res.error))) {
       this.forgetFanId();
       res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: this.joinBody() });
     }
@@ -249,6 +256,10 @@ export class FanModel extends Observed<FanView> {
       pollAfterSeconds: res.body.pollAfterSeconds ?? 2,
     });
     this.schedulePoll(res.body.status === "admitted" ? 0 : (res.body.pollAfterSeconds ?? 2), res.body.pollAfterMs);
+  }
+
+  private otherHoldsInvite(error: ApiErrorBody): boolean {
+    return error.code === "identity_already_queued" && this.deps.invite !== undefined;
   }
 
   private keepFanId(fanId: string) {
@@ -300,7 +311,7 @@ export class FanModel extends Observed<FanView> {
         "Check the link you were given.",
       ),
       forbidden: message("error", "You can't join this line.", reason),
-      invalid_request: message("warning", "That fan id can't be used.", reason),
+      invalid_request: message("error", "The line didn't accept this page's request to join.", reason),
       proof_of_work_required: message("error", "Your browser couldn't complete the check to join.", reason),
       invalid_proof: message("error", "Your browser's check to join was refused.", "Reload the page to try again."),
       invite_required: message("error", "This line is open to invited fans only.", "Use the link in your invitation."),
@@ -740,5 +751,5 @@ export class FanModel extends Observed<FanView> {
 
 /** A refusal of a fan id the gateway did not issue (docs/API.md "Whose place"). */
 function notIssued(error: ApiErrorBody): boolean {
-  return error.details?.reason === "not_issued";
+  return error.code === "invalid_request" && error.details?.reason === "not_issued";
 }

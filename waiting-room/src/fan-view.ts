@@ -214,6 +214,14 @@ export class FanPage implements FanView {
   }
 }
 
+/** The page's address names no event: the note that says so, and no stage of a line. */
+export function showNoEvent(): void {
+  for (const name of VIEWS) byId(`view-${name}`).hidden = true;
+  byId("view-none").hidden = false;
+  byId("event-line").hidden = true;
+  document.body.dataset.view = "none";
+}
+
 /** "Very likely" from 90 %, "No tickets left" when none are, "Unlikely" under 5 %, else the percentage. */
 export function oddsWord({ chance, seatsLeft }: Pick<SeatOdds, "chance" | "seatsLeft">): string {
   if (seatsLeft <= 0) return "No tickets left";

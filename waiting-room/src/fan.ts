@@ -5,13 +5,14 @@
  * where the fan was after a reload is in sessionStorage.
  *
  * This file wires the pieces: the model (fan-model.ts, the stages and the calls to the API), its
- * view (fan-view.ts), the seat map, the storage, and the start form and buttons.
+ * view (fan-view.ts), the seat map, the storage, and the start button and the others. The event is
+ * the page's address (`?event=<id>`); an address with none says so and asks nothing.
  */
 import { Api } from "./api.js";
-import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, inviteFromUrl, isEventId } from "./config.js";
-import { byId, flash, setText } from "./dom.js";
+import { apiBase, apiIsElsewhere, DEFAULT_EVENT_ID, eventIdFromUrl, inviteFromUrl } from "./config.js";
+import { byId, setText } from "./dom.js";
 import { FanModel } from "./fan-model.js";
-import { FanPage } from "./fan-view.js";
+import { FanPage, showNoEvent } from "./fan-view.js";
 import { solveInWorker } from "./pow.js";
 import { SeatMap } from "./seatmap.js";
 import { clearSession, loadSession, rememberFanId, savedFanId, saveSession } from "./storage.js";
@@ -19,56 +20,44 @@ import { clearSession, loadSession, rememberFanId, savedFanId, saveSession } fro
 const FLASH = "flash";
 
 const api = new Api(apiBase());
-const eventId = eventIdFromUrl() ?? DEFAULT_EVENT_ID;
-
-const seatMap: SeatMap = new SeatMap({
-  api,
-  eventId,
-  flashRegion: FLASH,
-  accessToken: () => model.session.accessToken,
-  onHeld: (hold) => model.held(hold),
-  onSessionEnded: (reason) => model.sessionEnded(reason),
-});
-const model: FanModel = new FanModel({
-  api,
-  eventId,
-  seatMap,
-  solver: solveInWorker,
-  invite: inviteFromUrl(),
-  store: {
-    load: () => loadSession(eventId),
-    save: (session) => saveSession(eventId, session),
-    clear: () => clearSession(eventId),
-    savedFanId: () => savedFanId(eventId),
-    rememberFanId: (fanId) => rememberFanId(eventId, fanId),
-  },
-});
-model.observe(new FanPage(model, FLASH));
 
 /**
- * The start: one button. The event is the page's address (`?event=`); the fan is asked for nothing:
- * the gateway issues the fan id, and this device keeps it for the event (storage.ts).
+ * The page of one event's line: the model and its view, the seat map, the storage, the start
+ * button and the checkout's buttons.
  */
-function initStart() {
+function open(eventId: string) {
+  const seatMap: SeatMap = new SeatMap({
+    api,
+    eventId,
+    flashRegion: FLASH,
+    accessToken: () => model.session.accessToken,
+    onHeld: (hold) => model.held(hold),
+    onSessionEnded: (reason) => model.sessionEnded(reason),
+  });
+  const model: FanModel = new FanModel({
+    api,
+    eventId,
+    seatMap,
+    solver: solveInWorker,
+    invite: inviteFromUrl(),
+    store: {
+      load: () => loadSession(eventId),
+      save: (session) => saveSession(eventId, session),
+      clear: () => clearSession(eventId),
+      savedFanId: () => savedFanId(eventId),
+      rememberFanId: (fanId) => rememberFanId(eventId, fanId),
+    },
+  });
+  model.observe(new FanPage(model, FLASH));
+
+  setText("event-id", eventId);
+  // The start: one button. The event is the page's address (`?event=`); the fan is asked for
+  // nothing: the gateway issues the fan id, and this device keeps it for the event (storage.ts).
+  byId("start-returning").hidden = savedFanId(eventId) === null;
   byId<HTMLFormElement>("start-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    if (!isEventId(eventId)) {
-      flash(FLASH, "warning", "This link doesn't name an on-sale.", "Use the link you were given for the event.");
-      return;
-    }
     void model.begin();
   });
-}
-
-function start() {
-  const base = api.base;
-  if (apiIsElsewhere(base)) {
-    const note = byId("api-note");
-    note.hidden = false;
-    note.textContent = `This page talks to the box office at ${base}.`;
-  }
-  setText("event-id", eventId);
-  initStart();
   byId<HTMLFormElement>("checkout-form").addEventListener("submit", (event) => {
     event.preventDefault();
     void model.pay(byId<HTMLSelectElement>("checkout-token").value);
@@ -87,6 +76,33 @@ function start() {
   window.addEventListener("online", () => model.wake());
   void model.loadEventName();
   model.resume();
+}
+
+/**
+ * An address that names no event (`/` alone, or a malformed `?event=`): nothing to join, and
+ * nothing asked. The demo's link when the box office runs the demo on-sale (`npm start`).
+ */
+async function noEvent() {
+  showNoEvent();
+  const demo = await api.call("GET", `/v1/events/${DEFAULT_EVENT_ID}/waiting-room`);
+  if (!demo.ok) return;
+  const link = new URLSearchParams({ event: DEFAULT_EVENT_ID });
+  const apiParam = new URLSearchParams(location.search).get("api");
+  if (apiParam !== null) link.set("api", apiParam);
+  byId<HTMLAnchorElement>("none-demo-link").search = link.toString();
+  byId("none-demo").hidden = false;
+}
+
+function start() {
+  const base = api.base;
+  if (apiIsElsewhere(base)) {
+    const note = byId("api-note");
+    note.hidden = false;
+    note.textContent = `This page talks to the box office at ${base}.`;
+  }
+  const eventId = eventIdFromUrl();
+  if (eventId) open(eventId);
+  else void noEvent();
 }
 
 start();
