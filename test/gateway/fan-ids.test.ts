@@ -206,4 +206,35 @@ describe("fan ids the gateway issues", () => {
     expect(back.position).toBe(alice.position);
     expect(holderOf(back.queueToken)).toBe("alice-x1");
   });
+
+  it("invites and a proof of work: the 428 names the id the person is held under, and the proof for it gets the place", async () => {
+    const eventId = await newEvent("issued");
+    await json(
+      await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+        method: "PATCH",
+        json: { invites: true, powBits: 4 },
+        token: ADMIN_TOKEN,
+      }),
+      200,
+    );
+    const invite = mintInvite(
+      { identity: `both-${uniqueId("p")}`, eventId, exp: Math.floor(Date.now() / 1000) + 3600 },
+      { secret: INVITE_SECRET },
+    );
+    const asked = await json(await join(eventId, { invite }), 428);
+    expect(asked.error).toMatchObject({ code: "proof_of_work_required" });
+    const fanId = ((asked.error as Json).details as Json).fanId as string;
+    expect(fanId).toMatch(ISSUED);
+    // Asked again (another device, the same person): the same id, not a second one.
+    const again = await json(await join(eventId, { invite }), 428);
+    expect(((again.error as Json).details as Json).fanId).toBe(fanId);
+    const ch = (await json(
+      await gw.request(`/v1/events/${eventId}/queue/challenge?fanId=${encodeURIComponent(fanId)}`),
+      200,
+    )) as { challenge: string; bits: number };
+    const nonce = solveChallenge(ch.challenge, ch.bits);
+    const joined = await json(await join(eventId, { fanId, invite, pow: { challenge: ch.challenge, nonce } }), 201);
+    expect(joined.fanId).toBe(fanId);
+    expect(await json(await join(eventId, { invite }), 200)).toMatchObject({ fanId, position: joined.position });
+  });
 });

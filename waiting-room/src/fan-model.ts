@@ -233,6 +233,10 @@ export class FanModel extends Observed<FanView> {
     // The line asks a proof of work for a new place: solve a challenge, then join with it. Once
     // more if the cost was raised meanwhile.
     for (let tries = 0; !res.ok && res.error.code === "proof_of_work_required" && tries < 2; tries++) {
+      // The id the gateway chose for this join (an invite's person is held under it): the proof
+      // must be bound to that one.
+      const chosen = res.error.details?.fanId;
+      if (typeof chosen === "string" && chosen !== this.session.fanId) this.keepFanId(chosen);
       const pow = await this.solveChallenge();
       if (!pow) break;
       res = await this.deps.api.call<Joined>("POST", this.path("/queue"), { json: this.joinBody(pow) });

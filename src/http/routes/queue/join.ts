@@ -202,8 +202,14 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   if (!result.ok) {
     enforceLineLimits(c, eventId, "join", limits, result);
     const { error, refused } = joinRefusal(result, eventId, pow !== undefined);
-    if (refused) refuse(c, refused, error);
-    throw error;
+    // A fan id the gateway chose here (issued, or the one an invite's person is held under) is
+    // named in a 428: the proof asked for must be bound to it (GET .../queue/challenge?fanId=).
+    const answer =
+      issuedNow && error.status === 428
+        ? new ApiError(error.code, error.message, { details: { ...error.details, fanId } })
+        : error;
+    if (refused) refuse(c, refused, answer);
+    throw answer;
   }
   // A place given back in a line for invited fans only goes with the invite: a fan id alone (the
   // site's user id, say) is a name others can say (docs/waiting-room.md "Whose place").
