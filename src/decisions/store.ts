@@ -16,7 +16,7 @@
  * inventory's unavailable error (`guard`), which the waiting room answers as `unavailable`.
  */
 import { createHash } from "node:crypto";
-import { PutCommand, QueryCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { DeleteCommand, PutCommand, QueryCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { fanKeyHash } from "../inventory/keys.js";
 import { conditionFailure, guard } from "../inventory/store.js";
 
@@ -25,11 +25,22 @@ export interface DecisionStore {
    * Claims the invite identity for `fanId` unless another fan id holds it: answers the holder
    * (`fanId` when the claim is this fan's).
    */
-  claimIdentity(eventId: string, identity: string, fanId: string): Promise<string>;
+  claimIdentity(eventId: string, identity: string, fanId: string): Promise<IdentityClaim>;
+  /**
+   * Takes back a claim this fan id made a moment ago (its place was not the invite's to give):
+   * deleted only while `fanId` still holds it.
+   */
+  releaseIdentity(eventId: string, identity: string, fanId: string): Promise<void>;
   /** Records that the operator revoked the fan (idempotent). */
   recordRevocation(eventId: string, fanId: string): Promise<void>;
   /** Every fan the operator revoked in this event (what a restored room refuses). */
   revokedFans(eventId: string): Promise<string[]>;
+}
+
+/** The identity's holder, and whether this call made the claim (none was stored before). */
+export interface IdentityClaim {
+  holder: string;
+  fresh: boolean;
 }
 
 export const inviteClaimKey = (eventId: string, identity: string) => ({
@@ -53,7 +64,7 @@ export function createDecisionStore(deps: {
     claimIdentity: (eventId, identity, fanId) =>
       guard("claimInviteIdentity", async () => {
         try {
-          await doc.send(
+          const out = await doc.send(
             new PutCommand({
               TableName: tableName,
               Item: {
@@ -67,16 +78,33 @@ export function createDecisionStore(deps: {
               // The same fan again rewrites its own claim (a retry); another fan id is refused.
               ConditionExpression: "attribute_not_exists(PK) OR fanId = :fan",
               ExpressionAttributeValues: { ":fan": fanId },
+              ReturnValues: "ALL_OLD",
               ReturnValuesOnConditionCheckFailure: "ALL_OLD",
             }),
           );
-          return fanId;
+          return { holder: fanId, fresh: out.Attributes === undefined };
         } catch (err) {
           const failed = conditionFailure(err);
           if (!failed) throw err;
           const holder = failed.item?.fanId;
           if (typeof holder !== "string") throw new Error(`the invite claim of ${eventId} has no holder`);
-          return holder;
+          return { holder, fresh: false };
+        }
+      }),
+
+    releaseIdentity: (eventId, identity, fanId) =>
+      guard("releaseInviteIdentity", async () => {
+        try {
+          await doc.send(
+            new DeleteCommand({
+              TableName: tableName,
+              Key: inviteClaimKey(eventId, identity),
+              ConditionExpression: "fanId = :fan",
+              ExpressionAttributeValues: { ":fan": fanId },
+            }),
+          );
+        } catch (err) {
+          if (!conditionFailure(err)) throw err;
         }
       }),
 

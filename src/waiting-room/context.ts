@@ -70,7 +70,9 @@ export type LotteryCommitter = LotteryStore;
 /** Claims and decisions about fans kept outside Redis (src/decisions/store.ts). */
 export interface FanRecords {
   /** Claims the identity for `fanId` unless another fan id holds it; answers the holder. */
-  claimIdentity(eventId: string, identity: string, fanId: string): Promise<string>;
+  claimIdentity(eventId: string, identity: string, fanId: string): Promise<{ holder: string; fresh: boolean }>;
+  /** Takes back the claim while `fanId` holds it. */
+  releaseIdentity(eventId: string, identity: string, fanId: string): Promise<void>;
   /** The operator revoked the fan (idempotent). */
   recordRevocation(eventId: string, fanId: string): Promise<void>;
 }

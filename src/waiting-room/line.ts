@@ -177,7 +177,7 @@ export async function claimIdentity(
   eventId: string,
   identity: string,
   fanId: string,
-): Promise<{ ok: true; holder: string } | NotFound | Unavailable> {
+): Promise<{ ok: true; holder: string; fresh: boolean } | NotFound | Unavailable> {
   const k = keysFor(eventId);
   if (!k) return notFound;
   return ctx.guarded("claimIdentity", eventId, async () => {
@@ -187,14 +187,33 @@ export async function claimIdentity(
       // Redis caches its answer: a repeat join costs one Redis read, only a first claim the write.
       // So a Redis that lost the map cannot give the identity a second place.
       const known = await ctx.redis.hget(k.identities, identity);
-      if (known !== null) return { ok: true as const, holder: known };
-      const holder = await records.claimIdentity(eventId, identity, fanId);
-      await ctx.redis.hset(k.identities, identity, holder);
-      return { ok: true as const, holder };
+      if (known !== null) return { ok: true as const, holder: known, fresh: false };
+      const claim = await records.claimIdentity(eventId, identity, fanId);
+      await ctx.redis.hset(k.identities, identity, claim.holder);
+      return { ok: true as const, ...claim };
     }
     const replies = await ctx.redis.multi().hsetnx(k.identities, identity, fanId).hget(k.identities, identity).exec();
     const holder = replies?.[1]?.[1];
     if (typeof holder !== "string") throw new ReplyShapeError("claimIdentity: no holder read back");
-    return { ok: true as const, holder };
+    return { ok: true as const, holder, fresh: replies?.[0]?.[1] === 1 };
+  });
+}
+
+/**
+ * Takes back an identity's claim that `fanId` made a moment ago (the fan id's place was there
+ * before: not the invite's to give), in DynamoDB first, then in Redis's cache of it.
+ */
+export async function releaseIdentity(
+  ctx: RoomContext,
+  eventId: string,
+  identity: string,
+  fanId: string,
+): Promise<{ ok: true } | NotFound | Unavailable> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  return ctx.guarded("releaseIdentity", eventId, async () => {
+    await ctx.records?.releaseIdentity(eventId, identity, fanId);
+    if ((await ctx.redis.hget(k.identities, identity)) === fanId) await ctx.redis.hdel(k.identities, identity);
+    return { ok: true as const };
   });
 }

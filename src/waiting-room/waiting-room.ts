@@ -19,7 +19,7 @@ import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
 import type { JoinBatchCounters } from "./join-batch.js";
 import { createRoomContext, type FanRecords, type LotteryCommitter, type RestoringContext } from "./context.js";
-import { cachedStatus, claimIdentity, join, status, statusOf } from "./line.js";
+import { cachedStatus, claimIdentity, join, releaseIdentity, status, statusOf } from "./line.js";
 import {
   configureRoom,
   type KeptDecisions,
@@ -144,7 +144,9 @@ export interface WaitingRoom {
     eventId: string,
     identity: string,
     fanId: string,
-  ): Promise<{ ok: true; holder: string } | NotFound | Unavailable>;
+  ): Promise<{ ok: true; holder: string; fresh: boolean } | NotFound | Unavailable>;
+  /** Takes back the claim `fanId` made of the identity (while it still holds it). */
+  releaseIdentity(eventId: string, identity: string, fanId: string): Promise<{ ok: true } | NotFound | Unavailable>;
   /** The place named by a queue token; the call counts as the poll that keeps the place. */
   status(eventId: string, queueToken: string): Promise<StatusResult>;
   /**
@@ -335,6 +337,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     openNow: async (eventId) => changed(eventId, await openAndDraw(eventId)),
     join: async (eventId, fanId, joinOptions) => afterPlace(eventId, await join(ctx, eventId, fanId, joinOptions)),
     claimIdentity: (eventId, identity, fanId) => claimIdentity(ctx, eventId, identity, fanId),
+    releaseIdentity: (eventId, identity, fanId) => releaseIdentity(ctx, eventId, identity, fanId),
     status: async (eventId, queueToken) => afterPlace(eventId, await status(ctx, eventId, queueToken)),
     statusOf: async (eventId, fanId, statusOptions) =>
       afterPlace(eventId, await statusOf(ctx, eventId, fanId, statusOptions)),

@@ -237,4 +237,31 @@ describe("fan ids the gateway issues", () => {
     expect(joined.fanId).toBe(fanId);
     expect(await json(await join(eventId, { invite }), 200)).toMatchObject({ fanId, position: joined.position });
   });
+
+  it("an invite of one's own does not take another's place: naming her fan id with it is refused, and leaves the invite free", async () => {
+    const eventId = await newEvent();
+    await json(
+      await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+        method: "PATCH",
+        json: { invites: true },
+        token: ADMIN_TOKEN,
+      }),
+      200,
+    );
+    const exp = Math.floor(Date.now() / 1000) + 3600;
+    const aliceInvite = mintInvite({ identity: `alice-${uniqueId("p")}`, eventId, exp }, { secret: INVITE_SECRET });
+    const malloryInvite = mintInvite({ identity: `mallory-${uniqueId("p")}`, eventId, exp }, { secret: INVITE_SECRET });
+    const alice = await json(await join(eventId, { fanId: "alice-x2", invite: aliceInvite }), 201);
+    // Mallory names alice's fan id with an invite of her own, twice (a retry must not pass).
+    for (let i = 0; i < 2; i++) {
+      const refused = await json(await join(eventId, { fanId: "alice-x2", invite: malloryInvite }), 403);
+      expect(refused.error).toMatchObject({ code: "invalid_invite", details: { reason: "fan_id_held" } });
+      expect(refused).not.toHaveProperty("queueToken");
+    }
+    // Her invite is still hers to use, for a place of her own.
+    const own = await json(await join(eventId, { fanId: "mallory-1", invite: malloryInvite }), 201);
+    expect(own.position).not.toBe(alice.position);
+    const back = await json(await join(eventId, { fanId: "alice-x2", invite: aliceInvite }), 200);
+    expect(back.position).toBe(alice.position);
+  });
 });

@@ -168,6 +168,8 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
     proofBits = check.bits;
   }
   let invited = false;
+  /** The invite's identity, when this join made its claim for a fan id the client named. */
+  let freshClaim: string | undefined;
   // An invite is checked whenever one comes with a key to check it; without a key it is ignored
   // (a room with invites on then refuses the join as if none came).
   if (invite && bots.invites.configured) {
@@ -188,6 +190,7 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
     }
     // The invite names the person: one who comes back without a fan id gets the place it holds.
     if (claimed.holder !== fanId && issuedNow) fanId = claimed.holder;
+    else if (claimed.fresh && !issuedNow) freshClaim = check.claims.identity;
     else if (claimed.holder !== fanId) {
       return refuseBeforeJoin(
         c,
@@ -210,6 +213,19 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
         : error;
     if (refused) refuse(c, refused, answer);
     throw answer;
+  }
+  // An invite claimed just now for a fan id whose place was already there (made by another
+  // invite, or before invites): the place is not this invite's to give. The claim is taken back,
+  // so a retry meets the same refusal and the identity stays free for its own fan id.
+  if (freshClaim !== undefined && !result.created) {
+    await waitingRoom.releaseIdentity(eventId, freshClaim, fanId);
+    refuse(
+      c,
+      "identity_taken",
+      new ApiError("invalid_invite", "this fan id holds a place this invite did not make", {
+        details: { field: "invite", reason: "fan_id_held" },
+      }),
+    );
   }
   // A place given back in a line for invited fans only goes with the invite: a fan id alone (the
   // site's user id, say) is a name others can say (docs/waiting-room.md "Whose place").
