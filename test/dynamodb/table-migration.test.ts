@@ -5,10 +5,10 @@
  * used half-made (docs/data-model.md, "GSI3 and the tables made before it").
  */
 import { randomUUID } from "node:crypto";
-import { CreateTableCommand, DescribeTableCommand, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DescribeTableCommand, type DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { ensureTable, GSI3 } from "../../src/dynamodb/table.js";
-import { createTestDynamoClient } from "../support/dynamo.js";
+import { createTableBeforeGsi3, createTestDynamoClient } from "../support/dynamo.js";
 
 let client: DynamoDBClient;
 beforeAll(() => {
@@ -30,29 +30,7 @@ describe("ensureTable and GSI3", () => {
 
   it("refuses a table made before GSI3 that the endpoint cannot give the index", async () => {
     const name = `gsi3_old_${randomUUID().slice(0, 8)}`;
-    const gsi = (n: string) => ({
-      IndexName: n,
-      KeySchema: [
-        { AttributeName: `${n}PK`, KeyType: "HASH" as const },
-        { AttributeName: `${n}SK`, KeyType: "RANGE" as const },
-      ],
-      Projection: { ProjectionType: "ALL" as const },
-    });
-    await client.send(
-      new CreateTableCommand({
-        TableName: name,
-        BillingMode: "PAY_PER_REQUEST",
-        AttributeDefinitions: ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"].map((a) => ({
-          AttributeName: a,
-          AttributeType: "S" as const,
-        })),
-        KeySchema: [
-          { AttributeName: "PK", KeyType: "HASH" },
-          { AttributeName: "SK", KeyType: "RANGE" },
-        ],
-        GlobalSecondaryIndexes: [gsi("GSI1"), gsi("GSI2")],
-      }),
-    );
+    await createTableBeforeGsi3(client, name);
     // dynalite accepts the UpdateTable and adds nothing.
     await expect(ensureTable(client, name, { indexTimeoutMs: 5_000 })).rejects.toThrow(
       /made before the open-purchases index \(GSI3\)/,

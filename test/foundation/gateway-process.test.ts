@@ -1,11 +1,10 @@
-import { CreateTableCommand } from "@aws-sdk/client-dynamodb";
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
 import { spawnRedis } from "../../src/local/redis.js";
-import { createTestDynamoClient } from "../support/dynamo.js";
+import { createTableBeforeGsi3, createTestDynamoClient } from "../support/dynamo.js";
 import { type GatewayProcess, startGatewayProcess } from "../support/processes.js";
 import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 
@@ -97,29 +96,7 @@ describe("the gateway process", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "gw-old-store-"));
     const old = await spawnLocalDynamoDB({ port: 0, path: join(dataDir, "dynamodb") });
     const client = createTestDynamoClient(old.endpoint);
-    const gsi = (n: string) => ({
-      IndexName: n,
-      KeySchema: [
-        { AttributeName: `${n}PK`, KeyType: "HASH" as const },
-        { AttributeName: `${n}SK`, KeyType: "RANGE" as const },
-      ],
-      Projection: { ProjectionType: "ALL" as const },
-    });
-    await client.send(
-      new CreateTableCommand({
-        TableName: "onsale",
-        BillingMode: "PAY_PER_REQUEST",
-        AttributeDefinitions: ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"].map((a) => ({
-          AttributeName: a,
-          AttributeType: "S" as const,
-        })),
-        KeySchema: [
-          { AttributeName: "PK", KeyType: "HASH" },
-          { AttributeName: "SK", KeyType: "RANGE" },
-        ],
-        GlobalSecondaryIndexes: [gsi("GSI1"), gsi("GSI2")],
-      }),
-    );
+    await createTableBeforeGsi3(client, "onsale");
     client.destroy();
     await old.close();
 

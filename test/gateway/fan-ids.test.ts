@@ -45,6 +45,22 @@ async function newEvent(fanIds?: "any" | "issued"): Promise<string> {
   return eventId;
 }
 
+/** The room's settings, as the operator sets them (PATCH .../waiting-room). */
+async function setRoom(eventId: string, settings: Json): Promise<void> {
+  await json(
+    await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+      method: "PATCH",
+      json: settings,
+      token: ADMIN_TOKEN,
+    }),
+    200,
+  );
+}
+
+/** An operator's invite for `identity`, good for an hour. */
+const inviteOf = (identity: string, eventId: string) =>
+  mintInvite({ identity, eventId, exp: Math.floor(Date.now() / 1000) + 3600 }, { secret: INVITE_SECRET });
+
 const join = (eventId: string, body: Json) => gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: body });
 /** The same join on a real socket of the server with the fast paths. */
 async function joinFast(eventId: string, body: Json): Promise<{ status: number; body: Json }> {
@@ -133,14 +149,7 @@ describe("fan ids the gateway issues", () => {
 
   it("a proof of work: the challenge issues the fan id it is bound to; a proof without the fan id is refused", async () => {
     const eventId = await newEvent("issued");
-    await json(
-      await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
-        method: "PATCH",
-        json: { powBits: 4 },
-        token: ADMIN_TOKEN,
-      }),
-      200,
-    );
+    await setRoom(eventId, { powBits: 4 });
     const ch = (await json(await gw.request(`/v1/events/${eventId}/queue/challenge`), 200)) as {
       challenge: string;
       fanId: string;
@@ -156,18 +165,8 @@ describe("fan ids the gateway issues", () => {
 
   it("an invite names the person: a rejoin with it and no fan id is that person's place, not a second one", async () => {
     const eventId = await newEvent("issued");
-    await json(
-      await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
-        method: "PATCH",
-        json: { invites: true },
-        token: ADMIN_TOKEN,
-      }),
-      200,
-    );
-    const invite = mintInvite(
-      { identity: `person-${uniqueId("p")}`, eventId, exp: Math.floor(Date.now() / 1000) + 3600 },
-      { secret: INVITE_SECRET },
-    );
+    await setRoom(eventId, { invites: true });
+    const invite = inviteOf(`person-${uniqueId("p")}`, eventId);
     // The same person on two devices at once, neither with a fan id: one place between them.
     const [a, b] = await Promise.all([join(eventId, { invite }), join(eventId, { invite })]);
     const bodies = [await a.json(), await b.json()] as Json[];
@@ -181,18 +180,8 @@ describe("fan ids the gateway issues", () => {
 
   it("in a line for invited fans only, a fan id alone does not give a place back: its invite does", async () => {
     const eventId = await newEvent();
-    await json(
-      await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
-        method: "PATCH",
-        json: { invites: true },
-        token: ADMIN_TOKEN,
-      }),
-      200,
-    );
-    const invite = mintInvite(
-      { identity: `alice-${uniqueId("p")}`, eventId, exp: Math.floor(Date.now() / 1000) + 3600 },
-      { secret: INVITE_SECRET },
-    );
+    await setRoom(eventId, { invites: true });
+    const invite = inviteOf(`alice-${uniqueId("p")}`, eventId);
     const alice = await json(await join(eventId, { fanId: "alice-x1", invite }), 201);
     // Someone who knows (or guessed) her fan id, on both servers: no token, asked for the invite.
     const byApp = await json(await join(eventId, { fanId: "alice-x1" }), 428);
@@ -209,18 +198,8 @@ describe("fan ids the gateway issues", () => {
 
   it("invites and a proof of work: the 428 names the id the person is held under, and the proof for it gets the place", async () => {
     const eventId = await newEvent("issued");
-    await json(
-      await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
-        method: "PATCH",
-        json: { invites: true, powBits: 4 },
-        token: ADMIN_TOKEN,
-      }),
-      200,
-    );
-    const invite = mintInvite(
-      { identity: `both-${uniqueId("p")}`, eventId, exp: Math.floor(Date.now() / 1000) + 3600 },
-      { secret: INVITE_SECRET },
-    );
+    await setRoom(eventId, { invites: true, powBits: 4 });
+    const invite = inviteOf(`both-${uniqueId("p")}`, eventId);
     const asked = await json(await join(eventId, { invite }), 428);
     expect(asked.error).toMatchObject({ code: "proof_of_work_required" });
     const fanId = ((asked.error as Json).details as Json).fanId as string;
@@ -240,17 +219,9 @@ describe("fan ids the gateway issues", () => {
 
   it("an invite of one's own does not take another's place: naming her fan id with it is refused, and leaves the invite free", async () => {
     const eventId = await newEvent();
-    await json(
-      await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
-        method: "PATCH",
-        json: { invites: true },
-        token: ADMIN_TOKEN,
-      }),
-      200,
-    );
-    const exp = Math.floor(Date.now() / 1000) + 3600;
-    const aliceInvite = mintInvite({ identity: `alice-${uniqueId("p")}`, eventId, exp }, { secret: INVITE_SECRET });
-    const malloryInvite = mintInvite({ identity: `mallory-${uniqueId("p")}`, eventId, exp }, { secret: INVITE_SECRET });
+    await setRoom(eventId, { invites: true });
+    const aliceInvite = inviteOf(`alice-${uniqueId("p")}`, eventId);
+    const malloryInvite = inviteOf(`mallory-${uniqueId("p")}`, eventId);
     const alice = await json(await join(eventId, { fanId: "alice-x2", invite: aliceInvite }), 201);
     // Mallory names alice's fan id with an invite of her own, twice (a retry must not pass).
     for (let i = 0; i < 2; i++) {

@@ -39,3 +39,30 @@ export async function createKeyValueTable(client: DynamoDBClient, table: string)
     { timeout: 120_000, interval: 200 },
   );
 }
+
+/** A table as the gateway made it before the open-purchases index (GSI3): GSI1 and GSI2 only. */
+export async function createTableBeforeGsi3(client: DynamoDBClient, table: string): Promise<void> {
+  const gsi = (n: string) => ({
+    IndexName: n,
+    KeySchema: [
+      { AttributeName: `${n}PK`, KeyType: "HASH" as const },
+      { AttributeName: `${n}SK`, KeyType: "RANGE" as const },
+    ],
+    Projection: { ProjectionType: "ALL" as const },
+  });
+  await client.send(
+    new CreateTableCommand({
+      TableName: table,
+      BillingMode: "PAY_PER_REQUEST",
+      AttributeDefinitions: ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"].map((a) => ({
+        AttributeName: a,
+        AttributeType: "S" as const,
+      })),
+      KeySchema: [
+        { AttributeName: "PK", KeyType: "HASH" },
+        { AttributeName: "SK", KeyType: "RANGE" },
+      ],
+      GlobalSecondaryIndexes: [gsi("GSI1"), gsi("GSI2")],
+    }),
+  );
+}
