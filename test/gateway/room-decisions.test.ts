@@ -186,6 +186,37 @@ describe("an invite's identity", () => {
   });
 });
 
+describe("who names the fans", () => {
+  it('fanIds "issued" holds after a Redis loss; a replacement takes its body\'s value, in the stored event and the join', async () => {
+    const eventId = uniqueId("fids");
+    const base = later();
+    await json(await putEvent(gw, eventId, { ...base, waitingRoom: { ...base.waitingRoom, fanIds: "issued" } }), 201);
+    const kept = await json(await join(eventId, {}), 201);
+
+    await loseRoom(eventId);
+    expect((await join(eventId, { fanId: "named-by-client" })).status).toBe(400);
+    // The id it issued is still one it knows: a place in the line Redis made again.
+    expect((await join(eventId, { fanId: kept.fanId })).status).toBe(201);
+
+    // Replaced without the field: the default, `any`, in the stored event and at the join.
+    await json(await putEvent(gw, eventId, later()), 200);
+    expect(((await adminView(eventId)).waitingRoom as Json).fanIds).toBe("any");
+    expect((await join(eventId, { fanId: "named-by-client" })).status).toBe(201);
+  });
+
+  it("an invite refused for naming another's fan id is free again after a Redis loss", async () => {
+    const eventId = uniqueId("fidinv");
+    await json(await putEvent(gw, eventId), 201);
+    await json(await patch(eventId, { invites: true }), 200);
+    await json(await join(eventId, { fanId: "alice", invite: invite(eventId, "alice_person") }), 201);
+    expect((await join(eventId, { fanId: "alice", invite: invite(eventId, "mallory_person") })).status).toBe(403);
+
+    await loseRoom(eventId);
+    // The claim was taken back in DynamoDB too: mallory's invite makes a place of her own.
+    await json(await join(eventId, { fanId: "mallory", invite: invite(eventId, "mallory_person") }), 201);
+  });
+});
+
 describe("a revocation", () => {
   it("keeps the fan out after a Redis loss", async () => {
     const eventId = uniqueId("revoke");
