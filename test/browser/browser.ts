@@ -41,6 +41,15 @@ export async function launchChromium(): Promise<Browser> {
 export const PAGE_TIMEOUT_MS = 30_000;
 export const NAVIGATION_TIMEOUT_MS = 60_000;
 
+/**
+ * How long one long browser journey (a test with many pages, actions and accessibility scans) may
+ * take. Alone such a test takes 15-30 s; in the parallel suite, beside two other files and this
+ * file's other journeys (describe.concurrent), a CI run on f09c2f2 took over 90 s for the
+ * console's longest and 60 s for one of 16 s. Each step keeps its own bound (PAGE_TIMEOUT_MS,
+ * expect.poll's timeout), so a stuck step still fails on that step.
+ */
+export const JOURNEY_TIMEOUT_MS = 180_000;
+
 /** Gives a page the suite's patience for actions and navigations. */
 export function patient(page: Page): Page {
   page.setDefaultTimeout(PAGE_TIMEOUT_MS);

@@ -19,7 +19,14 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { expectAccessible } from "./axe.js";
-import { ensurePagesBuilt, keepFanId, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
+import {
+  ensurePagesBuilt,
+  JOURNEY_TIMEOUT_MS,
+  keepFanId,
+  screenshot,
+  sharedChromium,
+  type TestBrowser,
+} from "./browser.js";
 
 let gw: Gateway;
 let server: { url: string; close(): Promise<void> };
@@ -62,7 +69,9 @@ async function connect(page: Page, eventId: string) {
 const readout = (page: Page, chart: string) => page.locator(`[data-chart="${chart}"]`).textContent();
 
 describe.concurrent("the operator console in a browser", () => {
-  it("raising admitPerSecond in the console admits the waiting fans", async ({ expect }) => {
+  it("raising admitPerSecond in the console admits the waiting fans", { timeout: JOURNEY_TIMEOUT_MS }, async ({
+    expect,
+  }) => {
     const eventId = uniqueId();
     const onSaleAt = new Date(Date.now() + 4_000).toISOString();
     const input = eventInput({
@@ -167,11 +176,11 @@ describe.concurrent("the operator console in a browser", () => {
     await expect.poll(() => op.page.locator("#dash-state").textContent(), PATIENCE).toBe("open");
 
     expect([...fan.errors, ...op.errors]).toEqual([]);
-  }, 90_000);
+  });
 
-  it("close the sale, revoke a fan and end the event from the console; the history says who did what", async ({
-    expect,
-  }) => {
+  it("close the sale, revoke a fan and end the event from the console; the history says who did what", {
+    timeout: JOURNEY_TIMEOUT_MS,
+  }, async ({ expect }) => {
     const eventId = uniqueId();
     const input = eventInput({ waitingRoom: { admitPerSecond: 10_000, maxActive: 100, sessionSeconds: 600 } });
     expect((await putEvent(gw, eventId, input)).status).toBe(201);
@@ -226,11 +235,11 @@ describe.concurrent("the operator console in a browser", () => {
     };
     expect(view.sale.state).toBe("ended");
     expect(op.errors).toEqual([]);
-  }, 90_000);
+  });
 
-  it("a console opened after the line moved, and reloaded, charts it from the gateway's history", async ({
-    expect,
-  }) => {
+  it("a console opened after the line moved, and reloaded, charts it from the gateway's history", {
+    timeout: JOURNEY_TIMEOUT_MS,
+  }, async ({ expect }) => {
     const eventId = uniqueId();
     const input = eventInput({ waitingRoom: { admitPerSecond: 0, maxActive: 100, sessionSeconds: 600 } });
     expect((await putEvent(gw, eventId, input)).status).toBe(201);
@@ -266,9 +275,11 @@ describe.concurrent("the operator console in a browser", () => {
     await screenshot(op.page, "console-6-history-after-reload");
     await expectAccessible(op.page, "console-6-history-after-reload");
     expect(op.errors).toEqual([]);
-  }, 60_000);
+  });
 
-  it("with the admission loop on, the console charts its steps and shows its settings", async ({ expect }) => {
+  it("with the admission loop on, the console charts its steps and shows its settings", {
+    timeout: JOURNEY_TIMEOUT_MS,
+  }, async ({ expect }) => {
     const eventId = uniqueId();
     const input = eventInput({ waitingRoom: { admitPerSecond: 1, maxActive: 100, sessionSeconds: 600 } });
     expect((await putEvent(gw, eventId, input)).status).toBe(201);
@@ -333,11 +344,11 @@ describe.concurrent("the operator console in a browser", () => {
     const room = await gw.deps.waitingRoom.stats(eventId);
     expect(room.ok && room.settings.autoAdmit.enabled).toBe(false);
     expect(op.errors).toEqual([]);
-  }, 90_000);
+  });
 
-  it("the operator sets the loop's bounds in the console; a min above the max is named and not sent", async ({
-    expect,
-  }) => {
+  it("the operator sets the loop's bounds in the console; a min above the max is named and not sent", {
+    timeout: JOURNEY_TIMEOUT_MS,
+  }, async ({ expect }) => {
     const eventId = uniqueId();
     const input = eventInput({ waitingRoom: { admitPerSecond: 1, maxActive: 100, sessionSeconds: 600 } });
     expect((await putEvent(gw, eventId, input)).status).toBe(201);
@@ -403,7 +414,7 @@ describe.concurrent("the operator console in a browser", () => {
     expect(patches).toHaveLength(1);
     expect((await loopInForce()).minPerSecond).toBe(2);
     expect(op.errors).toEqual([]);
-  }, 60_000);
+  });
 
   it("a wrong operator token is refused with a clear message", async ({ expect }) => {
     const eventId = uniqueId();

@@ -16,7 +16,15 @@ import {
   uniqueId,
 } from "../gateway/harness.js";
 import { expectAccessible } from "./axe.js";
-import { ensurePagesBuilt, keepFanId, keptFanId, screenshot, sharedChromium, type TestBrowser } from "./browser.js";
+import {
+  ensurePagesBuilt,
+  JOURNEY_TIMEOUT_MS,
+  keepFanId,
+  keptFanId,
+  screenshot,
+  sharedChromium,
+  type TestBrowser,
+} from "./browser.js";
 import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 import pino from "pino";
 import { startNotifyReceiver } from "../../src/notify/receiver.js";
@@ -188,7 +196,9 @@ describe.concurrent("the fan's pages in a browser", () => {
     expect(errors).toEqual([]);
   });
 
-  it("one fan goes from the waiting room to a confirmed purchase, past a declined card", async ({ expect }) => {
+  it("one fan goes from the waiting room to a confirmed purchase, past a declined card", {
+    timeout: JOURNEY_TIMEOUT_MS,
+  }, async ({ expect }) => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId, smallEvent({ name: "Finals Night" }))).status).toBe(201);
     const { page, errors } = await newPage();
@@ -247,11 +257,11 @@ describe.concurrent("the fan's pages in a browser", () => {
     await page.getByRole("heading", { name: "You're going!" }).waitFor();
     expect(await page.locator("#done-purchase-id").textContent()).toBe(purchaseId);
     expect(errors).toEqual([]);
-  }, 90_000);
+  });
 
-  it("two fans race for one seat: the loser is told, offered the nearest free seat, and sees it go held then sold", async ({
-    expect,
-  }) => {
+  it("two fans race for one seat: the loser is told, offered the nearest free seat, and sees it go held then sold", {
+    timeout: JOURNEY_TIMEOUT_MS,
+  }, async ({ expect }) => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId, smallEvent())).status).toBe(201);
     const [a, b] = await Promise.all([newPage(), newPage({ width: 390, height: 844 })]);
@@ -318,11 +328,11 @@ describe.concurrent("the fan's pages in a browser", () => {
     await screenshot(loser, "race-3-loser-checkout");
     await expectAccessible(loser, "race-3-loser-checkout");
     expect([...a.errors, ...b.errors]).toEqual([]);
-  }, 90_000);
+  });
 
-  it("best available: a block too big is explained, then the gateway picks two seats together at the front", async ({
-    expect,
-  }) => {
+  it("best available: a block too big is explained, then the gateway picks two seats together at the front", {
+    timeout: JOURNEY_TIMEOUT_MS,
+  }, async ({ expect }) => {
     const eventId = uniqueId();
     const event = smallEvent({
       sections: [
@@ -367,9 +377,9 @@ describe.concurrent("the fan's pages in a browser", () => {
     await screenshot(page, "fan-8-best-held");
     await expectAccessible(page, "fan-8-best-held");
     expect(errors).toEqual([]);
-  }, 60_000);
+  });
 
-  it("an expired hold says so and leads back to the seat map", async ({ expect }) => {
+  it("an expired hold says so and leads back to the seat map", { timeout: JOURNEY_TIMEOUT_MS }, async ({ expect }) => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId, smallEvent({ holdSeconds: 2 }))).status).toBe(201);
     const { page, errors } = await newPage();
@@ -386,9 +396,11 @@ describe.concurrent("the fan's pages in a browser", () => {
     await page.getByRole("button", { name: "Back to the seat map" }).first().click();
     await reachSeatMap(page);
     expect(errors).toEqual([]);
-  }, 60_000);
+  });
 
-  it("on a sold-out map a fan asks to be told, and is told when the seats come back", async ({ expect }) => {
+  it("on a sold-out map a fan asks to be told, and is told when the seats come back", {
+    timeout: JOURNEY_TIMEOUT_MS,
+  }, async ({ expect }) => {
     // A gateway of its own with the webhook wired to the demo's receiver (signature checked).
     const receiver = await startNotifyReceiver({
       secret: derivedNotifySecret(SECRET),
@@ -440,5 +452,5 @@ describe.concurrent("the fan's pages in a browser", () => {
       await notifyGw.close();
       await receiver.close();
     }
-  }, 60_000);
+  });
 });
