@@ -7,6 +7,7 @@
  *   BENCH_SECONDS=10 BENCH_CONNECTIONS=64 npm run bench:gateway
  *   BENCH_GATEWAY_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npm run bench:gateway  # a profile
  *   BENCH_ONLY=join npm run bench:gateway   # only the rows whose names match (and the ceiling)
+ *   BENCH_WARMUP_SECONDS=0 npm run bench:gateway   # no warm-up run before each row (from cold)
  *
  * Prints a table, then one JSON line.
  */
@@ -153,6 +154,13 @@ export interface GatewayBenchOptions {
   redisPid?: number;
   /** Only the rows whose names match (BENCH_ONLY), beside the ceiling. */
   only?: RegExp;
+  /**
+   * Seconds of the same load before each measured run, its figures dropped (BENCH_WARMUP_SECONDS,
+   * default 2; 0 measures from cold as before). Without it a row counted the JIT's first
+   * compilations (TurboFan took ~19% of a cold poll run's samples in perf) and the gateway, with
+   * more code to optimise than the hello-world, paid more of it: an on-sale lasts minutes.
+   */
+  warmupSeconds?: number;
 }
 
 /** Bytes of a response body on the wire (no decompression), with the given request headers. */
@@ -188,11 +196,14 @@ const CEILING = "hello world (ceiling)";
 export async function benchGateway(options: GatewayBenchOptions): Promise<GatewayBenchRow[]> {
   const { redisUrl, dynamoEndpoint } = options;
   const load = { connections: options.connections, seconds: options.seconds };
-  const measured = async (run: LoadOptions): Promise<GatewayBenchRow> => {
+  const warmupSeconds = options.warmupSeconds ?? 2;
+  /** One row: `warmup: false` for a run that changes what it measures (the hot seats sell). */
+  const measured = async (run: LoadOptions, { warmup = true } = {}): Promise<GatewayBenchRow> => {
     // BENCH_ONLY: the rows whose names it matches (and the ceiling, always); the others are left out.
     if (options.only && !options.only.test(run.name) && run.name !== CEILING) {
       return { name: run.name, requests: 0, seconds: 0, perSecond: 0, p50Ms: 0, p99Ms: 0, statuses: {} };
     }
+    if (warmup && warmupSeconds > 0) await runLoad({ ...run, seconds: warmupSeconds });
     const pid = options.redisPid;
     const before = pid ? processCpuMicros(pid) : undefined;
     const result: GatewayBenchRow = await runLoad(run);
@@ -382,18 +393,21 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
       }),
     );
     const before = await holdWrites(gw.url);
-    const holds = await measured({
-      ...load,
-      name: "contended holds (20 hot seats)",
-      baseUrl: gw.url,
-      serverPid: pid,
-      next: (i) => ({
-        method: "POST",
-        path: `/v1/events/${eventId}/holds`,
-        headers: { authorization: `Bearer ${accessTokens[i % accessTokens.length]}` },
-        body: JSON.stringify({ seats: [`HOT-1-${(i % 20) + 1}`] }),
-      }),
-    });
+    const holds = await measured(
+      {
+        ...load,
+        name: "contended holds (20 hot seats)",
+        baseUrl: gw.url,
+        serverPid: pid,
+        next: (i) => ({
+          method: "POST",
+          path: `/v1/events/${eventId}/holds`,
+          headers: { authorization: `Bearer ${accessTokens[i % accessTokens.length]}` },
+          body: JSON.stringify({ seats: [`HOT-1-${(i % 20) + 1}`] }),
+        }),
+      },
+      { warmup: false },
+    );
     const writes = (await holdWrites(gw.url)) - before;
     const granted = holds.statuses["201"] ?? 0;
     results.push({
@@ -432,6 +446,7 @@ async function main(): Promise<void> {
       BENCH_CONNECTIONS: z.coerce.number().int().positive().default(32),
       BENCH_FANS: z.coerce.number().int().positive().default(2_000),
       BENCH_ONLY: z.string().optional(),
+      BENCH_WARMUP_SECONDS: z.coerce.number().min(0).default(2),
     })
     .parse(process.env);
   const redis = env.REDIS_URL ? undefined : await spawnRedis();
@@ -442,6 +457,7 @@ async function main(): Promise<void> {
       redisUrl: env.REDIS_URL ?? redis!.url,
       dynamoEndpoint: env.DYNAMODB_ENDPOINT ?? dynamo!.endpoint,
       fans: env.BENCH_FANS,
+      warmupSeconds: env.BENCH_WARMUP_SECONDS,
       ...(env.BENCH_ONLY ? { only: new RegExp(env.BENCH_ONLY, "i") } : {}),
       ...(redis?.child.pid ? { redisPid: redis.child.pid } : {}),
       ...load,
