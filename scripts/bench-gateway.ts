@@ -369,6 +369,20 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     // The join of an on-sale's crowd: into a line that is waiting (the room full), so no join is
     // also an admission (the row above admits each joiner at once, 50,000/s).
     results.push(await joinRow("join into a waiting line (a new fan each)", fullEvent, "waiter", "x"));
+    // A fan joining again (a reload, a second tab, a retry): the place given back, 200.
+    results.push(
+      await measured({
+        ...load,
+        name: "repeat join (a fan already in line)",
+        baseUrl: gw.url,
+        serverPid: pid,
+        next: (i) => ({
+          method: "POST",
+          path: `/v1/events/${fullEvent}/queue`,
+          body: JSON.stringify({ fanId: fanIds[i % fanIds.length] }),
+        }),
+      }),
+    );
     // Every TAKEN seat held first (one fan each): the crowd after them is refused by the shield.
     for (let n = 1; n <= 20; n++) {
       const held = await call(`${gw.url}/v1/events/${eventId}/holds`, {

@@ -19,7 +19,7 @@
   whose session completed or expired, gets a new place at the back.
 
   Returns the fan view (flat key/value list, see fan_view in includes/views.lua) plus
-  'created' 1|0, or
+  'created' 1|0 and 'invites' 1|0 (the room asks new places for an invite), or
     { 'limited', 'ip', 'retryAfterMs', ms }  the per-IP limit refused the join
     { 'refused', 'pow', 'powBits', n }       a new place needs a proof of n bits (room setting)
     { 'refused', 'invite' }                  a new place needs an invite (room setting)
@@ -87,4 +87,5 @@ else
 end
 
 save_room(r)
-return append(fan_view(r, fanId, f, now), 'created', int(created))
+-- 'invites': whether the room asks a new place for an invite (the gateway asks a place given back for it too)
+return append(fan_view(r, fanId, f, now), 'created', int(created), 'invites', int(r.invites))

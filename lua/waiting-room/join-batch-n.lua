@@ -31,7 +31,7 @@
   the line (as join-9.lua: a fan handed on to join-9 has its limit taken already).
 
   Returns { view, reply 1, ..., reply n }: `view` is the fan view (includes/views.lua fan_view) of
-  the first fan placed, plus 'created' 1 (empty when nobody was placed): every fan placed in one
+  the first fan placed, plus 'created' 1 and 'invites' (as join-9.lua; empty when nobody was placed): every fan placed in one
   batch sees the same room, so only its position and `ahead` differ, and the script does not build
   and send the 34-field view n times (that was most of its time). Then one reply per fan, in ARGV
   order:
@@ -154,7 +154,8 @@ if r.openedAt == 0 then
 else
   memo.goneAhead = redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
 end
-local view = append(fan_view(r, ARGV[2 + (placed[1] - 1) * PER_FAN], fans[1], now, memo), 'created', '1')
+local view = append(fan_view(r, ARGV[2 + (placed[1] - 1) * PER_FAN], fans[1], now, memo), 'created', '1',
+  'invites', int(r.invites))
 -- fan_view's position and ahead for every other fan of the batch (the same arithmetic)
 for j, i in ipairs(placed) do
   local f = fans[j]

@@ -347,9 +347,10 @@ export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): 
         credentials: { proofBits: 0, invite: false },
       });
       if (result.ok) {
-        // A place given back: the app answers it (in a line for invited fans only it asks for the
-        // invite); the join is idempotent, so the app's join finds the same place.
-        if (!result.created) return null;
+        // A place given back in a line for invited fans only: the app answers (it asks for the
+        // invite); the join is idempotent, so the app's join finds the same place. Anywhere else a
+        // repeat join is answered here, 200, as the route would.
+        if (!result.created && result.invites) return null;
         if (seenEvents.size < 1_000) seenEvents.add(eventId);
         const lottery = await commitmentAtJoin(waitingRoom, eventId);
         return {

@@ -93,7 +93,7 @@ async function joinOnce(
     const queueToken = ctx.tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") });
     const place = ctx.placeFrom(f, eventId, fanId);
     ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
-    return { ok: true as const, created: f.flag("created"), fanId, queueToken, place };
+    return { ok: true as const, created: f.flag("created"), fanId, queueToken, place, invites: f.flag("invites") };
   });
 }
 

@@ -209,7 +209,18 @@ export interface JoinCredentials {
 }
 
 export type JoinResult =
-  | { ok: true; created: boolean; fanId: string; queueToken: string; place: FanPlace }
+  | {
+      ok: true;
+      created: boolean;
+      fanId: string;
+      queueToken: string;
+      place: FanPlace;
+      /**
+       * The room asks a new place for an invite (its `invites` setting, read in the join's own
+       * script): a place given back then goes only with the invite (src/http/routes/queue/join.ts).
+       */
+      invites: boolean;
+    }
   | NotFound
   /** The room asks a proof of `powBits` bits, or an invite, for a new place. */
   | { ok: false; reason: "pow_required"; powBits: number }

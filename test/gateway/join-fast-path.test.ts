@@ -83,7 +83,9 @@ describe("the join fast path", () => {
     expect(comparable(first.answer)).toEqual(comparable(fromApp));
     expect(first.answer.headers["x-request-id"]).toBeTruthy();
 
+    // A repeat join is answered by the fast path too (the join's script says the room asks no invite).
     const again = await viaFast(eventId, { fanId: "app-1" });
+    expect(again.fast).toBe(true);
     const appAgain = await join(appPort, eventId, { fanId: "fast-1" });
     expect(again.answer.status).toBe(200);
     expect(comparable(again.answer)).toEqual(comparable(appAgain));
@@ -94,6 +96,24 @@ describe("the join fast path", () => {
     expect(
       await join(fastPort, eventId, { fanId: "fast-3" }, { "content-type": "application/json; charset=utf-8" }),
     ).toMatchObject({ status: 201 });
+  });
+
+  it("hands a place given back in a line for invited fans only to the app, which asks for the invite", async () => {
+    // Places made before the operator turned invites on: given back only with an invite from then.
+    const eventId = await newEvent();
+    expect((await join(fastPort, eventId, { fanId: "early-1" })).status).toBe(201);
+    expect((await join(appPort, eventId, { fanId: "early-2" })).status).toBe(201);
+    const patched = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+      method: "PATCH",
+      json: { invites: true },
+      token: ADMIN_TOKEN,
+    });
+    expect(patched.status).toBe(200);
+    const again = await viaFast(eventId, { fanId: "early-1" });
+    expect(again.fast).toBe(false);
+    expect(again.answer.status).toBe(428);
+    expect(JSON.parse(again.answer.body.toString()).error.code).toBe("invite_required");
+    expect(comparable(again.answer)).toEqual(comparable(await join(appPort, eventId, { fanId: "early-2" })));
   });
 
   it("answers the route's errors: unknown event, closed line, proof of work or invite asked", async () => {

@@ -229,7 +229,7 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   }
   // A place given back in a line for invited fans only goes with the invite: a fan id alone (the
   // site's user id, say) is a name others can say (docs/waiting-room.md "Whose place").
-  if (!result.created && !invited && (await inviteOnly(c, eventId))) {
+  if (!result.created && !invited && result.invites) {
     refuse(
       c,
       "invite_missing",
@@ -245,13 +245,6 @@ export const joinRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
     result.created ? 201 : 200,
   );
 });
-
-/** Whether the room takes invited fans only (a Redis read: asked only of a join that found its place). */
-async function inviteOnly(c: Context<AppEnv>, eventId: string): Promise<boolean> {
-  const room = await c.get("deps").waitingRoom.info(eventId);
-  if (!room.ok) throw new ApiError("unavailable", "the waiting room is unavailable; retry shortly", { retryAfter: 2 });
-  return room.info.invites;
-}
 
 /** The event's `waitingRoom.fanIds`; `any` for an unknown event (the room answers its 404). */
 async function fanIdModeOf(c: Context<AppEnv>, eventId: string): Promise<FanIdMode> {
