@@ -93,6 +93,12 @@ export function connectRedis(target: RedisTarget, role: ConnectionRole, options?
     // on a MOVED or a lost node rather than giving up on the first try.
     retryDelayOnFailover: 200,
     retryDelayOnClusterDown: 200,
+    // Right after a failover the nodes may disagree for a moment about who owns a slot, and a
+    // command bounced between them (MOVED, MOVED, ...) used up its 16 redirections in
+    // milliseconds: "Too many Cluster redirections (MOVED 3033)" in a CI run's workers after a
+    // master was SIGKILLed. A pause before following a MOVED lets the new owner's claim spread
+    // (16 x 100 ms); outside failovers and resharding no command meets a MOVED.
+    retryDelayOnMoved: 100,
     ...(role === "subscriber" ? { shardedSubscribers: true } : {}),
   };
   return new Cluster(target.nodes, clusterOptions);
