@@ -56,10 +56,11 @@ function eventInput(): EventInput {
   };
 }
 
-function sagaOver(payments: PaymentProvider, inv: Inventory = inventory): PurchaseSaga {
+/** `timed: false`: `payments` already bounds its calls (the caller placed withTimeout itself). */
+function sagaOver(payments: PaymentProvider, inv: Inventory = inventory, { timed = true } = {}): PurchaseSaga {
   return createPurchaseSaga({
     inventory: inv,
-    payments: withTimeout(payments, PAYMENT_TIMEOUT_MS),
+    payments: timed ? withTimeout(payments, PAYMENT_TIMEOUT_MS) : payments,
     waitingRoom: { completeSession: async () => ({ ok: true, ended: true }) as never },
     seatMapWrites: { sold: async () => {} },
     metrics: createMetrics(),
@@ -188,9 +189,13 @@ describe("purchase saga interleavings (local DynamoDB, simulated provider in Red
     };
     let saga: PurchaseSaga | undefined;
     const backstopRuns: string[] = [];
-    // The per-event backstop runs just as the charge leaves, and finishes before the provider sees it.
+    // The per-event backstop runs just as the charge leaves, and finishes before the provider sees
+    // it: before the charge's own timeout starts. Inside it, the backstop's DynamoDB reads count
+    // against the 400 ms timeout, and on a loaded machine (a CI run at load average > 10 failed
+    // this test) they can pass it: the charge then ends ambiguous, not confirmed.
+    const timed = withTimeout(ledger, PAYMENT_TIMEOUT_MS);
     const provider: PaymentProvider = {
-      ...ledger,
+      ...timed,
       charge: async (key, amount, token) => {
         // It leaves the purchase pending (too young to judge), so the job fails to be run again.
         const outcomes = await reconcileJob(
@@ -198,10 +203,10 @@ describe("purchase saga interleavings (local DynamoDB, simulated provider in Red
           { kind: "event", eventId },
         ).catch((err: Error) => (err.name === "StillPending" ? err.message : Promise.reject(err)));
         backstopRuns.push(JSON.stringify(outcomes));
-        return ledger.charge(key, amount, token);
+        return timed.charge(key, amount, token);
       },
     };
-    saga = sagaOver(provider, slowStore);
+    saga = sagaOver(provider, slowStore, { timed: false });
     const outcome = await saga.purchase({
       eventId,
       fanId,
