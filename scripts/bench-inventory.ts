@@ -184,8 +184,6 @@ try {
             ":hold": who,
             ":exp": now + 60_000,
             ":now": now,
-            ":g2pk": "BENCH#exp",
-            ":g2sk": `${new Date(now).toISOString()}#${who}`,
           },
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
         }),

@@ -4,8 +4,9 @@
  * documented in docs/data-model.md and built only in src/inventory/keys.ts.
  *
  * GSI1 is sparse: events by on-sale time, operator actions by day, and the purchases of events
- * created before GSI3 (by status). GSI2 is sparse and sharded: held seats (and holds) keyed by
- * expiry, for the sweeper; notices; the outbox of events created before GSI3.
+ * created before GSI3 (by status). GSI2 is sparse and sharded: general-admission holds keyed by
+ * expiry, for the sweeper, and their confirmed ones; notices; held seats of events created before
+ * issue 30 item 2 and the outbox of events created before GSI3.
  * GSI3 is sparse and KEYS_ONLY: the open purchases of an event (pending, or confirmed and not yet
  * acknowledged, or a refund under way), entered at creation and left at the acknowledgement (or
  * the failure), its key never changing in between: 2 write units a sale (docs/data-model.md).

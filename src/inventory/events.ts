@@ -53,6 +53,13 @@ interface Layout {
   seatsPerRow: number;
 }
 
+/**
+ * The event item's mark of an event whose seat holds write no GSI2 expiry entry (every event PUT
+ * since issue 30 item 2): its sweeps query no expiry partition. An event without it may have
+ * seats held before, whose entries are still there to find (src/inventory/sweep.ts).
+ */
+export const SEAT_EXPIRIES = "seatmap";
+
 export async function getEventItem(ctx: Ctx, eventId: string): Promise<Item | undefined> {
   const out = await ctx.doc.send(
     new GetCommand({ TableName: ctx.tableName, Key: keys.event(eventId), ConsistentRead: true }),
@@ -476,6 +483,8 @@ function buildOf(eventId: string, def: EventInput, existing: Item | undefined, n
     // Its purchases are in GSI3 only (no purchase exists before the on-sale, so a replacement of
     // an event made before GSI3 may say so too).
     purchasesIndex: "GSI3",
+    // Its seat holds write no GSI2 expiry entry: its sweeps query no expiry partition (sweep.ts).
+    seatExpiries: SEAT_EXPIRIES,
     ...(roomSettings ? { roomSettings } : {}),
   };
   return { buildId, item, layouts, staleSections, staleAreas };

@@ -50,7 +50,6 @@ import {
   parseSeatId,
   type SeatRef,
   seatIdOf,
-  shardOf,
 } from "./keys.js";
 import {
   backoff,
@@ -66,7 +65,13 @@ import {
   type TransactItem,
 } from "./store.js";
 import { overLimit } from "./limits.js";
-import { placesBack, reclaimExpiredAdmissions, sweepExpired } from "./sweep.js";
+import {
+  placesBack,
+  reclaimExpiredAdmissions,
+  type SeatCandidates,
+  sweepEventSections,
+  sweepExpired,
+} from "./sweep.js";
 import type { EventRef, Hold, HoldResult, ReleaseResult, SweepResult } from "./types.js";
 
 const SINGLE_WRITE_ATTEMPTS = 6;
@@ -151,10 +156,16 @@ interface HoldTerms {
   expiresAt: number;
 }
 
-/** A seat's hold write (scripts/bench-inventory.ts times it bare, without the module around it). */
+/**
+ * A seat's hold write (scripts/bench-inventory.ts times it bare, without the module around it). It
+ * writes no index entry: the sweeper finds an expired hold in the seat map, or in a read of the
+ * section (src/inventory/sweep.ts), where an expiry entry in GSI2 cost a write unit at the hold and
+ * another at the sale. The REMOVE costs nothing on a seat without GSI2 keys; a seat last held
+ * before this change loses its old hold's entry, which would otherwise name an expiry long past
+ * and cost a failed conditional write at every sweep of its shard while the new hold lives.
+ */
 export const SEAT_HOLD_UPDATE =
-  "SET #status = :held, holderId = :fan, holdId = :hold, holdExpiresAt = :exp, heldAt = :now, " +
-  "GSI2PK = :g2pk, GSI2SK = :g2sk";
+  "SET #status = :held, holderId = :fan, holdId = :hold, holdExpiresAt = :exp, heldAt = :now REMOVE GSI2PK, GSI2SK";
 /**
  * Expiry is decided here, at write time: a held seat whose hold has passed is free to take.
  * `holdId = :hold` makes an SDK retry of this very request (same hold id) succeed again.
@@ -166,12 +177,7 @@ export const SEAT_HOLD_CONDITION =
   "(attribute_exists(PK) AND #status = :available) OR (#status = :held AND holdExpiresAt <= :now) " +
   "OR (#status = :held AND holdId = :hold)";
 
-function seatHoldUpdate(
-  ctx: Ctx,
-  t: HoldTerms,
-  ref: SeatRef,
-  seatId: string,
-): UpdateCommandInput & { UpdateExpression: string } {
+function seatHoldUpdate(ctx: Ctx, t: HoldTerms, ref: SeatRef): UpdateCommandInput & { UpdateExpression: string } {
   return {
     TableName: ctx.tableName,
     Key: keys.seat(t.eventId, ref),
@@ -185,8 +191,6 @@ function seatHoldUpdate(
       ":hold": t.holdId,
       ":exp": t.expiresAt,
       ":now": t.now,
-      ":g2pk": keys.heldSeatsPartition(t.eventId, shardOf(seatId)),
-      ":g2sk": expirySortKey(t.expiresAt, seatId),
     },
     ReturnValuesOnConditionCheckFailure: "ALL_OLD",
   };
@@ -471,7 +475,7 @@ async function takeSeats(ctx: Ctx, t: HoldTerms, refs: readonly SeatRef[], ids: 
     const seatId = ids[0]!;
     for (let attempt = 0; ; attempt++) {
       try {
-        await ctx.doc.send(new UpdateCommand(seatHoldUpdate(ctx, t, refs[0]!, seatId)));
+        await ctx.doc.send(new UpdateCommand(seatHoldUpdate(ctx, t, refs[0]!)));
         return "held";
       } catch (err) {
         const failed = conditionFailure(err);
@@ -484,7 +488,7 @@ async function takeSeats(ctx: Ctx, t: HoldTerms, refs: readonly SeatRef[], ids: 
   }
   const out = await transact(
     ctx,
-    refs.map((ref, i) => ({ Update: seatHoldUpdate(ctx, t, ref, ids[i]!) })),
+    refs.map((ref) => ({ Update: seatHoldUpdate(ctx, t, ref) })),
   );
   if (out.ok) return "held";
   if (out.contention) return "contention";
@@ -885,8 +889,20 @@ export interface HoldStore {
   release(args: EventRef & { holdId: string; fanId: string }): Promise<ReleaseResult>;
   /** The fan's hold, from the fan's ledger; null when the fan has no such hold. */
   get(args: EventRef & { holdId: string; fanId: string }): Promise<Hold | null>;
-  /** Resets expired holds of one shard (0..SWEEP_SHARDS-1); `now` defaults to the clock. */
-  sweepExpired(args: EventRef & { shard: number; now?: number }): Promise<SweepResult>;
+  /**
+   * Resets expired holds of one shard (0..SWEEP_SHARDS-1); `now` defaults to the clock. Held seats
+   * are found in `heldSeats` (the seat map), and in a read of each section it does not have, when
+   * `storeReadDue` allows it (then every shard's expired seats of it are reset; without
+   * `storeReadDue`, every sweep reads it and resets its own shard's), src/inventory/sweep.ts;
+   * without `heldSeats`, every section is read.
+   */
+  sweepExpired(args: EventRef & SeatCandidates & { shard: number; now?: number }): Promise<SweepResult>;
+  /**
+   * The backstop that does not depend on Redis: every section of the event read from DynamoDB
+   * (but those `skip` names: sold out), its held seats whose hold has expired reset (nothing is
+   * read before the on-sale).
+   */
+  sweepSections(args: EventRef & { now?: number; skip?: (sectionId: string) => boolean }): Promise<SweepResult>;
 }
 
 export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
@@ -904,6 +920,11 @@ export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
       holdGeneralAdmission(ctx, events.forSale, eventId, fanId, areaId, quantity, holdSeconds),
     release: ({ eventId, holdId, fanId }) => release(ctx, eventId, holdId, fanId),
     get: ({ eventId, holdId, fanId }) => getHold(ctx, eventId, fanId, holdId),
-    sweepExpired: ({ eventId, shard, now }) => sweepExpired(ctx, eventId, shard, now ?? ctx.clock()),
+    sweepExpired: ({ eventId, shard, now, heldSeats, storeReadDue }) =>
+      sweepExpired(ctx, eventId, shard, now ?? ctx.clock(), {
+        ...(heldSeats ? { heldSeats } : {}),
+        ...(storeReadDue ? { storeReadDue } : {}),
+      }),
+    sweepSections: ({ eventId, now, skip }) => sweepEventSections(ctx, eventId, now ?? ctx.clock(), skip),
   };
 }

@@ -7,7 +7,11 @@ import { createHash } from "node:crypto";
  * here), so no key of one entity can spell a key of another.
  */
 
-/** Sweeper shards of GSI2 for held seats. The sweeper worker runs one loop per shard. */
+/**
+ * Sweeper shards: a seat's (and an area's) sweep job. The seats of a shard are found in the seat
+ * map and the sections (src/inventory/sweep.ts); for events made before issue 30 item 2 also in
+ * their shard's GSI2 expiry partition.
+ */
 export const SWEEP_SHARDS = 16;
 
 /**
@@ -172,7 +176,11 @@ export const keys = {
   /** Failed and refunded purchases of an event, counted (the console's counts; no index has them). */
   purchaseCounts: (eventId: string): ItemKey => ({ PK: `EVT#${eventId}#PURCHASES`, SK: "COUNT" }),
 
-  /** GSI2 partition of held seats of one sweeper shard, sorted by expiry. */
+  /**
+   * GSI2 partition of held seats of one sweeper shard, sorted by expiry: written by seat holds
+   * before issue 30 item 2 only (a hold writes no index entry since); read by the sweeps of events
+   * without `seatExpiries`.
+   */
   heldSeatsPartition: (eventId: string, shard: number): string => `EVT#${eventId}#EXP#${pad2(shard)}`,
   /**
    * GSI2 partition of the general-admission holds that took places from counter `k` of an area

@@ -264,14 +264,30 @@ export type PurchaseTransitionResult =
   | { ok: false; reason: "not_found" }
   | { ok: false; reason: "invalid_transition"; status: PurchaseStatus };
 
+/**
+ * What a cache knows of the held seats of an event's sections (the seat map in Redis,
+ * src/seatmap/cache.ts): for each section it has, held seat id -> its hold's expiry (epoch ms); a
+ * section it does not have is absent from the answer. The sweeper's candidates, never more: a seat
+ * is reset only by a condition on its item (src/inventory/sweep.ts).
+ */
+export interface HeldSeatsCache {
+  heldUntil(eventId: string, sectionIds: readonly string[]): Promise<ReadonlyMap<string, ReadonlyMap<string, number>>>;
+}
+
 export interface SweepResult {
-  /** Expired entries the GSI2 queries returned. */
+  /** Expired candidates found: the seat map's, the sections' reads', the GSI2 queries'. */
   examined: number;
   seatsReleased: number;
   /** Ids of the seats this pass turned available, for the seat map. */
   releasedSeats: string[];
   generalAdmissionHoldsExpired: number;
   generalAdmissionQuantityReturned: number;
+  /**
+   * Sections this pass read from DynamoDB and found every seat of sold: none of them can ever
+   * be held again (a sold seat never goes back, and a layout is fixed once on sale), so a caller
+   * that remembers them need not read them again.
+   */
+  soldOutSections?: string[];
 }
 
 export interface SeatView {

@@ -135,6 +135,12 @@ export interface SeatMapCache {
   rebuild(eventId: string, sectionId: string): Promise<boolean>;
   /** Available seats per cached section (the event summary). */
   availability(eventId: string): Promise<Record<string, number>>;
+  /**
+   * Held seat id -> hold expiry (epoch ms) of each of `sectionIds` the cache has (one round trip);
+   * a section it does not have is absent. The sweeper's candidates (src/inventory/sweep.ts):
+   * never more than that, a seat goes back only by a condition on its item.
+   */
+  heldUntil(eventId: string, sectionIds: readonly string[]): Promise<Map<string, Map<string, number>>>;
   /** The hot-seat shield: filters holds that cannot win and leases the seats of one that can. */
   shield(eventId: string, seatIds: string[], leaseMs: number): Promise<ShieldResult>;
   /** A section read from the store, bypassing Redis (when it is down); null when it does not exist. */
@@ -375,6 +381,29 @@ export function createSeatMapCache(deps: {
       requireRedis(redis, "seat-map availability");
       const raw = await redis.hgetall(seatMapKeys.availability(eventId));
       return Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
+    },
+
+    async heldUntil(eventId, sectionIds) {
+      requireRedis(redis, "seat-map held seats");
+      const tx = redis.multi();
+      for (const sectionId of sectionIds) {
+        const k = seatMapKeys.section(eventId, sectionId);
+        tx.exists(k.meta).hgetall(k.exp);
+      }
+      const out = (await tx.exec()) ?? [];
+      const held = new Map<string, Map<string, number>>();
+      sectionIds.forEach((sectionId, i) => {
+        const [existsErr, exists] = out[2 * i] ?? [];
+        const [expErr, exp] = out[2 * i + 1] ?? [];
+        if (existsErr || expErr) throw existsErr ?? expErr;
+        // Not cached (never read, or lost): the sweeper reads that section from DynamoDB.
+        if (exists !== 1) return;
+        held.set(
+          sectionId,
+          new Map(Object.entries((exp ?? {}) as Record<string, string>).map(([id, ms]) => [id, Number(ms)])),
+        );
+      });
+      return held;
     },
 
     async shield(eventId, seatIds, leaseMs) {

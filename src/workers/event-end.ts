@@ -26,8 +26,11 @@ export interface EndEventDeps {
   inventory: Pick<Inventory, "events" | "outbox">;
   queues: Queues;
   logger: Logger;
-  /** The work of one run, as the backstops do it. */
-  sweepAll(eventId: string): Promise<unknown>;
+  /**
+   * The work of one run, as the backstops do it: every shard, and in the first run (`run` 0) every
+   * section read from DynamoDB as well (the later runs find no hold left that the first did not).
+   */
+  sweepAll(eventId: string, run: number): Promise<unknown>;
   reconcile(eventId: string): Promise<Record<string, number>>;
   publish(eventId: string): Promise<PublishOutboxResult>;
   recheckMs?: number;
@@ -53,7 +56,7 @@ export async function endEventJob(
     return { ended: true, removed: await removeEventJobs(deps.queues, eventId, ownJobId) };
   }
 
-  await deps.sweepAll(eventId);
+  await deps.sweepAll(eventId, job.run);
   const reconciled = await deps.reconcile(eventId);
   const outbox = await deps.publish(eventId);
   // Younger than the publisher's margin, or published and not due: not seen above, still work.

@@ -43,6 +43,15 @@ export const SWEEP_BUCKET_MS = 5_000;
  * looked at, the seat-map cache rebuilt, the outbox's crash cases published.
  */
 export const SWEEP_EVERY_MS = 5 * 60_000;
+/**
+ * The sweep that reads every section of a live event from DynamoDB (src/inventory/sweep.ts
+ * sweepSections): the backstop that does not depend on the seat map in Redis, for a held seat whose
+ * write-through Redis missed or lost. About 16 read units per 1,000 seats a run (eventually
+ * consistent, the whole section read), none before the on-sale nor for a section sold out: a
+ * 10,000-seat event pays about 165 read units every 30 minutes, 0.09 a second (docs/data-model.md,
+ * "The sweeper worker"), a sixth of what the seat map's rebuild (REFRESH_EVERY_MS) reads.
+ */
+export const SECTIONS_SWEEP_EVERY_MS = 30 * 60_000;
 export const REFRESH_EVERY_MS = 10 * 60_000;
 /**
  * 30 s: money taken and not settled is the one background case a fan waits on (a purchase whose
@@ -57,8 +66,10 @@ export const OUTBOX_EVERY_MS = 15_000;
 
 export interface SweepJob {
   eventId: string;
-  /** Absent: every shard (a closed event's end run). */
+  /** Absent: every shard (a closed event's end run), unless `sections`. */
   shard?: number;
+  /** The backstop: every section read from DynamoDB (SECTIONS_SWEEP_EVERY_MS), and no shard. */
+  sections?: true;
 }
 
 export type SeatMapRefreshJob =
@@ -253,6 +264,7 @@ export function schedulerIds(eventId: string) {
   return {
     /** One per shard, as the hold-driven sweeps, so shards spread over workers. */
     sweeps: Array.from({ length: SWEEP_SHARDS }, (_, shard) => `sweep:${eventId}:${shard}`),
+    sections: `sweep-sections:${eventId}`,
     refresh: `refresh:${eventId}`,
     reconcile: `reconcile:${eventId}`,
     outbox: `outbox:${eventId}`,
@@ -282,6 +294,8 @@ export async function scheduleEvent(
       ...ids.sweeps.map((_, shard) =>
         queues.sweep.add("sweep", { eventId, shard }, { jobId: `sweep-${eventId}-${shard}-k${at}` }),
       ),
+      // The Redis that came back may have lost the seat map the shards' sweeps read.
+      queues.sweep.add("sweep-sections", { eventId, sections: true }, { jobId: `sweep-sections-${eventId}-k${at}` }),
       queues.seatMapRefresh.add(
         "refresh",
         { eventId, kind: "event", sectionIds },
@@ -300,6 +314,11 @@ export async function scheduleEvent(
     // The ids of the 5 s schedulers before: upserted, they take the new interval.
     ...ids.sweeps.map((id, shard) =>
       queues.sweep.upsertJobScheduler(id, { every: SWEEP_EVERY_MS }, { name: "sweep", data: { eventId, shard } }),
+    ),
+    queues.sweep.upsertJobScheduler(
+      ids.sections,
+      { every: SECTIONS_SWEEP_EVERY_MS },
+      { name: "sweep-sections", data: { eventId, sections: true } },
     ),
     queues.seatMapRefresh.upsertJobScheduler(
       ids.refresh,
@@ -321,6 +340,7 @@ export async function unscheduleEvent(queues: Queues, eventId: string): Promise<
   const ids = schedulerIds(eventId);
   await Promise.all([
     ...ids.sweeps.map((id) => queues.sweep.removeJobScheduler(id)),
+    queues.sweep.removeJobScheduler(ids.sections),
     queues.seatMapRefresh.removeJobScheduler(ids.refresh),
     queues.reconcile.removeJobScheduler(ids.reconcile),
     queues.outbox.removeJobScheduler(ids.outbox),

@@ -16,6 +16,7 @@ import type { PurchaseSaga } from "../purchases/saga.js";
 import { connectRedis, type RedisTarget } from "../redis/connect.js";
 import type { RedisClient } from "../redis/scripts.js";
 import type { SeatMapCache } from "../seatmap/cache.js";
+import { onceEvery } from "../throttle.js";
 import { endEventJob } from "./event-end.js";
 import { type PublishOutboxDeps, publishOutbox } from "./outbox.js";
 import {
@@ -33,8 +34,8 @@ export interface WorkerDeps {
   /** One server or a cluster (src/redis/connect.ts); each worker opens its own blocking connection. */
   redis: RedisTarget;
   inventory: Inventory;
-  /** Sections are rebuilt from the store on the refresh job. */
-  seatMap: Pick<SeatMapCache, "rebuild">;
+  /** Sections are rebuilt from the store on the refresh job; its held seats are the sweeps' candidates. */
+  seatMap: Pick<SeatMapCache, "rebuild" | "heldUntil">;
   /** What a sweep released is told to the seat map. */
   seatMapWrites: Pick<SeatMapWrites, "released">;
   /** The lottery draw job draws through it (./draw.ts); absent: draw jobs find no room. */
@@ -69,9 +70,33 @@ export interface Workers {
   close(): Promise<void>;
 }
 
-/** One shard of the event, or every shard (the backstop's job names none). */
-export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrites" | "notify">, job: SweepJob) {
-  const shards = job.shard === undefined ? Array.from({ length: SWEEP_SHARDS }, (_, s) => s) : [job.shard];
+/**
+ * A section the seat map does not have (Redis lost it, or never filled it) is read from DynamoDB
+ * by a shard's sweep at most this often per process: the read resets the expired seats of every
+ * shard, so the other fifteen shards' sweeps need not read it again.
+ */
+export const SECTION_READ_EVERY_MS = 60_000;
+
+export type SweepDeps = Pick<WorkerDeps, "inventory" | "seatMapWrites" | "notify"> & {
+  /** The held seats' candidates (absent: every section is read from DynamoDB by every sweep). */
+  seatMap?: Pick<SeatMapCache, "heldUntil">;
+  /** `${eventId}/${sectionId}` -> may a sweep read it from DynamoDB now (onceEvery(SECTION_READ_EVERY_MS)). */
+  sectionReadDue?: (key: string) => boolean;
+  /** `${eventId}/${sectionId}` of the sections a read found sold out: never read again by this process. */
+  soldOut?: Set<string>;
+};
+
+/** Past this many sold-out sections remembered, they are forgotten (each costs one more read). */
+const MAX_SOLD_OUT = 10_000;
+
+/** One shard of the event, or every shard (a closed event's end runs), or the sections read from DynamoDB. */
+export async function sweepJob(deps: SweepDeps, job: SweepJob) {
+  const shards =
+    job.sections === true
+      ? []
+      : job.shard === undefined
+        ? Array.from({ length: SWEEP_SHARDS }, (_, s) => s)
+        : [job.shard];
   const total: SweepResult = {
     examined: 0,
     seatsReleased: 0,
@@ -79,8 +104,36 @@ export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrit
     generalAdmissionHoldsExpired: 0,
     generalAdmissionQuantityReturned: 0,
   };
-  for (const shard of shards) {
-    const result = await deps.inventory.holds.sweepExpired({ eventId: job.eventId, shard });
+  const { seatMap, sectionReadDue, soldOut } = deps;
+  const key = (sectionId: string) => `${job.eventId}/${sectionId}`;
+  const passes: (() => Promise<SweepResult>)[] = shards.map(
+    (shard) => () =>
+      deps.inventory.holds.sweepExpired({
+        eventId: job.eventId,
+        shard,
+        ...(seatMap ? { heldSeats: seatMap } : {}),
+        ...(sectionReadDue || soldOut
+          ? {
+              storeReadDue: (sectionId: string) =>
+                !soldOut?.has(key(sectionId)) && (sectionReadDue?.(key(sectionId)) ?? true),
+            }
+          : {}),
+      }),
+  );
+  if (job.sections === true) {
+    passes.push(() =>
+      deps.inventory.holds.sweepSections({
+        eventId: job.eventId,
+        ...(soldOut ? { skip: (sectionId: string) => soldOut.has(key(sectionId)) } : {}),
+      }),
+    );
+  }
+  for (const pass of passes) {
+    const result = await pass();
+    if (soldOut && result.soldOutSections?.length) {
+      if (soldOut.size >= MAX_SOLD_OUT) soldOut.clear();
+      for (const sectionId of result.soldOutSections) soldOut.add(key(sectionId));
+    }
     await deps.seatMapWrites.released(job.eventId, result.releasedSeats);
     // After the seat map: a fan told first would find the seats still shown as held.
     await deps.notify?.seatsReturned(job.eventId, result.seatsReleased + result.generalAdmissionQuantityReturned);
@@ -92,7 +145,7 @@ export async function sweepJob(deps: Pick<WorkerDeps, "inventory" | "seatMapWrit
   }
   // The notifier's backstop rides on shard 0's sweeps (every live event has them, every 5 min and
   // after a reconnect): one Query when nothing is due.
-  if (deps.notify?.enabled && (job.shard === undefined || job.shard === 0)) {
+  if (deps.notify?.enabled && job.sections !== true && (job.shard ?? 0) === 0) {
     await deps.notify.redeliverDue(job.eventId).catch(() => 0);
   }
   return total;
@@ -224,7 +277,10 @@ export function startWorkers(deps: WorkerDeps): Workers {
         inventory: deps.inventory,
         queues,
         logger: deps.logger,
-        sweepAll: (eventId) => sweepJob(deps, { eventId }),
+        sweepAll: async (eventId, run) => {
+          await sweepJob(sweepDeps, { eventId });
+          if (run === 0) await sweepJob(sweepDeps, { eventId, sections: true });
+        },
         reconcile: (eventId) => reconcileEvent(deps, eventId),
         publish,
         ...deps.ending,
@@ -233,10 +289,11 @@ export function startWorkers(deps: WorkerDeps): Workers {
       job.id,
     );
   };
+  const sweepDeps: SweepDeps = { ...deps, sectionReadDue: onceEvery(SECTION_READ_EVERY_MS), soldOut: new Set() };
   const workers = [
     new Worker<SweepJob>(
       queueNames.sweep,
-      logged(queueNames.sweep, (d: SweepJob) => sweepJob(deps, d)),
+      logged(queueNames.sweep, (d: SweepJob) => sweepJob(sweepDeps, d)),
       common("sweeper"),
     ),
     new Worker<SeatMapRefreshJob>(
