@@ -622,7 +622,9 @@ function runCli(
 }
 
 describe("npm run audit (the CLI, as a child process)", () => {
-  it("exits 0 on a clean sale, 1 once it is corrupted, 2 on bad usage", async () => {
+  // Five CLI runs, each a child Node loading tsx and the audit: ~2-5 s each alone, past the default
+  // 60 s in a CI run whose box was loaded by another suite.
+  it("exits 0 on a clean sale, 1 once it is corrupted, 2 on bad usage", { timeout: 180_000 }, async () => {
     const s = await cleanSale();
     const env = {
       DYNAMODB_ENDPOINT: inject("dynamoEndpoint"),
