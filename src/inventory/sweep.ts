@@ -108,6 +108,36 @@ async function resetExpiredSeat(ctx: Ctx, key: ItemKey, seen: SeenHold, now: num
   }
 }
 
+/** A seat to reset if it is still held as seen, and expired. */
+interface SeatCandidate {
+  seatId: string;
+  key: ItemKey;
+  seen: SeenHold;
+}
+
+/** Resets the candidates (CONCURRENCY at a time) and counts them, and those reset, into `into`. */
+async function resetCandidates(
+  ctx: Ctx,
+  found: readonly SeatCandidate[],
+  now: number,
+  into: Pick<SweepResult, "examined" | "seatsReleased" | "releasedSeats">,
+): Promise<void> {
+  into.examined += found.length;
+  const reset = await mapLimit(found, CONCURRENCY, (c) => resetExpiredSeat(ctx, c.key, c.seen, now));
+  found.forEach((c, i) => {
+    if (!reset[i]) return;
+    into.seatsReleased++;
+    into.releasedSeats.push(c.seatId);
+  });
+}
+
+/** A seat item read from the table (a section read, a GSI2 entry) as a candidate named by its hold id. */
+const itemCandidate = (seat: Item): SeatCandidate => ({
+  seatId: String(seat.seatId),
+  key: { PK: String(seat.PK), SK: String(seat.SK) },
+  seen: { holdId: String(seat.holdId) },
+});
+
 /**
  * The backstop that does not depend on Redis: each section's seats read from DynamoDB (a Query of
  * the section's partition, eventually consistent; DynamoDB charges it by the items it reads, about
@@ -152,15 +182,7 @@ export async function sweepSections(
           typeof i.holdExpiresAt === "number" &&
           i.holdExpiresAt <= now,
       );
-      result.examined += found.length;
-      const reset = await mapLimit(found, CONCURRENCY, (seat) =>
-        resetExpiredSeat(ctx, { PK: String(seat.PK), SK: String(seat.SK) }, { holdId: String(seat.holdId) }, now),
-      );
-      found.forEach((seat, i) => {
-        if (!reset[i]) return;
-        result.seatsReleased++;
-        result.releasedSeats.push(String(seat.seatId));
-      });
+      await resetCandidates(ctx, found.map(itemCandidate), now, result);
     }
     if (read > 0 && unsold === 0) result.soldOutSections.push(sectionId);
   }
@@ -343,30 +365,19 @@ export async function sweepExpired(
     if (!event) return result;
     if (event.seatExpiries !== SEAT_EXPIRIES) {
       for await (const page of expiredEntries(ctx, keys.heldSeatsPartition(eventId, shard), now)) {
-        result.examined += page.length;
-        const reset = await mapLimit(page, CONCURRENCY, (seat) =>
-          resetExpiredSeat(ctx, { PK: String(seat.PK), SK: String(seat.SK) }, { holdId: String(seat.holdId) }, now),
-        );
-        page.forEach((seat, i) => {
-          if (!reset[i]) return;
-          result.seatsReleased++;
-          result.releasedSeats.push(String(seat.seatId));
-        });
+        await resetCandidates(ctx, page.map(itemCandidate), now, result);
       }
     }
     // Before the on-sale no seat can be held: nothing to ask Redis or read from the sections.
     const sections = onSale(event, now) ? sectionIdsOf(event) : [];
     const cached = await cachedCandidates(eventId, sections, shard, now, candidates.heldSeats);
-    result.examined += cached.seats.length;
-    const reset = await mapLimit(cached.seats, CONCURRENCY, ([seatId, expiresAt]) => {
+    // A seat id the map holds that is not one (never written by this gateway) counts as examined.
+    result.examined += cached.seats.filter(([seatId]) => !parseSeatId(seatId)).length;
+    const fromMap = cached.seats.flatMap(([seatId, expiresAt]): SeatCandidate[] => {
       const ref = parseSeatId(seatId);
-      return ref ? resetExpiredSeat(ctx, keys.seat(eventId, ref), { expiresAt }, now) : Promise.resolve(false);
+      return ref ? [{ seatId, key: keys.seat(eventId, ref), seen: { expiresAt } }] : [];
     });
-    cached.seats.forEach(([seatId], i) => {
-      if (!reset[i]) return;
-      result.seatsReleased++;
-      result.releasedSeats.push(seatId);
-    });
+    await resetCandidates(ctx, fromMap, now, result);
     const due = candidates.storeReadDue;
     const unread = cached.missing.filter((sectionId) => !due || due(sectionId));
     if (unread.length > 0) add(result, await sweepSections(ctx, eventId, unread, now, due ? undefined : shard));
