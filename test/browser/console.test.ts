@@ -12,6 +12,7 @@ import {
   admitFans,
   createTable,
   eventInput,
+  keepPlaces,
   type Gateway,
   listen,
   putEvent,
@@ -80,6 +81,9 @@ describe.concurrent("the operator console in a browser", () => {
       waitingRoom: { admitPerSecond: 0, maxActive: 100, sessionSeconds: 600 },
     });
     expect((await putEvent(gw, eventId, input)).status).toBe(201);
+    // The fans joined through the API below never poll; a journey slowed by CI load can outlast the
+    // default 60 s after which an unpolled place is given up.
+    await keepPlaces(gw, eventId);
 
     // Five fans join the pre-queue through the API; the draw puts them in a random order.
     for (const fanId of ["f1", "f2", "f3", "f4", "f5"]) {

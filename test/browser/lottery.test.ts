@@ -16,6 +16,7 @@ import {
   ADMIN_TOKEN,
   createTable,
   eventInput,
+  keepPlaces,
   type Gateway,
   listen,
   putEvent,
@@ -72,6 +73,9 @@ async function preQueue(fanIds: string[], chain?: TestChain): Promise<{ eventId:
     waitingRoom: { admitPerSecond: 0, maxActive: 100, sessionSeconds: 600, drand: chain?.chain },
   });
   expect((await putEvent(gw, eventId, input)).status).toBe(201);
+  // The fans joined through the API below never poll; a journey slowed by CI load can outlast the
+  // default 60 s after which an unpolled place is given up.
+  await keepPlaces(gw, eventId);
   const joined = await Promise.all(
     fanIds.map(async (fanId) => {
       const res = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } });

@@ -10,6 +10,7 @@ import {
   ADMIN_TOKEN,
   createTable,
   eventInput,
+  keepPlaces,
   type Gateway,
   listen,
   putEvent,
@@ -60,6 +61,9 @@ describe("the fan's page when Redis is lost", () => {
       waitingRoom: { admitPerSecond: 0, maxActive: 100, sessionSeconds: 600 },
     });
     expect((await putEvent(gw, eventId, input)).status).toBe(201);
+    // The fans joined through the API below never poll; a journey slowed by CI load can outlast the
+    // default 60 s after which an unpolled place is given up.
+    await keepPlaces(gw, eventId);
     for (const fanId of ["first", "second"]) {
       const res = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId } });
       expect(res.status).toBe(201);

@@ -185,6 +185,20 @@ export async function putEvent(gw: Gateway, eventId: string, input: EventInput =
   return gw.request(`/v1/admin/events/${eventId}`, { method: "PUT", json: input, token: ADMIN_TOKEN });
 }
 
+/**
+ * The event's waiting room keeps a place not polled for an hour (abandonSeconds, at most 3600; 60
+ * by default): for fans a test joins through the API and never polls, whose places must outlast a
+ * journey that CI load slows past the default.
+ */
+export async function keepPlaces(gw: Gateway, eventId: string): Promise<void> {
+  const res = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+    method: "PATCH",
+    token: ADMIN_TOKEN,
+    json: { abandonSeconds: 3_600 },
+  });
+  if (res.status !== 200) throw new Error(`PATCH waiting-room: ${res.status} ${await res.text()}`);
+}
+
 export interface AdmittedFan {
   fanId: string;
   queueToken: string;
