@@ -14,6 +14,11 @@ export interface DynamoClientOptions {
   /** Sockets per client; the SDK's default of 50 would queue a spike behind a few requests. */
   maxSockets?: number;
   requestTimeoutMs?: number;
+  /**
+   * How long a request may wait for its socket: queued behind `maxSockets` busy ones, then the
+   * TCP handshake (the SDK counts both). Default 10 s.
+   */
+  connectionTimeoutMs?: number;
   maxAttempts?: number;
 }
 
@@ -35,7 +40,7 @@ export function createDynamoClient(options: DynamoClientOptions): DynamoDBClient
       httpAgent: new Agent({ keepAlive: true, maxSockets, maxFreeSockets: maxSockets }),
       // The SDK counts time spent queued for a free socket against connectionTimeout, so it must
       // cover a spike deeper than maxSockets, not just a TCP handshake.
-      connectionTimeout: 10_000,
+      connectionTimeout: options.connectionTimeoutMs ?? 10_000,
       requestTimeout: options.requestTimeoutMs ?? 5_000,
       // Without this an overdue request only logs a warning; a claim must fail fast with 503.
       throwOnRequestTimeout: true,

@@ -61,8 +61,11 @@ export async function setupInventory(name: string): Promise<InventoryFixture> {
           region: "us-east-1",
           maxSockets: 64,
           maxAttempts: 1,
-          // A thousand requests queue behind 64 sockets; on a busy two-core box that takes seconds.
+          // A thousand requests queue behind 64 sockets; on a busy two-core box that takes seconds,
+          // and the SDK counts the wait for a socket against the connection timeout (10 s by
+          // default: "socket did not establish a connection" in two CI runs).
           requestTimeoutMs: 60_000,
+          connectionTimeoutMs: 60_000,
         });
         extra.push(own);
         return createInventory({ client: own, tableName, clock: clock.now });

@@ -45,7 +45,14 @@ beforeAll(async () => {
     startTimeoutMs: 60_000,
   });
   // As a gateway's client: the SDK's own retries (3 attempts) on throttling and conflicts.
-  client = createDynamoClient({ endpoint: db.endpoint, region: "us-east-1", maxSockets: 64, requestTimeoutMs: 60_000 });
+  // A burst queues behind 64 sockets: the wait for one counts against the connection timeout.
+  client = createDynamoClient({
+    endpoint: db.endpoint,
+    region: "us-east-1",
+    maxSockets: 64,
+    requestTimeoutMs: 60_000,
+    connectionTimeoutMs: 60_000,
+  });
   await ensureTable(client, tableName);
   inventory = createInventory({ client, tableName });
 }, 120_000);
