@@ -5,7 +5,8 @@
 
   KEYS[1]  sm:{evt:E}:sec:S:st    string, one status char per seat in seat order: a | h | s
   KEYS[2]  sm:{evt:E}:sec:S:idx   hash, seat id -> 0-based position in KEYS[1]
-  KEYS[3]  sm:{evt:E}:sec:S:exp   hash, held seat id -> hold expiry (epoch ms)
+  KEYS[3]  sm:{evt:E}:sec:S:exp   hash, held seat id -> hold expiry (epoch ms); also an available
+                                  seat whose lapsed hold is not swept yet (the sweep reads it)
   KEYS[4]  sm:{evt:E}:sec:S:meta  hash: gen (cache generation), v (version), ids (seat ids, comma-joined)
   KEYS[5]  sm:{evt:E}:avail       hash, section id -> seats not sold and not held (event summary)
   KEYS[6]  sm:{evt:E}:sec:S:jr    stream, the section's journal (seatmap-fill-begin-2)
@@ -18,7 +19,7 @@
   ARGV[5]  statuses, one char per seat, same order
   ARGV[6]  the journal entry id seatmap-fill-begin-2 returned for this fill
   ARGV[7]  window, ms (as given to seatmap-fill-begin-2)
-  ARGV[8..] pairs: held seat id, hold expiry ms
+  ARGV[8..] pairs: seat id, hold expiry ms (held seats, and lapsed holds not swept yet)
 
   Returns  1 when filled, 0 when a fill was not needed (already cached and not forced), -1 when
            the journal cannot cover this fill (it took longer than the window, or Redis lost the

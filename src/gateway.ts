@@ -52,6 +52,7 @@ export function sectionSource(inventory: Inventory) {
             id: s.id,
             status: s.status,
             ...(s.holdExpiresAt ? { holdExpiresAt: Date.parse(s.holdExpiresAt) } : {}),
+            ...(s.lapsedHoldExpiresAt ? { holdExpiresAt: Date.parse(s.lapsedHoldExpiresAt) } : {}),
           });
         }
         cursor = page.nextCursor;

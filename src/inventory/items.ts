@@ -182,6 +182,7 @@ export function toSeatView(item: Item, now: number): SeatView {
     if (holderId !== undefined) view.holderId = holderId;
     if (expiresAt !== undefined) view.holdExpiresAt = iso(expiresAt);
   }
+  if (expired) view.lapsedHoldExpiresAt = iso(expiresAt);
   if (stored === "sold") {
     const purchaseId = optStr(item, "purchaseId");
     const holderId = optStr(item, "holderId");

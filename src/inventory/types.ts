@@ -299,6 +299,11 @@ export interface SeatView {
   holdId?: string;
   holderId?: string;
   holdExpiresAt?: string;
+  /**
+   * A hold that has passed and is not swept yet (the item still says held): its expiry. The status
+   * reads `available`; this is what names the seat to the sweep (a seat-map rebuild keeps it).
+   */
+  lapsedHoldExpiresAt?: string;
   purchaseId?: string;
 }
 

@@ -26,7 +26,10 @@ export type SeatStatus = "available" | "held" | "sold";
 export interface SeatRow {
   id: string;
   status: SeatStatus;
-  /** Epoch ms; for held seats. */
+  /**
+   * Epoch ms: a held seat's hold expiry; on an available seat, the expiry of a hold that lapsed and
+   * is not swept yet (the fill keeps it in the section's expiries, where the sweep finds it).
+   */
   holdExpiresAt?: number | undefined;
 }
 
@@ -214,7 +217,16 @@ export function createSeatMapCache(deps: {
     const start = await script<string>("seatmapFillBegin", [k.journal, k.fill], [FILL_WINDOW_MS]);
     const rows = await source.loadSection(eventId, sectionId, { consistent: true });
     if (!rows) return "missing";
-    const held = rows.flatMap((r) => (r.status === "held" ? [r.id, String(r.holdExpiresAt ?? 0)] : []));
+    // Held seats with their expiry; an available seat whose lapsed hold is not swept yet with that
+    // hold's (the shield and the pages read an expiry only for a seat shown held; the sweep reads
+    // every one: a rebuild must not hide the seat from it until the sections' backstop).
+    const held = rows.flatMap((r) =>
+      r.status === "held"
+        ? [r.id, String(r.holdExpiresAt ?? 0)]
+        : r.status === "available" && r.holdExpiresAt !== undefined
+          ? [r.id, String(r.holdExpiresAt)]
+          : [],
+    );
     const filled = await script<number>(
       "seatmapLoad",
       [k.st, k.idx, k.exp, k.meta, seatMapKeys.availability(eventId), k.journal, k.fill],

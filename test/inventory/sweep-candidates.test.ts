@@ -169,6 +169,39 @@ describe("the sweeper's candidates", () => {
     expect(await seatItem(eventId, "A-2-1")).toMatchObject({ status: "held", holdId: long.holdId });
   });
 
+  it("a seat map rebuilt after a hold lapsed shows the seat available and still names it to the sweep", async () => {
+    const eventId = await newEvent();
+    await seatMap.getSection(eventId, "A");
+    const lapsed = await holdSeats(fx.inventory, eventId, "fan-lapsed", ["A-1-5", "A-3-2"], 30);
+    const live = await holdSeats(fx.inventory, eventId, "fan-live", ["A-2-4"], 300);
+    fx.clock.advance(30_000);
+    // The refresh job rebuilds the section from DynamoDB before any sweep ran: the lapsed hold's
+    // seats are free to take, and shown so.
+    expect(await seatMap.rebuild(eventId, "A")).toBe(true);
+    const statuses = new Map((await seatMap.getSection(eventId, "A"))!.seats.map((s) => [s.id, s.status]));
+    expect([statuses.get("A-1-5"), statuses.get("A-3-2"), statuses.get("A-2-4")]).toEqual([
+      "available",
+      "available",
+      "held",
+    ]);
+    const expiries = (await seatMap.heldUntil(eventId, ["A"])).get("A");
+    expect(expiries?.get("A-1-5")).toBe(Date.parse(lapsed.expiresAt));
+    expect(expiries?.get("A-2-4")).toBe(Date.parse(live.expiresAt));
+
+    // The shards' sweeps find the lapsed seats in the rebuilt map: no section read, no backstop.
+    const from = sent.length;
+    const swept = await sweepShards(eventId, fx.clock.now(), { storeReadDue: never });
+    expect(swept.releasedSeats.sort()).toEqual(["A-1-5", "A-3-2"]);
+    expect(sweepReads(eventId, from)).toEqual([]);
+    expect(await seatItem(eventId, "A-1-5")).toMatchObject({ status: "available" });
+    expect(await seatItem(eventId, "A-2-4")).toMatchObject({ status: "held", holdId: live.holdId });
+    // Told to the map, the seats leave its expiries (and the available count does not move twice).
+    const before = await seatMap.availability(eventId);
+    await createSeatMapWrites({ seatMap, logger }).released(eventId, swept.releasedSeats);
+    expect((await seatMap.heldUntil(eventId, ["A"])).get("A")?.has("A-1-5")).toBe(false);
+    expect(await seatMap.availability(eventId)).toEqual(before);
+  });
+
   it("Redis lost the seat map (FLUSHDB): the sweep reads the section from DynamoDB, once for every shard", async () => {
     const eventId = await newEvent();
     await seatMap.getSection(eventId, "A");
