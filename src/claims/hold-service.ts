@@ -40,6 +40,12 @@ export interface SeatHoldRequest {
   seatIds: string[];
   /** Default: the event's holdSeconds. */
   holdSeconds?: number;
+  /**
+   * The caller's own precondition, in flight (the route's session check): awaited beside the
+   * shield, so both go to Redis in one round trip, and before anything else is answered. A
+   * rejection is the caller's answer: it is rethrown, after the shield's lease is given back.
+   */
+  gate?: Promise<unknown>;
 }
 
 export interface GeneralAdmissionHoldRequest {
@@ -270,34 +276,55 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
   };
 
   const service: HoldService = {
-    async holdSeats({ eventId, fanId, seatIds, holdSeconds }) {
+    async holdSeats({ eventId, fanId, seatIds, holdSeconds, gate }) {
       // What the request is wrong in itself for (a seat named twice, too many, unknown, not on
-      // sale) is refused as such first, whatever state the seats are in; then the shield.
+      // sale) is refused as such first, whatever state the seats are in; then the shield. The
+      // gate's refusal comes before either.
       const check = await inventory.holds.checkSeats({ eventId, fanId, seatIds, holdSeconds });
       if (!check.ok) {
+        await gate;
         metrics.holds.inc({ outcome: check.reason });
         return check;
       }
-      const shield = await shieldFor(eventId, seatIds);
+      // Issued in the same tick as the gate's call (when the event was in memory, checkSeats did
+      // no I/O): ioredis' auto-pipelining sends the two in one write.
+      const shielding = shieldFor(eventId, seatIds);
+      if (gate) {
+        try {
+          await gate;
+        } catch (refused) {
+          const shield = await shielding;
+          if (shield.kind !== "lost") await shield.release();
+          throw refused;
+        }
+      }
+      const shield = await shielding;
       if (shield.kind === "lost") {
         metrics.holds.inc({ outcome: "seat_unavailable" });
         metrics.conflicts.inc({ stage: "shield" });
         return { ok: false, reason: "seat_unavailable", seats: shield.seats, stage: "shield" };
       }
+      let released = false;
       try {
         // One seat or many, a hold is one transaction: the seats, the hold record and the fan's ledger.
         const result = await counted("hold", () => inventory.holds.writeSeats(check.checked));
         if (result.ok) {
           sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
           // Awaited (it never throws): the fan's next read, on this process, shows the seats held.
-          await seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
+          // The lease goes back in the same tick, so in the same write to Redis, after the map's
+          // change (a pipeline runs in order): one round trip after DynamoDB, not two.
+          released = true;
+          await Promise.all([
+            seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt)),
+            shield.release(),
+          ]);
         } else if (result.reason === "seat_unavailable") {
           metrics.conflicts.inc({ stage: "dynamodb" });
           seatMapWrites.stale(eventId, result.seats);
         }
         return result;
       } finally {
-        await shield.release();
+        if (!released) await shield.release();
       }
     },
 

@@ -42,20 +42,33 @@ export async function requireAccessToken(
   eventId: string,
   options: { checkRevocation: boolean },
 ): Promise<AccessTokenClaims> {
+  const claims = verifiedAccessToken(c, eventId);
+  if (options.checkRevocation) await sessionCheck(c, eventId, claims);
+  return claims;
+}
+
+/** The access token's claims, checked without I/O (signature, kind, event, expiry); throws the 401/403. */
+export function verifiedAccessToken(c: Context<AppEnv>, eventId: string): AccessTokenClaims {
   const token = bearerToken(c.req.header("authorization"));
   if (!token) throw new ApiError("unauthenticated", "an access token is required (Authorization: Bearer <token>)");
-  const { waitingRoom, logger } = c.get("deps");
-  const check = waitingRoom.verifyAccessToken(token, eventId);
+  const check = c.get("deps").waitingRoom.verifyAccessToken(token, eventId);
   if (!check.ok) throw refuse(check.reason, "access");
-  if (options.checkRevocation) {
-    const { sessionId, epoch, fanId } = check.claims;
-    // With the fan id: a fan revoked before Redis lost the room is refused in the new one too.
-    const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "", fanId);
-    if (active.ok && active.decided && !active.active) throw new ApiError("unauthenticated", "this session has ended");
-    if (!active.ok) warnOnce(logger, eventId, "session check unavailable (redis); DynamoDB decides the claim");
-    else if (!active.decided) warnOnce(logger, eventId, "session from another room epoch; trusted on its signature");
-  }
   return check.claims;
+}
+
+/**
+ * The claim path's check that the session is still active (one Redis call): rejects with the 401
+ * when it has ended; resolves when it is active, or when Redis cannot say (DynamoDB decides). A
+ * caller may start it and await it later, beside another Redis call (the hold's shield).
+ */
+export async function sessionCheck(c: Context<AppEnv>, eventId: string, claims: AccessTokenClaims): Promise<void> {
+  const { waitingRoom, logger } = c.get("deps");
+  const { sessionId, epoch, fanId } = claims;
+  // With the fan id: a fan revoked before Redis lost the room is refused in the new one too.
+  const active = await waitingRoom.isSessionActive(eventId, sessionId, epoch ?? "", fanId);
+  if (active.ok && active.decided && !active.active) throw new ApiError("unauthenticated", "this session has ended");
+  if (!active.ok) warnOnce(logger, eventId, "session check unavailable (redis); DynamoDB decides the claim");
+  else if (!active.decided) warnOnce(logger, eventId, "session from another room epoch; trusted on its signature");
 }
 
 // One line per event and message every few seconds: while Redis is down every claim would log.

@@ -3,7 +3,7 @@ import { type BestRequest as BestInput, MAX_SEATS_PER_FAN } from "../../../inven
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
-import { requireAccessToken } from "../../middleware/fan-auth.js";
+import { sessionCheck, verifiedAccessToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, EventIdParam, ID, SeatId } from "../../schemas.js";
 
 /** Best available together: the order is src/inventory/best.ts's (docs/API.md "Best available"). */
@@ -82,17 +82,32 @@ const route = createRoute({
 export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
   const body = c.req.valid("json");
-  const claims = await requireAccessToken(c, eventId, { checkRevocation: true });
-  await limitRequest(c, "hold", { eventId, fanId: claims.fanId });
+  const claims = verifiedAccessToken(c, eventId);
+  // The session check (one Redis call) is started now and awaited beside the hold's shield, so a
+  // hold of named seats goes to Redis once before DynamoDB, not twice; its 401 still comes first.
+  const session = sessionCheck(c, eventId, claims);
+  session.catch(() => {}); // awaited below; a limit's 429 must not leave it unhandled
+  try {
+    await limitRequest(c, "hold", { eventId, fanId: claims.fanId });
+  } catch (limited) {
+    await session;
+    throw limited;
+  }
 
   // The event, the seat limit and the seats are the claim path's to decide (one read of the event,
   // in the inventory). A store that cannot answer is one 503 for every route (app.ts): refused
   // or unreachable, nothing was held; timed out, the write may still land under a hold id nobody
   // was told, and then expires unclaimed (RELIABILITY.md). Either way the fan retries.
   const { holds } = c.get("deps");
+  if (!("seats" in body)) await session;
   const result =
     "seats" in body
-      ? await holds.holdSeats({ eventId, fanId: claims.fanId, seatIds: body.seats })
+      ? await holds
+          .holdSeats({ eventId, fanId: claims.fanId, seatIds: body.seats, gate: session })
+          .catch(async (err: unknown) => {
+            await session; // an ended session's 401 before a store's 503
+            throw err;
+          })
       : "best" in body
         ? await holds.holdBest({ eventId, fanId: claims.fanId, best: withoutUndefined(body.best) })
         : await holds.holdGeneralAdmission({

@@ -1,0 +1,119 @@
+/**
+ * A hold of named seats goes to Redis once before DynamoDB and once after (issue 30 item 1): the
+ * session check and the shield leave in one write, the seat map's change and the lease's return in
+ * another. Counted on the gateway's own Redis socket (each write ioredis makes is a pipeline, sent
+ * in one piece), against a real redis-server of the test's own; the hold is the real route's.
+ *
+ * And the session check's refusal still comes first and leaves nothing behind: a revoked fan's
+ * hold is a 401, its lease is given back at once (another fan holds the seat next), nothing is
+ * written to DynamoDB.
+ */
+import type { Socket } from "node:net";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
+import {
+  ADMIN_TOKEN,
+  admitFans,
+  createTable,
+  eventInput,
+  type Gateway,
+  putEvent,
+  startGateway,
+  uniqueId,
+} from "./harness.js";
+
+let redis: SpawnedRedis;
+let gw: Gateway;
+
+beforeAll(async () => {
+  redis = await spawnRedis();
+  gw = await startGateway({ tableName: await createTable(), redisUrl: redis.url });
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.close();
+  await redis?.close();
+});
+
+/** The writes the gateway's command connection makes to Redis while `during` runs, as text. */
+async function writesDuring(during: () => Promise<void>): Promise<string[]> {
+  const socket = (gw.deps.clients.redis as Redis).stream as Socket;
+  const writes: string[] = [];
+  const write = socket.write;
+  socket.write = function (this: Socket, chunk: unknown, ...rest: unknown[]) {
+    writes.push(Buffer.isBuffer(chunk) ? chunk.toString("latin1") : String(chunk));
+    return (write as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
+  } as Socket["write"];
+  try {
+    await during();
+  } finally {
+    socket.write = write;
+  }
+  return writes;
+}
+
+async function newEvent(): Promise<string> {
+  const eventId = uniqueId("hr");
+  expect((await putEvent(gw, eventId, eventInput())).status).toBe(201);
+  return eventId;
+}
+
+const hold = (eventId: string, token: string, seats: string[]) =>
+  gw.request(`/v1/events/${eventId}/holds`, { method: "POST", token, json: { seats } });
+
+describe("a hold's round trips to Redis", () => {
+  it("a granted hold: the session check and the shield in one write, the map's change and the lease's return in one", async () => {
+    const eventId = await newEvent();
+    const [fan, other] = await admitFans(gw, eventId, ["rt-fan", "rt-other"]);
+    // The section in Redis and the event in memory, as in a sale under way.
+    expect((await hold(eventId, other!.accessToken, ["A-1-1"])).status).toBe(201);
+
+    let status = 0;
+    const writes = await writesDuring(async () => {
+      status = (await hold(eventId, fan!.accessToken, ["A-1-2", "A-1-3"])).status;
+    });
+    expect(status).toBe(201);
+    // Whose write is whose: the session check names the fan's session (its key set), the shield and
+    // the lease's return the seats' lease keys, the map's change the section's keys and the seats.
+    const leaseKey = `lease:{evt:${eventId}}:A-1-2`;
+    const sessionCheck = writes.filter((w) => w.includes(`wr:{evt:${eventId}}:active`) && w.includes("rt-fan"));
+    const withLease = writes.filter((w) => w.includes(leaseKey));
+    expect(sessionCheck).toHaveLength(1);
+    expect(withLease).toHaveLength(2);
+    // Before DynamoDB: the shield rides in the session check's write.
+    expect(withLease[0]).toBe(sessionCheck[0]);
+    // After: the map's change (the section's status key) rides with the lease's return.
+    expect(withLease[1]).toContain(`sm:{evt:${eventId}}:sec:A:st`);
+    // Nothing else of this hold went to Redis.
+    const ofThisHold = writes.filter((w) => w.includes("A-1-2") || w.includes("rt-fan"));
+    expect(ofThisHold).toEqual(withLease);
+  });
+
+  it("a revoked fan's hold: 401, the lease given back at once, nothing written to DynamoDB", async () => {
+    const eventId = await newEvent();
+    const [gone, next] = await admitFans(gw, eventId, ["rt-revoked", "rt-next"]);
+    const revoked = await gw.request(`/v1/admin/events/${eventId}/revocations`, {
+      method: "POST",
+      token: ADMIN_TOKEN,
+      json: { fanId: "rt-revoked" },
+    });
+    expect(revoked.status).toBe(200);
+
+    // Many at once, each refused on the session, whatever the seat (a free one, an unknown one).
+    const refused = await Promise.all([
+      hold(eventId, gone!.accessToken, ["A-2-1"]),
+      hold(eventId, gone!.accessToken, ["A-2-1", "A-2-2"]),
+      hold(eventId, gone!.accessToken, ["Z-9-9"]),
+    ]);
+    for (const res of refused) {
+      expect(res.status).toBe(401);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("unauthenticated");
+    }
+    const seat = await gw.deps.inventory.seats.listSection({ eventId, sectionId: "A", consistent: true });
+    expect(seat?.seats.find((s) => s.id === "A-2-1")).toMatchObject({ status: "available" });
+    expect(seat?.seats.find((s) => s.id === "A-2-1")?.holderId).toBeUndefined();
+    // The revoked fan's leases are gone: the next fan's hold of the same seats is not refused by them.
+    expect((await hold(eventId, next!.accessToken, ["A-2-1", "A-2-2"])).status).toBe(201);
+  });
+});
