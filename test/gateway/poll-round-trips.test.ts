@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
 import { waitingRoomKeys } from "../../src/waiting-room/index.js";
 import { killRedis } from "../support/redis-loss.js";
+import { monitorRedis } from "../support/redis-monitor.js";
 import { createTable, eventInput, type Gateway, metricTotal, putEvent, startGateway, uniqueId } from "./harness.js";
 
 const PER_IP = 4;
@@ -89,14 +90,15 @@ const poll = (eventId: string, token: string, ip = freshIp()) =>
  * saw them (the commands a script runs inside are its own, shown as from "lua", and left out).
  */
 async function commandsSent(during: () => Promise<void>, fanId: string): Promise<Record<string, number>> {
-  const monitor = await admin.monitor();
+  // A plain socket, not ioredis' monitor(): see test/support/redis-monitor.ts.
+  const monitor = await monitorRedis(redis.url);
   const sent: Record<string, number> = {};
-  monitor.on("monitor", (_time: string, args: string[], source: string) => {
+  monitor.on(({ args, source }) => {
     if (source === "lua") return;
     // Only the commands naming this fan: the two gateways' background work for the same event
     // (the admission tick, the line cache's read, each a first EVAL on its socket) shares this
     // Redis and may run in the same moment; none of it names a fan.
-    if (!args.some((a) => String(a).includes(fanId))) return;
+    if (!args.some((a) => a.includes(fanId))) return;
     const name = String(args[0]).toLowerCase();
     sent[name] = (sent[name] ?? 0) + 1;
   });
@@ -105,7 +107,7 @@ async function commandsSent(during: () => Promise<void>, fanId: string): Promise
     // A marker through another client: once MONITOR relays it, everything sent before it was relayed.
     const marker = `rt-marker-${Math.random()}`;
     const seen = new Promise<void>((resolve) =>
-      monitor.on("monitor", (_t: string, args: string[]) => {
+      monitor.on(({ args }) => {
         if (args[1] === marker) resolve();
       }),
     );
@@ -114,7 +116,7 @@ async function commandsSent(during: () => Promise<void>, fanId: string): Promise
     delete sent.echo;
     return sent;
   } finally {
-    monitor.disconnect();
+    monitor.close();
   }
 }
 
