@@ -63,6 +63,8 @@ export interface BestHoldRequest {
   best: BestRequest;
   /** Default: the event's holdSeconds. */
   holdSeconds?: number;
+  /** As SeatHoldRequest's: awaited beside the first read of the seat map. */
+  gate?: Promise<unknown>;
 }
 
 /**
@@ -338,14 +340,25 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       return now.ok ? refusedSeats(seatIds, taken) : null;
     },
 
-    async holdBest({ eventId, fanId, best, holdSeconds }) {
+    async holdBest({ eventId, fanId, best, holdSeconds, gate }) {
       const check = await inventory.holds.checkBest({ eventId, fanId, best, holdSeconds });
       if (!check.ok) {
+        await gate;
         metrics.holds.inc({ outcome: check.reason });
         return check;
       }
       const { plan } = check;
-      let { views, skipped } = await viewsOf(plan);
+      // The map's first read goes out beside the gate's call (it only reads: nothing to give back).
+      const viewing = viewsOf(plan);
+      if (gate) {
+        try {
+          await gate;
+        } catch (refused) {
+          await viewing.catch(() => undefined);
+          throw refused;
+        }
+      }
+      let { views, skipped } = await viewing;
       const left = () => views.reduce((n, v) => n + v.available(), skipped);
       /** Seats this request saw lost: a re-read map may not show them taken yet. */
       const seen = new Set<string>();
@@ -410,7 +423,13 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         if (result.ok) {
           sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
           // Awaited (it never throws): the fan's next read, on this process, shows the seats held.
-          await seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt));
+          // The lease goes back in the same write (as holdSeats).
+          const giveBack = release;
+          release = async () => {};
+          await Promise.all([
+            seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt)),
+            giveBack(),
+          ]);
         }
         return result;
       } finally {

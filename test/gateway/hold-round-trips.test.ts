@@ -1,7 +1,7 @@
 /**
  * A hold of named seats goes to Redis once before DynamoDB and once after (issue 30 item 1): the
  * session check and the shield leave in one write, the seat map's change and the lease's return in
- * another. Counted on the gateway's own Redis socket (each write ioredis makes is a pipeline, sent
+ * another. A best-available hold sends its session check with the map's first read. Counted on the gateway's own Redis socket (each write ioredis makes is a pipeline, sent
  * in one piece), against a real redis-server of the test's own; the hold is the real route's.
  *
  * And the session check's refusal still comes first and leaves nothing behind: a revoked fan's
@@ -90,6 +90,33 @@ describe("a hold's round trips to Redis", () => {
     expect(ofThisHold).toEqual(withLease);
   });
 
+  it("best available: the session check rides with the map's first read, the map's change with the lease's return", async () => {
+    const eventId = await newEvent();
+    const [fan, other] = await admitFans(gw, eventId, ["rt-best", "rt-warm"]);
+    expect((await hold(eventId, other!.accessToken, ["A-1-1"])).status).toBe(201);
+
+    let body: { seats?: string[] } = {};
+    const writes = await writesDuring(async () => {
+      const res = await gw.request(`/v1/events/${eventId}/holds`, {
+        method: "POST",
+        token: fan!.accessToken,
+        json: { best: { quantity: 2 } },
+      });
+      expect(res.status).toBe(201);
+      body = (await res.json()) as { seats: string[] };
+    });
+    const seats = body.seats ?? [];
+    expect(seats).toHaveLength(2);
+    const sessionCheck = writes.filter((w) => w.includes(`wr:{evt:${eventId}}:active`) && w.includes("rt-best"));
+    expect(sessionCheck).toHaveLength(1);
+    // The event's availability counts, the first thing the proposal reads, in the same write.
+    expect(sessionCheck[0]).toContain(`sm:{evt:${eventId}}:avail`);
+    const leaseKey = `lease:{evt:${eventId}}:${seats[0]}`;
+    const withLease = writes.filter((w) => w.includes(leaseKey));
+    expect(withLease).toHaveLength(2);
+    expect(withLease[1]).toContain(`sm:{evt:${eventId}}:sec:${seats[0]!.split("-")[0]}:st`);
+  });
+
   it("a revoked fan's hold: 401, the lease given back at once, nothing written to DynamoDB", async () => {
     const eventId = await newEvent();
     const [gone, next] = await admitFans(gw, eventId, ["rt-revoked", "rt-next"]);
@@ -105,6 +132,11 @@ describe("a hold's round trips to Redis", () => {
       hold(eventId, gone!.accessToken, ["A-2-1"]),
       hold(eventId, gone!.accessToken, ["A-2-1", "A-2-2"]),
       hold(eventId, gone!.accessToken, ["Z-9-9"]),
+      gw.request(`/v1/events/${eventId}/holds`, {
+        method: "POST",
+        token: gone!.accessToken,
+        json: { best: { quantity: 2 } },
+      }),
     ]);
     for (const res of refused) {
       expect(res.status).toBe(401);

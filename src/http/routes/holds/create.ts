@@ -99,17 +99,20 @@ export const createHoldRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
   // or unreachable, nothing was held; timed out, the write may still land under a hold id nobody
   // was told, and then expires unclaimed (RELIABILITY.md). Either way the fan retries.
   const { holds } = c.get("deps");
-  if (!("seats" in body)) await session;
+  // An ended session's 401 before a store's 503.
+  const sessionFirst = async (err: unknown): Promise<never> => {
+    await session;
+    throw err;
+  };
+  // General admission: the session check is its only Redis call before DynamoDB.
+  if ("generalAdmission" in body) await session;
   const result =
     "seats" in body
-      ? await holds
-          .holdSeats({ eventId, fanId: claims.fanId, seatIds: body.seats, gate: session })
-          .catch(async (err: unknown) => {
-            await session; // an ended session's 401 before a store's 503
-            throw err;
-          })
+      ? await holds.holdSeats({ eventId, fanId: claims.fanId, seatIds: body.seats, gate: session }).catch(sessionFirst)
       : "best" in body
-        ? await holds.holdBest({ eventId, fanId: claims.fanId, best: withoutUndefined(body.best) })
+        ? await holds
+            .holdBest({ eventId, fanId: claims.fanId, best: withoutUndefined(body.best), gate: session })
+            .catch(sessionFirst)
         : await holds.holdGeneralAdmission({
             eventId,
             fanId: claims.fanId,
