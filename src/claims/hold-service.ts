@@ -264,6 +264,37 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
     return { views: views.filter((v): v is SectionView => v !== null), skipped };
   };
 
+  /**
+   * `pending` once `gate` (the caller's precondition, in flight) has passed. Both were issued in
+   * the same tick, so ioredis' auto-pipelining sent them in one write. When the gate refuses,
+   * `undo` gives back what `pending` took and the refusal is rethrown.
+   */
+  const behindGate = async <T>(
+    gate: Promise<unknown> | undefined,
+    pending: Promise<T>,
+    undo: (taken: T) => Promise<void>,
+  ): Promise<T> => {
+    if (gate) {
+      try {
+        await gate;
+      } catch (refused) {
+        await pending.then(undo, () => undefined);
+        throw refused;
+      }
+    }
+    return pending;
+  };
+
+  /**
+   * A granted hold told to the seat map, and its lease given back, in the same tick: one write to
+   * Redis after DynamoDB (a pipeline runs in order, so the map's change lands before the lease
+   * goes). Awaited (neither throws): the fan's next read, on this process, shows the seats held.
+   */
+  const heldAndReleased = (
+    hold: { eventId: string; seats: string[]; expiresAt: string },
+    release: () => Promise<void>,
+  ) => Promise.all([seatMapWrites.held(hold.eventId, hold.seats, Date.parse(hold.expiresAt)), release()]);
+
   const timed = <A extends { eventId: string }, R>(hold: (request: A) => Promise<R>) => {
     const latency = options.latency;
     if (!latency) return hold;
@@ -290,43 +321,29 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       }
       // Issued in the same tick as the gate's call (when the event was in memory, checkSeats did
       // no I/O): ioredis' auto-pipelining sends the two in one write.
-      const shielding = shieldFor(eventId, seatIds);
-      if (gate) {
-        try {
-          await gate;
-        } catch (refused) {
-          const shield = await shielding;
-          if (shield.kind !== "lost") await shield.release();
-          throw refused;
-        }
-      }
-      const shield = await shielding;
+      const shield = await behindGate(gate, shieldFor(eventId, seatIds), (s) =>
+        s.kind === "lost" ? Promise.resolve() : s.release(),
+      );
       if (shield.kind === "lost") {
         metrics.holds.inc({ outcome: "seat_unavailable" });
         metrics.conflicts.inc({ stage: "shield" });
         return { ok: false, reason: "seat_unavailable", seats: shield.seats, stage: "shield" };
       }
-      let released = false;
+      let release = shield.release;
       try {
         // One seat or many, a hold is one transaction: the seats, the hold record and the fan's ledger.
         const result = await counted("hold", () => inventory.holds.writeSeats(check.checked));
         if (result.ok) {
           sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
-          // Awaited (it never throws): the fan's next read, on this process, shows the seats held.
-          // The lease goes back in the same tick, so in the same write to Redis, after the map's
-          // change (a pipeline runs in order): one round trip after DynamoDB, not two.
-          released = true;
-          await Promise.all([
-            seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt)),
-            shield.release(),
-          ]);
+          await heldAndReleased(result.hold, release);
+          release = async () => {};
         } else if (result.reason === "seat_unavailable") {
           metrics.conflicts.inc({ stage: "dynamodb" });
           seatMapWrites.stale(eventId, result.seats);
         }
         return result;
       } finally {
-        if (!released) await shield.release();
+        await release();
       }
     },
 
@@ -349,16 +366,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       }
       const { plan } = check;
       // The map's first read goes out beside the gate's call (it only reads: nothing to give back).
-      const viewing = viewsOf(plan);
-      if (gate) {
-        try {
-          await gate;
-        } catch (refused) {
-          await viewing.catch(() => undefined);
-          throw refused;
-        }
-      }
-      let { views, skipped } = await viewing;
+      let { views, skipped } = await behindGate(gate, viewsOf(plan), async () => {});
       const left = () => views.reduce((n, v) => n + v.available(), skipped);
       /** Seats this request saw lost: a re-read map may not show them taken yet. */
       const seen = new Set<string>();
@@ -422,14 +430,8 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         );
         if (result.ok) {
           sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
-          // Awaited (it never throws): the fan's next read, on this process, shows the seats held.
-          // The lease goes back in the same write (as holdSeats).
-          const giveBack = release;
+          await heldAndReleased(result.hold, release);
           release = async () => {};
-          await Promise.all([
-            seatMapWrites.held(eventId, result.hold.seats, Date.parse(result.hold.expiresAt)),
-            giveBack(),
-          ]);
         }
         return result;
       } finally {
