@@ -1,14 +1,16 @@
 --[[
   The common join, for a batch of fans at once: the joins one gateway process received for one
   event while its previous batch was in Redis (src/waiting-room/join-batch.ts). A fan new to a line
-  that is moving gets a place here, without the line's tick; every other join is join-9.lua's, which
-  the caller hands it to. What is the same for every fan is done once per batch: the room read
+  that is moving gets a place here, without the line's tick, and a repeat join of a fan whose place
+  stands (waiting and polled, or pre-queued before the close) gets it back; every other join is
+  join-9.lua's, which the caller hands it to. What is the same for every fan is done once per batch: the room read
   (HMGET of the fields it needs, not the whole room), one HINCRBY for all the places, one write each
   of the fans' records, places and heartbeats, one take per client IP's bucket. So a join costs a
   few variadic arguments, not a dozen commands; nothing grows with the line.
 
   A fan goes to join-9.lua ({ 'join' }) when
-    the fan already has a record (a repeat join, a rejoin after losing the place, a revoked fan),
+    the fan already has a record that needs the tick or settling (admitted, a drawn place not yet
+    looked up, stale, lost, ended, revoked: a rejoin, a revoked fan's refusal),
     or the same fan id came twice in this batch (the second is a repeat join),
     the pre-queue is due to close (Redis time at or past onSaleAt, not yet closed),
     the line is empty (an arrival at its head may be admitted in the same call).
@@ -35,7 +37,8 @@
   batch sees the same room, so only its position and `ahead` differ, and the script does not build
   and send the 34-field view n times (that was most of its time). Then one reply per fan, in ARGV
   order:
-    { position, ahead }                      placed: the view with these two (integers)
+    { position, ahead, created }             placed (created 1) or given back (created 0): the
+                                             view with these three (integers)
     { 'limited', 'ip', 'retryAfterMs', ms }  the per-IP limit refused the join
     { 'refused', ... }                       as join-9.lua
     { 'join' }                               join-9.lua decides (the limit already taken)
@@ -74,7 +77,7 @@ for bucket, fans in pairs(byBucket) do
 end
 
 local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', 'maxActive', 'sessionSeconds',
-  'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch' }
+  'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt' }
 local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
 local ids, at = {}, {}
 for i = 1, n do
@@ -97,14 +100,40 @@ if (r.openedAt == 0 and now >= r.onSaleAt) or (r.openedAt > 0 and r.served >= r.
   return answer_all({ 'join' })
 end
 
--- New fans only: a fan with a record, or a second join of one fan id in this batch, is join-9's.
+-- A fan with a record is answered here when its place stands as it is (a repeat join: a reload, a
+-- second tab, a retry), and handed to join-9.lua otherwise; a second join of one fan id in this
+-- batch is join-9's too.
 local known = redis.call('HMGET', K_FANS, unpack(ids))
-local placed, seenHere = {}, {}
+local knownIds = {}
+for j, fanId in ipairs(ids) do
+  if known[j] then knownIds[#knownIds + 1] = fanId end
+end
+local seenAt = {}
+if #knownIds > 0 then
+  local scores = redis.call('ZMSCORE', K_SEEN, unpack(knownIds))
+  for j, fanId in ipairs(knownIds) do seenAt[fanId] = tonumber(scores[j]) or 0 end
+end
+-- The place a known fan holds, answered without the tick: waiting past the cursor and polled
+-- within abandonSeconds, or pre-queued while the pre-queue is open. Anything else (admitted, a
+-- place to look up after the draw, lost, ended, revoked) needs settle_fan and the tick: join-9.
+local function standing(fanId, f)
+  if f.s == 'p' then return r.openedAt == 0 end
+  return f.s == 'w' and r.openedAt > 0 and f.pos > r.served and not is_stale(r, seenAt[fanId], now)
+end
+
+local placed, again, seenHere = {}, {}, {}
 for j, fanId in ipairs(ids) do
   local i = at[j]
   local a = 1 + (i - 1) * PER_FAN
-  if known[j] or seenHere[fanId] then
+  if seenHere[fanId] then
     out[i] = { 'join' }
+  elseif known[j] then
+    local f = unpack_fan(known[j])
+    if standing(fanId, f) then
+      again[#again + 1] = { i = i, fanId = fanId, f = f }
+    else
+      out[i] = { 'join' }
+    end
   elseif r.closed ~= 0 then
     out[i] = -3
   elseif r.powBits > (tonumber(ARGV[a + 5]) or 0) then
@@ -117,14 +146,16 @@ for j, fanId in ipairs(ids) do
   seenHere[fanId] = true
 end
 local k = #placed
-if k == 0 then return reply() end
+if k == 0 and #again == 0 then return reply() end
 
 -- The places: one counter step for all, given in arrival order.
 local first, order, records, heartbeats = 0, {}, {}, {}
-if r.openedAt == 0 then
-  first = redis.call('HINCRBY', K_ROOM, 'preSeq', k) - k
-else
-  first = redis.call('HINCRBY', K_ROOM, 'tail', k) - k
+if k > 0 then
+  if r.openedAt == 0 then
+    first = redis.call('HINCRBY', K_ROOM, 'preSeq', k) - k
+  else
+    first = redis.call('HINCRBY', K_ROOM, 'tail', k) - k
+  end
 end
 local fans, nowText = {}, int(now)
 for j, i in ipairs(placed) do
@@ -142,10 +173,14 @@ for j, i in ipairs(placed) do
   append(heartbeats, nowText, fanId)
   fans[j] = f
 end
-redis.call('ZADD', r.openedAt == 0 and K_PRE or K_FIFO, unpack(order))
-redis.call('HSET', K_FANS, unpack(records))
+-- a repeat join counts as the poll that keeps the place (as join-9.lua)
+for _, g in ipairs(again) do append(heartbeats, nowText, g.fanId) end
+if k > 0 then
+  redis.call('ZADD', r.openedAt == 0 and K_PRE or K_FIFO, unpack(order))
+  redis.call('HSET', K_FANS, unpack(records))
+  redis.call('HINCRBY', K_ROOM, 'joined', k)
+end
 redis.call('ZADD', K_SEEN, unpack(heartbeats))
-redis.call('HINCRBY', K_ROOM, 'joined', k)
 
 -- Every new place is at the back: the vacated places past the cursor are all ahead of it.
 local memo = { live = live_sessions(now) }
@@ -154,15 +189,32 @@ if r.openedAt == 0 then
 else
   memo.goneAhead = redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
 end
-local view = append(fan_view(r, ARGV[2 + (placed[1] - 1) * PER_FAN], fans[1], now, memo), 'created', '1',
-  'invites', int(r.invites))
--- fan_view's position and ahead for every other fan of the batch (the same arithmetic)
+-- The view once, of the first fan answered: every fan of one batch sees the same room (the same
+-- status: all pre-queued before the close, all waiting after), only position, ahead and created
+-- differ.
+local viewFan, viewRecord = nil, nil
+if k > 0 then
+  viewFan, viewRecord = ARGV[2 + (placed[1] - 1) * PER_FAN], fans[1]
+else
+  viewFan, viewRecord = again[1].fanId, again[1].f
+end
+local view = append(fan_view(r, viewFan, viewRecord, now, memo), 'created', '1', 'invites', int(r.invites))
+-- fan_view's position and ahead for every fan of the batch (the same arithmetic)
 for j, i in ipairs(placed) do
   local f = fans[j]
   if r.openedAt == 0 then
-    out[i] = { f.n, memo.preCard - 1 }
+    out[i] = { f.n, memo.preCard - 1, 1 }
   else
-    out[i] = { f.pos, math.max(0, f.pos - r.served - 1 - memo.goneAhead) }
+    out[i] = { f.pos, math.max(0, f.pos - r.served - 1 - memo.goneAhead), 1 }
+  end
+end
+for _, g in ipairs(again) do
+  local f = g.f
+  if r.openedAt == 0 then
+    out[g.i] = { f.n, memo.preCard - 1, 0 }
+  else
+    local gone = redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '(' .. int(f.pos))
+    out[g.i] = { f.pos, math.max(0, f.pos - r.served - 1 - gone), 0 }
   end
 end
 return reply(view)

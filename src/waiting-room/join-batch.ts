@@ -8,9 +8,9 @@
  * process received the joins (the queue is first in, first out, and one batch per event is in
  * flight at a time: Redis runs them in that order).
  *
- * The batch answers each fan what join-9.lua would for a new place; the fans it cannot place
- * without the line's tick (a known fan, a line due to close or empty) come back as ['join'] for
- * line.ts to hand to join-9.lua one by one.
+ * The batch answers each fan what join-9.lua would for a new place, or for a repeat join of a
+ * place that stands; the fans it cannot answer without the line's tick (a known fan to settle, a
+ * line due to close or empty) come back as ['join'] for line.ts to hand to join-9.lua one by one.
  */
 import type { RunScript } from "../redis/scripts.js";
 import { ReplyShapeError } from "./replies.js";
@@ -162,13 +162,20 @@ export function fanReplies(reply: unknown, fans: number): unknown[] {
     throw new ReplyShapeError(`joinBatch: ${fans} fans, reply ${JSON.stringify(reply)?.slice(0, 80)}`);
   }
   const view = reply[0] as unknown[];
-  const at = { position: view.indexOf("position") + 1, ahead: view.indexOf("ahead") + 1 };
+  const at = {
+    position: view.indexOf("position") + 1,
+    ahead: view.indexOf("ahead") + 1,
+    created: view.indexOf("created") + 1,
+  };
   return reply.slice(1).map((own: unknown) => {
     if (!Array.isArray(own) || typeof own[0] !== "number") return own;
-    if (at.position === 0 || at.ahead === 0) throw new ReplyShapeError("joinBatch: a fan placed, no view");
+    if (at.position === 0 || at.ahead === 0 || at.created === 0) {
+      throw new ReplyShapeError("joinBatch: a fan placed, no view");
+    }
     const mine = [...view];
     mine[at.position] = String(own[0]);
     mine[at.ahead] = String(own[1]);
+    mine[at.created] = String(own[2] ?? 1);
     return mine;
   });
 }

@@ -2,8 +2,10 @@
  * Joins batched per event in one process (src/waiting-room/join-batch.ts, join-batch-n.lua): every
  * join really in flight at once through one gateway, so the batches are the ones a crowd makes.
  */
-import { afterAll, describe, expect, it } from "vitest";
-import { eventId, fans, gateways, ok } from "./helpers.js";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { monitorRedis } from "../support/redis-monitor.js";
+import { eventId, fans, gateways, ok, sleep } from "./helpers.js";
 
 const gw = gateways(2, undefined, { lineCache: false });
 afterAll(() => gw.close());
@@ -53,6 +55,54 @@ describe("joins batched per event", () => {
     expect(c?.place.position).toBe(a?.place.position);
     expect(b?.place.position).not.toBe(a?.place.position);
     expect(ok(await gw.room.stats(evt)).stats.joined).toBe(3);
+  });
+
+  it("repeat joins of places that stand are answered by the batch: no join-9.lua, the place kept as polled", async () => {
+    const evt = await movingLine("batchagain", { abandonSeconds: 1 });
+    const ids = fans(300);
+    const first = (await Promise.all(ids.map((fanId) => gw.room.join(evt, fanId)))).map(ok);
+    const { seen, room } = waitingRoomKeys(evt);
+    const [redis] = gw.clients;
+    const before = await redis!.zscore(seen, ids[150]!);
+
+    // join-9.lua takes nine keys, the room's first; the batch eight (no IP limit here)
+    const monitor = await monitorRedis(inject("redisUrl"));
+    const calls: number[] = [];
+    monitor.on(({ args }) => {
+      if (args[0]?.toLowerCase() === "evalsha" && args[3] === room) calls.push(Number(args[2]));
+    });
+    try {
+      await sleep(300);
+      // the new fan among them is placed in the same batches, after everyone else
+      const again = (await Promise.all([...ids, "newcomer"].map((fanId) => gw.room.join(evt, fanId)))).map(ok);
+      await sleep(100);
+      expect(calls.filter((n) => n === 9)).toEqual([]);
+      expect(calls.length).toBeGreaterThan(0);
+      expect(again.slice(0, -1).every((j) => !j.created && j.place.status === "waiting")).toBe(true);
+      expect(again.map((j) => j.place.position)).toEqual([...first.map((j) => j.place.position), 302]);
+      expect(again.at(-1)?.created).toBe(true);
+      // the heartbeat it counts as: the place's last poll moved
+      expect(Number(await redis!.zscore(seen, ids[150]!))).toBeGreaterThan(Number(before));
+      for (const i of [0, 150, 299]) {
+        const { etaSeconds: _eta, ...polled } = ok(await gw.room.statusOf(evt, ids[i]!)).place as {
+          etaSeconds?: number;
+        };
+        const { etaSeconds: _joinedEta, ...answered } = again[i]!.place as { etaSeconds?: number };
+        expect(answered).toEqual(polled);
+      }
+
+      // A place not polled for abandonSeconds does not stand: join-9.lua settles it (lost) and
+      // gives a new place at the back.
+      calls.length = 0;
+      await sleep(1_300);
+      const lost = ok(await gw.room.join(evt, ids[0]!));
+      expect(lost.created).toBe(true);
+      expect(lost.place.position).toBe(303);
+      await sleep(100);
+      expect(calls).toContain(9);
+    } finally {
+      monitor.close();
+    }
   });
 
   it("a known fan, a new fan and a revoked fan in one batch each get join-9's answer", async () => {

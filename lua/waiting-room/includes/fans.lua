@@ -10,6 +10,7 @@
 
   Defines  STATE_NAMES                  record letter -> the status a fan is shown
            get_fan(fanId) -> f | nil    put_fan(fanId, f)    pack_fan(f) (the record's text)
+           unpack_fan(raw) -> f         a record read some other way (an HMGET of many)
            is_stale(r, seenAt, now)     the place was not polled for abandonSeconds (never
                                         while the draw is pending)
            abandon(r, fanId, f)         gives the place up (the cursor will pass it)
@@ -23,12 +24,16 @@
 local STATE_NAMES = { p = 'prequeue', w = 'waiting', a = 'admitted', x = 'abandoned',
   c = 'completed', e = 'expired', r = 'revoked' }
 
-local function get_fan(fanId)
-  local raw = redis.call('HGET', K_FANS, fanId)
-  if not raw then return nil end
+local function unpack_fan(raw)
   local s, pos, n, sid, exp, at = string.match(raw, '^(%a)|(%d+)|(%d+)|([^|]*)|(%d+)|(%d+)$')
   return { s = s, pos = tonumber(pos), n = tonumber(n), sid = sid, exp = tonumber(exp),
     at = tonumber(at) }
+end
+
+local function get_fan(fanId)
+  local raw = redis.call('HGET', K_FANS, fanId)
+  if not raw then return nil end
+  return unpack_fan(raw)
 end
 
 local function pack_fan(f)
