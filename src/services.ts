@@ -250,6 +250,7 @@ export function buildServices(config: ServicesConfig): Services {
     ...(config.clock ? { clock: config.clock } : {}),
   });
   const relay = createSeatChangeRelay(subscriber, logger);
+  const sectionPages = createSectionPages({ seatMap, relay, logger, ...config.sectionPages });
   const stats = createEventStats(
     {
       redis,
@@ -286,7 +287,7 @@ export function buildServices(config: ServicesConfig): Services {
     seatMap,
     seatMapWrites,
     relay,
-    sectionPages: createSectionPages({ seatMap, relay, logger, ...config.sectionPages }),
+    sectionPages,
     streams: createStreamSlots(limits),
     events: createEventService({
       inventory,
@@ -302,6 +303,7 @@ export function buildServices(config: ServicesConfig): Services {
         inventory,
         seatMap,
         seatMapWrites,
+        pages: sectionPages,
         metrics,
         logger,
         ...(config.shieldLeaseMs ? { leaseMs: config.shieldLeaseMs } : {}),

@@ -7,6 +7,7 @@
 import {
   type BestPlan,
   type BestRequest,
+  type Block,
   type CheckedSeatHold,
   checkedBlock,
   choose,
@@ -20,7 +21,8 @@ import {
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics.js";
-import type { SeatMapCache } from "../seatmap/cache.js";
+import type { SeatMapCache, ShieldResult } from "../seatmap/cache.js";
+import type { SectionPages } from "../seatmap/pages.js";
 import type { SeatMapWrites } from "./seat-map-writes.js";
 
 export type HoldOutcome =
@@ -127,6 +129,12 @@ export interface HoldServiceOptions {
   /** For the shield, and the statuses a best-available proposal starts from. */
   seatMap: Pick<SeatMapCache, "shield" | "statuses" | "sectionFromStore" | "availability">;
   seatMapWrites: SeatMapWrites;
+  /**
+   * This process's seat-map pages (src/seatmap/pages.ts): a best-available proposal starts from
+   * them when every section it may use is trusted in memory, so its only Redis call before DynamoDB
+   * is the shield's, beside the session check. Absent (some tests): the proposal reads Redis.
+   */
+  pages?: Pick<SectionPages, "get">;
   metrics: Metrics;
   logger: Logger;
   /** How long a shield lease lasts: longer than a DynamoDB write, short enough to heal fast. */
@@ -265,6 +273,27 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
   };
 
   /**
+   * The plan's sections as this process's seat-map pages show them, without I/O, or null when a
+   * page is not trusted in memory (a section read lately, a change heard of, Redis down): then the
+   * proposal reads Redis (viewsOf), and the pages' own reads, begun here, warm them for the next.
+   */
+  const viewsInMemory = (plan: BestPlan): SectionView[] | null => {
+    if (!options.pages) return null;
+    const now = Date.now();
+    const views: SectionView[] = [];
+    let complete = true;
+    for (const [order, section] of plan.sections.entries()) {
+      const page = options.pages.get(plan.eventId, section.id);
+      if (page === null) complete = false;
+      else if (page instanceof Promise) {
+        complete = false;
+        page.catch(() => undefined);
+      } else if (complete) views.push(SectionView.fromStatuses(section, order, page.ids, page.statuses(now)));
+    }
+    return complete ? views : null;
+  };
+
+  /**
    * `pending` once `gate` (the caller's precondition, in flight) has passed. Both were issued in
    * the same tick, so ioredis' auto-pipelining sent them in one write. When the gate refuses,
    * `undo` gives back what `pending` took and the refusal is rethrown.
@@ -365,8 +394,26 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         return check;
       }
       const { plan } = check;
-      // The map's first read goes out beside the gate's call (it only reads: nothing to give back).
-      let { views, skipped } = await behindGate(gate, viewsOf(plan), async () => {});
+      let views: SectionView[];
+      let skipped = 0;
+      /** The first proposal's lease, sent beside the gate's call, when the map in memory proposed it. */
+      let leased: { block: Block; shield: Promise<ShieldResult> } | undefined;
+      const inMemory = viewsInMemory(plan);
+      const firstBlock = inMemory && choose(proposals(inMemory, plan.quantity, plan.splitRows, RANKED_BLOCKS), 0);
+      if (inMemory && firstBlock) {
+        // Proposed from memory: the shield's lease is the one Redis call before DynamoDB, and it
+        // goes out in the gate's write (given back if the gate refuses).
+        views = inMemory;
+        leased = {
+          block: firstBlock,
+          shield: behindGate(gate, shieldFor(eventId, firstBlock.seats), (s) =>
+            s.kind === "lost" ? Promise.resolve() : s.release(),
+          ),
+        };
+      } else {
+        // The map's first read goes out beside the gate's call (it only reads: nothing to give back).
+        ({ views, skipped } = await behindGate(gate, viewsOf(plan), async () => {}));
+      }
       const left = () => views.reduce((n, v) => n + v.available(), skipped);
       /** Seats this request saw lost: a re-read map may not show them taken yet. */
       const seen = new Set<string>();
@@ -384,9 +431,18 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       /** The next proposal that the shield lets through (leased), or the answer when there is none. */
       const propose = async (): Promise<CheckedSeatHold | Refusal> => {
         for (;;) {
-          const block = choose(proposals(views, plan.quantity, plan.splitRows, RANKED_BLOCKS), attempt);
-          if (!block) return noBlock();
-          const shield = await shieldFor(eventId, block.seats);
+          let block: Block | null | undefined;
+          let shield: ShieldResult;
+          if (leased) {
+            block = leased.block;
+            const pending = leased.shield;
+            leased = undefined;
+            shield = await pending;
+          } else {
+            block = choose(proposals(views, plan.quantity, plan.splitRows, RANKED_BLOCKS), attempt);
+            if (!block) return noBlock();
+            shield = await shieldFor(eventId, block.seats);
+          }
           if (shield.kind !== "lost") {
             release = shield.release;
             return checkedBlock(plan, block);

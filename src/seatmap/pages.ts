@@ -57,6 +57,14 @@ export interface SectionPage {
    * that); undefined for a held seat whose expiry the page does not know.
    */
   taken(seatId: string, now: number): boolean | undefined;
+  /** The section's seat ids, in the cached section's order. */
+  readonly ids: readonly string[];
+  /**
+   * One character a seat of `ids`: `a` for a seat `taken` says is free at `now` (an expired hold
+   * included), `h` for any other (held, sold, or held with an expiry the page does not know). What
+   * a best-available proposal starts from (src/inventory/best.ts SectionView.fromStatuses).
+   */
+  statuses(now: number): string;
 }
 
 export type Compressor = (body: Uint8Array, encoding: Exclude<BodyEncoding, "identity">) => Promise<Uint8Array>;
@@ -127,6 +135,9 @@ class Page implements SectionPage {
    */
   private readonly takenSeats: Map<string, number>;
   readonly version: string;
+  readonly ids: readonly string[];
+  /** Where each seat id stands in `ids`, built on the first `statuses`. */
+  private at: Map<string, number> | undefined;
 
   constructor(
     section: CachedSection,
@@ -136,6 +147,7 @@ class Page implements SectionPage {
     this.version = section.version;
     this.section = section;
     this.takenSeats = new Map();
+    this.ids = section.seats.map((seat) => seat.id);
     for (const seat of section.seats) {
       if (seat.status === "sold") this.takenSeats.set(seat.id, Number.POSITIVE_INFINITY);
       else if (seat.status === "held") this.takenSeats.set(seat.id, section.heldUntil?.get(seat.id) ?? Number.NaN);
@@ -153,6 +165,19 @@ class Page implements SectionPage {
     if (freeAt === undefined) return false;
     if (Number.isNaN(freeAt)) return undefined;
     return freeAt > now;
+  }
+
+  statuses(now: number): string {
+    if (!this.at) this.at = new Map(this.ids.map((id, i) => [id, i]));
+    const chars = new Uint8Array(this.ids.length).fill(97 /* a */);
+    for (const [seatId, freeAt] of this.takenSeats) {
+      // NaN (expiry unknown) compares false: taken, as the shield would not lease it either
+      if (!(freeAt <= now)) {
+        const i = this.at.get(seatId);
+        if (i !== undefined) chars[i] = 104 /* h */;
+      }
+    }
+    return Buffer.from(chars).toString("latin1");
   }
 
   body(format: SectionFormat, encoding: BodyEncoding): Uint8Array | Promise<Uint8Array> {
