@@ -315,6 +315,16 @@ describe("close the sale, then end the event", () => {
     expect((await gw.request(`/v1/admin/events/${eventId}/open-now`, { method: "POST", token: ALICE })).status).toBe(
       403,
     );
+    // nor can the ended event's room be opened again (as open-now refuses): no fan is placed
+    const reopened = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+      method: "PATCH",
+      token: ALICE,
+      json: { closed: false },
+    });
+    expect(reopened.status).toBe(403);
+    expect(((await reopened.json()) as { error: { code: string } }).error.code).toBe("forbidden");
+    const late = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: "after-the-end" } });
+    expect(late.status).toBe(403);
   });
 });
 
@@ -509,5 +519,10 @@ describe("settings history and the action log", () => {
       ((await json(await gw.request(`/v1/admin/action-log?cursor=bad`, { token: BOARD }), 400)).error as Json).code,
     ).toBe("invalid_request");
     expect((await gw.request(`/v1/admin/action-log?day=yesterday`, { token: BOARD })).status).toBe(400);
+    // the shape of a date is not enough: the day must exist
+    for (const day of ["2026-13-45", "2026-02-30", "2026-00-10"]) {
+      expect((await gw.request(`/v1/admin/action-log?day=${day}`, { token: BOARD })).status, day).toBe(400);
+    }
+    expect((await gw.request(`/v1/admin/action-log?day=2028-02-29`, { token: BOARD })).status).toBe(200);
   });
 });

@@ -403,6 +403,35 @@ describe("stream caps", () => {
     );
   });
 
+  it("HEAD answers the stream's headers and takes no slot: ten HEADs, then the address's streams are all served", async () => {
+    const heads = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        fetch(`${server.url}/v1/events/${eventId}/seatmap/stream`, {
+          method: "HEAD",
+          headers: { "X-Forwarded-For": "198.51.100.9" },
+        }),
+      ),
+    );
+    for (const res of heads) {
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    }
+    expect(await metricTotal(gw, "gateway_sse_streams")).toBe(0);
+    const streams = Array.from({ length: PER_IP }, () => open("198.51.100.9"));
+    try {
+      await answered(streams);
+      expect(streams.map((s) => s.status)).toEqual(Array(PER_IP).fill(200));
+    } finally {
+      for (const s of streams) s.close();
+    }
+    await pollUntil(
+      "every slot released",
+      () => metricTotal(gw, "gateway_sse_streams"),
+      (n) => n === 0,
+      { timeoutMs: 30_000 },
+    );
+  });
+
   it("per process: 20 streams opened at once from 20 addresses, 8 served, 12 refused with 503 unavailable and Retry-After", async () => {
     const streams = Array.from({ length: 20 }, (_, i) => open(`203.0.113.${i + 1}`));
     try {

@@ -75,6 +75,7 @@ const dayRoute = createRoute({
       day: z
         .string()
         .regex(/^\d{4}-\d{2}-\d{2}$/, "must be YYYY-MM-DD")
+        .refine((day) => realDay(day), "must be a date that exists (YYYY-MM-DD)")
         .optional()
         .openapi({ param: { name: "day", in: "query" } }),
       ...page,
@@ -103,3 +104,9 @@ export const actionLogRoutes = new OpenAPIHono<AppEnv>()
     const today = new Date().toISOString().slice(0, 10);
     return c.json(await answer(() => c.get("deps").actionLog.forDay(day ?? today, { limit, cursor })), 200);
   });
+
+/** A calendar day that exists: 2026-02-30 and 2026-13-01 do not (Date would roll them over). */
+function realDay(day: string): boolean {
+  const date = new Date(`${day}T00:00:00Z`);
+  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === day;
+}

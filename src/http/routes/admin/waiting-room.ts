@@ -119,7 +119,10 @@ const route = createRoute({
       content: { "application/json": { schema: ErrorBody } },
     },
     401: { description: "no operator token", content: { "application/json": { schema: ErrorBody } } },
-    403: { description: "a read-only operator token", content: { "application/json": { schema: ErrorBody } } },
+    403: {
+      description: "a read-only operator token, or `closed: false` for an event that has ended",
+      content: { "application/json": { schema: ErrorBody } },
+    },
     404: { description: "unknown event", content: { "application/json": { schema: ErrorBody } } },
   },
 });
@@ -127,7 +130,14 @@ const route = createRoute({
 export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { eventId } = c.req.valid("param");
   const by = c.get("operator")?.name;
-  const result = await c.get("deps").waitingRoom.updateSettings(eventId, c.req.valid("json"), by ? { by } : {});
+  const patch = c.req.valid("json");
+  if (patch.closed === false) {
+    // An ended event stays closed: its room opened again would place and admit fans who can hold
+    // nothing (as open-now, which refuses it too).
+    const event = await c.get("deps").events.get(eventId);
+    if (event?.closedAt) throw new ApiError("forbidden", "the event has ended; its waiting room cannot be opened");
+  }
+  const result = await c.get("deps").waitingRoom.updateSettings(eventId, patch, by ? { by } : {});
   if (!result.ok) {
     if (result.reason === "not_found") throw new ApiError("not_found", `no event ${eventId}`);
     if (result.reason === "invalid")

@@ -43,6 +43,11 @@ export const seatStreamRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c
   const { eventId } = c.req.valid("param");
   if (!(await c.get("reads").event(eventId))) throw new ApiError("not_found", `no event ${eventId}`);
   const { relay, streams, limits, metrics } = c.get("deps");
+  // HEAD: the stream's headers and nothing else. No slot and no subscription: a HEAD response
+  // ends at once, and a stream begun for it would hold its client's slot until a write timed out.
+  if (c.req.method === "HEAD") {
+    return c.body(null, 200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
+  }
   const slot = streams.acquire(clientIp(c));
   if (slot.kind === "ip_full") {
     metrics.sseRefused.inc({ limit: "ip" });
