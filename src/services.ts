@@ -33,6 +33,7 @@ import type { WebhookEvent } from "./payments/webhook.js";
 import { createNotifier, derivedNotifySecret } from "./notify/service.js";
 import { createFanIdIssuer } from "./waiting-room/fan-ids.js";
 import { createNotifyStore } from "./notify/store.js";
+import { createPurchaseFence } from "./purchases/fence.js";
 import { createPurchaseSaga } from "./purchases/saga.js";
 import { createWebhookDeduplication } from "./purchases/webhook-dedup.js";
 import { requireRedis, trackRedis } from "./redis/availability.js";
@@ -215,6 +216,7 @@ export function buildServices(config: ServicesConfig): Services {
     payments: withTimeout(paymentsOf(config, paymentRedis ?? redis, paymentTimeoutMs), paymentTimeoutMs),
     waitingRoom,
     seatMapWrites,
+    fence: createPurchaseFence(redis, logger),
     metrics,
     logger,
     paymentTimeoutMs,

@@ -44,6 +44,7 @@ import type { Metrics } from "../metrics.js";
 import type { PaymentProvider } from "../payments/provider.js";
 import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
+import { type PurchaseFence, STALE_CLAIM_MS } from "./fence.js";
 
 export type PurchaseOutcome =
   | { kind: "confirmed"; purchase: Purchase }
@@ -59,6 +60,8 @@ export type PurchaseOutcome =
    */
   | { kind: "provider_error"; purchase: Purchase }
   | { kind: "key_reused" }
+  /** Another purchase of this hold (another Idempotency-Key) is under way: nothing was charged. */
+  | { kind: "in_progress" }
   | { kind: "hold_not_found" }
   | { kind: "hold_unusable"; reason: "hold_expired" | "hold_not_owned" | "hold_released" | "hold_confirmed" };
 
@@ -86,6 +89,8 @@ export interface PurchaseSagaDeps {
   metrics: Metrics;
   logger: Logger;
   reconciler?: ReconcileScheduler;
+  /** One purchase of a hold at a time (./fence.ts); absent (some tests): purchases are not fenced. */
+  fence?: PurchaseFence;
   /**
    * Adds a confirmed purchase's BookingConfirmed job (src/workers/outbox.ts bookingPublisher), so
    * its consumer acknowledges the outbox record from `unsent`. Absent: the publisher adds it.
@@ -368,84 +373,122 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     }
   }
 
+  /** The saga of one purchase, once its hold's fence is its own. */
+  async function purchaseOnce(request: PurchaseRequest): Promise<PurchaseOutcome> {
+    const { eventId, fanId, holdId } = request;
+    const purchaseId = purchaseIdOf(eventId, fanId, request.idempotencyKey);
+    const fingerprint = requestFingerprint(holdId, request.paymentToken);
+    // A new purchase is written with its first charge attempt started (one write for both).
+    const created = await inventory.purchases.createPending({
+      eventId,
+      holdId,
+      fanId,
+      purchaseId,
+      fingerprint,
+      startCharge: true,
+    });
+    if (!created.ok) {
+      switch (created.reason) {
+        case "purchase_conflict":
+          return { kind: "key_reused" };
+        case "not_found":
+          return { kind: "hold_not_found" };
+        case "invalid_request":
+          return { kind: "key_reused" };
+        default:
+          return { kind: "hold_unusable", reason: created.reason };
+      }
+    }
+    const done = ended(created.purchase);
+    if (done) return done;
+    // A refund under way: the reconciler finishes it; nothing is charged again.
+    if (refundDue(created.purchase)) return pending(created.purchase);
+    if (created.created) metrics.purchases.inc({ outcome: "started" });
+
+    // Before the charge: whatever happens to this process from here on, someone resolves it.
+    await deps.reconciler
+      ?.schedule(eventId, purchaseId, deps.paymentTimeoutMs + 2_000, request.sessionId)
+      .catch((err: unknown) =>
+        logger.warn(
+          { err: (err as Error).message, purchaseId },
+          "reconcile job not queued; the periodic sweep will find it",
+        ),
+      );
+
+    // Right before the charge, conditionally: still pending (a purchase failed meanwhile is
+    // never charged), and this attempt dated and counted for the reconciler. A purchase this
+    // request wrote has its first attempt started by that write.
+    const started = created.created
+      ? { ok: true as const, purchase: created.purchase, attempt: created.purchase.chargeAttempts ?? 1 }
+      : await inventory.purchases.startCharge({ eventId, purchaseId });
+    if (!started.ok) {
+      if (started.reason === "not_found") return { kind: "hold_not_found" };
+      return ended(started.purchase) ?? pending(started.purchase);
+    }
+    const purchase = started.purchase;
+
+    const charge = await payments.charge(purchaseId, purchase.amount, request.paymentToken);
+    switch (charge.kind) {
+      case "charged":
+        return settleOrLeave(purchase, charge.chargeId, request.sessionId);
+      case "declined":
+        return fail(purchase, "declined");
+      case "unknown":
+        metrics.purchases.inc({ outcome: "pending" });
+        logger.info({ purchaseId }, "payment outcome unknown; left pending for the reconciler");
+        return pending(purchase);
+      case "error":
+        if (charge.code === "idempotency_mismatch") return { kind: "key_reused" };
+        logger.warn({ purchaseId, code: charge.code, err: charge.message }, "payment provider error; looking it up");
+        return afterProviderError(
+          purchase,
+          charge.code,
+          { number: started.attempt, createdPurchase: created.created },
+          request.sessionId,
+        );
+    }
+  }
+
+  /**
+   * Whether this purchase may go on: the hold's fence is its own (free, its own already: a replay,
+   * or taken from a purchase that has ended or never got written). False: another purchase of the
+   * hold is under way. Redis or DynamoDB unable to say: true (DynamoDB still lets one purchase of
+   * the hold through, and the saga refunds the others' charges).
+   */
+  async function fenced(eventId: string, holdId: string, purchaseId: string): Promise<boolean> {
+    const fence = deps.fence;
+    if (!fence) return true;
+    try {
+      const claim = await fence.claim(eventId, holdId, purchaseId);
+      if (claim.ok) return true;
+      const other = await inventory.purchases.get({ eventId, purchaseId: claim.holder });
+      const over = other ? other.status !== "pending" : claim.ageMs >= STALE_CLAIM_MS;
+      if (!over) return false;
+      return (await fence.claim(eventId, holdId, purchaseId, claim.holder)).ok;
+    } catch (err) {
+      logger.debug({ err: (err as Error).message, holdId }, "purchase fence unavailable; DynamoDB decides alone");
+      return true;
+    }
+  }
+
   return {
     find: (eventId, purchaseId) => inventory.purchases.get({ eventId, purchaseId }),
     counts: (eventId, soldSeatPurchases) =>
       inventory.purchases.count({ eventId, ...(soldSeatPurchases !== undefined ? { soldSeatPurchases } : {}) }),
 
     async purchase(request) {
-      const { eventId, fanId, holdId } = request;
-      const purchaseId = purchaseIdOf(eventId, fanId, request.idempotencyKey);
-      const fingerprint = requestFingerprint(holdId, request.paymentToken);
-      // A new purchase is written with its first charge attempt started (one write for both).
-      const created = await inventory.purchases.createPending({
-        eventId,
-        holdId,
-        fanId,
-        purchaseId,
-        fingerprint,
-        startCharge: true,
-      });
-      if (!created.ok) {
-        switch (created.reason) {
-          case "purchase_conflict":
-            return { kind: "key_reused" };
-          case "not_found":
-            return { kind: "hold_not_found" };
-          case "invalid_request":
-            return { kind: "key_reused" };
-          default:
-            return { kind: "hold_unusable", reason: created.reason };
-        }
+      const { eventId, holdId } = request;
+      const purchaseId = purchaseIdOf(eventId, request.fanId, request.idempotencyKey);
+      if (!(await fenced(eventId, holdId, purchaseId))) {
+        metrics.purchases.inc({ outcome: "in_progress" });
+        return { kind: "in_progress" };
       }
-      const done = ended(created.purchase);
-      if (done) return done;
-      // A refund under way: the reconciler finishes it; nothing is charged again.
-      if (refundDue(created.purchase)) return pending(created.purchase);
-      if (created.created) metrics.purchases.inc({ outcome: "started" });
-
-      // Before the charge: whatever happens to this process from here on, someone resolves it.
-      await deps.reconciler
-        ?.schedule(eventId, purchaseId, deps.paymentTimeoutMs + 2_000, request.sessionId)
-        .catch((err: unknown) =>
-          logger.warn(
-            { err: (err as Error).message, purchaseId },
-            "reconcile job not queued; the periodic sweep will find it",
-          ),
-        );
-
-      // Right before the charge, conditionally: still pending (a purchase failed meanwhile is
-      // never charged), and this attempt dated and counted for the reconciler. A purchase this
-      // request wrote has its first attempt started by that write.
-      const started = created.created
-        ? { ok: true as const, purchase: created.purchase, attempt: created.purchase.chargeAttempts ?? 1 }
-        : await inventory.purchases.startCharge({ eventId, purchaseId });
-      if (!started.ok) {
-        if (started.reason === "not_found") return { kind: "hold_not_found" };
-        return ended(started.purchase) ?? pending(started.purchase);
-      }
-      const purchase = started.purchase;
-
-      const charge = await payments.charge(purchaseId, purchase.amount, request.paymentToken);
-      switch (charge.kind) {
-        case "charged":
-          return settleOrLeave(purchase, charge.chargeId, request.sessionId);
-        case "declined":
-          return fail(purchase, "declined");
-        case "unknown":
-          metrics.purchases.inc({ outcome: "pending" });
-          logger.info({ purchaseId }, "payment outcome unknown; left pending for the reconciler");
-          return pending(purchase);
-        case "error":
-          if (charge.code === "idempotency_mismatch") return { kind: "key_reused" };
-          logger.warn({ purchaseId, code: charge.code, err: charge.message }, "payment provider error; looking it up");
-          return afterProviderError(
-            purchase,
-            charge.code,
-            { number: started.attempt, createdPurchase: created.created },
-            request.sessionId,
-          );
-      }
+      const outcome = await purchaseOnce(request);
+      // A purchase whose outcome is not known yet keeps its hold's fence: the next key finds it
+      // pending and is turned away until the reconciler ends it. Any other outcome gives it back
+      // (a throw keeps it too: the next key looks the purchase up).
+      if (outcome.kind !== "pending") void deps.fence?.release(eventId, holdId, purchaseId);
+      return outcome;
     },
 
     async resolve(eventId, purchaseId, options = {}) {

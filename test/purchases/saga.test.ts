@@ -1,6 +1,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
+import { purchaseFenceKey, STALE_CLAIM_MS } from "../../src/purchases/fence.js";
 import {
   ADMIN_TOKEN,
   type AdmittedFan,
@@ -140,6 +141,80 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
       await bookings.close();
     }
     await expectAuditPasses(gw, eventId, redis);
+  });
+
+  it("one hold bought 10 times at once under 10 keys: one charge, no refund; the others 409 and charged nothing", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [fan] = await admitFans(gw, eventId, ["clicker"]);
+    const hold = await holdSeats(fan!, eventId, ["B-1-2"]);
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => buy(fan!, eventId, hold.holdId, `click-${i}`, "tok_ok")),
+    );
+    const bodies = (await Promise.all(responses.map((r) => r.json()))) as {
+      purchaseId?: string;
+      error?: { code: string; details?: { refunded?: boolean } };
+    }[];
+    const statuses = responses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+    for (const [i, body] of bodies.entries()) {
+      if (statuses[i] === 201) continue;
+      // Turned away while the first was under way (409), or after it had bought the hold and so
+      // ended the session (401): never charged, so never refunded.
+      expect([`409 purchase_in_progress`, `409 hold_expired`, `401 unauthenticated`]).toContain(
+        `${statuses[i]} ${body.error?.code}`,
+      );
+      expect(body.error?.details?.refunded).toBeUndefined();
+    }
+    const mine = (await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`));
+    expect(mine).toHaveLength(1);
+    expect(mine[0]!.refunded).toBe(false);
+
+    // Once the hold is bought (the session ended with it), another key starts nothing.
+    const later = await buy(fan!, eventId, hold.holdId, "click-later", "tok_ok");
+    expect(later.status).toBe(401);
+    expect((await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`))).toHaveLength(1);
+    await expectAuditPasses(gw, eventId, redis);
+  });
+
+  it("a purchase left pending keeps its hold: another key is 409 purchase_in_progress until it ends", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [fan] = await admitFans(gw, eventId, ["waiter"]);
+    const hold = await holdSeats(fan!, eventId, ["A-5-5"]);
+    const slow = await buy(fan!, eventId, hold.holdId, "slow-first", "tok_timeout");
+    expect(slow.status).toBe(202);
+    const { purchaseId } = (await slow.json()) as { purchaseId: string };
+    const second = await buy(fan!, eventId, hold.holdId, "impatient", "tok_ok");
+    expect(second.status).toBe(409);
+    expect(((await second.json()) as { error: { code: string } }).error.code).toBe("purchase_in_progress");
+    // Repeating the first request is how to learn its outcome, as the 409 says.
+    expect((await buy(fan!, eventId, hold.holdId, "slow-first", "tok_timeout")).status).toBe(202);
+    // The first ends (the reconciler confirms it, the session with it): a new key starts nothing.
+    expect((await pollPurchase(fan!, purchaseId, (s) => s !== "pending")).status).toBe("confirmed");
+    const third = await buy(fan!, eventId, hold.holdId, "after", "tok_ok");
+    expect(third.status).toBe(401);
+    const mine = (await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`));
+    expect(mine.map((c) => c.refunded)).toEqual([false]);
+  });
+
+  it("a fence left by a request that died before writing its purchase: turned away at first, taken over once stale", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [fan] = await admitFans(gw, eventId, ["survivor"]);
+    const hold = await holdSeats(fan!, eventId, ["A-5-6"]);
+    const fence = purchaseFenceKey(eventId, hold.holdId);
+    // A claim just made, by a purchase that was never written: it may still be on its way.
+    await redis.set(fence, `${eventId}-ghost|${Date.now()}`, "PX", 60_000);
+    const early = await buy(fan!, eventId, hold.holdId, "early", "tok_ok");
+    expect(early.status).toBe(409);
+    expect(((await early.json()) as { error: { code: string } }).error.code).toBe("purchase_in_progress");
+    // The same claim, older than STALE_CLAIM_MS: its request died; the fence is taken over.
+    await redis.set(fence, `${eventId}-ghost|${Date.now() - STALE_CLAIM_MS - 1_000}`, "PX", 60_000);
+    expect((await buy(fan!, eventId, hold.holdId, "after-the-ghost", "tok_ok")).status).toBe(201);
+    // Given back once the purchase ended (after the answer: the release is not awaited).
+    for (let i = 0; i < 50 && (await redis.exists(fence)) === 1; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await redis.exists(fence)).toBe(0);
   });
 
   it("the same key with another body is 422; a declined card is 402 and the hold stays; a provider error charges nothing", async () => {

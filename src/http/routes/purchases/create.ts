@@ -52,7 +52,9 @@ const route = createRoute({
     403: { description: "token of another kind or event", content: { "application/json": { schema: ErrorBody } } },
     404: { description: "unknown hold", content: { "application/json": { schema: ErrorBody } } },
     409: {
-      description: "hold expired (refunded if charged) or not the fan's",
+      description:
+        "`hold_expired`: the hold can no longer be bought (refunded if charged); `hold_not_owned`; " +
+        "`purchase_in_progress`: another purchase of this hold (another Idempotency-Key) is under way",
       content: { "application/json": { schema: ErrorBody } },
     },
     422: {
@@ -96,12 +98,18 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
         details: { purchaseId: outcome.purchase.purchaseId, reason: outcome.reason },
       });
     case "refunded":
+      throw new ApiError("hold_expired", refundedMessage(outcome.purchase.failureReason), {
+        details: {
+          purchaseId: outcome.purchase.purchaseId,
+          refunded: true,
+          ...(outcome.purchase.failureReason ? { reason: outcome.purchase.failureReason } : {}),
+        },
+      });
+    case "in_progress":
       throw new ApiError(
-        "hold_expired",
-        outcome.purchase.failureReason?.startsWith("hold_")
-          ? "the hold expired before the payment completed; the charge was refunded"
-          : "the purchase could not be completed; the charge was refunded",
-        { details: { purchaseId: outcome.purchase.purchaseId, refunded: true } },
+        "purchase_in_progress",
+        "another purchase of this hold is under way (another Idempotency-Key); nothing was charged. " +
+          "Repeat that purchase's request to learn its outcome",
       );
     case "provider_error":
       throw new ApiError(
@@ -138,4 +146,18 @@ async function refuseEndedSession(c: Context<AppEnv>, claims: AccessTokenClaims,
   if (!active.ok || !active.decided || active.active) return;
   if (await purchases.find(eventId, purchaseIdOf(eventId, fanId, key))) return;
   throw new ApiError("unauthenticated", "this session has ended; it can start no new purchase");
+}
+
+/** Why a charged purchase was refunded, in the fan's words. */
+function refundedMessage(reason: string | undefined): string {
+  switch (reason) {
+    case "hold_confirmed":
+      return "the hold was bought by another purchase; this charge was refunded";
+    case "hold_released":
+      return "the hold was released before the payment completed; the charge was refunded";
+    case "hold_expired":
+      return "the hold expired before the payment completed; the charge was refunded";
+    default:
+      return "the purchase could not be completed; the charge was refunded";
+  }
 }
