@@ -61,6 +61,8 @@ export interface AccessTokenClaims {
   epoch: string | undefined;
   issuedAt: Date;
   expiresAt: Date;
+  /** Past its expiry (verified with a grace: verifyAccessToken's `expiredGraceSeconds`). */
+  expired?: true;
 }
 
 /**
@@ -83,7 +85,15 @@ export interface TokenService {
   }): string;
   /** Synchronous: no I/O, one HMAC (or one signature check with a key set). */
   verifyQueueToken(token: string, eventId: string): TokenCheck<QueueTokenClaims>;
-  verifyAccessToken(token: string, eventId: string): TokenCheck<AccessTokenClaims>;
+  /**
+   * `expiredGraceSeconds`: a token expired less than that long ago still verifies, its claims
+   * marked `expired` (for the few reads an ended session keeps: its purchases' stored answers).
+   */
+  verifyAccessToken(
+    token: string,
+    eventId: string,
+    options?: { expiredGraceSeconds?: number },
+  ): TokenCheck<AccessTokenClaims>;
   /** What new tokens are signed with. */
   readonly algorithm: TokenAlgorithm;
   /** The public keys that verify these tokens (none for HS256). */
@@ -223,12 +233,13 @@ function verifyToken(
   kind: TokenKind,
   eventId: string,
   verified: VerifiedPayloads,
+  graceSeconds = 0,
 ) {
   if (typeof token !== "string") return MALFORMED;
   const known = verified.get(token);
-  if (known) return checkClaims(known, now, kind, eventId);
+  if (known) return checkClaims(known, now, kind, eventId, graceSeconds);
   const fresh = verifiedPayload(verifierFor, token, verified);
-  return "failure" in fresh ? fresh.failure : checkClaims(fresh.payload, now, kind, eventId);
+  return "failure" in fresh ? fresh.failure : checkClaims(fresh.payload, now, kind, eventId, graceSeconds);
 }
 
 /** The payload of a token not seen before, once its signature verified (and remembered), or the failure. */
@@ -258,7 +269,13 @@ function verifiedPayload(
   return { payload };
 }
 
-function checkClaims(payload: Record<string, unknown>, now: () => number, kind: TokenKind, eventId: string) {
+function checkClaims(
+  payload: Record<string, unknown>,
+  now: () => number,
+  kind: TokenKind,
+  eventId: string,
+  graceSeconds = 0,
+) {
   for (const claim of ["iss", "exp", "iat", "sub"]) if (!Object.hasOwn(payload, claim)) return MALFORMED;
   if (payload.iss !== TOKEN_ISSUER) return MALFORMED;
   const nowMs = now();
@@ -267,7 +284,7 @@ function checkClaims(payload: Record<string, unknown>, now: () => number, kind: 
   if (typeof iat !== "number") return MALFORMED;
   if (nbf !== undefined && (typeof nbf !== "number" || nbf > nowSeconds)) return MALFORMED;
   if (typeof exp !== "number") return MALFORMED;
-  if (exp <= nowSeconds) return fail("expired");
+  if (exp + graceSeconds <= nowSeconds) return fail("expired");
   if (typeof sub !== "string" || typeof evt !== "string" || !iat || !exp) return MALFORMED;
   if (epoch !== undefined && typeof epoch !== "string") return MALFORMED;
   // Issued in the future (past the clock skew between gateways and Redis): not ours.
@@ -282,6 +299,7 @@ function checkClaims(payload: Record<string, unknown>, now: () => number, kind: 
     epoch,
     issuedAt: new Date(iat * 1000),
     expiresAt: new Date(exp * 1000),
+    expired: exp <= nowSeconds,
   };
 }
 
@@ -402,8 +420,8 @@ export function createTokenService(options: TokenOptions): TokenService {
   const sign = (payload: Record<string, string>, sub: string, iat: number, exp: number) =>
     signToken(signer, payload, sub, iat, exp);
   const verified: VerifiedPayloads = new Map();
-  const verify = (token: string, kind: TokenKind, eventId: string) =>
-    verifyToken(verifierFor, now, token, kind, eventId, verified);
+  const verify = (token: string, kind: TokenKind, eventId: string, graceSeconds = 0) =>
+    verifyToken(verifierFor, now, token, kind, eventId, verified, graceSeconds);
 
   return {
     algorithm: keySet ? keySet.alg : "HS256",
@@ -443,8 +461,8 @@ export function createTokenService(options: TokenOptions): TokenService {
       };
     },
 
-    verifyAccessToken(token, eventId) {
-      const v = verify(token, "access", eventId);
+    verifyAccessToken(token, eventId, options = {}) {
+      const v = verify(token, "access", eventId, Math.max(0, options.expiredGraceSeconds ?? 0));
       if (!v.ok) return v;
       if (v.sessionId === undefined) return { ok: false, reason: "malformed" };
       return {
@@ -457,6 +475,7 @@ export function createTokenService(options: TokenOptions): TokenService {
           epoch: v.epoch,
           issuedAt: v.issuedAt,
           expiresAt: v.expiresAt,
+          ...(v.expired ? { expired: true as const } : {}),
         },
       };
     },

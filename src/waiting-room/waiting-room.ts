@@ -210,7 +210,12 @@ export interface WaitingRoom {
   ensureRoom(eventId: string): void;
   /** Synchronous: the signature and claims, no Redis. */
   verifyQueueToken(token: string, eventId: string): TokenCheck<QueueTokenClaims>;
-  verifyAccessToken(token: string, eventId: string): TokenCheck<AccessTokenClaims>;
+  /** `expiredGraceSeconds`: see TokenService.verifyAccessToken (src/waiting-room/tokens.ts). */
+  verifyAccessToken(
+    token: string,
+    eventId: string,
+    options?: { expiredGraceSeconds?: number },
+  ): TokenCheck<AccessTokenClaims>;
   /** The public keys that verify this room's tokens, as a JWKS (no keys with HS256). */
   jwks(): JsonWebKeySet;
   /** The drawn pre-queue in lottery order, a page at a time (for audit). */
@@ -374,7 +379,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     restoreRoom: restorer.restoreRoom,
     ensureRoom: restorer.ensureRoom,
     verifyQueueToken: (token, eventId) => tokens.verifyQueueToken(token, eventId),
-    verifyAccessToken: (token, eventId) => tokens.verifyAccessToken(token, eventId),
+    verifyAccessToken: (token, eventId, options) => tokens.verifyAccessToken(token, eventId, options),
     jwks: () => tokens.jwks(),
     lotteryPage: (eventId, page) => lotteryPage(ctx, eventId, page),
     drawDue: async (eventId) => {

@@ -217,6 +217,41 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
     expect(await redis.exists(fence)).toBe(0);
   });
 
+  it("after the session expired: the same key still gets its stored answer and the purchase reads; a new key is 401", async () => {
+    const eventId = uniqueId();
+    const input = eventInput();
+    expect(
+      (await putEvent(gw, eventId, { ...input, waitingRoom: { ...input.waitingRoom, sessionSeconds: 2 } })).status,
+    ).toBe(201);
+    const [fan] = await admitFans(gw, eventId, ["expiring"]);
+    const hold = await holdSeats(fan!, eventId, ["B-2-5"]);
+    const declined = await buy(fan!, eventId, hold.holdId, "before-expiry", "tok_decline");
+    expect(declined.status).toBe(402);
+    const { purchaseId } = ((await declined.json()) as { error: { details: { purchaseId: string } } }).error.details;
+    // Past the token's expiry (the session's, rounded up to the second).
+    const claims = gw.deps.waitingRoom.verifyAccessToken(fan!.accessToken, eventId);
+    if (!claims.ok) throw new Error(`token: ${claims.reason}`);
+    await new Promise((r) => setTimeout(r, Math.max(0, claims.claims.expiresAt.getTime() - Date.now()) + 1_100));
+    expect(gw.deps.waitingRoom.verifyAccessToken(fan!.accessToken, eventId)).toEqual({ ok: false, reason: "expired" });
+
+    const replay = await buy(fan!, eventId, hold.holdId, "before-expiry", "tok_decline");
+    expect(replay.status).toBe(402);
+    const read = await gw.request(`/v1/purchases/${purchaseId}`, { token: fan!.accessToken });
+    expect(read.status).toBe(200);
+    expect(((await read.json()) as { status: string }).status).toBe("failed");
+    const fresh = await buy(fan!, eventId, hold.holdId, "after-expiry", "tok_ok");
+    expect(fresh.status).toBe(401);
+    expect(((await fresh.json()) as { error: { message: string } }).error.message).toMatch(/expired/);
+    // Nor does an expired token hold anything.
+    const held = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: fan!.accessToken,
+      json: { seats: ["B-2-6"] },
+    });
+    expect(held.status).toBe(401);
+    expect((await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`))).toHaveLength(0);
+  });
+
   it("the same key with another body is 422; a declined card is 402 and the hold stays; a provider error charges nothing", async () => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId)).status).toBe(201);

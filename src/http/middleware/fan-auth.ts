@@ -57,6 +57,31 @@ export function verifiedAccessToken(c: Context<AppEnv>, eventId: string): Access
 }
 
 /**
+ * How long after its session's expiry an access token still reads what the session bought: the
+ * purchase (GET /v1/purchases/{id}) and the stored answer of a purchase it made (the same
+ * Idempotency-Key again). A fan whose payment was still pending as the session ran out learns the
+ * outcome; nothing new can be started with it.
+ */
+export const ENDED_SESSION_READ_SECONDS = 24 * 3600;
+
+/**
+ * verifiedAccessToken, but a token expired less than ENDED_SESSION_READ_SECONDS ago verifies too,
+ * its claims marked `expired`: the caller allows it only what an ended session may still do.
+ */
+export function accessTokenForReads(c: Context<AppEnv>, eventId: string): AccessTokenClaims {
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) throw new ApiError("unauthenticated", "an access token is required (Authorization: Bearer <token>)");
+  const check = c.get("deps").waitingRoom.verifyAccessToken(token, eventId, {
+    expiredGraceSeconds: ENDED_SESSION_READ_SECONDS,
+  });
+  if (!check.ok) throw refuse(check.reason, "access");
+  return check.claims;
+}
+
+/** The 401 for an expired token used for anything but an ended session's reads. */
+export const expiredToken = () => refuse("expired", "access");
+
+/**
  * The claim path's check that the session is still active (one Redis call): rejects with the 401
  * when it has ended; resolves when it is active, or when Redis cannot say (DynamoDB decides). A
  * caller may start it and await it later, beside another Redis call (the hold's shield).

@@ -5,7 +5,7 @@ import type { AccessTokenClaims } from "../../../waiting-room/index.js";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
-import { requireAccessToken } from "../../middleware/fan-auth.js";
+import { accessTokenForReads, expiredToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, HoldParams } from "../../schemas.js";
 import { PurchaseView, purchaseView } from "./view.js";
 
@@ -75,9 +75,10 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
   const { paymentToken } = c.req.valid("json");
   // A repeat after the purchase ended the session must still get its stored answer, so the
   // session is checked below, knowing the key, not by the token check.
-  const claims = await requireAccessToken(c, eventId, { checkRevocation: false });
+  const claims = accessTokenForReads(c, eventId);
   await limitRequest(c, "purchase", { eventId, fanId: claims.fanId });
-  await refuseEndedSession(c, claims, key);
+  if (claims.expired) await replayOnly(c, claims, key);
+  else await refuseEndedSession(c, claims, key);
 
   const outcome = await c.get("deps").purchases.purchase({
     eventId,
@@ -133,10 +134,21 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
 });
 
 /**
+ * An expired session (its token past its expiry, by less than a day) starts no new purchase; the
+ * same Idempotency-Key again gets the stored answer, so a fan whose payment was still pending as
+ * the session ran out learns how it ended.
+ */
+async function replayOnly(c: Context<AppEnv>, claims: AccessTokenClaims, key: string): Promise<void> {
+  const { eventId, fanId } = claims;
+  if (await c.get("deps").purchases.find(eventId, purchaseIdOf(eventId, fanId, key))) return;
+  throw expiredToken();
+}
+
+/**
  * A session that ended (revoked by the operator, or completed by a purchase) starts no new
  * purchase: without this, a revoked fan could still buy the seats held before the revocation. A
  * purchase already made under this key is answered as always (a replay gets its stored result).
- * An expired session needs no check: its access token expired with it. When Redis cannot say,
+ * An expired session is replayOnly's. When Redis cannot say,
  * the purchase goes ahead, as a claim does (the hold, in DynamoDB, decides).
  */
 async function refuseEndedSession(c: Context<AppEnv>, claims: AccessTokenClaims, key: string): Promise<void> {
