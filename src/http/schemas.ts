@@ -27,14 +27,15 @@ export const HoldParams = EventIdParam.extend({
 
 /**
  * 1..128 printable characters: no control characters and no lone surrogate (half of a UTF-16 pair
- * is no character; UTF-8 would turn it into U+FFFD, another fan). The waiting room's
- * FAN_ID_PATTERN says the same; the schema refuses it first, with the field named.
+ * is no character; UTF-8 would turn it into U+FFFD, another fan), no line or paragraph separator,
+ * no U+FFFD (invalid UTF-8 in the body decodes to it). The waiting room's FAN_ID_PATTERN says the
+ * same; the schema refuses it first, with the field named.
  */
 export const FanId = z
   .string()
   .min(1)
   .max(128)
-  .refine((s) => !/[\p{Cc}\p{Cs}]/u.test(s), "must be printable characters");
+  .refine((s) => !/[\p{Cc}\p{Cs}\p{Zl}\p{Zp}\uFFFD]/u.test(s), "must be printable characters");
 
 export const SeatId = z
   .string()

@@ -7,8 +7,12 @@
 /** The gateway's event id rule; it also keeps `{` and `}` out of the hash tag. */
 export const EVENT_ID_PATTERN = /^[A-Za-z0-9_]{1,32}$/;
 
-/** Fan ids: 1..128 printable characters (the API contract): no control characters. */
-export const FAN_ID_PATTERN = /^[^\p{Cc}\p{Cs}]{1,128}$/u;
+/**
+ * Fan ids: 1..128 printable characters (the API contract): no control character, no lone
+ * surrogate, no line or paragraph separator (U+2028, U+2029) and no U+FFFD (what invalid UTF-8
+ * decodes to: the client's bytes were not the id it meant).
+ */
+export const FAN_ID_PATTERN = /^[^\p{Cc}\p{Cs}\p{Zl}\p{Zp}\uFFFD]{1,128}$/u;
 
 export interface WaitingRoomKeys {
   /** HASH: settings, lottery seed and commitment, cursor, budget, counters. */

@@ -87,7 +87,7 @@ describe("the hold refusal fast path", () => {
     expect(comparable(fast).body).toEqual({
       error: {
         code: "seat_unavailable",
-        message: "someone else holds or bought these seats",
+        message: "these seats are already held or sold",
         details: { seats: ["A-1-1"] },
       },
     });

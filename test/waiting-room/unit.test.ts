@@ -28,7 +28,18 @@ describe("keys", () => {
 
   it("take any printable fan id of 1..128 characters", () => {
     for (const good of ["a", "fan 42", "fanné", "🎟️", "x".repeat(128)]) expect(isFanId(good)).toBe(true);
-    for (const bad of ["", "tab\there", "new\nline", "\u0000", "x".repeat(129), "\ud800"])
+    // U+2028/U+2029 break lines; U+FFFD is what invalid UTF-8 in a body decodes to
+    for (const bad of [
+      "",
+      "tab\there",
+      "new\nline",
+      "\u0000",
+      "x".repeat(129),
+      "\ud800",
+      "a\u2028b",
+      "\u2029",
+      "qa-\ufffd",
+    ])
       expect(isFanId(bad)).toBe(false);
   });
 });

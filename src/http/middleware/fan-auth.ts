@@ -18,7 +18,7 @@ import { bearerToken } from "./admin-auth.js";
 function refuse(reason: TokenFailure, kind: string): ApiError {
   switch (reason) {
     case "wrong_kind":
-      return new ApiError("forbidden", `this endpoint needs an ${kind} token`);
+      return new ApiError("forbidden", `this endpoint needs ${kind === "access" ? "an" : "a"} ${kind} token`);
     case "wrong_event":
       return new ApiError("forbidden", "the token belongs to another event");
     case "expired":

@@ -177,5 +177,5 @@ function withoutUndefined(best: z.infer<typeof BestRequest>): BestInput {
 
 /** The 409 of a hold lost to another fan (the route's, and the hold's fast path: src/http/fast-path.ts). */
 export function seatUnavailable(seats: string[]): ApiError {
-  return new ApiError("seat_unavailable", "someone else holds or bought these seats", { details: { seats } });
+  return new ApiError("seat_unavailable", "these seats are already held or sold", { details: { seats } });
 }
