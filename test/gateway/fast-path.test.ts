@@ -111,6 +111,7 @@ describe("the section fast path", () => {
       { "if-none-match": `W/${tag}`, "accept-encoding": "br" },
       { "if-none-match": `"nope", ${tag}`, "accept-encoding": "gzip" },
       { "if-none-match": `${tag.slice(0, -1)}.c"` },
+      { "if-none-match": "*" },
       { "x-request-id": "echo-me" },
     ];
     // Warm both: the fast path needs the event in the cache.
@@ -137,6 +138,9 @@ describe("the section fast path", () => {
     expect(fast.length).toBeGreaterThan(0);
     expect(fast.filter((a) => !paths.slice(0, 3).some((p) => a === `GET ${p}`))).toEqual([]);
     expect(pairs.filter((p) => p.fast.status === 304).length).toBeGreaterThan(0);
+    // `*` matches any current representation of a section that exists (RFC 9110 §13.1.2)
+    const star = pairs.find((p) => p.path === section && p.headers["if-none-match"] === "*");
+    expect(star?.app.status).toBe(304);
   });
 
   it("declines HEAD and leaves it to the app", async () => {

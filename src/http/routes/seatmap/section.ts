@@ -72,9 +72,13 @@ const route = createRoute({
   },
 });
 
-/** True when If-None-Match names `etag` (weak comparison, RFC 9110 §13.1.2: `W/` is ignored). */
+/**
+ * True when If-None-Match names `etag` (weak comparison, RFC 9110 §13.1.2: `W/` is ignored), or is
+ * `*` (any current representation: the section exists, so it matches, §13.1.2).
+ */
 function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   if (!ifNoneMatch) return false;
+  if (ifNoneMatch.trim() === "*") return true;
   for (const tag of ifNoneMatch.split(",")) {
     const t = tag.trim();
     if ((t.startsWith("W/") ? t.slice(2) : t) === etag) return true;
