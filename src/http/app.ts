@@ -49,15 +49,41 @@ import {
   sectionFastPath,
 } from "./fast-path.js";
 
+interface SchemaIssue {
+  code: string;
+  path: PropertyKey[];
+  message: string;
+  errors?: SchemaIssue[][];
+}
+
+/**
+ * A schema issue as `{path, message}`, naming the field. A union's own issue says only "Invalid
+ * input" at the union's path: its alternatives' issues say what is wrong. The alternative the body
+ * meant is the one with fewest keys it does not know (`{"seats": "A-1-1"}` meant the seats form);
+ * its issues are given. When no alternative stands out (`{}`), the issue names every form's key.
+ */
+function namedIssues(issue: SchemaIssue, prefix: PropertyKey[]): { path: string; message: string }[] {
+  const path = [...prefix, ...issue.path];
+  if (issue.code === "invalid_union" && issue.errors && issue.errors.length > 0) {
+    const strangers = issue.errors.map((branch) => branch.filter((i) => i.code === "unrecognized_keys").length);
+    const fewest = Math.min(...strangers);
+    const meant = issue.errors.filter((_, b) => strangers[b] === fewest);
+    if (meant.length === 1) return meant[0]!.flatMap((i) => namedIssues(i, path));
+    const keys = [...new Set(issue.errors.map((branch) => branch[0]?.path[0]).filter((k) => k !== undefined))];
+    if (keys.length > 0) {
+      return [{ path: path.join("."), message: `expected one of: ${keys.map(String).join(", ")}` }];
+    }
+  }
+  return [{ path: path.join("."), message: issue.message }];
+}
+
 export function buildApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({
     // A schema violation is a 400 with the fields named, in the one error model.
     defaultHook: (result) => {
       if (!result.success) {
         throw new ApiError("invalid_request", "the request does not match the schema", {
-          details: {
-            issues: result.error.issues.slice(0, 20).map((i) => ({ path: i.path.join("."), message: i.message })),
-          },
+          details: { issues: result.error.issues.flatMap((i) => namedIssues(i, [])).slice(0, 20) },
         });
       }
     },

@@ -82,6 +82,11 @@ export interface SectionPagesOptions {
 export interface SectionPages {
   /** The section's current page, null when it does not exist; the page itself when trusted. */
   get(eventId: string, sectionId: string): SectionPage | null | Promise<SectionPage | null>;
+  /**
+   * The section's page when it is trusted in memory now, else null; never reads anything nor
+   * starts a read (a caller that can do without the page: a best-available proposal).
+   */
+  peek(eventId: string, sectionId: string): SectionPage | null;
   /** Pages in memory, and events subscribed for them (tests, metrics). */
   stats(): { pages: number; events: number };
   close(): void;
@@ -417,6 +422,11 @@ export function createSectionPages(options: SectionPagesOptions): SectionPages {
       const slot = slotFor(eventId, sectionId, key);
       if (slot.page && trusted(slot, Date.now())) return slot.page;
       return load(slot);
+    },
+    peek(eventId, sectionId) {
+      if (!seatMap.ready()) return null;
+      const slot = slots.get(`${eventId}/${sectionId}`);
+      return slot?.page && trusted(slot, Date.now()) ? slot.page : null;
     },
     stats: () => ({ pages: slots.size, events: watches.size }),
     close() {

@@ -86,7 +86,7 @@ async function mapsInMemory(eventId: string, sections: readonly string[]): Promi
       }
     }
     const inMemory = gateways.every((g) =>
-      sections.every((section) => !(g.deps.sectionPages.get(eventId, section) instanceof Promise)),
+      sections.every((section) => g.deps.sectionPages.peek(eventId, section) !== null),
     );
     if (inMemory) return;
     if (tries > 100) throw new Error("the seat map's pages were never trusted in memory");
@@ -214,6 +214,36 @@ describe("best available together, raced", () => {
       const res = await askBest(0, fan!, eventId, best);
       expect({ best, status: res.status, code: res.body.error?.code }).toEqual({ best, status, code });
     }
+
+    // A 400 names the field of the form the body meant, not the union's "Invalid input".
+    const named: [unknown, string][] = [
+      [{ best: { quantity: 2, splitRows: "yes" } }, "best.splitRows"],
+      [{ seats: "A-1-1" }, "seats"],
+      [{ seats: [1] }, "seats.0"],
+      [{ generalAdmission: { id: "GA", quantity: 1.5 } }, "generalAdmission.quantity"],
+      [{}, ""],
+    ];
+    for (const [body, path] of named) {
+      const res = await gateways[0]!.request(`/v1/events/${eventId}/holds`, {
+        method: "POST",
+        token: fan!.accessToken,
+        json: body,
+      });
+      expect(res.status).toBe(400);
+      const issues = ((await res.json()) as { error: { details: { issues: { path: string; message: string }[] } } })
+        .error.details.issues;
+      expect(
+        issues.map((i) => i.path),
+        JSON.stringify(body),
+      ).toEqual([path]);
+      expect(issues[0]!.message).not.toBe("Invalid input");
+    }
+    const empty = await gateways[0]!.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: fan!.accessToken,
+      json: {},
+    });
+    expect(JSON.stringify(await empty.json())).toContain("expected one of: seats, generalAdmission, best");
   });
 
   it("a crowd smaller than the tier: every fan gets a pair, none refused while pairs are free", async () => {

@@ -224,6 +224,7 @@ describe("the section fast path, on its own", () => {
     try {
       const pages: SectionPages = {
         get: () => Promise.reject(new Error("neither the cache nor DynamoDB answered")),
+        peek: () => null,
         stats: () => ({ pages: 0, events: 0 }),
         close: () => undefined,
       };

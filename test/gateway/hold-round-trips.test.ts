@@ -135,7 +135,7 @@ describe("a hold's round trips to Redis", () => {
       for (const section of ["A", "B"]) {
         expect((await gw.request(`/v1/events/${eventId}/sections/${section}/seats`)).status).toBe(200);
       }
-      return ["A", "B"].every((section) => !(pages.get(eventId, section) instanceof Promise)) || undefined;
+      return ["A", "B"].every((section) => pages.peek(eventId, section) !== null) || undefined;
     });
 
     let body: { seats?: string[] } = {};
