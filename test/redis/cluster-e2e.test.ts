@@ -115,11 +115,33 @@ beforeAll(async () => {
       delivered.set(booking.eventId, seen);
     },
   });
+  // What the consumer went through, for the failure message: its errors (BullMQ emits them and
+  // goes on) and when its handler last ran.
+  const consumerErrors: string[] = [];
+  let lastHandled = 0;
+  consumer.on("error", (err: Error) => {
+    consumerErrors.push(`${new Date().toISOString().slice(11, 23)} ${err.message}`);
+    if (consumerErrors.length > 12) consumerErrors.shift();
+  });
+  consumer.on("completed", () => {
+    lastHandled = Date.now();
+  });
   consumerState = () => {
-    // BullMQ's own duplicate for the blocking read (not public: read for the failure message only).
-    const blocking = (consumer as unknown as { blockingConnection?: { _client?: { status?: string } } })
-      .blockingConnection?._client?.status;
-    return `running ${consumer.isRunning()}, paused ${consumer.isPaused()}, connection ${connection.status}, blocking ${blocking}`;
+    // BullMQ 6's backend holds the worker's two connections (not public: read for this message only).
+    const backend = (
+      consumer as unknown as {
+        backend?: {
+          connection?: { _client?: { status?: string } };
+          blockingConnection?: { _client?: { status?: string } };
+        };
+      }
+    ).backend;
+    const since = lastHandled ? `${Math.round((Date.now() - lastHandled) / 1000)} s ago` : "never";
+    return (
+      `running ${consumer.isRunning()}, paused ${consumer.isPaused()}, connection ${connection.status}, ` +
+      `worker's ${backend?.connection?._client?.status}, blocking ${backend?.blockingConnection?._client?.status}, ` +
+      `last job completed ${since}; last errors:\n  ${consumerErrors.join("\n  ") || "none"}`
+    );
   };
   stopConsumer = async () => {
     // Forced: a blocking call on a master killed by the last scenario would hold a graceful close.
