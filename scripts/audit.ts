@@ -161,6 +161,13 @@ function render(report: AuditReport, table: string): string {
       ? `  charges            captured ${t.charges.captured.count} (${money(t.charges.captured.amount)})  refunded ${t.charges.refunded.count} (${money(t.charges.refunded.amount)})`
       : "  charges            not read",
   );
+  const st = report.stranded;
+  const where = Object.entries(st.bySection)
+    .map(([section, n]) => `${section} ${n}`)
+    .join(", ");
+  out.push(
+    `  stranded seats     ${st.count}${st.count > 0 ? ` (${where}; first: ${st.seats.slice(0, 10).join(" ")})` : ""}  (a figure, not a check: single seats left between taken ones)`,
+  );
   const failed = report.checks.filter((c) => c.status === "fail").length;
   out.push(
     "",

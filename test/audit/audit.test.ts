@@ -638,6 +638,8 @@ describe("npm run audit (the CLI, as a child process)", () => {
     expect(clean.code).toBe(0);
     expect(clean.stdout).toContain("RESULT: PASS");
     expect(clean.stdout).toMatch(/No seat sold twice\s+PASS/);
+    // the stranded figure the load kit's best scenario asks for, in the table too
+    expect(clean.stdout).toMatch(/stranded seats\s+\d+/);
 
     const json = await runCli([...args, "--json", "--quiet"], env);
     expect(json.code).toBe(0);
