@@ -56,7 +56,7 @@ export async function pollsAnswered(baseUrl: string): Promise<{ cache: number; r
 }
 
 /** The quiet measured before a run, seconds. */
-const IDLE_SECONDS = 3;
+export const IDLE_SECONDS = 3;
 
 /** Starts measuring; `stop(requests)` gives the costs since. */
 export async function measureCosts(stack: Stack): Promise<{ stop(requests: number): Promise<RunCosts> }> {

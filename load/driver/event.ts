@@ -18,15 +18,17 @@ export interface NewEvent {
   adminToken: string;
   plan: EventPlan;
   fans: number;
-  /** Seconds from now to onSaleAt (the lottery pre-queue); default 3 + the layout's write time. */
+  /** Seconds from now to onSaleAt (the lottery pre-queue); default 3 + the layout's write time + `waitSeconds`. */
   onSaleDelaySeconds?: number;
+  /** How long the driver waits after the event is written before its first fan (its idle measurement). */
+  waitSeconds?: number;
 }
 
 /** Creates the event; throws when the gateway refuses it. */
 export async function createEvent(client: Client, e: NewEvent, log: (line: string) => void): Promise<PlayedEvent> {
   const { sections, holdSeconds } = e.plan;
   const seatsTotal = sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0);
-  const onSaleAt = Date.now() + (e.onSaleDelaySeconds ?? 3 + seatsTotal / 2_500) * 1000;
+  const onSaleAt = Date.now() + (e.onSaleDelaySeconds ?? 3 + seatsTotal / 2_500 + (e.waitSeconds ?? 0)) * 1000;
   const put = await client.call("admin", "PUT", `/v1/admin/events/${e.eventId}`, {
     token: e.adminToken,
     json: {

@@ -16,11 +16,20 @@ type Joined = { queueToken: string; status: string };
  * Joins as the fan page does: when the line asks a proof of work (428), fetches a challenge,
  * solves it (counted in the tally: joins, hashes, ms) and joins with it.
  */
+/** How often a join refused 429 is tried again. */
+const JOIN_RETRIES_AFTER_429 = 5;
+
 export async function joinLine(run: FanRun, fanId: string, endpoint = "join") {
   const { client, figures } = run;
   const ev = `/v1/events/${run.eventId}`;
   const body = { fanId };
-  const first = await client.call<Joined>(endpoint, "POST", `${ev}/queue`, { json: body, ok: [200, 201, 428] });
+  let first = await client.call<Joined>(endpoint, "POST", `${ev}/queue`, { json: body, ok: [200, 201, 428] });
+  // Limited (429: still counted as an unexpected answer): tried again a few times after a second
+  // or two, as the fan page does, rather than the fan silently dropped from the run.
+  for (let tries = 0; first.status === 429 && tries < JOIN_RETRIES_AFTER_429; tries++) {
+    await sleep(1_000 + Math.random() * 1_000);
+    first = await client.call<Joined>(endpoint, "POST", `${ev}/queue`, { json: body, ok: [200, 201, 428] });
+  }
   if (first.status !== 428) return first;
   const issued = await client.call<{ challenge: string; bits: number }>(
     "challenge",

@@ -12,7 +12,7 @@ import { createDynamoClient } from "../../src/dynamodb/client.js";
 import { createInventory } from "../../src/inventory/index.js";
 import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import { RUN_RECORD_KIND, type RunRecord } from "../run-record.js";
-import { costLines, measureCosts, type RunCosts } from "./costs.js";
+import { costLines, IDLE_SECONDS, measureCosts, type RunCosts } from "./costs.js";
 import { createEvent, type PlayedEvent, readEvent } from "./event.js";
 import { RunFigures, type Tally } from "./figures.js";
 import { type GeneratorFigures, GeneratorMonitor, generatorLines } from "./generator.js";
@@ -160,6 +160,9 @@ function eventFor(scenario: Scenario, o: RunOptions, target: Target, eventId: st
       plan: scenario.setup(o, fans),
       fans,
       ...(o.onSaleDelaySeconds !== undefined ? { onSaleDelaySeconds: o.onSaleDelaySeconds } : {}),
+      // With its own stack the driver measures the idle CPU before the first fan (costs.ts): the
+      // on-sale waits for that too, or the first fans arrive after it and nobody is pre-queued.
+      ...(o.baseUrl ? {} : { waitSeconds: IDLE_SECONDS }),
     },
     o.progress ?? (() => {}),
   );
@@ -218,8 +221,18 @@ function endpointRows(client: Client): EndpointRow[] {
 }
 
 /** The scenario's own thresholds and the options', measured on the run; undefined when there are none. */
-function thresholdsOf(scenario: Scenario, o: RunOptions, run: FanRun, seconds: number): ThresholdResult[] | undefined {
-  const thresholds = [...(scenario.thresholds ?? []).map(parseThreshold), ...(o.thresholds ?? [])];
+function thresholdsOf(
+  scenario: Scenario,
+  o: RunOptions,
+  run: FanRun,
+  seconds: number,
+  fans: number,
+): ThresholdResult[] | undefined {
+  const thresholds = [
+    ...(scenario.thresholds ?? []).map(parseThreshold),
+    ...(scenario.mustHold?.(fans) ?? []).map(parseThreshold),
+    ...(o.thresholds ?? []),
+  ];
   if (thresholds.length === 0) return undefined;
   const t = run.figures.tally;
   return evaluateThresholds(thresholds, {
@@ -314,7 +327,7 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       : undefined;
     const result = resultOf(o, target, run, event, { fans, seconds, startedAt, stats, generator });
     if (spent) result.costs = spent;
-    const thresholds = thresholdsOf(scenario, o, run, seconds);
+    const thresholds = thresholdsOf(scenario, o, run, seconds, fans);
     if (thresholds) result.thresholds = thresholds;
     const urls = targetUrls(baseUrl);
     if (urls.length > 1) result.targets = urls.map((url, i) => ({ url, requests: client.perTarget[i] ?? 0 }));
@@ -398,6 +411,14 @@ export function renderResult(r: RunResult): string {
         : "thresholds:",
     );
     for (const t of r.thresholds) lines.push(`  ${t.ok ? "ok    " : "FAILED"} ${t.threshold}   (${fmt(t.actual, 4)})`);
+  }
+  const limited = r.endpoints.reduce((n, e) => n + (e.statuses["429"] ?? 0), 0);
+  if (limited > 0 && !r.loadTestToken) {
+    lines.push(
+      "",
+      `${limited} answers were 429 rate_limited: the gateway's per-IP limits saw every fan of this run as one ` +
+        "client. Start it with LOAD_TEST_TOKEN=<token> and pass --load-test-token <token> (load/README.md).",
+    );
   }
   if (r.audit) {
     lines.push(

@@ -98,6 +98,11 @@ export interface Scenario {
   report?: { progress?(t: Tally): string; lines?(t: Tally): string[] };
   /** Thresholds it always checks, beside the ones given, as k6 writes them (thresholds.ts). */
   thresholds?: readonly string[];
+  /**
+   * What must hold (load/README.md's column), as thresholds on this run of `fans` fans: checked
+   * always, beside `thresholds`, so a run that broke them exits 99 (k6's code), not 0.
+   */
+  mustHold?(fans: number): string[];
 }
 
 /** Seats for a layout of `n`: up to 50 a row, spread evenly over the sections named. */

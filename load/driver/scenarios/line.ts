@@ -19,6 +19,8 @@ export const line: Scenario = {
     waitingRoom: { admitPerSecond: lineAdmitPerSecond(fans) },
   }),
   fan: { shops: () => false },
+  // no unexpected answer; every fan admitted
+  mustHold: (fans) => ["http_req_failed==0", `fans_admitted>=${fans}`],
 };
 
 /** A hundredth of the crowd a second, at least 50. */

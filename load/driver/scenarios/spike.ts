@@ -10,4 +10,6 @@ export const spike: Scenario = {
   arrivals: steadyArrivals,
   setup: (o, fans) => ({ sections: floorOf(seatsFor(o, fans)), holdSeconds: 120 }),
   fan: {},
+  // no unexpected answer (any error, a 429 or a 5xx included); seats sell
+  mustHold: () => ["http_req_failed==0", "sales_confirmed>0"],
 };
