@@ -40,7 +40,8 @@ class Recorder implements FanView {
   seed: boolean | null | undefined;
   show = (stage: Stage) => void this.stages.push(stage);
   checkoutPhase = (phase: CheckoutPhase) => void this.phases.push(phase);
-  joining = () => {};
+  readonly joinDisabled: boolean[] = [];
+  joining = (busy: boolean) => void this.joinDisabled.push(busy);
   place = (p: QueueStatus, progress: number) => void this.places.push([p.status, progress]);
   lottery = () => {};
   seedChecked = (matches: boolean | null) => {
@@ -103,6 +104,23 @@ describe("the fan page's stages", () => {
     for (const targets of Object.values(NEXT)) for (const t of targets) reachable.add(t);
     expect([...reachable].sort()).toEqual(["boot", "checkout", "done", "map", "start", "wait"]);
     expect(Object.values(NEXT).some((targets) => targets.includes("boot"))).toBe(false);
+  });
+
+  it("a closed line says so on the start and offers no join, but a browser that joined before keeps its button", async () => {
+    const closed = { ...INFO, state: "closed" as const };
+    const s = setup(null, { info: closed });
+    s.model.resume();
+    await elapse(0);
+    expect(s.view.stages).toEqual(["start"]);
+    expect(s.view.joinDisabled).toEqual([true]);
+    expect(s.view.lastMessage).toMatchObject({ kind: "warning", title: "This line is closed." });
+
+    const back = setup(null, { info: closed });
+    back.store.fanId = "f.kept";
+    back.model.resume();
+    await elapse(0);
+    expect(back.view.joinDisabled).toEqual([]);
+    expect(back.view.lastMessage?.text).toMatch(/Join again/);
   });
 
   it("start → wait → map: joins, polls at the pace asked, and moves on when admitted", async () => {

@@ -508,9 +508,29 @@ export class FanModel extends Observed<FanView> {
       this.save();
     }
     this.view.lottery(res.body);
+    this.startClosed(res.body.state === "closed");
     const seed = res.body.lottery.seed;
     if (seed) void this.checkSeed(seed, this.session.commitment ?? res.body.lottery.commitment);
     this.countdown();
+  }
+
+  /**
+   * A closed line gives no new place: the start says so before the fan presses Join, not after a
+   * refused join. A browser that joined before keeps its button (a place it holds is given back).
+   */
+  private startClosed(closed: boolean) {
+    if (this.stage !== "start" || !closed) return;
+    const returning = Boolean(this.session.fanId || this.deps.store.savedFanId?.());
+    if (!returning) this.view.joining(true);
+    this.view.message(
+      message(
+        "warning",
+        "This line is closed.",
+        returning
+          ? "The on-sale was closed: no new places are given. Join again to get back a place this browser still holds."
+          : "The on-sale was closed or has ended: no new places are given.",
+      ),
+    );
   }
 
   /** Recomputes SHA-256(seed) where WebCrypto is available (https or localhost). */
