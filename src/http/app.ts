@@ -49,6 +49,40 @@ import {
   sectionFastPath,
 } from "./fast-path.js";
 
+type OpenApiOperation = { parameters?: { name?: string; in?: string }[]; responses?: Record<string, unknown> };
+
+/**
+ * The answers every route of a kind gives, which its own declaration leaves out: a malformed or
+ * unknown event id in the path (400, the schema's; 404), the operator routes' limits (429,
+ * src/http/routes/admin/guard.ts) and their token check (401). Added where a route does not say
+ * them itself.
+ */
+function withSharedAnswers<D extends object>(document: D): D {
+  const doc = document as { paths?: Record<string, Record<string, OpenApiOperation>> };
+  const error = (description: string) => ({
+    description,
+    content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+  });
+  for (const [path, operations] of Object.entries(doc.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      operation.responses ??= {};
+      const responses = operation.responses;
+      const byEventId = operation.parameters?.some((p) => p.in === "path" && p.name === "eventId");
+      if (byEventId) {
+        responses["400"] ??= error("`invalid_request`: a malformed event id (or body)");
+        responses["404"] ??= error("`not_found`: no such event");
+      }
+      if (path.startsWith("/v1/admin/")) {
+        responses["401"] ??= error("`unauthenticated`: no operator token, or a wrong one");
+        responses["429"] ??= error(
+          "`rate_limited`: operator requests are limited per IP and over all IPs (`Retry-After`)",
+        );
+      }
+    }
+  }
+  return document;
+}
+
 interface SchemaIssue {
   code: string;
   path: PropertyKey[];
@@ -194,7 +228,7 @@ export function buildApp(deps: AppDeps) {
     app.route("/", routes);
   }
 
-  app.doc31("/openapi.json", {
+  const openApiConfig = {
     openapi: "3.1.0",
     info: {
       title: "On-sale gateway",
@@ -202,6 +236,12 @@ export function buildApp(deps: AppDeps) {
       description:
         "Waiting room, seat map and claims for ticket on-sales. Errors: {error: {code, message, requestId}}.",
     },
+  };
+  // Built once, on first ask (the routes do not change once the app is built).
+  let openApiDocument: unknown;
+  app.get("/openapi.json", (c) => {
+    openApiDocument ??= withSharedAnswers(app.getOpenAPI31Document(openApiConfig));
+    return c.json(openApiDocument as Record<string, unknown>);
   });
 
   const allowedMethods = methodsByPath(app.routes);
