@@ -471,6 +471,56 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     }
   }
 
+  /** resolve's work; the fence is given back by resolve. */
+  async function resolveOnce(
+    eventId: string,
+    purchaseId: string,
+    options: { minAgeMs?: number; sessionId?: string },
+  ): Promise<PurchaseOutcome | null> {
+    const purchase = await inventory.purchases.get({ eventId, purchaseId });
+    if (!purchase) return null;
+    if (purchase.status === "confirmed" || purchase.status === "refunded") return ended(purchase);
+    if (refundDue(purchase)) {
+      // A refund that was decided but not finished (the provider failed, or a crash).
+      const found = await payments.lookup(purchaseId);
+      if (found.kind === "error") throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
+      if (found.kind === "charged") {
+        return found.refunded
+          ? alreadyRefunded(purchase, found.chargeId, REFUND_DUE)
+          : refundCharged(purchase, found.chargeId, REFUND_DUE);
+      }
+      // Only a charge is ever marked refund_due; the provider's answer per key is final.
+      throw new Error(`refund due for ${purchaseId}, but the payment lookup says ${found.kind}`);
+    }
+    if (purchase.status === "failed") {
+      // A declined key never charges. Any other failure ("never charged", a provider error)
+      // was a verdict on what the provider had then: a charge that landed later goes back.
+      if (!nothingCharged(purchase)) return ended(purchase);
+      const found = await payments.lookup(purchaseId);
+      if (found.kind === "error") throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
+      if (found.kind !== "charged") return ended(purchase);
+      if (found.refunded) return alreadyRefunded(purchase, found.chargeId, CHARGED_AFTER_FAILURE);
+      logger.warn({ purchaseId, chargeId: found.chargeId }, "a charge landed after the purchase failed; refunding");
+      return compensate(purchase, found.chargeId, CHARGED_AFTER_FAILURE, options.sessionId);
+    }
+    if (options.minAgeMs && ageOf(purchase) < options.minAgeMs) return pending(purchase);
+    const found = await payments.lookup(purchaseId);
+    switch (found.kind) {
+      case "charged":
+        if (found.refunded) return alreadyRefunded(purchase, found.chargeId, "refunded");
+        return settleCharged(purchase, found.chargeId, options.sessionId);
+      case "declined":
+        return fail(purchase, "declined");
+      case "not_found":
+        // Nothing under the key yet. Only once the latest attempt's charge window has passed is
+        // that the answer, and only if no attempt started since this read (conditional).
+        if (ageOf(purchase) < chargeWindowMs) return pending(purchase);
+        return fail(purchase, NOT_CHARGED, purchase.chargeAttempts ?? 0);
+      case "error":
+        throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
+    }
+  }
+
   return {
     find: (eventId, purchaseId) => inventory.purchases.get({ eventId, purchaseId }),
     counts: (eventId, soldSeatPurchases) =>
@@ -492,48 +542,13 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     },
 
     async resolve(eventId, purchaseId, options = {}) {
-      const purchase = await inventory.purchases.get({ eventId, purchaseId });
-      if (!purchase) return null;
-      if (purchase.status === "confirmed" || purchase.status === "refunded") return ended(purchase);
-      if (refundDue(purchase)) {
-        // A refund that was decided but not finished (the provider failed, or a crash).
-        const found = await payments.lookup(purchaseId);
-        if (found.kind === "error") throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
-        if (found.kind === "charged") {
-          return found.refunded
-            ? alreadyRefunded(purchase, found.chargeId, REFUND_DUE)
-            : refundCharged(purchase, found.chargeId, REFUND_DUE);
-        }
-        // Only a charge is ever marked refund_due; the provider's answer per key is final.
-        throw new Error(`refund due for ${purchaseId}, but the payment lookup says ${found.kind}`);
+      const outcome = await resolveOnce(eventId, purchaseId, options);
+      // Ended (the reconciler, the webhook): the hold's fence goes, so another key of the fan's
+      // meets the ended purchase's hold at once, not an old claim.
+      if (outcome && outcome.kind !== "pending" && "purchase" in outcome) {
+        void deps.fence?.release(eventId, outcome.purchase.holdId, purchaseId);
       }
-      if (purchase.status === "failed") {
-        // A declined key never charges. Any other failure ("never charged", a provider error)
-        // was a verdict on what the provider had then: a charge that landed later goes back.
-        if (!nothingCharged(purchase)) return ended(purchase);
-        const found = await payments.lookup(purchaseId);
-        if (found.kind === "error") throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
-        if (found.kind !== "charged") return ended(purchase);
-        if (found.refunded) return alreadyRefunded(purchase, found.chargeId, CHARGED_AFTER_FAILURE);
-        logger.warn({ purchaseId, chargeId: found.chargeId }, "a charge landed after the purchase failed; refunding");
-        return compensate(purchase, found.chargeId, CHARGED_AFTER_FAILURE, options.sessionId);
-      }
-      if (options.minAgeMs && ageOf(purchase) < options.minAgeMs) return pending(purchase);
-      const found = await payments.lookup(purchaseId);
-      switch (found.kind) {
-        case "charged":
-          if (found.refunded) return alreadyRefunded(purchase, found.chargeId, "refunded");
-          return settleCharged(purchase, found.chargeId, options.sessionId);
-        case "declined":
-          return fail(purchase, "declined");
-        case "not_found":
-          // Nothing under the key yet. Only once the latest attempt's charge window has passed is
-          // that the answer, and only if no attempt started since this read (conditional).
-          if (ageOf(purchase) < chargeWindowMs) return pending(purchase);
-          return fail(purchase, NOT_CHARGED, purchase.chargeAttempts ?? 0);
-        case "error":
-          throw new Error(`payment lookup failed for ${purchaseId}: ${found.message}`);
-      }
+      return outcome;
     },
   };
 }

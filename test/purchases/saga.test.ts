@@ -192,6 +192,10 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
     expect((await buy(fan!, eventId, hold.holdId, "slow-first", "tok_timeout")).status).toBe(202);
     // The first ends (the reconciler confirms it, the session with it): a new key starts nothing.
     expect((await pollPurchase(fan!, purchaseId, (s) => s !== "pending")).status).toBe("confirmed");
+    // The reconciler that ended it gave the hold's fence back too.
+    const fence = purchaseFenceKey(eventId, hold.holdId);
+    for (let i = 0; i < 50 && (await redis.exists(fence)) === 1; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await redis.exists(fence)).toBe(0);
     const third = await buy(fan!, eventId, hold.holdId, "after", "tok_ok");
     expect(third.status).toBe(401);
     const mine = (await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`));
