@@ -164,7 +164,10 @@ describe("closed-loop admission", () => {
       }
     };
     const rising = await tickUntil(pair, eventId, 8, fast);
-    expect(Math.max(...rising)).toBe(1);
+    // Both gateways tick at once, twice each a round: a round records one sample, or two when its
+    // ticks straddle a slot's edge (a tick slowed past the 300 ms interval on a loaded machine, CI's
+    // once); never two for one slot, which is checked below on the samples' own slots.
+    expect(Math.max(...rising)).toBeLessThanOrEqual(2);
     const up = (await samples(eventId)).filter((s) => s.loop);
     expect(up.length).toBeGreaterThanOrEqual(7);
     expect(up.some((s) => (s.claims ?? 0) > 0 && s.claimP99Ms !== null && s.claimP99Ms! <= 25)).toBe(true);
@@ -180,7 +183,7 @@ describe("closed-loop admission", () => {
       }
     };
     const falling = await tickUntil(pair, eventId, 6, slow);
-    expect(Math.max(...falling)).toBe(1);
+    expect(Math.max(...falling)).toBeLessThanOrEqual(2);
     const all = (await samples(eventId)).filter((s) => s.loop);
     const down = all.slice(up.length);
     expect(down.some((s) => s.loop!.reason === "p99_over_target")).toBe(true);
@@ -192,8 +195,9 @@ describe("closed-loop admission", () => {
       expect(s.loop!.rate).toBeLessThanOrEqual(bounds.maxPerSecond);
     }
     for (let i = 1; i < all.length; i++) expect(all[i]!.loop!.was).toBe(all[i - 1]!.loop!.rate);
+    // One stepper per slot: no slot has two samples, however the rounds fell.
     const slots = all.map((s) => Math.floor(s.at / INTERVAL_MS));
-    expect(new Set(slots).size).toBe(slots.length);
+    expect(new Set(slots).size, JSON.stringify(slots)).toBe(slots.length);
 
     // The rate is in force in the room, and the loop's changes are in the history under its name.
     const room = await a.deps.waitingRoom.stats(eventId);
