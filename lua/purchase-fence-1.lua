@@ -4,7 +4,7 @@
   turned away before it charges anything. A filter, never the decision: DynamoDB's confirmation
   still lets one purchase of a hold through, and a charge that cannot be confirmed is refunded.
 
-  KEYS[1]  buy:{evt:E}:<holdId>   "<purchaseId>|<claimed at, ms>"
+  KEYS[1]  buy:{evt:E}:<holdId>:<fan hash>   "<purchaseId>|<claimed at, ms>"
   ARGV[1]  'claim' | 'release'
   ARGV[2]  purchaseId
   ARGV[3]  claim: how long the fence lasts (ms)

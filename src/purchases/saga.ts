@@ -44,7 +44,7 @@ import type { Metrics } from "../metrics.js";
 import type { PaymentProvider } from "../payments/provider.js";
 import type { SeatMapWrites } from "../claims/seat-map-writes.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
-import { type PurchaseFence, STALE_CLAIM_MS } from "./fence.js";
+import { type FencedOrder, type PurchaseFence, STALE_CLAIM_MS } from "./fence.js";
 
 export type PurchaseOutcome =
   | { kind: "confirmed"; purchase: Purchase }
@@ -455,18 +455,21 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
    * hold is under way. Redis or DynamoDB unable to say: true (DynamoDB still lets one purchase of
    * the hold through, and the saga refunds the others' charges).
    */
-  async function fenced(eventId: string, holdId: string, purchaseId: string): Promise<boolean> {
+  async function fenced(order: FencedOrder, purchaseId: string): Promise<boolean> {
     const fence = deps.fence;
     if (!fence) return true;
     try {
-      const claim = await fence.claim(eventId, holdId, purchaseId);
+      const claim = await fence.claim(order, purchaseId);
       if (claim.ok) return true;
-      const other = await inventory.purchases.get({ eventId, purchaseId: claim.holder });
+      const other = await inventory.purchases.get({ eventId: order.eventId, purchaseId: claim.holder });
       const over = other ? other.status !== "pending" : claim.ageMs >= STALE_CLAIM_MS;
       if (!over) return false;
-      return (await fence.claim(eventId, holdId, purchaseId, claim.holder)).ok;
+      return (await fence.claim(order, purchaseId, claim.holder)).ok;
     } catch (err) {
-      logger.debug({ err: (err as Error).message, holdId }, "purchase fence unavailable; DynamoDB decides alone");
+      logger.debug(
+        { err: (err as Error).message, holdId: order.holdId },
+        "purchase fence unavailable; DynamoDB decides alone",
+      );
       return true;
     }
   }
@@ -527,9 +530,10 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       inventory.purchases.count({ eventId, ...(soldSeatPurchases !== undefined ? { soldSeatPurchases } : {}) }),
 
     async purchase(request) {
-      const { eventId, holdId } = request;
-      const purchaseId = purchaseIdOf(eventId, request.fanId, request.idempotencyKey);
-      if (!(await fenced(eventId, holdId, purchaseId))) {
+      const { eventId, holdId, fanId } = request;
+      const purchaseId = purchaseIdOf(eventId, fanId, request.idempotencyKey);
+      const order = { eventId, holdId, fanId };
+      if (!(await fenced(order, purchaseId))) {
         metrics.purchases.inc({ outcome: "in_progress" });
         return { kind: "in_progress" };
       }
@@ -537,7 +541,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       // A purchase whose outcome is not known yet keeps its hold's fence: the next key finds it
       // pending and is turned away until the reconciler ends it. Any other outcome gives it back
       // (a throw keeps it too: the next key looks the purchase up).
-      if (outcome.kind !== "pending") void deps.fence?.release(eventId, holdId, purchaseId);
+      if (outcome.kind !== "pending") void deps.fence?.release(order, purchaseId);
       return outcome;
     },
 
@@ -546,7 +550,8 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       // Ended (the reconciler, the webhook): the hold's fence goes, so another key of the fan's
       // meets the ended purchase's hold at once, not an old claim.
       if (outcome && outcome.kind !== "pending" && "purchase" in outcome) {
-        void deps.fence?.release(eventId, outcome.purchase.holdId, purchaseId);
+        const { holdId, fanId } = outcome.purchase;
+        void deps.fence?.release({ eventId, holdId, fanId }, purchaseId);
       }
       return outcome;
     },

@@ -177,6 +177,26 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
     await expectAuditPasses(gw, eventId, redis);
   });
 
+  it("another fan naming the hold's id never holds its fence: the owner buys while they are refused", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [owner, other] = await admitFans(gw, eventId, ["owner", "other"]);
+    const hold = await holdSeats(owner!, eventId, ["A-4-4"]);
+    const [mine, ...theirs] = await Promise.all([
+      buy(owner!, eventId, hold.holdId, "mine", "tok_ok"),
+      ...Array.from({ length: 10 }, (_, i) => buy(other!, eventId, hold.holdId, `theirs-${i}`, "tok_ok")),
+    ]);
+    expect(mine!.status).toBe(201);
+    // Theirs meet the store's refusal, or their own fence (their ten keys at once): never the owner's.
+    for (const res of theirs) {
+      expect(res.status).toBe(409);
+      expect(["hold_not_owned", "purchase_in_progress"]).toContain(
+        ((await res.json()) as { error: { code: string } }).error.code,
+      );
+    }
+    expect((await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`))).toHaveLength(1);
+  });
+
   it("a purchase left pending keeps its hold: another key is 409 purchase_in_progress until it ends", async () => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId)).status).toBe(201);
@@ -193,7 +213,7 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
     // The first ends (the reconciler confirms it, the session with it): a new key starts nothing.
     expect((await pollPurchase(fan!, purchaseId, (s) => s !== "pending")).status).toBe("confirmed");
     // The reconciler that ended it gave the hold's fence back too.
-    const fence = purchaseFenceKey(eventId, hold.holdId);
+    const fence = purchaseFenceKey(eventId, hold.holdId, "waiter");
     for (let i = 0; i < 50 && (await redis.exists(fence)) === 1; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await redis.exists(fence)).toBe(0);
     const third = await buy(fan!, eventId, hold.holdId, "after", "tok_ok");
@@ -207,7 +227,7 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
     expect((await putEvent(gw, eventId)).status).toBe(201);
     const [fan] = await admitFans(gw, eventId, ["survivor"]);
     const hold = await holdSeats(fan!, eventId, ["A-5-6"]);
-    const fence = purchaseFenceKey(eventId, hold.holdId);
+    const fence = purchaseFenceKey(eventId, hold.holdId, "survivor");
     // A claim just made, by a purchase that was never written: it may still be on its way.
     await redis.set(fence, `${eventId}-ghost|${Date.now()}`, "PX", 60_000);
     const early = await buy(fan!, eventId, hold.holdId, "early", "tok_ok");
