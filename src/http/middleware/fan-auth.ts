@@ -47,15 +47,6 @@ export async function requireAccessToken(
   return claims;
 }
 
-/** The access token's claims, checked without I/O (signature, kind, event, expiry); throws the 401/403. */
-export function verifiedAccessToken(c: Context<AppEnv>, eventId: string): AccessTokenClaims {
-  const token = bearerToken(c.req.header("authorization"));
-  if (!token) throw new ApiError("unauthenticated", "an access token is required (Authorization: Bearer <token>)");
-  const check = c.get("deps").waitingRoom.verifyAccessToken(token, eventId);
-  if (!check.ok) throw refuse(check.reason, "access");
-  return check.claims;
-}
-
 /**
  * How long after its session's expiry an access token still reads what the session bought: the
  * purchase (GET /v1/purchases/{id}) and the stored answer of a purchase it made (the same
@@ -65,15 +56,20 @@ export function verifiedAccessToken(c: Context<AppEnv>, eventId: string): Access
 export const ENDED_SESSION_READ_SECONDS = 24 * 3600;
 
 /**
- * verifiedAccessToken, but a token expired less than ENDED_SESSION_READ_SECONDS ago verifies too,
- * its claims marked `expired`: the caller allows it only what an ended session may still do.
+ * The access token's claims, checked without I/O (signature, kind, event, expiry); throws the
+ * 401/403. With `endedSessionReads`, a token expired less than ENDED_SESSION_READ_SECONDS ago
+ * verifies too, its claims marked `expired`: the caller allows it only what an ended session may
+ * still do.
  */
-export function accessTokenForReads(c: Context<AppEnv>, eventId: string): AccessTokenClaims {
+export function verifiedAccessToken(
+  c: Context<AppEnv>,
+  eventId: string,
+  options: { endedSessionReads?: boolean } = {},
+): AccessTokenClaims {
   const token = bearerToken(c.req.header("authorization"));
   if (!token) throw new ApiError("unauthenticated", "an access token is required (Authorization: Bearer <token>)");
-  const check = c.get("deps").waitingRoom.verifyAccessToken(token, eventId, {
-    expiredGraceSeconds: ENDED_SESSION_READ_SECONDS,
-  });
+  const grace = options.endedSessionReads ? { expiredGraceSeconds: ENDED_SESSION_READ_SECONDS } : undefined;
+  const check = c.get("deps").waitingRoom.verifyAccessToken(token, eventId, grace);
   if (!check.ok) throw refuse(check.reason, "access");
   return check.claims;
 }

@@ -5,7 +5,7 @@ import type { AccessTokenClaims } from "../../../waiting-room/index.js";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
-import { accessTokenForReads, expiredToken } from "../../middleware/fan-auth.js";
+import { verifiedAccessToken, expiredToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, HoldParams } from "../../schemas.js";
 import { PurchaseView, purchaseView } from "./view.js";
 
@@ -75,7 +75,7 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
   const { paymentToken } = c.req.valid("json");
   // A repeat after the purchase ended the session must still get its stored answer, so the
   // session is checked below, knowing the key, not by the token check.
-  const claims = accessTokenForReads(c, eventId);
+  const claims = verifiedAccessToken(c, eventId, { endedSessionReads: true });
   await limitRequest(c, "purchase", { eventId, fanId: claims.fanId });
   if (claims.expired) await replayOnly(c, claims, key);
   else await refuseEndedSession(c, claims, key);

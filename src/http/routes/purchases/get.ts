@@ -2,7 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { eventOfPurchase } from "../../../purchases/saga.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
-import { accessTokenForReads } from "../../middleware/fan-auth.js";
+import { verifiedAccessToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity } from "../../schemas.js";
 import { PurchaseView, purchaseView } from "./view.js";
 
@@ -38,7 +38,7 @@ export const getPurchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (
   if (!eventId) throw new ApiError("not_found", `no purchase ${purchaseId}`);
   // The buyer's token, even a day past its session: a purchase still pending as the session ran
   // out must be readable to the end.
-  const claims = accessTokenForReads(c, eventId);
+  const claims = verifiedAccessToken(c, eventId, { endedSessionReads: true });
   const purchase = await c.get("deps").purchases.find(eventId, purchaseId);
   // Another fan's purchase is as unknown as a missing one.
   if (!purchase || purchase.fanId !== claims.fanId) throw new ApiError("not_found", `no purchase ${purchaseId}`);
