@@ -44,6 +44,22 @@ afterAll(async () => {
   await redis?.close();
 });
 
+/** A best-available hold of two seats (201), with the writes it made to Redis. */
+async function bestPairHold(eventId: string, token: string): Promise<{ seats: string[]; writes: string[] }> {
+  let seats: string[] = [];
+  const writes = await writesDuring(async () => {
+    const res = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token,
+      json: { best: { quantity: 2 } },
+    });
+    expect(res.status).toBe(201);
+    seats = ((await res.json()) as { seats: string[] }).seats;
+  });
+  expect(seats).toHaveLength(2);
+  return { seats, writes };
+}
+
 /** The writes the gateway's command connection makes to Redis while `during` runs, as text. */
 async function writesDuring(during: () => Promise<void>): Promise<string[]> {
   const socket = (gw.deps.clients.redis as Redis).stream as Socket;
@@ -103,18 +119,7 @@ describe("a hold's round trips to Redis", () => {
     const [fan, other] = await admitFans(gw, eventId, ["rt-best", "rt-warm"]);
     expect((await hold(eventId, other!.accessToken, ["A-1-1"])).status).toBe(201);
 
-    let body: { seats?: string[] } = {};
-    const writes = await writesDuring(async () => {
-      const res = await gw.request(`/v1/events/${eventId}/holds`, {
-        method: "POST",
-        token: fan!.accessToken,
-        json: { best: { quantity: 2 } },
-      });
-      expect(res.status).toBe(201);
-      body = (await res.json()) as { seats: string[] };
-    });
-    const seats = body.seats ?? [];
-    expect(seats).toHaveLength(2);
+    const { seats, writes } = await bestPairHold(eventId, fan!.accessToken);
     const sessionCheck = writes.filter((w) => w.includes(`wr:{evt:${eventId}}:active`) && w.includes("rt-best"));
     expect(sessionCheck).toHaveLength(1);
     // The event's availability counts, the first thing the proposal reads, in the same write.
@@ -138,19 +143,8 @@ describe("a hold's round trips to Redis", () => {
       return ["A", "B"].every((section) => pages.peek(eventId, section) !== null) || undefined;
     });
 
-    let body: { seats?: string[] } = {};
-    const writes = await writesDuring(async () => {
-      const res = await gw.request(`/v1/events/${eventId}/holds`, {
-        method: "POST",
-        token: fan!.accessToken,
-        json: { best: { quantity: 2 } },
-      });
-      expect(res.status).toBe(201);
-      body = (await res.json()) as { seats: string[] };
-    });
+    const { seats, writes } = await bestPairHold(eventId, fan!.accessToken);
     // A pair of the front row (the map's proposal), not the two seats the page shows held.
-    const seats = body.seats ?? [];
-    expect(seats).toHaveLength(2);
     expect(seats.every((id) => id.startsWith("A-1-") && id !== "A-1-1" && id !== "A-1-2")).toBe(true);
     const sessionCheck = writes.filter((w) => w.includes(`wr:{evt:${eventId}}:active`) && w.includes("rt-mem"));
     expect(sessionCheck).toHaveLength(1);

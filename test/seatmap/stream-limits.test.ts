@@ -148,6 +148,16 @@ async function publishChanges(
   }
 }
 
+/** Waits (up to 30 s) until the gateway holds no stream slot: every closed stream gave its slot back. */
+async function slotsReleased(gw: Gateway) {
+  await pollUntil(
+    "every slot released",
+    () => metricTotal(gw, "gateway_sse_streams"),
+    (n) => n === 0,
+    { timeoutMs: 30_000 },
+  );
+}
+
 /** Counts the changes the gateway's relay hands its watchers: the relay calls every watcher at once. */
 async function countRelayed(gw: Gateway, eventId: string) {
   const counted = { changes: 0, stop: () => {} };
@@ -393,14 +403,7 @@ describe("stream caps", () => {
     } finally {
       for (const s of streams) s.close();
     }
-    await pollUntil(
-      "every slot released",
-      () => metricTotal(gw, "gateway_sse_streams"),
-      (n) => n === 0,
-      {
-        timeoutMs: 30_000,
-      },
-    );
+    await slotsReleased(gw);
   });
 
   it("HEAD answers the stream's headers and takes no slot: ten HEADs, then the address's streams are all served", async () => {
@@ -424,12 +427,7 @@ describe("stream caps", () => {
     } finally {
       for (const s of streams) s.close();
     }
-    await pollUntil(
-      "every slot released",
-      () => metricTotal(gw, "gateway_sse_streams"),
-      (n) => n === 0,
-      { timeoutMs: 30_000 },
-    );
+    await slotsReleased(gw);
   });
 
   it("per process: 20 streams opened at once from 20 addresses, 8 served, 12 refused with 503 unavailable and Retry-After", async () => {
@@ -449,13 +447,6 @@ describe("stream caps", () => {
     } finally {
       for (const s of streams) s.close();
     }
-    await pollUntil(
-      "every slot released",
-      () => metricTotal(gw, "gateway_sse_streams"),
-      (n) => n === 0,
-      {
-        timeoutMs: 30_000,
-      },
-    );
+    await slotsReleased(gw);
   });
 });
