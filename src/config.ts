@@ -171,6 +171,11 @@ const gatewaySchema = z.object({
    * a killed worker's job is taken back by another this long after the kill, at the latest.
    */
   WORKER_LOCK_MS: z.coerce.number().int().min(1_000).max(600_000).default(30_000),
+  /**
+   * A worker that starts no job while jobs wait this long, with a free slot, is replaced by a new
+   * one on a new connection (src/workers/watchdog.ts: a blocking connection stuck after a failover).
+   */
+  WORKER_STALL_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(60_000),
   /** auto: readable lines on a terminal outside production, JSON otherwise. */
   LOG_FORMAT: z.enum(["auto", "json", "pretty"]).default("auto"),
 });
@@ -314,6 +319,8 @@ export type GatewayConfig = {
   workerHealthPort: number | undefined;
   /** WORKER_LOCK_MS: BullMQ's lock of a running job; a killed worker's job is taken back after it. */
   workerLockMs: number;
+  /** WORKER_STALL_MS: a worker that takes no job while jobs wait this long is replaced. */
+  workerStallMs: number;
   logFormat: "auto" | "json" | "pretty";
 };
 
@@ -437,6 +444,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     shutdownDrainMs: e.SHUTDOWN_DRAIN_MS ?? (production ? PRODUCTION_SHUTDOWN_DRAIN_MS : 0),
     workerHealthPort: e.WORKER_HEALTH_PORT,
     workerLockMs: e.WORKER_LOCK_MS,
+    workerStallMs: e.WORKER_STALL_MS,
     logFormat: e.LOG_FORMAT,
   };
 }

@@ -124,7 +124,7 @@ async function main(): Promise<void> {
 
   let workerHealth: WorkerHealthServer | undefined;
   if (runWorkers) {
-    const workers = services.startWorkers({ lockMs: config.workerLockMs });
+    const workers = services.startWorkers({ lockMs: config.workerLockMs, stallMs: config.workerStallMs });
     if (config.workerHealthPort !== undefined) {
       workerHealth = await startWorkerHealthServer(
         {

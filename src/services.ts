@@ -163,7 +163,7 @@ export interface Services extends AppDeps {
   eventJobs?: EventJobs;
   clients: { redis: RedisClient; subscriber: RedisClient; paymentRedis?: RedisClient; dynamo: DynamoDBClient };
   /** Starts this process's BullMQ workers (once; later calls return the same ones). */
-  startWorkers(options?: Pick<WorkerDeps, "concurrency" | "lockMs" | "outbox" | "ending">): Workers;
+  startWorkers(options?: Pick<WorkerDeps, "concurrency" | "lockMs" | "stallMs" | "outbox" | "ending">): Workers;
   /** Stops what was built, in order: workers (their current jobs finish), queues, the relay, clients. */
   close(): Promise<void>;
 }
@@ -340,6 +340,7 @@ export function buildServices(config: ServicesConfig): Services {
         metrics,
         ...(options.concurrency ? { concurrency: options.concurrency } : {}),
         ...(options.lockMs ? { lockMs: options.lockMs } : {}),
+        ...(options.stallMs ? { stallMs: options.stallMs } : {}),
         ...(options.outbox ? { outbox: options.outbox } : {}),
         ...(options.ending ? { ending: options.ending } : {}),
       });

@@ -16,6 +16,7 @@ import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
 import type { BookingConfirmedJob } from "./outbox.js";
 import { QUEUE_PREFIX, queueNames } from "./queues.js";
+import { type SupervisedWorker, superviseWorker, type WaitingCounts } from "./watchdog.js";
 
 export interface BookingsConsumerOptions {
   /** A connection of its own with `maxRetriesPerRequest: null` (a BullMQ Worker blocks on it). */
@@ -75,4 +76,35 @@ export function consumeBookings(options: BookingsConsumerOptions): Worker<Bookin
     options.logger.warn({ purchaseId: job?.data.purchaseId, err: err.message }, "booking handler failed"),
   );
   return worker;
+}
+
+/**
+ * consumeBookings under the watchdog (./watchdog.ts): a consumer that takes no booking while
+ * bookings wait for `stallMs` (default 60 s; a blocking connection stuck after a failover) is
+ * closed and replaced by a new one on a new connection from `connect`. `queue` is read for the
+ * waiting count (the bookings Queue, or any Queue of that name, on a connection of its own);
+ * `onStart` sees each consumer started, to attach listeners.
+ */
+export function superviseBookings(
+  options: Omit<BookingsConsumerOptions, "connection"> & {
+    connect: () => RedisClient;
+    queue: WaitingCounts;
+    stallMs?: number;
+    onStart?: (worker: Worker<BookingConfirmedJob, BookingDelivery>) => void;
+  },
+): SupervisedWorker {
+  const { connect, queue, stallMs, onStart, ...consumer } = options;
+  const connectionOf = new Map<Worker, RedisClient>();
+  const start = () => {
+    const connection = connect();
+    const worker = consumeBookings({ ...consumer, connection });
+    connectionOf.set(worker as unknown as Worker, connection);
+    onStart?.(worker);
+    return worker as unknown as Worker;
+  };
+  const dispose = (worker: Worker) => {
+    connectionOf.get(worker)?.disconnect();
+    connectionOf.delete(worker);
+  };
+  return superviseWorker(start, queue, { logger: options.logger, ...(stallMs ? { stallMs } : {}), dispose });
 }

@@ -19,9 +19,11 @@ import type { SeatMapCache } from "../seatmap/cache.js";
 import { onceEvery } from "../throttle.js";
 import { endEventJob } from "./event-end.js";
 import { type PublishOutboxDeps, publishOutbox } from "./outbox.js";
+import { type SupervisedWorker, superviseWorker, type WaitingCounts } from "./watchdog.js";
 import {
   createQueues,
   type OutboxJob,
+  type QueueName,
   QUEUE_PREFIX,
   queueNames,
   type ReconcileJob,
@@ -52,6 +54,11 @@ export interface WorkerDeps {
   concurrency?: number;
   /** A running job's lock (WORKER_LOCK_MS); a killed worker's job is taken back after it. Default 30 s. */
   lockMs?: number;
+  /**
+   * A worker that starts no job while jobs wait this long (a free slot, not paused) is replaced
+   * (WORKER_STALL_MS; ./watchdog.ts). Default 60 s.
+   */
+  stallMs?: number;
   /** The publisher's timings (tests shorten them); defaults in ./outbox.ts. */
   outbox?: Pick<PublishOutboxDeps, "checkAfterMs" | "maxCheckAfterMs" | "unsentMarginMs">;
   /** A closed event's end runs (tests shorten them); defaults in ./event-end.ts. */
@@ -66,7 +73,8 @@ export interface WorkerDeps {
 export const MAX_STALLED_COUNT = 5;
 
 export interface Workers {
-  workers: Worker[];
+  /** The workers running now (the watchdog replaces a stuck one: read it again, do not keep it). */
+  readonly workers: Worker[];
   close(): Promise<void>;
 }
 
@@ -290,51 +298,80 @@ export function startWorkers(deps: WorkerDeps): Workers {
     );
   };
   const sweepDeps: SweepDeps = { ...deps, sectionReadDue: onceEvery(SECTION_READ_EVERY_MS), soldOut: new Set() };
-  const workers = [
-    new Worker<SweepJob>(
-      queueNames.sweep,
-      logged(queueNames.sweep, (d: SweepJob) => sweepJob(sweepDeps, d)),
-      common("sweeper"),
-    ),
-    new Worker<SeatMapRefreshJob>(
-      queueNames.seatMapRefresh,
-      logged(queueNames.seatMapRefresh, (d: SeatMapRefreshJob) => seatMapRefreshJob(deps, d)),
-      common("seatmap-refresh"),
-    ),
-    new Worker<ReconcileJob>(
-      queueNames.reconcile,
-      loggedJob(queueNames.reconcile, reconcileOrEnd),
-      common("reconciler"),
-    ),
-    new Worker<OutboxJob>(
-      queueNames.outbox,
-      logged(queueNames.outbox, (d: OutboxJob) => publish(d.eventId)),
-      // One publisher run per event at a time is plenty; the job ids make repeats harmless anyway.
-      { ...common("outbox"), concurrency: 1 },
-    ),
-  ];
+  // Each worker runs under the watchdog (./watchdog.ts): one that takes nothing while jobs wait
+  // (a blocking connection stuck after a failover) is replaced by a new one on a new connection.
+  const supervised: SupervisedWorker[] = [];
+  const run = <T>(
+    name: QueueName,
+    workerName: string,
+    processor: (job: Job<T>) => Promise<unknown>,
+    queue: WaitingCounts,
+    options: { concurrency?: number } = {},
+  ) => {
+    const connectionOf = new Map<Worker, RedisClient>();
+    const start = () => {
+      const opts = { ...common(workerName), ...options };
+      const w = new Worker<T>(name, processor, opts) as unknown as Worker;
+      connectionOf.set(w, opts.connection);
+      w.on("failed", (job, err) => {
+        const level = err instanceof StillPending || err.name === "StillPending" ? "debug" : "warn";
+        deps.logger[level](
+          { queue: w.name, jobId: job?.id, attempt: job?.attemptsMade, err: err.message },
+          "job failed",
+        );
+      });
+      w.on("error", (err) => deps.logger.warn({ queue: w.name, err: err.message }, "worker error"));
+      return w;
+    };
+    const dispose = (w: Worker) => {
+      const c = connectionOf.get(w);
+      connectionOf.delete(w);
+      if (!c) return;
+      c.disconnect();
+      const at = connections.indexOf(c);
+      if (at >= 0) connections.splice(at, 1);
+    };
+    supervised.push(superviseWorker(start, queue, { logger: deps.logger, stallMs: deps.stallMs, dispose }));
+  };
+  run(
+    queueNames.sweep,
+    "sweeper",
+    logged(queueNames.sweep, (d: SweepJob) => sweepJob(sweepDeps, d)),
+    queues.sweep,
+  );
+  run(
+    queueNames.seatMapRefresh,
+    "seatmap-refresh",
+    logged(queueNames.seatMapRefresh, (d: SeatMapRefreshJob) => seatMapRefreshJob(deps, d)),
+    queues.seatMapRefresh,
+  );
+  run(queueNames.reconcile, "reconciler", loggedJob(queueNames.reconcile, reconcileOrEnd), queues.reconcile);
+  // One publisher run per event at a time is plenty; the job ids make repeats harmless anyway.
+  run(
+    queueNames.outbox,
+    "outbox",
+    logged(queueNames.outbox, (d: OutboxJob) => publish(d.eventId)),
+    queues.outbox,
+    {
+      concurrency: 1,
+    },
+  );
   const notify = deps.notify;
   // Only a process that can deliver takes the batches (one without the URL would drop them).
   if (notify?.enabled) {
-    workers.push(
-      new Worker<NotifyBatch>(
-        queueNames.notify,
-        logged(queueNames.notify, (batch: NotifyBatch) => notify.deliver(batch)),
-        common("notify"),
-      ) as unknown as (typeof workers)[number],
+    run(
+      queueNames.notify,
+      "notify",
+      logged(queueNames.notify, (batch: NotifyBatch) => notify.deliver(batch)),
+      queues.notify,
     );
   }
-  for (const w of workers) {
-    w.on("failed", (job, err) => {
-      const level = err instanceof StillPending || err.name === "StillPending" ? "debug" : "warn";
-      deps.logger[level]({ queue: w.name, jobId: job?.id, attempt: job?.attemptsMade, err: err.message }, "job failed");
-    });
-    w.on("error", (err) => deps.logger.warn({ queue: w.name, err: err.message }, "worker error"));
-  }
   return {
-    workers,
+    get workers() {
+      return supervised.map((w) => w.current);
+    },
     close: async () => {
-      await Promise.all(workers.map((w) => w.close()));
+      await Promise.all(supervised.map((w) => w.close()));
       await queues.close();
       for (const c of connections) c.disconnect();
     },

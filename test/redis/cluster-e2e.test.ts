@@ -18,6 +18,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Cluster } from "ioredis";
+import type { Worker } from "bullmq";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { auditEvent } from "../../src/audit/audit.js";
 import { createDynamoClient } from "../../src/dynamodb/client.js";
@@ -28,7 +29,7 @@ import { createSimulatedProvider } from "../../src/payments/simulated.js";
 import { REFUND_DUE } from "../../src/purchases/saga.js";
 import { connectRedis } from "../../src/redis/connect.js";
 import { seatMapKeys } from "../../src/seatmap/cache.js";
-import { consumeBookings } from "../../src/workers/bookings-consumer.js";
+import { superviseBookings } from "../../src/workers/bookings-consumer.js";
 import { bookingJobId, createBookingsQueue, QUEUE_PREFIX } from "../../src/workers/queues.js";
 import { admitFans, type Fan, seatIds, startSale } from "../chaos/support/fans.js";
 import { Traffic } from "../chaos/support/traffic.js";
@@ -101,11 +102,20 @@ beforeAll(async () => {
   worker = started[2];
   traffic = new Traffic(() => gateways[Math.floor(Math.random() * gateways.length)]!.url);
 
-  // An integrator's consumer of the bookings queue, on the cluster too.
-  const connection = connectRedis({ kind: "cluster", nodes: cluster.nodes }, "blocking");
-  connection.on("error", () => {});
-  const consumer = consumeBookings({
-    connection,
+  // An integrator's consumer of the bookings queue, on the cluster too, under the watchdog (a
+  // consumer stuck after a failover, taking nothing while bookings wait, is replaced).
+  const bookingsQueue = createBookingsQueue(client);
+  const consumerErrors: string[] = [];
+  let lastHandled = 0;
+  let current: Worker | undefined;
+  const consumer = superviseBookings({
+    connect: () => {
+      const connection = connectRedis({ kind: "cluster", nodes: cluster.nodes }, "blocking");
+      connection.on("error", () => {});
+      return connection;
+    },
+    queue: bookingsQueue,
+    stallMs: 20_000,
     inventory,
     logger,
     concurrency: 4,
@@ -114,31 +124,32 @@ beforeAll(async () => {
       seen.add(booking.purchaseId);
       delivered.set(booking.eventId, seen);
     },
-  });
-  // What the consumer went through, for the failure message: its errors (BullMQ emits them and
-  // goes on) and when its handler last ran.
-  const consumerErrors: string[] = [];
-  let lastHandled = 0;
-  consumer.on("error", (err: Error) => {
-    consumerErrors.push(`${new Date().toISOString().slice(11, 23)} ${err.message}`);
-    if (consumerErrors.length > 12) consumerErrors.shift();
-  });
-  consumer.on("completed", () => {
-    lastHandled = Date.now();
+    // What the consumer went through, for the failure message: its errors (BullMQ emits them and
+    // goes on) and when its handler last ran.
+    onStart: (w) => {
+      current = w as unknown as Worker;
+      w.on("error", (err: Error) => {
+        consumerErrors.push(`${new Date().toISOString().slice(11, 23)} ${err.message}`);
+        if (consumerErrors.length > 12) consumerErrors.shift();
+      });
+      w.on("completed", () => {
+        lastHandled = Date.now();
+      });
+    },
   });
   consumerState = () => {
     // BullMQ 6's backend holds the worker's two connections (not public: read for this message only).
     const backend = (
-      consumer as unknown as {
+      current as unknown as {
         backend?: {
           connection?: { _client?: { status?: string } };
           blockingConnection?: { _client?: { status?: string } };
         };
       }
-    ).backend;
+    )?.backend;
     const since = lastHandled ? `${Math.round((Date.now() - lastHandled) / 1000)} s ago` : "never";
     return (
-      `running ${consumer.isRunning()}, paused ${consumer.isPaused()}, connection ${connection.status}, ` +
+      `running ${current?.isRunning()}, paused ${current?.isPaused()}, replaced ${consumer.restarts} times, ` +
       `worker's ${backend?.connection?._client?.status}, blocking ${backend?.blockingConnection?._client?.status}, ` +
       `last job completed ${since}; last errors:\n  ${consumerErrors.join("\n  ") || "none"}`
     );
@@ -146,7 +157,7 @@ beforeAll(async () => {
   stopConsumer = async () => {
     // Forced: a blocking call on a master killed by the last scenario would hold a graceful close.
     await consumer.close(true);
-    connection.disconnect();
+    await bookingsQueue.close();
   };
 }, 240_000);
 
