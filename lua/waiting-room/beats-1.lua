@@ -1,0 +1,81 @@
+--[[
+  The heartbeats of one fan shard (src/waiting-room/fan-shards.ts): when each fan of the shard
+  still in line last joined or polled, on the clock of the shard's own master. One key, so a
+  caller sends each shard its part of a batch in one call, pipelined over the shards (and, on a
+  cluster, over the masters). Not yet used by the line (it keeps `wr:{evt:E}:seen`); see
+  docs/redis-cluster.md "One event over many masters".
+
+  KEYS[1]  wr:{evt:E:s<k>.<salt>}:beats   ZSET fanId -> last join or poll (ms)
+  ARGV[1]  mode:
+    'join'    ARGV[2..] fan ids placed (or given back) by a join: recorded as seen now, added when
+              absent. Written before the places, so a place never exists without its beat.
+    'keep'    ARGV[2..] fan ids that polled: recorded as seen now when still present (ZADD XX GT:
+              a beat never re-adds a place the sweep removed, nor moves one back); the absent are
+              returned, so the caller asks Redis about them next time.
+    'stale'   ARGV[2] abandon time (ms), ARGV[3] the clock's start (ms: the draw; nobody is stale
+              before it plus the abandon time), ARGV[4] at most this many: the fans whose last beat
+              is older than now - abandon time, with their beats, oldest first.
+    'forget'  ARGV[2..] pairs fanId, beat: each removed only while its beat is still that one (a
+              fan who polled or rejoined since the sweep read it keeps the new beat).
+
+  Returns
+    join    { now }
+    keep    { now, missing fan id, ... }
+    stale   { now, fanId, beat, fanId, beat, ... }
+    forget  { now, removed }
+]]
+--- @include "now-ms"
+
+local now = now_ms()
+local mode = ARGV[1]
+
+if mode == 'join' or mode == 'keep' then
+  if #ARGV < 2 then return { now } end
+  local ids = {}
+  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+  local args = { 'GT' }
+  local missing = { now }
+  if mode == 'keep' then
+    args = { 'XX', 'GT' }
+    local scores = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+    for i, fanId in ipairs(ids) do
+      if scores[i] then
+        args[#args + 1] = now
+        args[#args + 1] = fanId
+      else
+        missing[#missing + 1] = fanId
+      end
+    end
+  else
+    for _, fanId in ipairs(ids) do
+      args[#args + 1] = now
+      args[#args + 1] = fanId
+    end
+  end
+  if #args > 2 then redis.call('ZADD', KEYS[1], unpack(args)) end
+  return missing
+end
+
+if mode == 'stale' then
+  local abandonMs, startMs, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local cutoff = now - abandonMs
+  if cutoff <= startMs then return { now } end
+  local rows = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%d', cutoff), 'WITHSCORES',
+    'LIMIT', 0, limit)
+  local out = { now }
+  for i = 1, #rows do out[#out + 1] = rows[i] end
+  return out
+end
+
+if mode == 'forget' then
+  local removed = 0
+  for i = 2, #ARGV - 1, 2 do
+    local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+    if score and tonumber(score) == tonumber(ARGV[i + 1]) then
+      removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
+    end
+  end
+  return { now, removed }
+end
+
+return redis.error_reply('beats: unknown mode ' .. tostring(mode))

@@ -1,0 +1,188 @@
+/**
+ * The fan shards of one event's line (issue 28 goal 3; the plan in docs/redis-cluster.md "One
+ * event over many masters"): per-fan work (heartbeats first, then the fans' records) moves off the
+ * event's hash tag `{evt:E}` into K shards, each under a tag of its own, so that one event's line
+ * is spread over a cluster's masters instead of loading one.
+ *
+ * Built so far: the key layout and the heartbeat script (lua/waiting-room/beats-1.lua). Not yet
+ * wired into the line: the line still keeps its heartbeats in `wr:{evt:E}:seen`.
+ *
+ * A shard's tag is `evt:E:s<k>.<salt>`: `<salt>` is the first integer that puts shard k's slot in
+ * the k-th K-th of the 16,384 slots. Cluster starters and most operators give masters contiguous
+ * slot ranges, so the K shards land evenly on the masters (K = 12: four per master on 3, two on 6)
+ * instead of where the hash would put them. A few CRC16s per shard, once per event.
+ */
+import { type RedisClient, registerScripts, scriptFamily } from "../redis/scripts.js";
+import { isEventId } from "./keys.js";
+
+/** Redis Cluster's hash slots. */
+export const CLUSTER_SLOTS = 16_384;
+/** Shards per event unless configured otherwise: divides evenly over 1, 2, 3, 4, 6 and 12 masters. */
+export const DEFAULT_FAN_SHARDS = 12;
+/** At most this many shards (a line script names one key per shard it touches). */
+export const MAX_FAN_SHARDS = 256;
+
+// CRC16-CCITT (XMODEM), Redis Cluster's key hash (cluster.c keyHashSlot).
+const CRC16_TABLE = (() => {
+  const table = new Uint16Array(256);
+  for (let i = 0; i < 256; i++) {
+    let crc = i << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    table[i] = crc;
+  }
+  return table;
+})();
+
+function crc16(bytes: Uint8Array): number {
+  let crc = 0;
+  for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ (CRC16_TABLE[((crc >> 8) ^ byte) & 0xff] as number);
+  return crc;
+}
+
+/** The cluster slot of a key, as Redis computes it: the hash tag's (the first non-empty `{...}`) or the whole key's. */
+export function keySlot(key: string): number {
+  const open = key.indexOf("{");
+  if (open >= 0) {
+    const close = key.indexOf("}", open + 1);
+    if (close > open + 1) key = key.slice(open + 1, close);
+  }
+  return crc16(Buffer.from(key, "utf8")) % CLUSTER_SLOTS;
+}
+
+/** The K shard tags of an event, shard k's slot in [k * 16384 / K, (k + 1) * 16384 / K). */
+export function fanShardTags(eventId: string, shards = DEFAULT_FAN_SHARDS): string[] {
+  if (!isEventId(eventId)) throw new RangeError(`invalid event id: ${JSON.stringify(eventId)}`);
+  if (!Number.isInteger(shards) || shards < 1 || shards > MAX_FAN_SHARDS) {
+    throw new RangeError(`fan shards: 1 to ${MAX_FAN_SHARDS}, not ${shards}`);
+  }
+  const tags: string[] = [];
+  for (let k = 0; k < shards; k++) {
+    const low = Math.floor((k * CLUSTER_SLOTS) / shards);
+    const high = Math.floor(((k + 1) * CLUSTER_SLOTS) / shards);
+    // A range of 16384/K slots is hit once in K tries on average; 256 shards: 64 slots, ~256 tries.
+    for (let salt = 0; ; salt++) {
+      const tag = `evt:${eventId}:s${k}.${salt}`;
+      const slot = keySlot(`{${tag}}`);
+      if (slot >= low && slot < high) {
+        tags.push(tag);
+        break;
+      }
+    }
+  }
+  return tags;
+}
+
+/** The shard a fan belongs to: FNV-1a (32 bits) of the fan id, mod K. The same in every process. */
+export function fanShardOf(fanId: string, shards: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < fanId.length; i++) {
+    hash ^= fanId.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % shards;
+}
+
+export interface FanShardKeys {
+  /** ZSET: fanId -> last join or poll (ms, the shard master's clock), fans of this shard in line. */
+  beats: string;
+}
+
+/** The keys of every shard of an event, in shard order. */
+export function fanShardKeys(eventId: string, shards = DEFAULT_FAN_SHARDS): FanShardKeys[] {
+  return fanShardTags(eventId, shards).map((tag) => ({ beats: `wr:{${tag}}:beats` }));
+}
+
+/** Fan ids grouped by shard (only the shards named), in the order given within each. */
+export function byFanShard(fanIds: Iterable<string>, shards: number): Map<number, string[]> {
+  const groups = new Map<number, string[]>();
+  for (const fanId of fanIds) {
+    const k = fanShardOf(fanId, shards);
+    const group = groups.get(k);
+    if (group) group.push(fanId);
+    else groups.set(k, [fanId]);
+  }
+  return groups;
+}
+
+/** Fan ids per script call (Lua's unpack stack); a larger batch of one shard takes further calls. */
+const BEATS_PER_CALL = 2_000;
+
+const beatScripts = scriptFamily({ name: "fan-beats", files: { beats: "waiting-room/beats-1" } });
+
+/** A fan's beat as a sweep read it (the shard master's clock, ms). */
+export interface StaleBeat {
+  fanId: string;
+  beat: number;
+}
+
+/**
+ * The heartbeats of an event's fan shards (lua/waiting-room/beats-1.lua), one call per shard
+ * touched, all sent at once (ioredis pipelines them; on a cluster each goes to its shard's master).
+ */
+export interface FanBeats {
+  /** Joins: each fan recorded as seen now (added when absent), before its place is written. */
+  joined(eventId: string, fanIds: readonly string[]): Promise<void>;
+  /** Polls: each fan still present recorded as seen now; returns those no longer present. */
+  polled(eventId: string, fanIds: readonly string[]): Promise<string[]>;
+  /** One shard's fans not seen for `abandonMs` (nobody before `startMs + abandonMs`), oldest first. */
+  stale(
+    eventId: string,
+    shard: number,
+    options: { abandonMs: number; startMs: number; limit: number },
+  ): Promise<StaleBeat[]>;
+  /** Removes the beats read by `stale`, each only while it is still the one read. Returns how many went. */
+  forget(eventId: string, shard: number, beats: readonly StaleBeat[]): Promise<number>;
+  readonly shards: number;
+}
+
+export function createFanBeats(redis: RedisClient, options: { shards?: number } = {}): FanBeats {
+  const shards = options.shards ?? DEFAULT_FAN_SHARDS;
+  const run = registerScripts(redis, beatScripts);
+  // The keys of an event's shards, computed once per event (a few CRC16s a shard).
+  const keysOf = new Map<string, FanShardKeys[]>();
+  const keys = (eventId: string) => {
+    let k = keysOf.get(eventId);
+    if (!k) {
+      k = fanShardKeys(eventId, shards);
+      if (keysOf.size >= 10_000) keysOf.clear();
+      keysOf.set(eventId, k);
+    }
+    return k;
+  };
+  const beatsKey = (eventId: string, shard: number) => {
+    const k = keys(eventId)[shard];
+    if (!k) throw new RangeError(`fan shard ${shard} of ${shards}`);
+    return k.beats;
+  };
+  const each = async (eventId: string, fanIds: readonly string[], mode: "join" | "keep") => {
+    const calls: Promise<unknown[]>[] = [];
+    for (const [shard, ids] of byFanShard(fanIds, shards)) {
+      for (let i = 0; i < ids.length; i += BEATS_PER_CALL) {
+        calls.push(run<unknown[]>("beats", [beatsKey(eventId, shard)], [mode, ...ids.slice(i, i + BEATS_PER_CALL)]));
+      }
+    }
+    return Promise.all(calls);
+  };
+  return {
+    shards,
+    async joined(eventId, fanIds) {
+      await each(eventId, fanIds, "join");
+    },
+    async polled(eventId, fanIds) {
+      const replies = await each(eventId, fanIds, "keep");
+      return replies.flatMap((reply) => reply.slice(1).map(String));
+    },
+    async stale(eventId, shard, { abandonMs, startMs, limit }) {
+      const reply = await run<unknown[]>("beats", [beatsKey(eventId, shard)], ["stale", abandonMs, startMs, limit]);
+      const out: StaleBeat[] = [];
+      for (let i = 1; i + 1 < reply.length; i += 2) out.push({ fanId: String(reply[i]), beat: Number(reply[i + 1]) });
+      return out;
+    },
+    async forget(eventId, shard, beats) {
+      if (beats.length === 0) return 0;
+      const args = beats.flatMap((b) => [b.fanId, b.beat]);
+      const reply = await run<unknown[]>("beats", [beatsKey(eventId, shard)], ["forget", ...args]);
+      return Number(reply[1]);
+    },
+  };
+}

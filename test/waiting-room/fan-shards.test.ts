@@ -1,0 +1,149 @@
+/**
+ * The fan shards of one event's line (src/waiting-room/fan-shards.ts, lua/waiting-room/beats-1.lua):
+ * the slot arithmetic against a real Redis Cluster's own (CLUSTER KEYSLOT), the K shards spread
+ * evenly over the masters of a cluster whose masters hold contiguous slot ranges (as the starter
+ * makes it), and the heartbeat script's four modes on one server and on that cluster, the calls
+ * really in flight at once.
+ */
+import type { Cluster, Redis } from "ioredis";
+import { Redis as RedisClientClass } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import {
+  byFanShard,
+  CLUSTER_SLOTS,
+  createFanBeats,
+  fanShardKeys,
+  fanShardOf,
+  fanShardTags,
+  keySlot,
+} from "../../src/waiting-room/fan-shards.js";
+import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
+import { uniqueId } from "../gateway/harness.js";
+
+let cluster: SpawnedRedisCluster;
+let onCluster: Cluster;
+let single: Redis;
+
+beforeAll(async () => {
+  cluster = await spawnRedisCluster({ masters: 3 });
+  onCluster = await clusterClient(cluster);
+  single = new RedisClientClass(inject("redisUrl"), { maxRetriesPerRequest: 1 });
+}, 120_000);
+
+afterAll(async () => {
+  onCluster?.disconnect();
+  single?.disconnect();
+  await cluster?.close();
+});
+
+describe("fan shards: keys and slots", () => {
+  it("computes every key's slot as Redis does (hash tags, empty tags, unicode)", async () => {
+    const keys = [
+      "plain",
+      "wr:{evt:demo}:room",
+      "{}empty-tag",
+      "a{}{b}",
+      "{user1000}.following",
+      "foo{bar}{zap}",
+      "ümlaut{fän}",
+      ...Array.from({ length: 200 }, (_, i) => `k${i}:${uniqueId("x")}`),
+    ];
+    const theirs = await Promise.all(keys.map((key) => onCluster.cluster("KEYSLOT", key)));
+    expect(keys.map(keySlot)).toEqual(theirs.map(Number));
+  });
+
+  it("puts shard k's slot in the k-th K-th of the slots, so 12 shards are 4 per master of 3", async () => {
+    const tags = fanShardTags("demo", 12);
+    expect(new Set(tags).size).toBe(12);
+    tags.forEach((tag, k) => {
+      const slot = keySlot(`{${tag}}`);
+      expect(slot).toBeGreaterThanOrEqual(Math.floor((k * CLUSTER_SLOTS) / 12));
+      expect(slot).toBeLessThan(Math.floor(((k + 1) * CLUSTER_SLOTS) / 12));
+    });
+    const owners = await Promise.all(fanShardKeys("demo", 12).map((k) => ownerOf(onCluster, k.beats)));
+    const perMaster = new Map<string, number>();
+    for (const owner of owners) perMaster.set(owner, (perMaster.get(owner) ?? 0) + 1);
+    expect([...perMaster.values()]).toEqual([4, 4, 4]);
+    // The same tags in every process, and other events get their own.
+    expect(fanShardTags("demo", 12)).toEqual(tags);
+    expect(fanShardTags("other", 12).some((t) => tags.includes(t))).toBe(false);
+  });
+
+  it("spreads fans evenly over the shards and always puts one fan in the same shard", () => {
+    const fans = Array.from({ length: 24_000 }, (_, i) => `fan-${i}-${(i * 7919) % 1000}`);
+    const groups = byFanShard(fans, 12);
+    const sizes = [...groups.values()].map((g) => g.length);
+    expect(groups.size).toBe(12);
+    for (const size of sizes) expect(Math.abs(size - 2_000)).toBeLessThan(200);
+    expect(fans.every((f) => fanShardOf(f, 12) === fanShardOf(f, 12))).toBe(true);
+    expect(() => fanShardTags("demo", 0)).toThrow(RangeError);
+    expect(() => fanShardTags("bad id!", 12)).toThrow(RangeError);
+  });
+});
+
+describe.each([
+  ["one server", () => single as Redis | Cluster],
+  ["a 3-master cluster", () => onCluster as Redis | Cluster],
+])("fan beats on %s", (_name, client) => {
+  it("join records every fan, keep records those present and names the absent, at once from many callers", async () => {
+    const beats = createFanBeats(client(), { shards: 6 });
+    const eventId = uniqueId("fb");
+    const fans = Array.from({ length: 3_000 }, (_, i) => `f${i}`);
+    // 30 joins of 100 fans in flight at once.
+    await Promise.all(Array.from({ length: 30 }, (_, j) => beats.joined(eventId, fans.slice(j * 100, j * 100 + 100))));
+    const strangers = ["s1", "s2", "s3"];
+    const polls = await Promise.all(
+      Array.from({ length: 10 }, (_, j) =>
+        beats.polled(eventId, [...fans.slice(j * 300, j * 300 + 300), ...strangers]),
+      ),
+    );
+    for (const missing of polls) expect(missing.sort()).toEqual(strangers);
+    // A keep never adds: the strangers are still absent.
+    expect((await beats.polled(eventId, strangers)).sort()).toEqual(strangers);
+    const counts = await Promise.all(fanShardKeys(eventId, 6).map((k) => client().zcard(k.beats)));
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(3_000);
+  });
+
+  it("stale lists the fans not seen for the abandon time, never before the clock's start; forget spares a fresh beat", async () => {
+    const beats = createFanBeats(client(), { shards: 3 });
+    const eventId = uniqueId("fb");
+    const fans = Array.from({ length: 60 }, (_, i) => `g${i}`);
+    await beats.joined(eventId, fans);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Half keep polling.
+    const keepers = fans.filter((_, i) => i % 2 === 0);
+    expect(await beats.polled(eventId, keepers)).toEqual([]);
+    const stale = (
+      await Promise.all(
+        [0, 1, 2].map((shard) => beats.stale(eventId, shard, { abandonMs: 200, startMs: 0, limit: 1_000 })),
+      )
+    ).flat();
+    expect(stale.map((s) => s.fanId).sort()).toEqual(fans.filter((_, i) => i % 2 === 1).sort());
+    // The clock's start (a draw just now) holds everyone back.
+    const held = await Promise.all(
+      [0, 1, 2].map((shard) => beats.stale(eventId, shard, { abandonMs: 200, startMs: Date.now(), limit: 1_000 })),
+    );
+    expect(held.flat()).toEqual([]);
+    // One stale fan polls again (a rejoin) between the sweep's read and its forget: kept.
+    const back = stale[0]!;
+    await beats.joined(eventId, [back.fanId]);
+    let removed = 0;
+    for (const shard of [0, 1, 2]) {
+      removed += await beats.forget(
+        eventId,
+        shard,
+        stale.filter((s) => fanShardOf(s.fanId, 3) === shard),
+      );
+    }
+    expect(removed).toBe(stale.length - 1);
+    expect(await beats.polled(eventId, [back.fanId])).toEqual([]);
+    expect(
+      (
+        await beats.polled(
+          eventId,
+          stale.slice(1).map((s) => s.fanId),
+        )
+      ).length,
+    ).toBe(stale.length - 1);
+  });
+});
