@@ -20,6 +20,8 @@ export const waitingRoomScripts = scriptFamily({
     lotteryPage: "waiting-room/lottery-page-8",
     lotteryDrawn: "waiting-room/lottery-drawn-8",
     sessionActive: "waiting-room/session-active-3",
+    // issue 28 goal 3, step 1 (docs/redis-cluster.md): not yet called by the line
+    abandon: "waiting-room/abandon-8",
   },
   readOnly: ["sessionActive"],
 });

@@ -19,6 +19,10 @@ import {
 } from "../../src/waiting-room/fan-shards.js";
 import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
 import { uniqueId } from "../gateway/harness.js";
+import { registerScripts } from "../../src/redis/scripts.js";
+import { lineKeys, waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
+import { eventId as roomEventId, fans, gateways, ok } from "./helpers.js";
 
 let cluster: SpawnedRedisCluster;
 let onCluster: Cluster;
@@ -146,4 +150,77 @@ describe.each([
       ).length,
     ).toBe(stale.length - 1);
   });
+});
+
+describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
+  it("gives up stale places ahead of the cursor, and spares a recent beat, a place taken after the sweep began, and everyone before the draw", async () => {
+    const gw = gateways(1, inject("redisUrl"), { lineCache: false });
+    try {
+      const evt = roomEventId("sweep");
+      ok(
+        await gw.room.configure(evt, {
+          onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+          admitPerSecond: 0,
+          maxActive: 10,
+          sessionSeconds: 60,
+          abandonSeconds: 3,
+        }),
+      );
+      const ids = fans(6, "sw");
+      // All six join at once (the line is open and paused at rate 0: nobody is admitted).
+      await Promise.all(ids.map((fanId) => gw.room.join(evt, fanId).then(ok)));
+      const raw = gw.clients[0]!;
+      const k = waitingRoomKeys(evt);
+      const tail = Number(await raw.hget(k.room, "tail"));
+      expect(tail).toBe(6);
+      const posOf = async (fanId: string) => Number((await raw.hget(k.fans, fanId))!.split("|")[1]);
+      const byPlace = new Map<number, string>();
+      for (const fanId of ids) byPlace.set(await posOf(fanId), fanId);
+      const run = registerScripts(raw, waitingRoomScripts);
+
+      // Within abandonSeconds of the open nobody is given up, whatever the beats say.
+      const early = await run<unknown[]>("abandon", lineKeys(k), [tail, byPlace.get(1)!, 0]);
+      expect(early[1]).toBe("0");
+      await new Promise((resolve) => setTimeout(resolve, 3_300));
+
+      // Places 1-3 stale (beat 0), place 4 with a recent beat, place 6 reported stale but past the
+      // tail the sweep read (tail 5: it joined after the sweep began).
+      const verdicts = [1, 2, 3].flatMap((p) => [byPlace.get(p)!, 0]);
+      verdicts.push(byPlace.get(4)!, Date.now(), byPlace.get(6)!, 0);
+      const reply = await run<unknown[]>("abandon", lineKeys(k), [5, ...verdicts]);
+      expect(reply[0]).toBe("abandoned");
+      expect(reply[1]).toBe("3");
+      expect(Number(reply[3])).toBeGreaterThan(0);
+      expect(await raw.hget(k.room, "sweptAt")).toBe(String(reply[3]));
+      for (const p of [1, 2, 3]) expect((await raw.hget(k.fans, byPlace.get(p)!))!.startsWith("x|")).toBe(true);
+      for (const p of [4, 5, 6]) expect((await raw.hget(k.fans, byPlace.get(p)!))!.startsWith("w|")).toBe(true);
+      expect((await raw.zrange(k.gone, "0", "-1")).map(Number)).toEqual([1, 2, 3]);
+      expect(Number(await raw.hget(k.room, "abandoned"))).toBe(3);
+      // Again: nothing more (those records are no longer waiting).
+      expect((await run<unknown[]>("abandon", lineKeys(k), [5, ...verdicts]))[1]).toBe("0");
+
+      // Before the draw (the pre-queue open): nobody, and no sweep recorded.
+      const pre = roomEventId("sweeppre");
+      ok(
+        await gw.room.configure(pre, {
+          onSaleAt: new Date(Date.now() + 600_000).toISOString(),
+          admitPerSecond: 10,
+          maxActive: 10,
+          sessionSeconds: 60,
+          abandonSeconds: 3,
+        }),
+      );
+      ok(await gw.room.join(pre, "early"));
+      const kp = waitingRoomKeys(pre);
+      expect(await run<unknown[]>("abandon", lineKeys(kp), [1, "early", 0])).toEqual([
+        "abandoned",
+        "0",
+        "sweptAt",
+        "0",
+      ]);
+      expect((await raw.hget(kp.fans, "early"))!.startsWith("p|")).toBe(true);
+    } finally {
+      gw.close();
+    }
+  }, 30_000);
 });
