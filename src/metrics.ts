@@ -101,6 +101,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     }),
+    workerRestarts: new Counter({
+      name: "gateway_worker_restarts_total",
+      help: "Workers replaced by the watchdog: jobs waited while the worker took none (src/workers/watchdog.ts)",
+      labelNames: ["queue"] as const,
+      registers: [registry],
+    }),
     queueJobs: new Gauge({
       name: "gateway_queue_jobs",
       help: "Background jobs by queue and state (waiting, delayed, active, failed; exported by the reporter process only)",

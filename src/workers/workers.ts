@@ -49,7 +49,7 @@ export interface WorkerDeps {
   paymentTimeoutMs: number;
   logger: Logger;
   /** Job run times (gateway_job_duration_seconds); none in tests that do not read them. */
-  metrics?: Pick<Metrics, "jobDuration">;
+  metrics?: Pick<Metrics, "jobDuration" | "workerRestarts">;
   /** Jobs of one worker in flight at once. */
   concurrency?: number;
   /** A running job's lock (WORKER_LOCK_MS); a killed worker's job is taken back after it. Default 30 s. */
@@ -331,7 +331,14 @@ export function startWorkers(deps: WorkerDeps): Workers {
       const at = connections.indexOf(c);
       if (at >= 0) connections.splice(at, 1);
     };
-    supervised.push(superviseWorker(start, queue, { logger: deps.logger, stallMs: deps.stallMs, dispose }));
+    supervised.push(
+      superviseWorker(start, queue, {
+        logger: deps.logger,
+        stallMs: deps.stallMs,
+        dispose,
+        onRestart: (queueName) => deps.metrics?.workerRestarts.inc({ queue: queueName }),
+      }),
+    );
   };
   run(
     queueNames.sweep,
