@@ -17,8 +17,10 @@
   ARGV[1]     the line's `tail` as read before the shards were (places past it are spared)
   ARGV[2..]   pairs: fanId, its last beat (ms) as the shard read it
 
-  Returns { 'abandoned', n, 'sweptAt', now } (sweptAt: recorded in the room when the line could
-  lose places, 0 otherwise), or
+  Returns { 'abandoned', n, 'sweptAt', now, 'done', { fanId, ... } }: sweptAt is recorded in the
+  room when the line could lose places (0 otherwise); `done` lists the fans whose beats the shard may
+  forget (given up now, or no longer in line: admitted, ended, abandoned before, unknown), and
+  leaves out every fan spared above, whose beat must stay for a later sweep. Or
     -1  unknown event
 ]]
 --- @include "fans"
@@ -26,7 +28,7 @@
 local r = load_room()
 if not r then return -1 end
 local now = now_ms()
-local count, sweptAt = 0, 0
+local count, sweptAt, done = 0, 0, {}
 if r.openedAt > 0 and r.drawn ~= 0 then
   local cutoff = now - r.abandonSeconds * 1000
   local tailBefore = tonumber(ARGV[1]) or 0
@@ -37,6 +39,9 @@ if r.openedAt > 0 and r.drawn ~= 0 then
       if f and (f.s == 'p' or (f.s == 'w' and f.pos <= tailBefore)) then
         abandon(r, fanId, f)
         count = count + 1
+        done[#done + 1] = fanId
+      elseif not f or (f.s ~= 'p' and f.s ~= 'w') then
+        done[#done + 1] = fanId
       end
     end
   end
@@ -44,4 +49,4 @@ if r.openedAt > 0 and r.drawn ~= 0 then
   redis.call('HSET', K_ROOM, 'sweptAt', int(now))
 end
 save_room(r)
-return { 'abandoned', int(count), 'sweptAt', int(sweptAt) }
+return { 'abandoned', int(count), 'sweptAt', int(sweptAt), 'done', done }

@@ -22,7 +22,9 @@ import { uniqueId } from "../gateway/harness.js";
 import { registerScripts } from "../../src/redis/scripts.js";
 import { lineKeys, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
-import { eventId as roomEventId, fans, gateways, ok } from "./helpers.js";
+import { createWaitingRoom } from "../../src/waiting-room/index.js";
+import { sweepFanShards } from "../../src/waiting-room/fan-sweep.js";
+import { eventId as roomEventId, fans, gateways, ok, SECRET } from "./helpers.js";
 
 let cluster: SpawnedRedisCluster;
 let onCluster: Cluster;
@@ -191,13 +193,18 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
       expect(reply[0]).toBe("abandoned");
       expect(reply[1]).toBe("3");
       expect(Number(reply[3])).toBeGreaterThan(0);
+      // The shard may forget the three given up, not the two spared (their beats stay for later).
+      expect(reply[4]).toBe("done");
+      expect((reply[5] as string[]).sort()).toEqual([1, 2, 3].map((p) => byPlace.get(p)!).sort());
       expect(await raw.hget(k.room, "sweptAt")).toBe(String(reply[3]));
       for (const p of [1, 2, 3]) expect((await raw.hget(k.fans, byPlace.get(p)!))!.startsWith("x|")).toBe(true);
       for (const p of [4, 5, 6]) expect((await raw.hget(k.fans, byPlace.get(p)!))!.startsWith("w|")).toBe(true);
       expect((await raw.zrange(k.gone, "0", "-1")).map(Number)).toEqual([1, 2, 3]);
       expect(Number(await raw.hget(k.room, "abandoned"))).toBe(3);
-      // Again: nothing more (those records are no longer waiting).
-      expect((await run<unknown[]>("abandon", lineKeys(k), [5, ...verdicts]))[1]).toBe("0");
+      // Again: nothing more (those records are no longer waiting), and those three are done.
+      const again = await run<unknown[]>("abandon", lineKeys(k), [5, ...verdicts]);
+      expect(again[1]).toBe("0");
+      expect((again[5] as string[]).sort()).toEqual([1, 2, 3].map((p) => byPlace.get(p)!).sort());
 
       // Before the draw (the pre-queue open): nobody, and no sweep recorded.
       const pre = roomEventId("sweeppre");
@@ -217,10 +224,69 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
         "0",
         "sweptAt",
         "0",
+        "done",
+        [],
       ]);
       expect((await raw.hget(kp.fans, "early"))!.startsWith("p|")).toBe(true);
     } finally {
       gw.close();
     }
   }, 30_000);
+});
+
+describe("a sweep of the fan shards (sweepFanShards)", () => {
+  it.each([
+    ["one server", () => single as Redis | Cluster],
+    ["a 3-master cluster", () => onCluster as Redis | Cluster],
+  ])(
+    "on %s: the fans who stopped lose their places, those who poll keep them, a second sweep finds nothing",
+    async (_n, client) => {
+      const room = createWaitingRoom({ redis: client(), secret: SECRET, lineCache: false });
+      try {
+        const beats = createFanBeats(client(), { shards: 6 });
+        const evt = roomEventId("fsweep");
+        ok(
+          await room.configure(evt, {
+            onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+            admitPerSecond: 0,
+            maxActive: 10,
+            sessionSeconds: 60,
+            abandonSeconds: 3,
+          }),
+        );
+        const ids = fans(40, "fs");
+        // Joins as the wired line will make them: the beats first, then the places; all at once.
+        await beats.joined(evt, ids);
+        await Promise.all(ids.map((fanId) => room.join(evt, fanId).then(ok)));
+        expect(await sweepFanShards(client(), beats, evt)).toEqual({
+          stale: 0,
+          abandoned: 0,
+          forgotten: 0,
+          sweptAt: 0,
+        });
+        // Half poll (through their shards) every half second; the others stop.
+        const keepers = ids.filter((_, i) => i % 2 === 0);
+        const leavers = ids.filter((_, i) => i % 2 === 1);
+        for (let t = 0; t < 7; t++) {
+          await new Promise((resolve) => setTimeout(resolve, 500));
+          expect(await beats.polled(evt, keepers)).toEqual([]);
+        }
+        const swept = await sweepFanShards(client(), beats, evt);
+        expect(swept).toMatchObject({ stale: 20, abandoned: 20, forgotten: 20 });
+        expect(swept!.sweptAt).toBeGreaterThan(0);
+        // Their beats are gone from the shards (a poll of theirs is named missing), the keepers' stay.
+        expect((await beats.polled(evt, leavers)).sort()).toEqual([...leavers].sort());
+        expect(await beats.polled(evt, keepers)).toEqual([]);
+        // Read raw: the line's own tick (stats, a poll) still sweeps `seen`, where nobody polled here.
+        const k = waitingRoomKeys(evt);
+        expect(Number(await client().hget(k.room, "abandoned"))).toBe(20);
+        const records = await client().hmget(k.fans, ...ids);
+        ids.forEach((fanId, i) => expect(records[i]!.startsWith(i % 2 === 0 ? "w|" : "x|"), fanId).toBe(true));
+        expect(await sweepFanShards(client(), beats, evt)).toMatchObject({ stale: 0, abandoned: 0 });
+      } finally {
+        await room.close();
+      }
+    },
+    60_000,
+  );
 });
