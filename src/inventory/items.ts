@@ -139,7 +139,15 @@ export function toPurchase(item: Item): Purchase {
   const ga = gaOf(item);
   const attempts = optNum(item, "chargeAttempts");
   const optional = (
-    name: "confirmedAt" | "failedAt" | "refundedAt" | "failureReason" | "fingerprint" | "chargeId" | "chargeStartedAt",
+    name:
+      | "confirmedAt"
+      | "failedAt"
+      | "refundedAt"
+      | "failureReason"
+      | "fingerprint"
+      | "chargeId"
+      | "chargeStartedAt"
+      | "sessionId",
   ) => {
     const v = optStr(item, name);
     return v !== undefined ? { [name]: v } : {};
@@ -161,6 +169,7 @@ export function toPurchase(item: Item): Purchase {
     ...optional("fingerprint"),
     ...optional("chargeId"),
     ...optional("chargeStartedAt"),
+    ...optional("sessionId"),
     ...(attempts !== undefined ? { chargeAttempts: attempts } : {}),
   };
 }

@@ -91,6 +91,7 @@ export async function createPendingPurchase(
   purchaseId: string,
   fingerprint?: string,
   startCharge = false,
+  sessionId?: string,
 ): Promise<PendingPurchaseResult> {
   if (!PURCHASE_ID_PATTERN.test(purchaseId)) {
     return { ok: false, reason: "invalid_request", message: "purchaseId must match ^[A-Za-z0-9_-]{1,128}$" };
@@ -135,6 +136,7 @@ export async function createPendingPurchase(
       createdAt: iso(now),
       ...(fingerprint !== undefined ? { fingerprint } : {}),
       ...(startCharge ? { chargeStartedAt: iso(now), chargeAttempts: 1 } : {}),
+      ...(sessionId ? { sessionId } : {}),
       // Open from here until its booking is acknowledged (or it fails): GSI3, KEYS_ONLY, a key
       // that never changes in between, so 2 index write units in the purchase's whole life.
       GSI3PK: keys.openPurchasesPartition(eventId, purchaseShard(purchaseId)),
@@ -829,6 +831,8 @@ export interface PurchaseStore {
        * purchase starts its own attempt with startCharge.
        */
       startCharge?: boolean;
+      /** The waiting-room session that buys (ended by whichever path confirms the purchase). */
+      sessionId?: string;
     },
   ): Promise<PendingPurchaseResult>;
   /**
@@ -856,8 +860,8 @@ export interface PurchaseStore {
 
 export function createPurchaseStore(ctx: Ctx, cache: EventCache): PurchaseStore {
   return {
-    createPending: ({ eventId, holdId, fanId, purchaseId, fingerprint, startCharge }) =>
-      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint, startCharge === true),
+    createPending: ({ eventId, holdId, fanId, purchaseId, fingerprint, startCharge, sessionId }) =>
+      createPendingPurchase(ctx, eventId, holdId, fanId, purchaseId, fingerprint, startCharge === true, sessionId),
     confirm: ({ eventId, holdId, fanId, purchaseId, chargeId }) =>
       confirm(ctx, eventId, holdId, fanId, purchaseId, chargeId),
     startCharge: ({ eventId, purchaseId }) => startCharge(ctx, eventId, purchaseId),

@@ -230,6 +230,11 @@ export interface Purchase {
   chargeStartedAt?: string;
   /** Charge attempts started under the purchase's key (a replay starts another). */
   chargeAttempts?: number;
+  /**
+   * The waiting-room session that made it: whichever path confirms the purchase (the request, the
+   * webhook, the reconciler) ends that session, so its slot goes to the next fan.
+   */
+  sessionId?: string;
 }
 
 /** Why a hold cannot be bought (any of them maps to 409 `hold_expired` or `hold_not_owned`). */

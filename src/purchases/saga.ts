@@ -60,7 +60,7 @@ export type PurchaseOutcome =
    */
   | { kind: "provider_error"; purchase: Purchase }
   | { kind: "key_reused" }
-  /** Another purchase of this hold (another Idempotency-Key) is under way: nothing was charged. */
+  /** Another purchase of this session (another hold, or another Idempotency-Key) is under way: nothing was charged. */
   | { kind: "in_progress" }
   | { kind: "hold_not_found" }
   | { kind: "hold_unusable"; reason: "hold_expired" | "hold_not_owned" | "hold_released" | "hold_confirmed" };
@@ -89,7 +89,7 @@ export interface PurchaseSagaDeps {
   metrics: Metrics;
   logger: Logger;
   reconciler?: ReconcileScheduler;
-  /** One purchase of a hold at a time (./fence.ts); absent (some tests): purchases are not fenced. */
+  /** One purchase of a session at a time (./fence.ts); absent (some tests): purchases are not fenced. */
   fence?: PurchaseFence;
   /**
    * Adds a confirmed purchase's BookingConfirmed job (src/workers/outbox.ts bookingPublisher), so
@@ -219,7 +219,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   };
 
   /** Step 4 once the money is known to be taken: confirm, or compensate with a refund. */
-  async function settleCharged(purchase: Purchase, chargeId: string, sessionId?: string): Promise<PurchaseOutcome> {
+  async function settleCharged(purchase: Purchase, chargeId: string): Promise<PurchaseOutcome> {
     const { eventId, purchaseId, holdId, fanId } = purchase;
     // The charge is recorded by the transition that follows: the confirmation, or refund_due.
     const confirmed = await inventory.purchases.confirm({ eventId, holdId, fanId, purchaseId, chargeId });
@@ -235,7 +235,6 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
             logger.debug({ err: (err as Error).message, purchaseId }, "booking not queued; the outbox publisher will"),
           );
       }
-      await completeSession(eventId, sessionId);
       return { kind: "confirmed", purchase: confirmed.purchase };
     }
     if (confirmed.reason === "contention") return pending(purchase);
@@ -243,11 +242,11 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       // Failed meanwhile (a verdict of "never charged" that the charge outran, or a decision to
       // refund): the money must go back all the same. Refunded already: nothing more to do.
       const now = await current(eventId, purchaseId, purchase);
-      if (now.status === "failed") return compensate(now, chargeId, CHARGED_AFTER_FAILURE, sessionId);
+      if (now.status === "failed") return compensate(now, chargeId, CHARGED_AFTER_FAILURE);
       return ended(now) ?? pending(now);
     }
     // The hold is gone (expired, released, another's): the money must go back.
-    return compensate(purchase, chargeId, confirmed.reason, sessionId);
+    return compensate(purchase, chargeId, confirmed.reason);
   }
 
   /**
@@ -255,12 +254,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
    * whatever failure it had) to refund_due, so that no confirmation still on its way can commit
    * after the refund and the reconciler finishes the refund if this process cannot; then refund.
    */
-  async function compensate(
-    purchase: Purchase,
-    chargeId: string,
-    reason: string,
-    sessionId?: string,
-  ): Promise<PurchaseOutcome> {
+  async function compensate(purchase: Purchase, chargeId: string, reason: string): Promise<PurchaseOutcome> {
     const { eventId, purchaseId } = purchase;
     const fenced = await inventory.purchases.markRefundDue({ eventId, purchaseId, chargeId });
     if (fenced.ok) return refundCharged(fenced.purchase, chargeId, reason);
@@ -269,7 +263,6 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       // A confirmation sent earlier (one that timed out on its way) committed after all: the
       // seats are sold to this purchase, and the money stays.
       logger.info({ purchaseId }, "a late confirmation committed before the refund; kept");
-      await completeSession(eventId, sessionId);
       return { kind: "confirmed", purchase: now };
     }
     return ended(now) ?? pending(now);
@@ -316,9 +309,9 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
   }
 
   /** settleCharged, but a store failure after the charge leaves it pending for the reconciler. */
-  async function settleOrLeave(purchase: Purchase, chargeId: string, sessionId?: string): Promise<PurchaseOutcome> {
+  async function settleOrLeave(purchase: Purchase, chargeId: string): Promise<PurchaseOutcome> {
     try {
-      return await settleCharged(purchase, chargeId, sessionId);
+      return await settleCharged(purchase, chargeId);
     } catch (err) {
       // The money is taken and the confirmation's fate unknown (a store timeout may have
       // committed it): never guess, and never refund here. The reconciler reads the truth.
@@ -343,7 +336,6 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     purchase: Purchase,
     code: "provider_error" | "unreachable" | "invalid_request",
     attempt: { number: number; createdPurchase: boolean },
-    sessionId?: string,
   ): Promise<PurchaseOutcome> {
     const onlyAttempt = attempt.createdPurchase && attempt.number === 1;
     if (code === "unreachable") {
@@ -358,7 +350,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       case "charged":
         return found.refunded
           ? alreadyRefunded(purchase, found.chargeId, "refunded")
-          : settleOrLeave(purchase, found.chargeId, sessionId);
+          : settleOrLeave(purchase, found.chargeId);
       case "declined":
         return fail(purchase, "declined");
       case "error":
@@ -386,6 +378,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       purchaseId,
       fingerprint,
       startCharge: true,
+      ...(request.sessionId ? { sessionId: request.sessionId } : {}),
     });
     if (!created.ok) {
       switch (created.reason) {
@@ -430,7 +423,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
     const charge = await payments.charge(purchaseId, purchase.amount, request.paymentToken);
     switch (charge.kind) {
       case "charged":
-        return settleOrLeave(purchase, charge.chargeId, request.sessionId);
+        return settleOrLeave(purchase, charge.chargeId);
       case "declined":
         return fail(purchase, "declined");
       case "unknown":
@@ -440,12 +433,7 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       case "error":
         if (charge.code === "idempotency_mismatch") return { kind: "key_reused" };
         logger.warn({ purchaseId, code: charge.code, err: charge.message }, "payment provider error; looking it up");
-        return afterProviderError(
-          purchase,
-          charge.code,
-          { number: started.attempt, createdPurchase: created.created },
-          request.sessionId,
-        );
+        return afterProviderError(purchase, charge.code, { number: started.attempt, createdPurchase: created.created });
     }
   }
 
@@ -504,14 +492,14 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       if (found.kind !== "charged") return ended(purchase);
       if (found.refunded) return alreadyRefunded(purchase, found.chargeId, CHARGED_AFTER_FAILURE);
       logger.warn({ purchaseId, chargeId: found.chargeId }, "a charge landed after the purchase failed; refunding");
-      return compensate(purchase, found.chargeId, CHARGED_AFTER_FAILURE, options.sessionId);
+      return compensate(purchase, found.chargeId, CHARGED_AFTER_FAILURE);
     }
     if (options.minAgeMs && ageOf(purchase) < options.minAgeMs) return pending(purchase);
     const found = await payments.lookup(purchaseId);
     switch (found.kind) {
       case "charged":
         if (found.refunded) return alreadyRefunded(purchase, found.chargeId, "refunded");
-        return settleCharged(purchase, found.chargeId, options.sessionId);
+        return settleCharged(purchase, found.chargeId);
       case "declined":
         return fail(purchase, "declined");
       case "not_found":
@@ -530,15 +518,16 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
       inventory.purchases.count({ eventId, ...(soldSeatPurchases !== undefined ? { soldSeatPurchases } : {}) }),
 
     async purchase(request) {
-      const { eventId, holdId, fanId } = request;
+      const { eventId, holdId, fanId, sessionId } = request;
       const purchaseId = purchaseIdOf(eventId, fanId, request.idempotencyKey);
-      const order = { eventId, holdId, fanId };
+      const order = { eventId, holdId, fanId, sessionId };
       if (!(await fenced(order, purchaseId))) {
         metrics.purchases.inc({ outcome: "in_progress" });
         return { kind: "in_progress" };
       }
       const outcome = await purchaseOnce(request);
-      // A purchase whose outcome is not known yet keeps its hold's fence: the next key finds it
+      if (outcome.kind === "confirmed") await completeSession(eventId, sessionId || outcome.purchase.sessionId);
+      // A purchase whose outcome is not known yet keeps the session's fence: the next key finds it
       // pending and is turned away until the reconciler ends it. Any other outcome gives it back
       // (a throw keeps it too: the next key looks the purchase up).
       if (outcome.kind !== "pending") void deps.fence?.release(order, purchaseId);
@@ -547,11 +536,15 @@ export function createPurchaseSaga(deps: PurchaseSagaDeps): PurchaseSaga {
 
     async resolve(eventId, purchaseId, options = {}) {
       const outcome = await resolveOnce(eventId, purchaseId, options);
-      // Ended (the reconciler, the webhook): the hold's fence goes, so another key of the fan's
-      // meets the ended purchase's hold at once, not an old claim.
       if (outcome && outcome.kind !== "pending" && "purchase" in outcome) {
         const { holdId, fanId } = outcome.purchase;
-        void deps.fence?.release({ eventId, holdId, fanId }, purchaseId);
+        const sessionId = outcome.purchase.sessionId ?? options.sessionId;
+        // Confirmed by whoever got here (the webhook, the reconciler, a backstop that knows no
+        // session): the session the purchase was made in ends, and its slot goes to the next fan.
+        // Idempotent: a session already ended is left as it is.
+        if (outcome.kind === "confirmed") await completeSession(eventId, sessionId);
+        // Ended: the session's fence goes, so its next purchase meets the ended one at once.
+        void deps.fence?.release({ eventId, holdId, fanId, sessionId }, purchaseId);
       }
       return outcome;
     },

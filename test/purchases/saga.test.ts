@@ -46,6 +46,13 @@ async function holdSeats(fan: AdmittedFan, eventId: string, seats: string[]) {
   return (await res.json()) as { holdId: string; amount: number };
 }
 
+/** The purchase fence of the fan's session (src/purchases/fence.ts). */
+function fenceOf(eventId: string, fan: AdmittedFan): string {
+  const check = gw.deps.waitingRoom.verifyAccessToken(fan.accessToken, eventId);
+  if (!check.ok) throw new Error(`token: ${check.reason}`);
+  return purchaseFenceKey({ eventId, holdId: "", fanId: fan.fanId, sessionId: check.claims.sessionId });
+}
+
 function buy(fan: AdmittedFan, eventId: string, holdId: string, key: string, paymentToken: string) {
   return gw.request(`/v1/events/${eventId}/holds/${holdId}/purchase`, {
     method: "POST",
@@ -197,6 +204,31 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
     expect((await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`))).toHaveLength(1);
   });
 
+  it("two holds bought at once in one session: one sale, the other 409 purchase_in_progress or 401, one charge", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    const [fan] = await admitFans(gw, eventId, ["two-holds"]);
+    const first = await holdSeats(fan!, eventId, ["A-4-1"]);
+    const second = await holdSeats(fan!, eventId, ["A-4-9"]);
+    // Both at once, each under its own key (two tabs' checkouts).
+    const answers = await Promise.all([
+      buy(fan!, eventId, first.holdId, "tab-1", "tok_ok"),
+      buy(fan!, eventId, second.holdId, "tab-2", "tok_ok"),
+    ]);
+    const statuses = answers.map((r) => r.status).sort();
+    expect(statuses[0]).toBe(201);
+    expect([401, 409]).toContain(statuses[1]);
+    const refused = answers.find((r) => r.status !== 201)!;
+    const code = ((await refused.json()) as { error: { code: string } }).error.code;
+    expect(code).toBe(refused.status === 409 ? "purchase_in_progress" : "unauthenticated");
+    // The session ended with the sale: the other hold cannot be bought with it afterwards either.
+    const other = answers[0]!.status === 201 ? second : first;
+    expect((await buy(fan!, eventId, other.holdId, "tab-again", "tok_ok")).status).toBe(401);
+    const mine = (await charges()).filter((c) => c.idempotencyKey.startsWith(`${eventId}-`));
+    expect(mine.map((c) => c.refunded)).toEqual([false]);
+    await expectAuditPasses(gw, eventId, redis);
+  });
+
   it("a purchase left pending keeps its hold: another key is 409 purchase_in_progress until it ends", async () => {
     const eventId = uniqueId();
     expect((await putEvent(gw, eventId)).status).toBe(201);
@@ -213,7 +245,7 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
     // The first ends (the reconciler confirms it, the session with it): a new key starts nothing.
     expect((await pollPurchase(fan!, purchaseId, (s) => s !== "pending")).status).toBe("confirmed");
     // The reconciler that ended it gave the hold's fence back too.
-    const fence = purchaseFenceKey(eventId, hold.holdId, "waiter");
+    const fence = fenceOf(eventId, fan!);
     for (let i = 0; i < 50 && (await redis.exists(fence)) === 1; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await redis.exists(fence)).toBe(0);
     const third = await buy(fan!, eventId, hold.holdId, "after", "tok_ok");
@@ -227,7 +259,7 @@ describe("purchases over HTTP (real Redis, local DynamoDB, BullMQ workers)", () 
     expect((await putEvent(gw, eventId)).status).toBe(201);
     const [fan] = await admitFans(gw, eventId, ["survivor"]);
     const hold = await holdSeats(fan!, eventId, ["A-5-6"]);
-    const fence = purchaseFenceKey(eventId, hold.holdId, "survivor");
+    const fence = fenceOf(eventId, fan!);
     // A claim just made, by a purchase that was never written: it may still be on its way.
     await redis.set(fence, `${eventId}-ghost|${Date.now()}`, "PX", 60_000);
     const early = await buy(fan!, eventId, hold.holdId, "early", "tok_ok");

@@ -7,6 +7,7 @@ import {
   type AdmittedFan,
   admitFans,
   createTable,
+  eventInput,
   expectAuditPasses,
   type Gateway,
   metricTotal,
@@ -190,6 +191,54 @@ describe("a duplicated payment webhook", () => {
     expect((await gw.deps.inventory.purchases.get({ eventId, purchaseId: purchase.purchaseId }))?.status).toBe(
       "confirmed",
     );
+    await expectAuditPasses(gw, eventId, redis);
+  });
+
+  it("the webhook's confirmation ends the buyer's session: the next fan in line is admitted, the buyer can hold nothing more", async () => {
+    const eventId = uniqueId("whs");
+    const input = eventInput();
+    expect(
+      (await putEvent(gw, eventId, { ...input, waitingRoom: { ...input.waitingRoom, maxActive: 1 } })).status,
+    ).toBe(201);
+    const [buyer] = await admitFans(gw, eventId, ["whs-buyer"]);
+    // The next fan waits: the one slot is the buyer's.
+    const joined = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: "whs-next" } });
+    const { queueToken } = (await joined.json()) as { queueToken: string };
+    const statusOfNext = async () =>
+      (
+        (await (await gw.request(`/v1/events/${eventId}/queue/status`, { token: queueToken })).json()) as {
+          status: string;
+        }
+      ).status;
+    expect(await statusOfNext()).toBe("waiting");
+
+    const purchase = await pendingPurchase(eventId, buyer!, ["B-1-1"]);
+    const charge = (await createSimulatedProvider({ redis }).listCharges()).find(
+      (c) => c.idempotencyKey === purchase.purchaseId,
+    )!;
+    // Only the webhook confirms it (no workers here): it knows the purchase, not the session.
+    const event: WebhookEvent = {
+      id: uniqueId("evt_"),
+      type: "charge.succeeded",
+      data: { idempotencyKey: purchase.purchaseId, chargeId: charge.chargeId, amount: charge.amount },
+    };
+    expect((await deliverEvent(event)).status).toBe(200);
+    expect((await gw.deps.inventory.purchases.get({ eventId, purchaseId: purchase.purchaseId }))?.status).toBe(
+      "confirmed",
+    );
+    // The session ended with it: its slot went to the next fan, and its token holds nothing more.
+    let next = "waiting";
+    for (let i = 0; i < 50 && next !== "admitted"; i++) {
+      next = await statusOfNext();
+      if (next !== "admitted") await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(next).toBe("admitted");
+    const again = await gw.request(`/v1/events/${eventId}/holds`, {
+      method: "POST",
+      token: buyer!.accessToken,
+      json: { seats: ["B-1-2"] },
+    });
+    expect(again.status).toBe(401);
     await expectAuditPasses(gw, eventId, redis);
   });
 });

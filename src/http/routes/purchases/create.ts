@@ -54,7 +54,7 @@ const route = createRoute({
     409: {
       description:
         "`hold_expired`: the hold can no longer be bought (refunded if charged); `hold_not_owned`; " +
-        "`purchase_in_progress`: another purchase of this hold (another Idempotency-Key) is under way",
+        "`purchase_in_progress`: another purchase of this session (another hold or Idempotency-Key) is under way",
       content: { "application/json": { schema: ErrorBody } },
     },
     422: {
@@ -109,8 +109,8 @@ export const purchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) 
     case "in_progress":
       throw new ApiError(
         "purchase_in_progress",
-        "another purchase of this hold is under way (another Idempotency-Key); nothing was charged. " +
-          "Repeat that purchase's request to learn its outcome",
+        "another purchase of this session is under way (another hold, or another Idempotency-Key); " +
+          "nothing was charged. Repeat that purchase's request to learn its outcome",
       );
     case "provider_error":
       throw new ApiError(
