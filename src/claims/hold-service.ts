@@ -146,6 +146,11 @@ export interface HoldServiceOptions {
   latency?: { record(eventId: string, ms: number): void };
 }
 
+/** How long a fan refused for its seat limit has its holds checked against its ledger first. */
+const AT_LIMIT_MS = 30_000;
+/** Fans flagged at once per process (a crowd of fans at their limit): past it, the flags start over. */
+const AT_LIMIT_KEPT = 100_000;
+
 export function createHoldService(options: HoldServiceOptions): HoldService {
   const { inventory, seatMap, seatMapWrites, metrics, logger } = options;
   const leaseMs = options.leaseMs ?? 3_000;
@@ -335,6 +340,36 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
     };
   };
 
+  /**
+   * Fans refused for their seat limit lately, per event (until when): their next holds read the
+   * fan's ledger before leasing anything. Without it, a fan at the limit asking again and again for
+   * a seat leases it for each request's DynamoDB write and every other fan is told it is taken
+   * meanwhile; with it, only the first such request per process does. A fan not flagged pays
+   * nothing; a flag outliving the limit (the fan released a hold) costs one read per hold.
+   */
+  const atLimit = new Map<string, number>();
+  const limitKey = (eventId: string, fanId: string) => `${eventId}\n${fanId}`;
+  const flagLimit = (eventId: string, fanId: string, result: HoldResult) => {
+    const key = limitKey(eventId, fanId);
+    if (result.ok) {
+      atLimit.delete(key);
+      return;
+    }
+    if (result.reason !== "seat_limit_exceeded") return;
+    if (atLimit.size >= AT_LIMIT_KEPT) atLimit.clear();
+    atLimit.set(key, Date.now() + AT_LIMIT_MS);
+  };
+  /** For a flagged fan: the refusal its ledger gives now (null: go on). Never throws. */
+  const overLimitFirst = (eventId: string, fanId: string, maxSeatsPerFan: number, seats: number) => {
+    const until = atLimit.get(limitKey(eventId, fanId));
+    if (until === undefined) return null;
+    if (until <= Date.now()) {
+      atLimit.delete(limitKey(eventId, fanId));
+      return null;
+    }
+    return inventory.holds.fanOverLimit({ eventId, fanId, maxSeatsPerFan, seats }).catch(() => null);
+  };
+
   const service: HoldService = {
     async holdSeats({ eventId, fanId, seatIds, holdSeconds, gate }) {
       // What the request is wrong in itself for (a seat named twice, too many, unknown, not on
@@ -345,6 +380,14 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         await gate;
         metrics.holds.inc({ outcome: check.reason });
         return check;
+      }
+      const limited = overLimitFirst(eventId, fanId, check.checked.maxSeatsPerFan, check.checked.refs.length);
+      const over = limited && (await limited);
+      if (over) {
+        await gate;
+        metrics.holds.inc({ outcome: over.reason });
+        flagLimit(eventId, fanId, over);
+        return over;
       }
       // Issued in the same tick as the gate's call (when the event was in memory, checkSeats did
       // no I/O): ioredis' auto-pipelining sends the two in one write.
@@ -360,6 +403,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
       try {
         // One seat or many, a hold is one transaction: the seats, the hold record and the fan's ledger.
         const result = await counted("hold", () => inventory.holds.writeSeats(check.checked));
+        flagLimit(eventId, fanId, result);
         if (result.ok) {
           sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
           await heldAndReleased(result.hold, release);
@@ -392,6 +436,14 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         return check;
       }
       const { plan } = check;
+      const limited = overLimitFirst(eventId, fanId, plan.maxSeatsPerFan, plan.quantity);
+      const over = limited && (await limited);
+      if (over) {
+        await gate;
+        metrics.holds.inc({ outcome: over.reason });
+        flagLimit(eventId, fanId, over);
+        return over;
+      }
       let views: SectionView[];
       let skipped = 0;
       /** The first proposal's lease, sent beside the gate's call, when the map in memory proposed it. */
@@ -482,6 +534,7 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
             return propose();
           }),
         );
+        flagLimit(eventId, fanId, result);
         if (result.ok) {
           sweepAtExpiry(result, () => result.hold.seats.map(shardOf));
           await heldAndReleased(result.hold, release);

@@ -64,7 +64,7 @@ import {
   transact,
   type TransactItem,
 } from "./store.js";
-import { overLimit } from "./limits.js";
+import { overLimit, type SeatLimitExceeded } from "./limits.js";
 import {
   placesBack,
   reclaimExpiredAdmissions,
@@ -533,6 +533,32 @@ const IN_FLIGHT_WAITS = 6;
 const IN_FLIGHT_MS = 2_000;
 
 /**
+ * The fan's limit, read before anything is leased or written: the refusal a hold of `seats` more
+ * would meet now, or null. Counted as the hold counts: a young entry (a hold of the fan's that
+ * may still be in flight) only once its seats are held by it. One consistent read of the fan's
+ * ledger, and of the young entries' seats when the count rests on them.
+ */
+export async function fanOverLimit(
+  ctx: Ctx,
+  eventId: string,
+  fanId: string,
+  maxSeatsPerFan: number,
+  seats: number,
+): Promise<SeatLimitExceeded | null> {
+  return guard("fanOverLimit", async () => {
+    const ledger = await readFan(ctx, eventId, fanId);
+    const now = ctx.clock();
+    const { counted } = countFan(ledger, now);
+    const tooMany = overLimit(maxSeatsPerFan, "seats", seats, counted);
+    if (!tooMany) return null;
+    // As holdForFan: young entries count only once their seats are theirs (one read of them).
+    const young = youngSeatEntries(ledger, now);
+    if (young.length === 0) return tooMany;
+    return overLimit(maxSeatsPerFan, "seats", seats, counted - (await unsettledSeats(ctx, eventId, young)));
+  });
+}
+
+/**
  * The young seat-hold entries that count: made in the last IN_FLIGHT_MS (by their own `createdAt`).
  * Only a seat hold writes its entry before its seats; a standing hold's entry is in its transaction.
  */
@@ -880,6 +906,14 @@ export interface HoldStore {
   checkSeatsNow(args: EventRef & { fanId: string; seatIds: string[]; holdSeconds?: number }): SeatHoldCheck | undefined;
   /** With `next`: seats lost to another fan are traded for the ones `next` names (best available). */
   writeSeats(checked: CheckedSeatHold, next?: NextSeats): Promise<HoldResult>;
+  /**
+   * The fan's limit read before a hold (one consistent read): the refusal `seats` more would meet
+   * now, on settled entries only; null otherwise. For the claim path, so a fan at the limit does
+   * not lease seats it cannot hold.
+   */
+  fanOverLimit(
+    args: EventRef & { fanId: string; maxSeatsPerFan: number; seats: number },
+  ): Promise<SeatLimitExceeded | null>;
   /** A best-available request's checks (./best.ts); the claim path proposes the seats. */
   checkBest(args: EventRef & { fanId: string; best: BestRequest; holdSeconds?: number }): Promise<BestCheck>;
   holdGeneralAdmission(
@@ -914,6 +948,8 @@ export function createHoldStore(ctx: Ctx, events: EventCache): HoldStore {
     checkSeatsNow: ({ eventId, fanId, seatIds, holdSeconds }) =>
       checkSeatHoldNow(events.peekForSale, eventId, fanId, seatIds, holdSeconds),
     writeSeats: (checked, next) => writeSeatHold(ctx, checked, next),
+    fanOverLimit: ({ eventId, fanId, maxSeatsPerFan, seats }) =>
+      fanOverLimit(ctx, eventId, fanId, maxSeatsPerFan, seats),
     checkBest: ({ eventId, fanId, best, holdSeconds }) =>
       checkBest(events.forSale, eventId, fanId, best, holdSeconds, validFan),
     holdGeneralAdmission: ({ eventId, fanId, areaId, quantity, holdSeconds }) =>
