@@ -328,6 +328,43 @@ describe("close the sale, then end the event", () => {
   });
 });
 
+describe("reopening the room while the event ends", () => {
+  it("an end that commits between the reopen's check and its write still leaves the room closed", async () => {
+    const eventId = uniqueId();
+    expect((await putEvent(gw, eventId)).status).toBe(201);
+    await json(await gw.request(`/v1/admin/events/${eventId}/close-sale`, { method: "POST", token: ALICE }), 200);
+    // The interleaving forced: the reopen's first read of the event (real DynamoDB) answers "not
+    // ended", and the whole end (the event committed, the room closed) runs right after it,
+    // before the reopen writes the room.
+    const events = gw.deps.events;
+    const get = events.get.bind(events);
+    let reads = 0;
+    events.get = async (id: string) => {
+      const read = await get(id);
+      if (id === eventId && ++reads === 1) {
+        const ended = await gw.request(`/v1/admin/events/${eventId}/end`, { method: "POST", token: ALICE });
+        expect(ended.status).toBe(200);
+      }
+      return read;
+    };
+    try {
+      const reopened = await gw.request(`/v1/admin/events/${eventId}/waiting-room`, {
+        method: "PATCH",
+        token: ALICE,
+        json: { closed: false },
+      });
+      expect(reopened.status).toBe(403);
+    } finally {
+      events.get = get;
+    }
+    expect(reads).toBeGreaterThanOrEqual(2);
+    const stats = await json(await gw.request(`/v1/admin/events/${eventId}/stats`, { token: BOARD }), 200);
+    expect(stats.waitingRoom).toMatchObject({ state: "closed" });
+    const late = await gw.request(`/v1/events/${eventId}/queue`, { method: "POST", json: { fanId: "slipped-in" } });
+    expect(late.status).toBe(403);
+  });
+});
+
 describe("close the sale, then Redis loses the room", () => {
   it("the room comes back from the stored event closed: nobody takes a place or is admitted", async () => {
     const eventId = uniqueId();

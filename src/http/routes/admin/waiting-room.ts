@@ -150,6 +150,16 @@ export const patchWaitingRoomRoute = new OpenAPIHono<AppEnv>().openapi(route, as
     }
     throw new ApiError("unavailable", "the waiting room is unavailable; retry", { retryAfter: 1 });
   }
+  if (patch.closed === false) {
+    // The event may have ended between the read above and this write (`end` commits the event,
+    // then closes the room): read it again, and close the room again if it has. Whichever order the
+    // two requests' writes took, the room ends closed.
+    const event = await c.get("deps").events.get(eventId);
+    if (event?.closedAt) {
+      await c.get("deps").waitingRoom.updateSettings(eventId, { closed: true }, by ? { by } : {});
+      throw new ApiError("forbidden", "the event has ended; its waiting room cannot be opened");
+    }
+  }
   const s = result.settings;
   // The waiting room kept them on the event too (src/gateway.ts roomKeeper), so a room that Redis
   // loses comes back with them (RELIABILITY.md).
