@@ -75,13 +75,12 @@ describe("fan shards: keys and slots", () => {
     expect(fanShardTags("other", 12).some((t) => tags.includes(t))).toBe(false);
   });
 
-  it("spreads fans evenly over the shards and always puts one fan in the same shard", () => {
+  it("spreads fans evenly over the shards", () => {
     const fans = Array.from({ length: 24_000 }, (_, i) => `fan-${i}-${(i * 7919) % 1000}`);
     const groups = byFanShard(fans, 12);
     const sizes = [...groups.values()].map((g) => g.length);
     expect(groups.size).toBe(12);
     for (const size of sizes) expect(Math.abs(size - 2_000)).toBeLessThan(200);
-    expect(fans.every((f) => fanShardOf(f, 12) === fanShardOf(f, 12))).toBe(true);
     expect(() => fanShardTags("demo", 0)).toThrow(RangeError);
     expect(() => fanShardTags("bad id!", 12)).toThrow(RangeError);
   });
@@ -281,7 +280,9 @@ describe("a sweep of the fan shards (sweepFanShards)", () => {
         const k = waitingRoomKeys(evt);
         expect(Number(await client().hget(k.room, "abandoned"))).toBe(20);
         const records = await client().hmget(k.fans, ...ids);
-        ids.forEach((fanId, i) => expect(records[i]!.startsWith(i % 2 === 0 ? "w|" : "x|"), fanId).toBe(true));
+        for (const [i, fanId] of ids.entries()) {
+          expect(records[i]!.startsWith(i % 2 === 0 ? "w|" : "x|"), fanId).toBe(true);
+        }
         expect(await sweepFanShards(client(), beats, evt)).toMatchObject({ stale: 0, abandoned: 0 });
       } finally {
         await room.close();
