@@ -359,15 +359,32 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
     if (atLimit.size >= AT_LIMIT_KEPT) atLimit.clear();
     atLimit.set(key, Date.now() + AT_LIMIT_MS);
   };
-  /** For a flagged fan: the refusal its ledger gives now (null: go on). Never throws. */
-  const overLimitFirst = (eventId: string, fanId: string, maxSeatsPerFan: number, seats: number) => {
-    const until = atLimit.get(limitKey(eventId, fanId));
+  /**
+   * For a flagged fan, the refusal its ledger gives now, answered after the gate (resolves null:
+   * go on). A fan not flagged: null, synchronously, so the caller awaits nothing and its shield
+   * still leaves in the gate's tick. Never rejects but with the gate's refusal.
+   */
+  const refusedAtLimit = (
+    request: { eventId: string; fanId: string; maxSeatsPerFan: number; seats: number },
+    gate: Promise<unknown> | undefined,
+  ): Promise<HoldResult | null> | null => {
+    const key = limitKey(request.eventId, request.fanId);
+    const until = atLimit.get(key);
     if (until === undefined) return null;
     if (until <= Date.now()) {
-      atLimit.delete(limitKey(eventId, fanId));
+      atLimit.delete(key);
       return null;
     }
-    return inventory.holds.fanOverLimit({ eventId, fanId, maxSeatsPerFan, seats }).catch(() => null);
+    return inventory.holds
+      .fanOverLimit(request)
+      .catch(() => null)
+      .then(async (over) => {
+        if (!over) return null;
+        await gate;
+        metrics.holds.inc({ outcome: over.reason });
+        flagLimit(request.eventId, request.fanId, over);
+        return over;
+      });
   };
 
   const service: HoldService = {
@@ -381,14 +398,10 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         metrics.holds.inc({ outcome: check.reason });
         return check;
       }
-      const limited = overLimitFirst(eventId, fanId, check.checked.maxSeatsPerFan, check.checked.refs.length);
-      const over = limited && (await limited);
-      if (over) {
-        await gate;
-        metrics.holds.inc({ outcome: over.reason });
-        flagLimit(eventId, fanId, over);
-        return over;
-      }
+      const { maxSeatsPerFan, refs } = check.checked;
+      const atLimitCheck = refusedAtLimit({ eventId, fanId, maxSeatsPerFan, seats: refs.length }, gate);
+      const over = atLimitCheck && (await atLimitCheck);
+      if (over) return over;
       // Issued in the same tick as the gate's call (when the event was in memory, checkSeats did
       // no I/O): ioredis' auto-pipelining sends the two in one write.
       const shield = await behindGate(gate, shieldFor(eventId, seatIds), (s) =>
@@ -436,14 +449,12 @@ export function createHoldService(options: HoldServiceOptions): HoldService {
         return check;
       }
       const { plan } = check;
-      const limited = overLimitFirst(eventId, fanId, plan.maxSeatsPerFan, plan.quantity);
-      const over = limited && (await limited);
-      if (over) {
-        await gate;
-        metrics.holds.inc({ outcome: over.reason });
-        flagLimit(eventId, fanId, over);
-        return over;
-      }
+      const atLimitCheck = refusedAtLimit(
+        { eventId, fanId, maxSeatsPerFan: plan.maxSeatsPerFan, seats: plan.quantity },
+        gate,
+      );
+      const over = atLimitCheck && (await atLimitCheck);
+      if (over) return over;
       let views: SectionView[];
       let skipped = 0;
       /** The first proposal's lease, sent beside the gate's call, when the map in memory proposed it. */

@@ -16,7 +16,7 @@ import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
 import type { BookingConfirmedJob } from "./outbox.js";
 import { QUEUE_PREFIX, queueNames } from "./queues.js";
-import { type SupervisedWorker, superviseWorker, type WaitingCounts } from "./watchdog.js";
+import { disconnectOwnConnection, type SupervisedWorker, superviseWorker, type WaitingCounts } from "./watchdog.js";
 
 export interface BookingsConsumerOptions {
   /** A connection of its own with `maxRetriesPerRequest: null` (a BullMQ Worker blocks on it). */
@@ -94,17 +94,14 @@ export function superviseBookings(
   },
 ): SupervisedWorker {
   const { connect, queue, stallMs, onStart, ...consumer } = options;
-  const connectionOf = new Map<Worker, RedisClient>();
   const start = () => {
-    const connection = connect();
-    const worker = consumeBookings({ ...consumer, connection });
-    connectionOf.set(worker as unknown as Worker, connection);
+    const worker = consumeBookings({ ...consumer, connection: connect() });
     onStart?.(worker);
     return worker as unknown as Worker;
   };
-  const dispose = (worker: Worker) => {
-    connectionOf.get(worker)?.disconnect();
-    connectionOf.delete(worker);
-  };
-  return superviseWorker(start, queue, { logger: options.logger, ...(stallMs ? { stallMs } : {}), dispose });
+  return superviseWorker(start, queue, {
+    logger: options.logger,
+    ...(stallMs ? { stallMs } : {}),
+    dispose: disconnectOwnConnection,
+  });
 }

@@ -18,6 +18,7 @@
  */
 import type { Worker } from "bullmq";
 import type { Logger } from "../logger.js";
+import type { RedisClient } from "../redis/scripts.js";
 
 export interface WatchdogOptions {
   /** Jobs waiting for this long, none started by a worker with a free slot: replaced. Default 60 s. */
@@ -29,6 +30,16 @@ export interface WatchdogOptions {
   logger: Logger;
   /** Told of each replacement (a metric, a test). */
   onRestart?: (queue: string, worker: Worker) => void;
+}
+
+/**
+ * The connection a worker was started on (BullMQ keeps the instance given in its options): the
+ * `dispose` of a worker that got a connection of its own.
+ */
+export function disconnectOwnConnection(worker: Worker): RedisClient {
+  const connection = worker.opts.connection as RedisClient;
+  connection.disconnect();
+  return connection;
 }
 
 /** What the watchdog reads of the queue: its waiting jobs (BullMQ's Queue.getJobCounts). */

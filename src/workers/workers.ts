@@ -19,7 +19,7 @@ import type { SeatMapCache } from "../seatmap/cache.js";
 import { onceEvery } from "../throttle.js";
 import { endEventJob } from "./event-end.js";
 import { type PublishOutboxDeps, publishOutbox } from "./outbox.js";
-import { type SupervisedWorker, superviseWorker, type WaitingCounts } from "./watchdog.js";
+import { disconnectOwnConnection, type SupervisedWorker, superviseWorker, type WaitingCounts } from "./watchdog.js";
 import {
   createQueues,
   type OutboxJob,
@@ -308,11 +308,8 @@ export function startWorkers(deps: WorkerDeps): Workers {
     queue: WaitingCounts,
     options: { concurrency?: number } = {},
   ) => {
-    const connectionOf = new Map<Worker, RedisClient>();
     const start = () => {
-      const opts = { ...common(workerName), ...options };
-      const w = new Worker<T>(name, processor, opts) as unknown as Worker;
-      connectionOf.set(w, opts.connection);
+      const w = new Worker<T>(name, processor, { ...common(workerName), ...options }) as unknown as Worker;
       w.on("failed", (job, err) => {
         const level = err instanceof StillPending || err.name === "StillPending" ? "debug" : "warn";
         deps.logger[level](
@@ -324,11 +321,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
       return w;
     };
     const dispose = (w: Worker) => {
-      const c = connectionOf.get(w);
-      connectionOf.delete(w);
-      if (!c) return;
-      c.disconnect();
-      const at = connections.indexOf(c);
+      const at = connections.indexOf(disconnectOwnConnection(w));
       if (at >= 0) connections.splice(at, 1);
     };
     supervised.push(
@@ -359,9 +352,7 @@ export function startWorkers(deps: WorkerDeps): Workers {
     "outbox",
     logged(queueNames.outbox, (d: OutboxJob) => publish(d.eventId)),
     queues.outbox,
-    {
-      concurrency: 1,
-    },
+    { concurrency: 1 },
   );
   const notify = deps.notify;
   // Only a process that can deliver takes the batches (one without the URL would drop them).

@@ -22,7 +22,7 @@ import { uniqueId } from "../gateway/harness.js";
 import { registerScripts } from "../../src/redis/scripts.js";
 import { lineKeys, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
-import { createWaitingRoom } from "../../src/waiting-room/index.js";
+import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { sweepFanShards } from "../../src/waiting-room/fan-sweep.js";
 import { eventId as roomEventId, fans, gateways, ok, SECRET } from "./helpers.js";
 
@@ -41,6 +41,19 @@ afterAll(async () => {
   single?.disconnect();
   await cluster?.close();
 });
+
+/** A line open since a second ago, admitting nobody (rate 0), that loses a place after 3 s unpolled. */
+async function openPausedLine(room: WaitingRoom, evt: string) {
+  ok(
+    await room.configure(evt, {
+      onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+      admitPerSecond: 0,
+      maxActive: 10,
+      sessionSeconds: 60,
+      abandonSeconds: 3,
+    }),
+  );
+}
 
 describe("fan shards: keys and slots", () => {
   it("computes every key's slot as Redis does (hash tags, empty tags, unicode)", async () => {
@@ -158,15 +171,7 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
     const gw = gateways(1, inject("redisUrl"), { lineCache: false });
     try {
       const evt = roomEventId("sweep");
-      ok(
-        await gw.room.configure(evt, {
-          onSaleAt: new Date(Date.now() - 1_000).toISOString(),
-          admitPerSecond: 0,
-          maxActive: 10,
-          sessionSeconds: 60,
-          abandonSeconds: 3,
-        }),
-      );
+      await openPausedLine(gw.room, evt);
       const ids = fans(6, "sw");
       // All six join at once (the line is open and paused at rate 0: nobody is admitted).
       await Promise.all(ids.map((fanId) => gw.room.join(evt, fanId).then(ok)));
@@ -244,15 +249,7 @@ describe("a sweep of the fan shards (sweepFanShards)", () => {
       try {
         const beats = createFanBeats(client(), { shards: 6 });
         const evt = roomEventId("fsweep");
-        ok(
-          await room.configure(evt, {
-            onSaleAt: new Date(Date.now() - 1_000).toISOString(),
-            admitPerSecond: 0,
-            maxActive: 10,
-            sessionSeconds: 60,
-            abandonSeconds: 3,
-          }),
-        );
+        await openPausedLine(room, evt);
         const ids = fans(40, "fs");
         // Joins as the wired line will make them: the beats first, then the places; all at once.
         await beats.joined(evt, ids);
