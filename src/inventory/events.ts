@@ -214,6 +214,8 @@ export interface EventCache {
    * caller then awaits `forSale`). A hold refused from the seat map (src/http/fast-path.ts) asks.
    */
   peekForSale(eventId: string): SaleEvent | null | undefined;
+  /** The cached definition alone, on the same terms as `peekForSale` (no copy made: a join asks). */
+  peekEvent(eventId: string): EventDefinition | null | undefined;
 }
 
 /**
@@ -278,6 +280,11 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
       const hit = cache.get(eventId);
       if (!hit || hit.until <= Date.now() || hit.loaded === undefined) return undefined;
       return hit.loaded ? { ...hit.loaded, onSale: onSale(hit.loaded.event) } : null;
+    },
+    peekEvent(eventId) {
+      const hit = cache.get(eventId);
+      if (!hit || hit.until <= Date.now() || hit.loaded === undefined) return undefined;
+      return hit.loaded ? hit.loaded.event : null;
     },
     forget: (eventId) => void cache.delete(eventId),
     hasSection(eventId, sectionId) {
@@ -855,10 +862,7 @@ export function createEventStore(ctx: Ctx, cache: EventCache, replaceGuardMs: nu
     get: ({ eventId }) => getEvent(ctx, eventId),
     cached: ({ eventId }) => guard("cachedEvent", async () => (await cache.forSale(eventId))?.event ?? null),
     hasSection: ({ eventId, sectionId }) => cache.hasSection(eventId, sectionId),
-    peek({ eventId }) {
-      const sale = cache.peekForSale(eventId);
-      return sale === undefined ? undefined : (sale?.event ?? null);
-    },
+    peek: ({ eventId }) => cache.peekEvent(eventId),
     saveRoomSettings: ({ eventId, settings }) => saveRoomSettings(ctx, eventId, settings),
     list: ({ limit }) => listEvents(ctx, limit),
     listPage: ({ limit, cursor }) => listEventsPage(ctx, limit, cursor),
