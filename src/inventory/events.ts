@@ -182,12 +182,13 @@ export async function markEventJobsEnded(ctx: Ctx, eventId: string): Promise<boo
   );
 }
 
+/** Shared by every caller of the cache (one per cached version): never changed by one. */
 export interface SaleEvent {
-  event: EventDefinition;
+  readonly event: EventDefinition;
   /** Layout complete, onSaleAt passed and not closed, by the inventory's clock at the time of asking. */
-  onSale: boolean;
-  sections: Map<string, SectionInput>;
-  areas: Map<string, GeneralAdmissionInput>;
+  readonly onSale: boolean;
+  readonly sections: ReadonlyMap<string, SectionInput>;
+  readonly areas: ReadonlyMap<string, GeneralAdmissionInput>;
 }
 
 /**
@@ -250,6 +251,18 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
     }
     return event.layoutComplete && at <= ctx.clock() && event.closedAt === undefined;
   };
+  // One answer per cached version and on-sale flag, not a copy per call: a refused hold asks on
+  // every request (the copy was 2% of that refusal's profile).
+  const sales = new WeakMap<Layout, SaleEvent>();
+  const saleOf = (layout: Layout): SaleEvent => {
+    const now = onSale(layout.event);
+    let sale = sales.get(layout);
+    if (sale?.onSale !== now) {
+      sale = { ...layout, onSale: now };
+      sales.set(layout, sale);
+    }
+    return sale;
+  };
   const miss = async (eventId: string): Promise<Layout | null> => {
     if (cache.size > 1_000) cache.clear();
     const entry: { layout: Promise<Layout | null>; until: number; loaded?: Layout | null } = {
@@ -274,12 +287,12 @@ export function createEventCache(ctx: Ctx, ttlMs = EVENT_CACHE_MS): EventCache {
       // A version already read is taken as it is, without a hop through its settled promise.
       const fresh = hit && hit.until > Date.now() ? hit : undefined;
       const layout = fresh ? (fresh.loaded !== undefined ? fresh.loaded : await fresh.layout) : await miss(eventId);
-      return layout ? { ...layout, onSale: onSale(layout.event) } : null;
+      return layout ? saleOf(layout) : null;
     },
     peekForSale(eventId) {
       const hit = cache.get(eventId);
       if (!hit || hit.until <= Date.now() || hit.loaded === undefined) return undefined;
-      return hit.loaded ? { ...hit.loaded, onSale: onSale(hit.loaded.event) } : null;
+      return hit.loaded ? saleOf(hit.loaded) : null;
     },
     peekEvent(eventId) {
       const hit = cache.get(eventId);
