@@ -144,7 +144,14 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
       let q = events.get(eventId);
       if (!q) {
         if (events.size >= EVENTS_KEPT) forgetIdle(events);
-        q = { lineKeys, queue: [], sending: false, scheduled: false, sentAt: Number.NEGATIVE_INFINITY, linger: undefined };
+        q = {
+          lineKeys,
+          queue: [],
+          sending: false,
+          scheduled: false,
+          sentAt: Number.NEGATIVE_INFINITY,
+          linger: undefined,
+        };
         events.set(eventId, q);
       }
       const queue = q;
