@@ -5,6 +5,7 @@
  * without. Same status, headers (but those of each exchange) and body; what it cannot answer
  * (a bad token, a fan at the front, an admitted fan) goes to the app; its 429 is the app's.
  */
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Exchange, exchange } from "../support/exchange.js";
 import { comparable, expectRateLimited, type FastPathPair, startFastPathPair } from "./fast-path-harness.js";
@@ -98,5 +99,47 @@ describe("the queue status fast path", () => {
     const refused = comparable(answers.find((a) => a.status === 429)!);
     expectRateLimited(refused, "fan:status");
     expect(refused.headers["content-type"]).toMatch(/^application\/json/);
+  });
+  it("answers pipelined polls on one connection in order, each its own; a client gone first costs nothing", async () => {
+    // Answers known at once are written together after the server's reads (answerSoon): the order
+    // of one connection's answers is still the order of its requests.
+    const fans = ["f05", "f06", "f07"];
+    for (const fanId of fans) await untilFast(fanId);
+    const before = pair.fastAnswered.length;
+    const request = (fanId: string, last: boolean) =>
+      `GET /v1/events/${eventId}/queue/status HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${tokens.get(fanId)}\r\n${last ? "connection: close\r\n" : ""}\r\n`;
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(fastPort, "127.0.0.1", () => {
+        socket.write(fans.map((fanId, i) => request(fanId, i === fans.length - 1)).join(""));
+      });
+      let text = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => {
+        text += chunk;
+      });
+      socket.once("end", () => resolve(text));
+      socket.once("error", reject);
+    });
+    const bodies = raw
+      .split(/HTTP\/1\.1 /)
+      .slice(1)
+      .map((answer) => {
+        expect(answer.startsWith("200")).toBe(true);
+        return JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { position: number };
+      });
+    expect(bodies.map((b) => b.position)).toEqual([6, 7, 8]);
+    expect(pair.fastAnswered.length - before).toBe(3);
+    // A client that sends its poll and is gone before the answer is written: nothing thrown, and the
+    // server answers the next poll as before.
+    await new Promise<void>((resolve) => {
+      const socket = connect(fastPort, "127.0.0.1", () => {
+        socket.write(request("f03", false));
+        socket.destroy();
+        resolve();
+      });
+    });
+    // (Another fan: each fan may poll twice a second here.)
+    const after = await untilFast("f04");
+    expect(after.status).toBe(200);
   });
 });
