@@ -70,6 +70,33 @@ function writeAnswersDue(): void {
   for (const write of due) write();
 }
 
+/** A GET's answer, built here, written with this turn's others and then counted as the app counts it. */
+function answerGetSoon(
+  deps: Pick<AppDeps, "metrics" | "logger">,
+  outgoing: ServerResponse,
+  request: { requestId: string; route: string; started: number },
+  answer: { status: number; headers: Record<string, string>; body?: string | Uint8Array | null },
+): void {
+  answerSoon(() => {
+    try {
+      outgoing.writeHead(answer.status, answer.headers);
+      // A string body, not a Buffer, goes with the head in one write (a Buffer as a writev of two).
+      if (answer.body) outgoing.end(answer.body);
+      else outgoing.end();
+    } catch {
+      outgoing.destroy(); // headers this path built itself: never expected
+      return;
+    }
+    const seconds = (performance.now() - request.started) / 1000;
+    recordRequest(deps, undefined, request.requestId, {
+      method: "GET",
+      route: request.route,
+      status: answer.status,
+      seconds,
+    });
+  });
+}
+
 /** The route's label in the request histogram, as Hono's routePath spells it. */
 export const SECTION_ROUTE = "/v1/events/:eventId/sections/:sectionId/seats";
 
@@ -115,23 +142,7 @@ export function sectionFastPath({ deps, knownSection }: FastPathDeps): NodeFastP
     }
     // As the route: fans on the seat map may be the only ones asking for a room Redis lost.
     waitingRoom.ensureRoom(eventId);
-    answerSoon(() => {
-      try {
-        outgoing.writeHead(answer.status, answer.headers);
-        if (answer.body) outgoing.end(answer.body);
-        else outgoing.end();
-      } catch {
-        outgoing.destroy(); // headers this path built itself: never expected
-        return;
-      }
-      const seconds = (performance.now() - started) / 1000;
-      recordRequest(deps, undefined, requestId, {
-        method: "GET",
-        route: SECTION_ROUTE,
-        status: answer.status,
-        seconds,
-      });
-    });
+    answerGetSoon(deps, outgoing, { requestId, route: SECTION_ROUTE, started }, answer);
     return true;
   };
 }
@@ -202,19 +213,7 @@ export function queueStatusFastPath({ deps, oddsFigures }: QueueStatusFastPathDe
       body = JSON.stringify(view);
     }
     headers["content-length"] = String(Buffer.byteLength(body));
-    answerSoon(() => {
-      try {
-        outgoing.writeHead(status, headers);
-        // A string, not a Buffer: Node then sends the head and the body in one write (a Buffer body
-        // goes as a writev of two, which cost a tenth of a join's CPU in a profile).
-        outgoing.end(body);
-      } catch {
-        outgoing.destroy(); // headers this path built itself: never expected
-        return;
-      }
-      const seconds = (performance.now() - started) / 1000;
-      recordRequest(deps, undefined, requestId, { method: "GET", route: QUEUE_STATUS_ROUTE, status, seconds });
-    });
+    answerGetSoon(deps, outgoing, { requestId, route: QUEUE_STATUS_ROUTE, started }, { status, headers, body });
     return true;
   };
 }
