@@ -28,6 +28,9 @@
  * CPU, not Redis'); "ceiling/s" is the operations one second of the busiest master's CPU serves:
  * the rate at which one event's line saturates the cluster. That is the figure that should grow
  * with masters. Prints a table per size, then one JSON line.
+ *
+ * BENCH_FAN_SHARDS=12 creates the room with twelve fan shards (WAITING_ROOM_FAN_SHARDS): its
+ * heartbeats, the joins' among them, and their sweeps go to the shards' masters.
  */
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -54,6 +57,8 @@ const env = z
     BENCH_POLL_SECONDS: z.coerce.number().positive().default(5),
     BENCH_IDLE_SECONDS: z.coerce.number().positive().default(2),
     BENCH_ADMIT_PER_SECOND: z.coerce.number().nonnegative().default(50),
+    /** Fan shards of the room (WAITING_ROOM_FAN_SHARDS): 0 keeps the heartbeats on the event's slot. */
+    BENCH_FAN_SHARDS: z.coerce.number().int().min(0).max(256).default(0),
   })
   .parse(process.env);
 
@@ -184,7 +189,7 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
     connectRedis({ kind: "cluster", nodes: cluster.nodes }, "commands"),
   );
   const rooms: WaitingRoom[] = clients.map((redis) =>
-    createWaitingRoom({ redis, secret: randomBytes(32).toString("hex") }),
+    createWaitingRoom({ redis, secret: randomBytes(32).toString("hex"), fanShards: env.BENCH_FAN_SHARDS }),
   );
   const eventId = `bench_${randomBytes(6).toString("hex")}`;
   try {
@@ -322,7 +327,8 @@ async function main(): Promise<void> {
   const lines: string[] = [
     `one event's line on a Redis Cluster: ${env.BENCH_FANS} fans, ${env.BENCH_GATEWAYS} gateways (WaitingRoom + Cluster client each, ` +
       `one process), joins ${env.BENCH_CONCURRENCY} in flight, then each fan polls every ${env.BENCH_POLL_INTERVAL_MS} ms ` +
-      `for ${env.BENCH_POLL_SECONDS} s, admitting ${env.BENCH_ADMIT_PER_SECOND}/s`,
+      `for ${env.BENCH_POLL_SECONDS} s, admitting ${env.BENCH_ADMIT_PER_SECOND}/s; ` +
+      `fan shards ${env.BENCH_FAN_SHARDS}${env.BENCH_FAN_SHARDS === 0 ? " (heartbeats on the event's slot)" : ""}`,
     "Redis CPU = INFO cpu (user+sys) over the phase, less each master's idle CPU (cron, cluster bus) over the same time",
   ];
   for (const r of results) {
@@ -360,6 +366,7 @@ async function main(): Promise<void> {
       fans: env.BENCH_FANS,
       gateways: env.BENCH_GATEWAYS,
       concurrency: env.BENCH_CONCURRENCY,
+      fanShards: env.BENCH_FAN_SHARDS,
       runs: results.map((r) => ({
         masters: r.masters,
         ...Object.fromEntries(

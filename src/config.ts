@@ -121,6 +121,13 @@ const gatewaySchema = z.object({
   INVITE_PUBLIC_KEY: z.string().optional(),
   TRUST_PROXY: bool.default(false),
   /**
+   * Fan shards of a waiting room this gateway creates (docs/redis-cluster.md "One event over many
+   * masters"): its heartbeats then live in this many shards, each under a hash tag of its own, so
+   * on a Redis Cluster they spread over the masters. Fixed per room at creation; 0 (the default):
+   * they stay on the event's slot. 12 divides evenly over 1, 2, 3, 4, 6 and 12 masters.
+   */
+  WAITING_ROOM_FAN_SHARDS: z.coerce.number().int().min(0).max(256).default(0),
+  /**
    * drand relays (comma-separated base URLs, e.g. https://api.drand.sh,https://drand.cloudflare.com)
    * a draw waiting for its drand round fetches the round from (src/lottery/drand-relay.ts); only a
    * round that verifies is taken. Unset: the round is recorded through the operator's PUT only.
@@ -307,6 +314,8 @@ export type GatewayConfig = {
   trustProxy: boolean;
   /** DRAND_RELAYS: where a draw fetches its drand round; empty: it does not. */
   drandRelays: string[];
+  /** WAITING_ROOM_FAN_SHARDS: fan shards of the rooms this gateway creates (0: none). */
+  fanShards: number;
   httpKeepAliveTimeoutMs: number;
   sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
   demoEvent: boolean;
@@ -431,6 +440,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     invites: { secret: e.INVITE_SECRET, publicKey: e.INVITE_PUBLIC_KEY },
     trustProxy: e.TRUST_PROXY,
     drandRelays: e.DRAND_RELAYS,
+    fanShards: e.WAITING_ROOM_FAN_SHARDS,
     httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     sse: {
       maxStreams: e.SSE_MAX_STREAMS,

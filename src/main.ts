@@ -64,6 +64,7 @@ async function main(): Promise<void> {
     redis: infra.redis,
     ...(config.paymentRedisUrl ? { paymentRedisUrl: config.paymentRedisUrl } : {}),
     ...(config.drandRelays.length > 0 ? { drandRelays: config.drandRelays } : {}),
+    ...(config.fanShards > 0 ? { fanShards: config.fanShards } : {}),
     dynamodb: {
       endpoint: infra.dynamoEndpoint,
       region: config.dynamodb.region,

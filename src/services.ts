@@ -73,6 +73,8 @@ export interface ServicesConfig {
    * src/waiting-room/line-view.ts). false: every poll asks Redis, as before (a benchmark's baseline).
    */
   lineCache?: boolean;
+  /** WAITING_ROOM_FAN_SHARDS: fan shards of the rooms this process creates (default 0: none). */
+  fanShards?: number;
   /** The simulated provider's ledger in a Redis of its own (PAYMENT_REDIS_URL); default `redisUrl`. */
   paymentRedisUrl?: string;
   /** DRAND_RELAYS: where a draw waiting for its drand round fetches it (src/lottery/drand-relay.ts); none: it does not. */
@@ -204,6 +206,7 @@ export function buildServices(config: ServicesConfig): Services {
     lottery,
     ...(config.drandRelays?.length ? { drandRounds: drandRelays(config.drandRelays) } : {}),
     ...(config.lineCache === false ? { lineCache: false } : {}),
+    ...(config.fanShards ? { fanShards: config.fanShards } : {}),
     onJoinBatch: (size) => metrics.joinBatchSize.observe(size),
   });
   const queues = config.queues ? createQueues(redis, logger) : undefined;

@@ -2,8 +2,8 @@
   The sweep's verdicts, on the event's slot: fans whose shard found no beat for the abandon time
   (lua/waiting-room/beats-1.lua 'stale') give up their places, as a stale fan's does today
   (fans.lua abandon: the record to `x`, the place to `gone` when ahead of the cursor, the count).
-  Part of issue 28 goal 3, step 1 (docs/redis-cluster.md); not yet called by the line, which still
-  sweeps `seen` in its tick.
+  Part of issue 28 goal 3, step 1 (docs/redis-cluster.md): called by the sweep of a room with fan
+  shards (src/waiting-room/fan-sweep.ts), once a second; a room without sweeps `seen` in its tick.
 
   The script checks each verdict again on this master's clock and the room's own state, so a
   caller's mistake cannot take a place the line keeps: nobody is given up before the draw (nor

@@ -2,16 +2,20 @@
   The heartbeats of one fan shard (src/waiting-room/fan-shards.ts): when each fan of the shard
   still in line last joined or polled, on the clock of the shard's own master. One key, so a
   caller sends each shard its part of a batch in one call, pipelined over the shards (and, on a
-  cluster, over the masters). Not yet used by the line (it keeps `wr:{evt:E}:seen`); see
-  docs/redis-cluster.md "One event over many masters".
+  cluster, over the masters). Used by a room whose `fanShards` is set (its `wr:{evt:E}:seen` stays
+  empty); see docs/redis-cluster.md "One event over many masters".
 
   KEYS[1]  wr:{evt:E:s<k>.<salt>}:beats   ZSET fanId -> last join or poll (ms)
   ARGV[1]  mode:
     'join'    ARGV[2..] fan ids placed (or given back) by a join: recorded as seen now, added when
-              absent. Written before the places, so a place never exists without its beat.
+              absent. Written before the places, so a place never exists without its beat. Returns
+              how long ago each one's previous beat was, so a rejoin can tell a place that lapsed.
     'keep'    ARGV[2..] fan ids that polled: recorded as seen now when still present (ZADD XX GT:
               a beat never re-adds a place the sweep removed, nor moves one back); the absent are
               returned, so the caller asks Redis about them next time.
+    'poll'    ARGV[2] one fan id whose poll Redis answers (status-10.lua): recorded as seen now
+              (added when absent, never moved back); returns how long ago its beat before this one
+              was (ms, this master's clock), so the line's script can tell a place lapsed meanwhile.
     'stale'   ARGV[2] abandon time (ms), ARGV[3] the clock's start (ms: the draw; nobody is stale
               before it plus the abandon time), ARGV[4] at most this many: the fans whose last beat
               is older than now - abandon time, with their beats, oldest first.
@@ -19,8 +23,9 @@
               fan who polled or rejoined since the sweep read it keeps the new beat).
 
   Returns
-    join    { now }
+    join    { now, age of each fan's previous beat (ms) or '' when it had none, in ARGV order }
     keep    { now, missing fan id, ... }
+    poll    { now, age of the previous beat (ms) or '' when there was none }
     stale   { now, fanId, beat, fanId, beat, ... }
     forget  { now, removed }
 ]]
@@ -35,6 +40,12 @@ if mode == 'join' or mode == 'keep' then
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
   local args = { 'GT' }
   local missing = { now }
+  if mode == 'join' then
+    local scores = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+    for i = 1, #ids do
+      missing[#missing + 1] = scores[i] and string.format('%d', math.max(0, now - tonumber(scores[i]))) or ''
+    end
+  end
   if mode == 'keep' then
     args = { 'XX', 'GT' }
     local scores = redis.call('ZMSCORE', KEYS[1], unpack(ids))
@@ -54,6 +65,13 @@ if mode == 'join' or mode == 'keep' then
   end
   if #args > 2 then redis.call('ZADD', KEYS[1], unpack(args)) end
   return missing
+end
+
+if mode == 'poll' then
+  local before = redis.call('ZSCORE', KEYS[1], ARGV[2])
+  redis.call('ZADD', KEYS[1], 'GT', now, ARGV[2])
+  if not before then return { now, '' } end
+  return { now, string.format('%d', math.max(0, now - tonumber(before))) }
 end
 
 if mode == 'stale' then

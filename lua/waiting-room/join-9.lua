@@ -10,6 +10,9 @@
   ARGV[3]     per-IP burst
   ARGV[4]     bits of the proof of work the gateway checked for this join (0: none; optional)
   ARGV[5]     '1' when the gateway checked an operator's invite for this join (optional)
+  ARGV[6]     a room with fan shards: how long ago (ms) the fan's beat before this join was, as its
+              shard answered the join's beat (join-batch-n.lua passes it on); '' none. A place that
+              lapsed meanwhile is given up first, as settle_fan gives it up from `seen`.
 
   The limit is taken first, in this same call, so a join is one Redis round trip; a refused join
   touches nothing of the line.
@@ -44,6 +47,9 @@ if not r then return -1 end
 tick(r, now)
 
 local f = get_fan(fanId)
+if f and sharded(r) and (f.s == 'p' or f.s == 'w') and r.openedAt > 0 and (ARGV[6] or '') ~= '' then
+  if is_stale(r, now - (tonumber(ARGV[6]) or 0), now) then abandon(r, fanId, f) end
+end
 if f then settle_fan(r, fanId, f, now) end
 if f and f.s == 'r' then
   save_room(r)
@@ -52,7 +58,8 @@ end
 
 local created = 0
 if f and (f.s == 'p' or f.s == 'w' or f.s == 'a') then
-  if f.s ~= 'a' then redis.call('ZADD', K_SEEN, int(now), fanId) end
+  -- a sharded room's beat was written before this call (src/waiting-room/line.ts joinOnce)
+  if f.s ~= 'a' and not sharded(r) then redis.call('ZADD', K_SEEN, int(now), fanId) end
 else
   if r.closed ~= 0 then
     save_room(r)
@@ -79,7 +86,7 @@ else
     redis.call('ZADD', K_FIFO, int(r.tail), fanId)
   end
   put_fan(fanId, f)
-  redis.call('ZADD', K_SEEN, int(now), fanId)
+  if not sharded(r) then redis.call('ZADD', K_SEEN, int(now), fanId) end
   r.joined = r.joined + 1
   created = 1
   -- an arrival at the head of an empty line may be admitted at once

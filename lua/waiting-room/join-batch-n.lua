@@ -28,6 +28,14 @@
                  per-IP rate (tokens/s) and burst,
                  bits of the proof of work the gateway checked (0: none),
                  '1' when the gateway checked an operator's invite
+  ARGV[2 + 6n]  the room's fan shards as the caller knows them (0: none): with shards, the caller
+               wrote every fan's beat to its shard before this call (beats-1.lua 'join'), and this
+               script writes no heartbeat; a room with another count answers every fan
+               { 'reshard', K } and touches nothing (not even the limits): the caller learns K and
+               sends the fan again
+  ARGV[3 + 6n ..] with shards, one per fan in arrival order: how long ago (ms) its previous beat was
+               ('' none), as its shard answered the write: a known fan whose place lapsed meanwhile
+               goes to join-9.lua as { 'join', age }, which gives the place up and takes a new one
 
   The limits are taken first, in arrival order per bucket, so a refused join touches nothing of
   the line (as join-9.lua: a fan handed on to join-9 has its limit taken already).
@@ -57,6 +65,15 @@ local function reply(view)
   return out
 end
 
+local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', 'maxActive', 'sessionSeconds',
+  'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt', 'fanShards' }
+local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
+local shardsKnown = tonumber(ARGV[2 + n * PER_FAN]) or 0
+if v[1] and (tonumber(v[17]) or 0) ~= shardsKnown then
+  for i = 1, n do out[i] = { 'reshard', int(tonumber(v[17]) or 0) } end
+  return reply()
+end
+
 -- The limits, one take per bucket for all of its fans (in arrival order).
 local byBucket = {}
 for i = 1, n do
@@ -76,9 +93,6 @@ for bucket, fans in pairs(byBucket) do
   for j = allowed + 1, #fans do out[fans[j]] = { 'limited', 'ip', 'retryAfterMs', int(retry) } end
 end
 
-local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', 'maxActive', 'sessionSeconds',
-  'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt' }
-local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
 local ids, at = {}, {}
 for i = 1, n do
   if not out[i] then
@@ -109,16 +123,20 @@ for j, fanId in ipairs(ids) do
   if known[j] then knownIds[#knownIds + 1] = fanId end
 end
 local seenAt = {}
-if #knownIds > 0 then
+if #knownIds > 0 and not sharded(r) then
   local scores = redis.call('ZMSCORE', K_SEEN, unpack(knownIds))
   for j, fanId in ipairs(knownIds) do seenAt[fanId] = tonumber(scores[j]) or 0 end
 end
 -- The place a known fan holds, answered without the tick: waiting past the cursor and polled
 -- within abandonSeconds, or pre-queued while the pre-queue is open. Anything else (admitted, a
 -- place to look up after the draw, lost, ended, revoked) needs settle_fan and the tick: join-9.
-local function standing(fanId, f)
+local function standing(fanId, f, i)
   if f.s == 'p' then return r.openedAt == 0 end
-  return f.s == 'w' and r.openedAt > 0 and f.pos > r.served and not is_stale(r, seenAt[fanId], now)
+  if f.s ~= 'w' or r.openedAt == 0 or f.pos <= r.served then return false end
+  if not sharded(r) then return not is_stale(r, seenAt[fanId], now) end
+  -- a sharded room: the beat before this join's, as the shard said
+  local age = ARGV[2 + n * PER_FAN + i] or ''
+  return age == '' or not is_stale(r, now - tonumber(age), now)
 end
 
 local placed, again, seenHere = {}, {}, {}
@@ -129,8 +147,10 @@ for j, fanId in ipairs(ids) do
     out[i] = { 'join' }
   elseif known[j] then
     local f = unpack_fan(known[j])
-    if standing(fanId, f) then
+    if standing(fanId, f, i) then
       again[#again + 1] = { i = i, fanId = fanId, f = f }
+    elseif sharded(r) then
+      out[i] = { 'join', ARGV[2 + n * PER_FAN + i] or '' }
     else
       out[i] = { 'join' }
     end
@@ -180,7 +200,7 @@ if k > 0 then
   redis.call('HSET', K_FANS, unpack(records))
   redis.call('HINCRBY', K_ROOM, 'joined', k)
 end
-redis.call('ZADD', K_SEEN, unpack(heartbeats))
+if not sharded(r) then redis.call('ZADD', K_SEEN, unpack(heartbeats)) end
 
 -- Every new place is at the back: the vacated places past the cursor are all ahead of it.
 local memo = { live = live_sessions(now) }

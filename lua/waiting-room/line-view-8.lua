@@ -12,10 +12,13 @@
   time, so the place is kept to within one interval of the poll); a fan no longer there (admitted,
   abandoned, ended) is listed in `missing`, and the process sends that fan's next poll here. Then
   the tick (admission.lua), so the line moves even when every poll is answered from caches.
+  A room with fan shards (`fanShards` > 0) takes no heartbeats here: the caller sends them to the
+  shards (lua/waiting-room/beats-1.lua 'keep') beside this call, and ARGV[2..] are ignored. One
+  caller per second is handed the shards' sweep (`sweep` 1: src/waiting-room/fan-sweep.ts).
 
   Returns a flat key/value list: now, served, tail, preCount, preSize, openedAt, drawn, onSaleAt,
   roomState, rate, full, admitPerSecond, abandonSeconds, epoch, goneAhead (how many vacated places
-  are ahead of the cursor), then 'gone' and its list (ascending places, at most ARGV[1]) and
+  are ahead of the cursor), fanShards, sweep (1: this caller runs the sweep now), then 'gone' and its list (ascending places, at most ARGV[1]) and
   'missing' and its list, always the last four elements. Or
     -1  unknown event
 ]]
@@ -27,7 +30,7 @@ if not r then return -1 end
 local now = now_ms()
 
 local missing = {}
-if #ARGV > 1 then
+if #ARGV > 1 and not sharded(r) then
   local ids = {}
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
   local scores = redis.call('ZMSCORE', K_SEEN, unpack(ids))
@@ -44,6 +47,7 @@ if #ARGV > 1 then
 end
 
 tick(r, now)
+local sweep = sweep_due(r, now)
 save_room(r)
 
 local live = live_sessions(now)
@@ -60,4 +64,5 @@ return { 'now', int(now), 'served', int(r.served), 'tail', int(r.tail), 'preCoun
   'preSize', int(preSize), 'openedAt', int(r.openedAt), 'drawn', int(r.drawn), 'onSaleAt', int(r.onSaleAt),
   'roomState', room_state(r), 'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
   'admitPerSecond', r.raw.admitPerSecond, 'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch,
-  'goneAhead', int(goneAhead), 'gone', gone, 'missing', missing }
+  'goneAhead', int(goneAhead), 'fanShards', int(r.fanShards), 'sweep', sweep and '1' or '0',
+  'gone', gone, 'missing', missing }

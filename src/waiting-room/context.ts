@@ -11,6 +11,7 @@ import { redisReady } from "../redis/availability.js";
 import { registerScripts, type RunScript } from "../redis/scripts.js";
 import { onceEvery } from "../throttle.js";
 import { OUTCOME_MESSAGES, type ScriptOutcome, scriptOutcome } from "./codes.js";
+import { createFanLine, type FanLine } from "./fan-line.js";
 import { createJoinBatcher, type JoinBatcher } from "./join-batch.js";
 import { isEventId, waitingRoomKeys, type WaitingRoomKeys } from "./keys.js";
 import type { LineViews } from "./line-view.js";
@@ -48,6 +49,10 @@ export interface RoomContext {
   run: RunScript<ScriptName>;
   /** New fans' joins, batched per event (join-batch.ts). */
   joins: JoinBatcher;
+  /** The rooms' fan shards as this process knows them, their heartbeats and sweeps (fan-line.ts). */
+  fanLine: FanLine;
+  /** Fan shards of a room this process creates (configure-9.lua ARGV[20]; 0: none). */
+  fanShardsForNewRooms: number;
   /** A script's reply, with its negative code read as an outcome (logged at debug). */
   script(
     name: ScriptName,
@@ -114,6 +119,7 @@ export function createRoomContext(
   onJoinBatch?: (size: number) => void,
 ): RoomContext {
   const run = registerScripts(redis, waitingRoomScripts);
+  const fanLine = createFanLine(redis, log);
   const downLogDue = onceEvery(DOWN_LOG_EVERY_MS);
   const logDown = (op: string, eventId: string, message: string) => {
     if (downLogDue(op)) log?.warn({ op, eventId, err: message }, "waiting room unavailable: redis is not connected");
@@ -125,7 +131,19 @@ export function createRoomContext(
     placeFrom: createPlaceReader(tokens),
     lottery,
     run,
-    joins: createJoinBatcher(run, onJoinBatch ? { onBatch: onJoinBatch } : {}),
+    fanLine,
+    fanShardsForNewRooms: 0,
+    joins: createJoinBatcher(run, {
+      ...(onJoinBatch ? { onBatch: onJoinBatch } : {}),
+      // A room with fan shards: the batch's beats are on their shards before its places exist, so a
+      // place is never without the beat its sweep needs (a gateway dying in between leaves a beat
+      // without a place, which the sweep forgets).
+      async prepare(eventId, fanIds) {
+        const shards = await fanLine.shardsOf(eventId);
+        if (shards === 0) return { shards, ages: new Map() };
+        return { shards, ages: await fanLine.beats(shards).joined(eventId, fanIds) };
+      },
+    }),
     async script(name, keys, args = []) {
       const reply = await run(name, keys, args);
       const outcome = scriptOutcome(reply);

@@ -4,8 +4,12 @@
  * event's hash tag `{evt:E}` into K shards, each under a tag of its own, so that one event's line
  * is spread over a cluster's masters instead of loading one.
  *
- * Built so far: the key layout and the heartbeat script (lua/waiting-room/beats-1.lua). Not yet
- * wired into the line: the line still keeps its heartbeats in `wr:{evt:E}:seen`.
+ * Step 1 of the plan: the heartbeats. A room configured with `fanShards` K > 0 keeps them here
+ * (lua/waiting-room/beats-1.lua), written by the joins before their places, by every poll Redis
+ * answers and by every line-view refresh for the polls answered from the cache; the sweep
+ * (fan-sweep.ts, run by whichever gateway the line hands it to) gives lost places up. A room
+ * without (K = 0, the default) keeps them in `wr:{evt:E}:seen` as before. The fans' records stay on
+ * the event's slot (steps 2 and 3 are not built).
  *
  * A shard's tag is `evt:E:s<k>.<salt>`: `<salt>` is the first integer that puts shard k's slot in
  * the k-th K-th of the 16,384 slots. Cluster starters and most operators give masters contiguous
@@ -82,6 +86,11 @@ export function fanShardOf(fanId: string, shards: number): number {
   return hash % shards;
 }
 
+/** Every key of an event's shards (removing the event unlinks them, one key a call: each its own slot). */
+export function fanShardKeyList(eventId: string, shards: number): string[] {
+  return fanShardKeys(eventId, shards).map((k) => k.beats);
+}
+
 export interface FanShardKeys {
   /** ZSET: fanId -> last join or poll (ms, the shard master's clock), fans of this shard in line. */
   beats: string;
@@ -120,10 +129,18 @@ export interface StaleBeat {
  * touched, all sent at once (ioredis pipelines them; on a cluster each goes to its shard's master).
  */
 export interface FanBeats {
-  /** Joins: each fan recorded as seen now (added when absent), before its place is written. */
-  joined(eventId: string, fanIds: readonly string[]): Promise<void>;
+  /**
+   * Joins: each fan recorded as seen now (added when absent), before its place is written. Returns
+   * how long ago (ms) the previous beat of each fan that had one was (a rejoin of a lapsed place).
+   */
+  joined(eventId: string, fanIds: readonly string[]): Promise<Map<string, number>>;
   /** Polls: each fan still present recorded as seen now; returns those no longer present. */
   polled(eventId: string, fanIds: readonly string[]): Promise<string[]>;
+  /**
+   * A poll Redis answers: the fan recorded as seen now; returns how long ago (ms) its previous
+   * beat was, or null when its shard had none.
+   */
+  poll(eventId: string, fanId: string): Promise<number | null>;
   /** One shard's fans not seen for `abandonMs` (nobody before `startMs + abandonMs`), oldest first. */
   stale(
     eventId: string,
@@ -156,21 +173,37 @@ export function createFanBeats(redis: RedisClient, options: { shards?: number } 
   };
   const each = async (eventId: string, fanIds: readonly string[], mode: "join" | "keep") => {
     const calls: Promise<unknown[]>[] = [];
+    const sent: string[][] = [];
     for (const [shard, ids] of byFanShard(fanIds, shards)) {
       for (let i = 0; i < ids.length; i += BEATS_PER_CALL) {
-        calls.push(run<unknown[]>("beats", [beatsKey(eventId, shard)], [mode, ...ids.slice(i, i + BEATS_PER_CALL)]));
+        const part = ids.slice(i, i + BEATS_PER_CALL);
+        sent.push(part);
+        calls.push(run<unknown[]>("beats", [beatsKey(eventId, shard)], [mode, ...part]));
       }
     }
-    return Promise.all(calls);
+    return { replies: await Promise.all(calls), sent };
   };
   return {
     shards,
     async joined(eventId, fanIds) {
-      await each(eventId, fanIds, "join");
+      const { replies, sent } = await each(eventId, fanIds, "join");
+      const ages = new Map<string, number>();
+      for (const [c, reply] of replies.entries()) {
+        for (const [i, fanId] of (sent[c] as string[]).entries()) {
+          const age = reply[i + 1];
+          if (age !== "" && age !== null && age !== undefined) ages.set(fanId, Number(age));
+        }
+      }
+      return ages;
     },
     async polled(eventId, fanIds) {
-      const replies = await each(eventId, fanIds, "keep");
+      const { replies } = await each(eventId, fanIds, "keep");
       return replies.flatMap((reply) => reply.slice(1).map(String));
+    },
+    async poll(eventId, fanId) {
+      const reply = await run<unknown[]>("beats", [beatsKey(eventId, fanShardOf(fanId, shards))], ["poll", fanId]);
+      const age = reply[1];
+      return age === "" || age === null || age === undefined ? null : Number(age);
     },
     async stale(eventId, shard, { abandonMs, startMs, limit }) {
       const reply = await run<unknown[]>("beats", [beatsKey(eventId, shard)], ["stale", abandonMs, startMs, limit]);

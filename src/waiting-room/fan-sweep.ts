@@ -1,7 +1,9 @@
 /**
  * One sweep of an event's fan shards (issue 28 goal 3, step 1; docs/redis-cluster.md): the fans
- * no shard has a beat of for abandonSeconds give up their places. Not yet called by the line,
- * which still sweeps `wr:{evt:E}:seen` in its tick.
+ * no shard has a beat of for abandonSeconds give up their places. A room with fan shards hands it
+ * to one gateway a second (lua/waiting-room/line-view-8.lua and status-10.lua answer `sweep` 1;
+ * fan-line.ts runs it), and admits nobody while the last one that completed is older than three
+ * seconds (includes/admission.lua sweep_lagging). A room without keeps sweeping `seen` in its tick.
  *
  * In order, each step idempotent, so a sweeper that dies midway leaves the rest to the next one:
  *   1. the room's `tail`, abandon time and clock start (the close, the draw), on the event's slot;
@@ -55,14 +57,14 @@ export async function sweepFanShards(
   const stale = (
     await Promise.all(shards.map((shard) => beats.stale(eventId, shard, { abandonMs, startMs, limit })))
   ).flat();
-  if (stale.length === 0) return none;
-
+  // Nothing stale still goes to the room: the sweep's time is what lets the line admit.
   const run = registerScripts(redis, waitingRoomScripts);
   const reply = await run<unknown[]>("abandon", lineKeys(k), [
     Number(tail) || 0,
     ...stale.flatMap((s) => [s.fanId, s.beat]),
   ]);
   if (!Array.isArray(reply)) throw new Error(`abandon-8: unexpected reply ${String(reply)}`);
+  if (stale.length === 0) return { ...none, sweptAt: Number(reply[3]) };
   const done = new Set((reply[5] as unknown[]).map(String));
   const beatOf = new Map<string, StaleBeat>(stale.map((s) => [s.fanId, s]));
   const removed = await Promise.all(

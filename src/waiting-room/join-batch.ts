@@ -81,6 +81,13 @@ interface EventQueue {
   linger: ReturnType<typeof setTimeout> | undefined;
 }
 
+/** What `prepare` answers for a batch. */
+export interface PreparedBatch {
+  shards: number;
+  /** fanId -> ms since its previous heartbeat (fans that had one). */
+  ages: ReadonlyMap<string, number>;
+}
+
 export interface JoinBatcherOptions {
   /** Fans in one call at most (MAX_JOIN_BATCH). */
   maxBatch?: number;
@@ -90,10 +97,23 @@ export interface JoinBatcherOptions {
   lingerFull?: number;
   /** Told every batch's size as it is sent (the gateway's metric). */
   onBatch?: (size: number) => void;
+  /**
+   * Runs before each batch's call and answers the room's fan shards as this process knows them
+   * (sent with the batch: join-batch-n.lua answers `reshard` when the room has another count), and
+   * how long ago each fan's previous beat was: the context's writes the batch's heartbeats to the
+   * shards here. Absent: 0, no ages.
+   */
+  prepare?: (eventId: string, fanIds: readonly string[]) => Promise<PreparedBatch>;
 }
 
 export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatcherOptions = {}): JoinBatcher {
-  const { maxBatch = MAX_JOIN_BATCH, lingerMs = JOIN_LINGER_MS, lingerFull = JOIN_LINGER_FULL, onBatch } = options;
+  const {
+    maxBatch = MAX_JOIN_BATCH,
+    lingerMs = JOIN_LINGER_MS,
+    lingerFull = JOIN_LINGER_FULL,
+    onBatch,
+    prepare,
+  } = options;
   const events = new Map<string, EventQueue>();
   const counters: JoinBatchCounters = { batches: 0, joins: 0, largest: 0 };
 
@@ -124,7 +144,16 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
       }
       args.push(j.fanId, bucket, j.limit[0] ?? 0, j.limit[1] ?? 0, j.proofBits, j.invite ? "1" : "0");
     }
-    run("joinBatch", [...q.lineKeys, ...buckets.keys()], args)
+    const keys = [...q.lineKeys, ...buckets.keys()];
+    const sent = prepare
+      ? prepare(
+          eventId,
+          batch.map((p) => p.request.fanId),
+        ).then(({ shards, ages }) =>
+          run("joinBatch", keys, [...args, shards, ...batch.map((p) => ages.get(p.request.fanId) ?? "")]),
+        )
+      : run("joinBatch", keys, [...args, 0]);
+    sent
       .then((reply) => {
         const replies = fanReplies(reply, batch.length);
         for (const [i, p] of batch.entries()) p.resolve(replies[i]);

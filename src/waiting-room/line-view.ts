@@ -126,7 +126,10 @@ function goneBelow(gone: readonly number[], position: number): number {
   return lo;
 }
 
-function readView(reply: unknown, fetchedAt: number): { view: View; missing: string[] } {
+function readView(
+  reply: unknown,
+  fetchedAt: number,
+): { view: View; missing: string[]; fanShards: number; sweep: boolean } {
   if (!Array.isArray(reply) || reply.length < 4) throw new ReplyShapeError("line-view: expected a list");
   const tail4 = reply.slice(-4);
   if (tail4[0] !== "gone" || tail4[2] !== "missing" || !Array.isArray(tail4[1]) || !Array.isArray(tail4[3])) {
@@ -153,6 +156,8 @@ function readView(reply: unknown, fetchedAt: number): { view: View; missing: str
       gone: (tail4[1] as unknown[]).map(Number),
     },
     missing: (tail4[3] as unknown[]).map(String),
+    fanShards: f.num("fanShards"),
+    sweep: f.flag("sweep"),
   };
 }
 
@@ -177,17 +182,29 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     const beats = [...line.beats];
     line.beats.clear();
     try {
-      const chunks: string[][] = [];
-      for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
-      if (chunks.length === 0) chunks.push([]);
       const keys = lineKeys(k);
-      const replies = await ctx.guarded("lineView", eventId, () =>
-        Promise.all(chunks.map((ids) => ctx.script("lineView", keys, [GONE_LISTED, ...ids]))),
-      );
-      if (!Array.isArray(replies)) throw new Error(replies.message);
+      // A room with fan shards takes the heartbeats on the shards (beats-1.lua 'keep', one call per
+      // shard touched), beside one line-view call; a room without takes them in line-view itself.
+      const sent = await ctx.guarded("lineView", eventId, async () => {
+        const shards = await ctx.fanLine.shardsOf(eventId);
+        if (shards > 0) {
+          const [view, missing] = await Promise.all([
+            ctx.script("lineView", keys, [GONE_LISTED]),
+            beats.length > 0 ? ctx.fanLine.beats(shards).polled(eventId, beats) : Promise.resolve([]),
+          ]);
+          return { shards, replies: [view], missing };
+        }
+        const chunks: string[][] = [];
+        for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
+        if (chunks.length === 0) chunks.push([]);
+        const replies = await Promise.all(chunks.map((ids) => ctx.script("lineView", keys, [GONE_LISTED, ...ids])));
+        return { shards, replies, missing: [] as string[] };
+      });
+      if ("ok" in sent) throw new Error(sent.message);
       const fetchedAt = Date.now();
       let latest: View | null = null;
-      for (const { reply, outcome } of replies) {
+      let missingAll = sent.missing;
+      for (const { reply, outcome } of sent.replies) {
         if (outcome === "not_found") {
           // No room (removed, or Redis lost it): nothing is answered here until Redis says more.
           line.view = null;
@@ -195,11 +212,23 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           return;
         }
         if (outcome) throw new ReplyShapeError(`line-view: unexpected ${outcome}`);
-        const { view, missing } = readView(reply, fetchedAt);
+        const { view, missing, fanShards, sweep } = readView(reply, fetchedAt);
         latest = view;
-        counts.missing += missing.length;
-        for (const fanId of missing) line.fans.delete(fanId);
+        missingAll = missingAll.concat(missing);
+        if (fanShards !== sent.shards) {
+          // The room was created again with another count: these beats went where it does not
+          // look. Learnt for the next refresh; these fans' next polls go to Redis, which records them.
+          ctx.fanLine.learn(eventId, fanShards);
+          for (const fanId of beats) {
+            const known = line.fans.get(fanId);
+            if (known) known.seenAt = 0;
+          }
+        } else if (sweep) {
+          ctx.fanLine.sweep(eventId, fanShards);
+        }
       }
+      counts.missing += missingAll.length;
+      for (const fanId of missingAll) line.fans.delete(fanId);
       counts.refreshes += 1;
       counts.beats += beats.length;
       if (latest && line.view && latest.epoch !== line.view.epoch) line.fans.clear();

@@ -44,10 +44,14 @@ async function statusOnce(
   const ip = limitArgs(eventId, "ip:status", limits.ip);
   const fan = limitArgs(eventId, "fan:status", limits.fan, fanId);
   return ctx.guarded("status", eventId, async () => {
+    // A room with fan shards: the poll's beat first, on the fan's shard, which says how old the
+    // one before it was, so the line can tell a place that lapsed meanwhile (status-10.lua ARGV[6]).
+    const shards = await ctx.fanLine.shardsOf(eventId);
+    const age = shards > 0 ? await ctx.fanLine.beats(shards).poll(eventId, fanId) : null;
     const { reply, outcome } = await ctx.script(
       "status",
       [...lineKeys(k), ip.key, fan.key],
-      [fanId, ...ip.args, ...fan.args],
+      [fanId, ...ip.args, ...fan.args, age === null ? "" : age],
     );
     const limited = limitedFrom(reply);
     if (limited) return limited;
@@ -57,6 +61,9 @@ async function statusOnce(
     const f = new Fields(reply);
     const place = ctx.placeFrom(f, eventId, fanId);
     ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
+    const roomShards = f.num("fanShards");
+    if (roomShards !== shards) ctx.fanLine.learn(eventId, roomShards);
+    else if (shards > 0 && f.flag("sweep")) ctx.fanLine.sweep(eventId, shards);
     return { ok: true as const, fanId, place };
   });
 }
@@ -77,10 +84,24 @@ async function joinOnce(
     // A fan new to a line that is moving: placed in this process's next batch of the event's joins
     // (join-batch.ts, join-batch-n.lua), no tick. Anything else it hands to join-9.lua (the IP's
     // limit already taken: not again).
-    let reply = await ctx.joins.join(eventId, keys, { fanId, bucket: ip.key, limit: ip.args, proofBits, invite });
+    const request = { fanId, bucket: ip.key, limit: ip.args, proofBits, invite };
+    let reply = await ctx.joins.join(eventId, keys, request);
+    if (Array.isArray(reply) && reply[0] === "reshard") {
+      // The room has another shard count than this process knew (created again): learnt, sent again.
+      ctx.fanLine.learn(eventId, Number(reply[1]) || 0);
+      reply = await ctx.joins.join(eventId, keys, request);
+      if (Array.isArray(reply) && reply[0] === "reshard")
+        throw new ReplyShapeError("join: the room's shards keep changing");
+    }
     let outcome = scriptOutcome(reply);
-    if (Array.isArray(reply) && reply.length === 1 && reply[0] === "join") {
-      ({ reply, outcome } = await ctx.script("join", [...keys, ip.key], [fanId, 0, 0, proofBits, invite ? "1" : "0"]));
+    if (Array.isArray(reply) && reply[0] === "join") {
+      // A sharded room passes on how old the fan's previous beat was (join-batch-n.lua).
+      const age = reply.length > 1 ? String(reply[1]) : "";
+      ({ reply, outcome } = await ctx.script(
+        "join",
+        [...keys, ip.key],
+        [fanId, 0, 0, proofBits, invite ? "1" : "0", age],
+      ));
     }
     const limited = limitedFrom(reply);
     if (limited) return limited;

@@ -171,11 +171,14 @@ export async function configureRoom(
       ...restoredLoop(how),
       how.settingsVersion ? String(Math.floor(how.settingsVersion)) : "",
       how.closed ? "1" : "0",
+      String(ctx.fanShardsForNewRooms),
       ...(how.revoked ?? []),
     ]);
     if (outcome === "already_open") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
     const f = new Fields(reply);
+    // The room's own count (an existing room keeps the one it was created with).
+    ctx.fanLine.learn(eventId, f.num("fanShards"));
     if (f.flag("changed") && mode === "configure") {
       ctx.log?.info({ eventId, settings: s, created: f.flag("created") }, "waiting room configured");
     }
@@ -358,7 +361,10 @@ export async function removeRoom(ctx: RoomContext, eventId: string): Promise<Rem
   const k = keysFor(eventId);
   if (!k) return notFound;
   return ctx.guarded("remove", eventId, async () => {
+    // The fan shards' keys first (each its own slot, so one UNLINK each), then the room's.
+    const shardKeys = await ctx.fanLine.keysOf(eventId);
+    const fromShards = await Promise.all(shardKeys.map((key) => ctx.redis.unlink(key)));
     const removedKeys = await ctx.redis.unlink(...allKeys(k));
-    return { ok: true as const, removedKeys };
+    return { ok: true as const, removedKeys: removedKeys + fromShards.reduce((a, b) => a + b, 0) };
   });
 }

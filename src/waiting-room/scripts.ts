@@ -20,7 +20,7 @@ export const waitingRoomScripts = scriptFamily({
     lotteryPage: "waiting-room/lottery-page-8",
     lotteryDrawn: "waiting-room/lottery-drawn-8",
     sessionActive: "waiting-room/session-active-3",
-    // issue 28 goal 3, step 1 (docs/redis-cluster.md): not yet called by the line
+    // the fan shards' sweep (fan-sweep.ts), for rooms with fanShards (docs/redis-cluster.md)
     abandon: "waiting-room/abandon-8",
   },
   readOnly: ["sessionActive"],

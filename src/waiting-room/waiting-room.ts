@@ -111,6 +111,12 @@ export interface WaitingRoomOptions {
   /** Told the size of every batch of joins this process sends (join-batch.ts), for a metric. */
   onJoinBatch?: (size: number) => void;
   /**
+   * Fan shards of the rooms this process creates (configure, restore): their heartbeats live in
+   * this many shards under tags of their own (fan-shards.ts), swept by the gateways (fan-sweep.ts).
+   * Fixed per room when it is created; every process follows the room's. Default 0: none (`seen`).
+   */
+  fanShards?: number;
+  /**
    * Where invite identity claims and revocations are kept outside Redis (src/decisions/store.ts):
    * a claim is decided there, a revocation recorded there before Redis ends the session, and
    * `restore` brings the revoked fans back. Without it they live in Redis alone.
@@ -255,6 +261,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     options.lottery,
     options.onJoinBatch,
   );
+  base.fanShardsForNewRooms = options.fanShards ?? 0;
   const restorer = createRestorer(base, options.restore, (eventId, input, kept) =>
     configureRoom(base, eventId, input, { mode: "restore", ...kept }),
   );

@@ -1,9 +1,11 @@
 /** Shared by the waiting-room tests: connections, unique event ids, concurrent fan-out. */
 import { setTimeout as sleep } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
-import { Redis } from "ioredis";
+import { type Cluster, Redis } from "ioredis";
 import { inject } from "vitest";
+import { fanShardKeys, fanShardOf } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
+import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
 
 export const SECRET = "waiting-room-test-secret-0123456789abcdef";
 
@@ -30,8 +32,16 @@ export function gateways(
   options: { lineCache?: boolean } = {},
 ): Gateways {
   const clients = Array.from({ length: count }, () => new Redis(url, { maxRetriesPerRequest: 1 }));
+  // TEST_FAN_SHARDS=K runs these rooms with K fan shards (lua/waiting-room/beats-1.lua), to try the
+  // whole suite in that mode: TEST_FAN_SHARDS=12 npx vitest run test/waiting-room/
+  const fanShards = Number(process.env.TEST_FAN_SHARDS ?? 0);
   const rooms = clients.map((redis) =>
-    createWaitingRoom({ redis, secret: SECRET, ...(options.lineCache === undefined ? {} : options) }),
+    createWaitingRoom({
+      redis,
+      secret: SECRET,
+      ...(options.lineCache === undefined ? {} : options),
+      ...(fanShards > 0 ? { fanShards } : {}),
+    }),
   );
   const room = rooms[0];
   if (!room) throw new Error("at least one gateway");
@@ -92,4 +102,16 @@ export async function until<T>(probe: () => Promise<T | undefined>, timeoutMs = 
     if (Date.now() > deadline) throw new Error(`condition not reached within ${timeoutMs} ms`);
     await sleep(everyMs);
   }
+}
+
+/**
+ * A fan's last heartbeat as Redis holds it (ms), or null: in `seen`, or, for a room with fan
+ * shards (`fanShards` in the room hash), in the fan's shard (src/waiting-room/fan-shards.ts).
+ */
+export async function lastBeat(redis: Redis | Cluster, eventId: string, fanId: string): Promise<number | null> {
+  const k = waitingRoomKeys(eventId);
+  const shards = Number(await redis.hget(k.room, "fanShards")) || 0;
+  const key = shards > 0 ? (fanShardKeys(eventId, shards)[fanShardOf(fanId, shards)]?.beats ?? "") : k.seen;
+  const score = await redis.zscore(key, fanId);
+  return score === null ? null : Number(score);
 }

@@ -20,6 +20,28 @@
 local MAX_STEPS = 256      -- places the cursor passes (admitted or skipped) per call
 local MAX_SWEEP = 128      -- abandoned fans detected per call
 local RATE_WINDOW_MS = 10000
+-- A sharded room (room.lua sharded): a gateway's line-view call is handed the sweep every
+-- SWEEP_EVERY_MS (sweep_due), and nobody is admitted while the last completed sweep is older than
+-- SWEEP_LAG_MS once places can be lost: a fan reached is then absent for at most abandonSeconds
+-- plus that lag. Kept in step with src/waiting-room/fan-sweep.ts.
+local SWEEP_EVERY_MS = 1000
+local SWEEP_LAG_MS = 3000
+
+-- Places can be lost (the draw is done and the abandon time since the clock's start has passed),
+-- and no sweep completed within SWEEP_LAG_MS.
+local function sweep_lagging(r, now)
+  if not sharded(r) or r.drawn == 0 or r.openedAt == 0 then return false end
+  if now - r.abandonSeconds * 1000 <= math.max(r.openedAt, r.drawnAt) then return false end
+  return r.sweptAt < now - SWEEP_LAG_MS
+end
+
+-- The caller is handed this room's sweep (at most one caller per SWEEP_EVERY_MS).
+local function sweep_due(r, now)
+  if not sharded(r) or r.drawn == 0 or r.openedAt == 0 then return false end
+  if now - r.sweepAt < SWEEP_EVERY_MS then return false end
+  r.sweepAt = now
+  return true
+end
 
 -- The cursor reached place `pos`, held by fanId: admit the fan if still polling, else skip the
 -- place. A fan who left and came back holds a later place; the old one is simply passed over.
@@ -28,16 +50,21 @@ local function reach(r, fanId, pos, now, fromPre)
   if not f then return 0 end
   if not ((fromPre and f.s == 'p') or (f.s == 'w' and f.pos == pos)) then return 0 end
   f.pos = pos
-  local seenAt = tonumber(redis.call('ZSCORE', K_SEEN, fanId)) or 0
-  if is_stale(r, seenAt, now) then
-    abandon(r, fanId, f)
-    return 0
+  -- A sharded room cannot read the beat here (another slot): the sweep has given up every place
+  -- stale when it last ran, and serve() admits only while that was within SWEEP_LAG_MS.
+  if not sharded(r) then
+    local seenAt = tonumber(redis.call('ZSCORE', K_SEEN, fanId)) or 0
+    if is_stale(r, seenAt, now) then
+      abandon(r, fanId, f)
+      return 0
+    end
   end
   admit(r, fanId, f, now)
   return 1
 end
 
 local function sweep_abandoned(r, now)
+  if sharded(r) then return end
   local cutoff = now - r.abandonSeconds * 1000
   -- the clock runs from the draw (fans.lua is_stale): nobody is stale before it, nor just after
   if r.drawn == 0 or cutoff <= math.max(r.openedAt, r.drawnAt) then return end
@@ -67,6 +94,7 @@ local function serve(r, now)
     if admitted >= free then stop = 'full' break end
     if r.credit < 1 then stop = 'budget' break end
     if steps >= MAX_STEPS then stop = 'bound' break end
+    if sweep_lagging(r, now) then stop = 'sweep' break end
     local want = math.min(math.floor(r.credit), free - admitted) + 16
     want = math.min(want, MAX_STEPS - steps)
     if r.served < r.preCount and r.drawn == 0 then stop = 'draw' break end
@@ -97,7 +125,7 @@ local function serve(r, now)
   -- Budget is not banked while it cannot be used: an empty line keeps at most one admission
   -- (so a lone arrival gets in at once), a full room at most one second of admissions.
   if stop == 'empty' and r.credit > 1 then r.credit = 1 end
-  if stop == 'full' or stop == 'draw' then
+  if stop == 'full' or stop == 'draw' or stop == 'sweep' then
     local cap = math.max(1, r.admitPerSecond)
     if r.credit > cap then r.credit = cap end
   end

@@ -4,7 +4,8 @@
          x abandoned, c completed, e expired, r revoked
     pos  place (0 while it is the lottery rank not yet looked up); n: pre-queue arrival number
     sid/exp/at  session id, its expiry and the admission time (ms), once admitted
-  A place is kept by polling (KEYS[5] seen); one not polled for abandonSeconds is lost. The clock
+  A place is kept by polling (KEYS[5] seen, or the fan shards' beats: room.lua sharded); one not
+  polled for abandonSeconds is lost. The clock
   starts at the draw at the earliest (drawnAt): pre-queued fans are told to come back at the
   on-sale, and the draw may wait minutes for its beacon after the close.
 
@@ -73,8 +74,11 @@ local function settle_fan(r, fanId, f, now)
     f.s = 'e'
     put_fan(fanId, f)
   elseif (f.s == 'p' or f.s == 'w') and r.openedAt > 0 then
-    local seenAt = tonumber(redis.call('ZSCORE', K_SEEN, fanId)) or 0
-    if is_stale(r, seenAt, now) then
+    -- a sharded room's beats are on other slots: the sweep (fan-sweep.ts) gives lost places up,
+    -- and a poll that finds its own beat lapsed tells status-10.lua
+    local stale = false
+    if not sharded(r) then stale = is_stale(r, tonumber(redis.call('ZSCORE', K_SEEN, fanId)) or 0, now) end
+    if stale then
       abandon(r, fanId, f)
     elseif f.s == 'p' and r.drawn ~= 0 then
       f.pos = place_of(r, fanId, f)

@@ -13,7 +13,10 @@
                             score 0 until the draw writes each fan's place as its score; its
                             membership is frozen at the close (prequeue.lua open_if_due)
     KEYS[4] fifo      ZSET  fanId -> place, fans placed after the draw and not yet reached
-    KEYS[5] seen      ZSET  fanId -> last join/poll (ms), fans still in line
+    KEYS[5] seen      ZSET  fanId -> last join/poll (ms), fans still in line; empty when the room
+                            has fan shards (`fanShards` K > 0, set at creation and never changed:
+                            the heartbeats live in K shards under tags of their own, swept by the
+                            gateways, src/waiting-room/fan-shards.ts and fan-sweep.ts)
     KEYS[6] gone      ZSET  places vacated by abandonment (member = score = place); only the part
                             ahead of the cursor counts, the rest is dropped a little per call
     KEYS[7] active    ZSET  sessionId -> session expiry (ms)
@@ -33,6 +36,7 @@
            load_room() -> r | nil      the room hash as a table (nil: no room)
            save_room(r)                writes back the runtime fields that changed
            room_state(r)               'closed' | 'prequeue' | 'paused' | 'open'
+           sharded(r)                  the room keeps its heartbeats in fan shards, not in `seen`
   Needs    now-ms
 ]]
 --- @include "now-ms"
@@ -45,7 +49,7 @@ local SETTINGS = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 
   'paused', 'closed', 'powBits', 'invites' }
 local RUNTIME = { 'openedAt', 'preCount', 'preSeq', 'tail', 'served', 'credit', 'accruedAt',
   'sessSeq', 'winStart', 'winCount', 'lastRate', 'joined', 'admitted', 'abandoned', 'completed',
-  'expired', 'revoked', 'drawn', 'drawnAt' }
+  'expired', 'revoked', 'drawn', 'drawnAt', 'fanShards', 'sweepAt', 'sweptAt' }
 local FRACTIONAL = { credit = true, lastRate = true }
 
 -- Lua would print large numbers as 1.7e+12 when concatenated; every integer leaves through here.
@@ -99,6 +103,10 @@ local function save_room(r)
     end
   end
   if #args > 0 then redis.call('HSET', K_ROOM, unpack(args)) end
+end
+
+local function sharded(r)
+  return r.fanShards > 0
 end
 
 local function room_state(r)

@@ -78,5 +78,7 @@ local function snapshot(r, now)
     'autoAdmit', r.raw.autoAdmit or '', 'autoMin', r.raw.autoMin or '', 'autoMax', r.raw.autoMax or '',
     'autoP99Ms', r.raw.autoP99Ms or '', 'autoThrottles', r.raw.autoThrottles or '',
     -- the settings' version (update-settings-9.lua); '' before the first change
-    'settingsAt', r.raw.settingsAt or '' }
+    'settingsAt', r.raw.settingsAt or '',
+    -- the fan shards the heartbeats live in (0: `seen`), fixed when the room was created
+    'fanShards', int(r.fanShards) }
 end

@@ -1,0 +1,220 @@
+/**
+ * A line whose heartbeats live in fan shards (WAITING_ROOM_FAN_SHARDS; issue 28 goal 3, step 1):
+ * nothing of a poll or a join's heartbeat on the event's slot, every lost place given up by the
+ * sweep or by the fan's own next call, nobody admitted while the sweep lags, and a gateway that
+ * dies with heartbeats owed costing nobody a place. On one server and on a 3-master cluster, calls
+ * really in flight at once. (The whole waiting-room suite also runs in this mode:
+ * TEST_FAN_SHARDS=12 npx vitest run test/waiting-room/.)
+ */
+import type { Cluster } from "ioredis";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { fanShardKeys, fanShardOf } from "../../src/waiting-room/fan-shards.js";
+import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
+import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
+import { eventId, fanOut, fans, lastBeat, ok, SECRET, sleep, until } from "./helpers.js";
+
+const SHARDS = 6;
+/** includes/admission.lua SWEEP_LAG_MS: nobody is admitted past a sweep this old. */
+const SWEEP_LAG_MS = 3_000;
+
+let cluster: SpawnedRedisCluster;
+let onCluster: Cluster;
+const single = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
+const opened: { room: WaitingRoom; client?: Redis | Cluster }[] = [];
+
+beforeAll(async () => {
+  cluster = await spawnRedisCluster({ masters: 3 });
+  onCluster = await clusterClient(cluster);
+}, 120_000);
+
+afterAll(async () => {
+  for (const { room, client } of opened) {
+    await room.close().catch(() => undefined);
+    client?.disconnect();
+  }
+  single.disconnect();
+  onCluster?.disconnect();
+  await cluster?.close();
+});
+
+/** A gateway process: its own connection (so it can die alone) and waiting room. */
+function gateway(
+  target: "single" | "cluster",
+  options: { lineCache?: boolean; fanShards?: number } = {},
+): { room: WaitingRoom; client: Redis | Cluster } {
+  const client =
+    target === "single"
+      ? new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 })
+      : (onCluster.duplicate() as Cluster);
+  const room = createWaitingRoom({
+    redis: client,
+    secret: SECRET,
+    fanShards: options.fanShards ?? SHARDS,
+    ...(options.lineCache === false ? { lineCache: false } : {}),
+  });
+  opened.push({ room, client });
+  return { room, client };
+}
+
+const raw = (target: "single" | "cluster"): Redis | Cluster => (target === "single" ? single : onCluster);
+
+async function openLine(room: WaitingRoom, evt: string, abandonSeconds: number, admitPerSecond = 0) {
+  ok(
+    await room.configure(evt, {
+      onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+      admitPerSecond,
+      maxActive: 1_000,
+      sessionSeconds: 60,
+      abandonSeconds,
+    }),
+  );
+}
+
+describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (target) => {
+  it("keeps no heartbeat on the event's slot: joins and polls beat on the shards; the stopped lose their places, the polling never", async () => {
+    const a = gateway(target);
+    const b = gateway(target);
+    const evt = eventId("fsline");
+    await openLine(a.room, evt, 3);
+    const ids = fans(60, "fl");
+    // Joins at once through two gateways (each batches its own), then polls through their caches.
+    (await fanOut([a.room, b.room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
+    const k = waitingRoomKeys(evt);
+    const redis = raw(target);
+    expect(await redis.hget(k.room, "fanShards")).toBe(String(SHARDS));
+    const keepers = ids.filter((_, i) => i % 3 !== 0);
+    const leavers = ids.filter((_, i) => i % 3 === 0);
+    const joinedAt = Date.now();
+    // The keepers poll every 400 ms for 6 s (twice the abandon time), half through each gateway.
+    while (Date.now() - joinedAt < 6_000) {
+      const polled = await fanOut([a.room, b.room], keepers, (r, fanId) => r.statusOf(evt, fanId));
+      for (const p of polled) expect(ok(p).place.status).toBe("waiting");
+      await sleep(400);
+    }
+    // Lost within the abandon time plus the sweep's lag (and a second of slack for this machine),
+    // and not before the abandon time.
+    const lost = await until(
+      async () => {
+        const records = await redis.hmget(k.fans, ...leavers);
+        return records.every((r) => r?.startsWith("x|")) ? Date.now() : undefined;
+      },
+      3_000 + SWEEP_LAG_MS + 1_000,
+      100,
+    );
+    expect(lost - joinedAt).toBeGreaterThanOrEqual(3_000);
+    const stats = ok(await a.room.stats(evt)).stats;
+    expect(stats).toMatchObject({ abandoned: leavers.length, waiting: keepers.length });
+    for (const fanId of keepers) expect((await redis.hget(k.fans, fanId))?.startsWith("w|")).toBe(true);
+    // Nothing in `seen`; every keeper's beat recent, on its shard.
+    expect(await redis.zcard(k.seen)).toBe(0);
+    for (const fanId of keepers.slice(0, 10)) {
+      expect(Date.now() - ((await lastBeat(redis, evt, fanId)) ?? 0)).toBeLessThan(2_000);
+    }
+    // A leaver's beat is forgotten once its place is given up.
+    await until(async () => ((await lastBeat(redis, evt, leavers[0]!)) === null ? true : undefined), 3_000);
+    if (target === "cluster") {
+      // The shards' keys are spread over the three masters.
+      const owners = new Set(await Promise.all(fanShardKeys(evt, SHARDS).map((s) => ownerOf(onCluster, s.beats))));
+      expect(owners.size).toBe(3);
+    }
+    // Removing the event removes its shards.
+    ok(await a.room.remove(evt));
+    for (const s of fanShardKeys(evt, SHARDS)) expect(await redis.exists(s.beats)).toBe(0);
+  }, 60_000);
+
+  it("admits nobody while the sweep lags, and admits the fans still there once a sweep completes", async () => {
+    const { room } = gateway(target, { lineCache: false });
+    const evt = eventId("fslag");
+    await openLine(room, evt, 1);
+    const ids = fans(5, "lag");
+    for (const fanId of ids) ok(await room.join(evt, fanId));
+    const k = waitingRoomKeys(evt);
+    const redis = raw(target);
+    // No sweep for a long while: nobody may be handed the sweep, and the last one is old. The fans
+    // keep polling until places can be lost (the abandon time since the open has passed).
+    await redis.hset(k.room, "sweepAt", String(Date.now() + 3_600_000), "sweptAt", "1");
+    for (let t = 0; t < 8; t++) {
+      await Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
+      await sleep(200);
+    }
+    ok(await room.updateSettings(evt, { admitPerSecond: 100 }));
+    for (let t = 0; t < 5; t++) {
+      const polled = await Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
+      for (const p of polled) expect(ok(p).place.status).toBe("waiting");
+      await sleep(100);
+    }
+    expect(ok(await room.stats(evt)).stats.admitted).toBe(0);
+    // The sweep may be handed out again: the next poll takes it, and the line moves.
+    await redis.hset(k.room, "sweepAt", "0");
+    await until(
+      async () => {
+        const polled = await Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
+        return polled.every((p) => ok(p).place.status === "admitted") ? true : undefined;
+      },
+      5_000,
+      100,
+    );
+    expect(Number(await redis.hget(k.room, "sweptAt"))).toBeGreaterThan(Date.now() - 5_000);
+  }, 30_000);
+
+  it("a fan back after the abandon time learns the loss at its first poll or join, before any sweep", async () => {
+    const { room } = gateway(target, { lineCache: false });
+    const evt = eventId("fslapse");
+    await openLine(room, evt, 1);
+    const [sleeper, rejoiner, other] = fans(3, "lapse");
+    for (const fanId of [sleeper!, rejoiner!, other!]) ok(await room.join(evt, fanId));
+    // No call at all meanwhile: nobody is handed a sweep.
+    await sleep(1_600);
+    const k = waitingRoomKeys(evt);
+    expect((await raw(target).hget(k.fans, sleeper!))?.startsWith("w|")).toBe(true);
+    expect(ok(await room.statusOf(evt, sleeper!)).place).toMatchObject({ status: "abandoned", position: 1 });
+    const back = ok(await room.join(evt, rejoiner!));
+    expect(back.created).toBe(true);
+    expect(back.place.position).toBe(4);
+  }, 30_000);
+
+  it("a gateway that dies with heartbeats owed costs nobody a place: the fans' next polls reach another", async () => {
+    const a = gateway(target);
+    const b = gateway(target);
+    const evt = eventId("fskill");
+    await openLine(a.room, evt, 3);
+    const ids = fans(20, "kill");
+    for (const fanId of ids) ok(await a.room.join(evt, fanId));
+    // Polled through a's cache for a while, then a dies between two refreshes (its connection cut,
+    // nothing flushed).
+    for (let t = 0; t < 5; t++) {
+      await Promise.all(ids.map((fanId) => a.room.statusOf(evt, fanId)));
+      await sleep(150);
+    }
+    await Promise.all(ids.map((fanId) => a.room.statusOf(evt, fanId)));
+    a.client.disconnect();
+    // The same fans go on polling, through b, for twice the abandon time.
+    const started = Date.now();
+    while (Date.now() - started < 6_000) {
+      const polled = await Promise.all(ids.map((fanId) => b.room.statusOf(evt, fanId)));
+      for (const p of polled) expect(ok(p).place.status).toBe("waiting");
+      await sleep(500);
+    }
+    expect(ok(await b.room.stats(evt)).stats).toMatchObject({ abandoned: 0, waiting: ids.length });
+  }, 30_000);
+});
+
+describe("a line with fan shards: the count is the room's", () => {
+  it("a process that knew the room without shards learns the new room's count from its join", async () => {
+    const knew = gateway("single", { fanShards: 0, lineCache: false });
+    const creator = gateway("single", { fanShards: SHARDS, lineCache: false });
+    const evt = eventId("fsreshard");
+    await openLine(knew.room, evt, 30);
+    ok(await knew.room.join(evt, "before"));
+    expect(await single.hget(waitingRoomKeys(evt).room, "fanShards")).toBeNull();
+    ok(await creator.room.remove(evt));
+    await openLine(creator.room, evt, 30);
+    const joined = ok(await knew.room.join(evt, "after"));
+    expect(joined.created).toBe(true);
+    const key = fanShardKeys(evt, SHARDS)[fanShardOf("after", SHARDS)]!.beats;
+    expect(await single.zscore(key, "after")).not.toBeNull();
+    expect(await single.zcard(waitingRoomKeys(evt).seen)).toBe(0);
+  });
+});
