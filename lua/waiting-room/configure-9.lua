@@ -30,9 +30,10 @@
               version is above it
   ARGV[19]    closed '1' | '0' (optional): the sale was closed (close-sale)
   ARGV[20]    fanShards: the number of fan shards the room's heartbeats live in (0 or '': none,
-              they stay in `seen`); stored when this call creates the room, never changed after
-              (src/waiting-room/fan-shards.ts)
-  ARGV[21..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
+              they stay in `seen`), ARGV[21] their tags, comma-separated (placeFanShards in
+              src/waiting-room/fan-shards.ts); stored when this call creates the room, never
+              changed after
+  ARGV[22..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
               take a place in the new room
 
   A room created in 'restore' mode is marked `restoredAt` (ms): it cannot tell a fan it never knew
@@ -72,8 +73,10 @@ if not r then
   if ARGV[18] and ARGV[18] ~= '' then redis.call('HSET', K_ROOM, 'settingsAt', ARGV[18]) end
   if restore then redis.call('HSET', K_ROOM, 'restoredAt', int(now)) end
   local shards = tonumber(ARGV[20]) or 0
-  if shards > 0 then redis.call('HSET', K_ROOM, 'fanShards', int(shards)) end
-  for i = 21, #ARGV do
+  if shards > 0 and (ARGV[21] or '') ~= '' then
+    redis.call('HSET', K_ROOM, 'fanShards', int(shards), 'fanShardTags', ARGV[21])
+  end
+  for i = 22, #ARGV do
     redis.call('HSETNX', KEYS[2], ARGV[i], 'r|0|0||0|0')
   end
   created = 1

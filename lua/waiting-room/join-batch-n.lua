@@ -28,12 +28,13 @@
                  per-IP rate (tokens/s) and burst,
                  bits of the proof of work the gateway checked (0: none),
                  '1' when the gateway checked an operator's invite
-  ARGV[2 + 6n]  the room's fan shards as the caller knows them (0: none): with shards, the caller
-               wrote every fan's beat to its shard before this call (beats-1.lua 'join'), and this
-               script writes no heartbeat; a room with another count answers every fan
-               { 'reshard', K } and touches nothing (not even the limits): the caller learns K and
-               sends the fan again
-  ARGV[3 + 6n ..] with shards, one per fan in arrival order: how long ago (ms) its previous beat was
+  ARGV[2 + 6n]  the room's epoch, and ARGV[3 + 6n] its fan shards, as the caller knows them (0:
+               none): with shards, the caller wrote every fan's beat to the room's shards before
+               this call (beats-1.lua 'join'), and this script writes no heartbeat. A room with
+               another count, or with shards and another epoch (created again since), answers every
+               fan { 'reshard', K } and touches nothing (not even the limits): the caller reads the
+               room again and sends the fan again
+  ARGV[4 + 6n ..] with shards, one per fan in arrival order: how long ago (ms) its previous beat was
                ('' none), as its shard answered the write: a known fan whose place lapsed meanwhile
                goes to join-9.lua as { 'join', age }, which gives the place up and takes a new one
 
@@ -68,8 +69,8 @@ end
 local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', 'maxActive', 'sessionSeconds',
   'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt', 'fanShards' }
 local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
-local shardsKnown = tonumber(ARGV[2 + n * PER_FAN]) or 0
-if v[1] and (tonumber(v[17]) or 0) ~= shardsKnown then
+local epochKnown, shardsKnown = ARGV[2 + n * PER_FAN] or '', tonumber(ARGV[3 + n * PER_FAN]) or 0
+if v[1] and ((tonumber(v[17]) or 0) ~= shardsKnown or (shardsKnown > 0 and v[15] ~= epochKnown)) then
   for i = 1, n do out[i] = { 'reshard', int(tonumber(v[17]) or 0) } end
   return reply()
 end
@@ -135,7 +136,7 @@ local function standing(fanId, f, i)
   if f.s ~= 'w' or r.openedAt == 0 or f.pos <= r.served then return false end
   if not sharded(r) then return not is_stale(r, seenAt[fanId], now) end
   -- a sharded room: the beat before this join's, as the shard said
-  local age = ARGV[2 + n * PER_FAN + i] or ''
+  local age = ARGV[3 + n * PER_FAN + i] or ''
   return age == '' or not is_stale(r, now - tonumber(age), now)
 end
 
@@ -150,7 +151,7 @@ for j, fanId in ipairs(ids) do
     if standing(fanId, f, i) then
       again[#again + 1] = { i = i, fanId = fanId, f = f }
     elseif sharded(r) then
-      out[i] = { 'join', ARGV[2 + n * PER_FAN + i] or '' }
+      out[i] = { 'join', ARGV[3 + n * PER_FAN + i] or '' }
     else
       out[i] = { 'join' }
     end

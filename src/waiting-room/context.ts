@@ -139,9 +139,9 @@ export function createRoomContext(
       // place is never without the beat its sweep needs (a gateway dying in between leaves a beat
       // without a place, which the sweep forgets).
       async prepare(eventId, fanIds) {
-        const shards = await fanLine.shardsOf(eventId);
-        if (shards === 0) return { shards, ages: new Map() };
-        return { shards, ages: await fanLine.beats(shards).joined(eventId, fanIds) };
+        const room = await fanLine.roomOf(eventId);
+        const ages = room.beats ? await room.beats.joined(eventId, fanIds) : new Map<string, number>();
+        return { epoch: room.epoch, shards: room.shards, ages };
       },
     }),
     async script(name, keys, args = []) {

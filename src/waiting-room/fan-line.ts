@@ -1,83 +1,92 @@
 /**
  * What one gateway process knows of the fan shards of the rooms it serves (issue 28 goal 3, step 1;
- * docs/redis-cluster.md "One event over many masters"): each room's shard count, the heartbeat
- * writers per count, and the sweeps the line hands to this process.
+ * docs/redis-cluster.md "One event over many masters"): each room's shard tags, the heartbeat
+ * writer per room, and the sweeps the line hands to this process.
  *
- * A room's count (`fanShards` in the room hash) is fixed when the room is created, so it is read
- * once per event (one HGET) and then learnt from the replies that carry it: the line view's, and a
- * join batch's `reshard` when the room was created again with another count. 0: the room keeps its
- * heartbeats in `seen`, and nothing here is used.
+ * A room's tags (`fanShardTags` in the room hash, placed by placeFanShards when the room was
+ * created) never change while the room lives, so they are read once per room (one HMGET, with the
+ * room's epoch) and kept until a reply names another epoch: the room was created again, perhaps
+ * with other tags. A room without shards (no tags) keeps its heartbeats in `seen`, and nothing
+ * here is used for it.
  */
 import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
-import { createFanBeats, type FanBeats, fanShardKeyList } from "./fan-shards.js";
+import { beatsKeyOf, createFanBeats, type FanBeats } from "./fan-shards.js";
 import { sweepFanShards } from "./fan-sweep.js";
 import { waitingRoomKeys } from "./keys.js";
 
-/** Events whose count is remembered before the list starts over. */
-const EVENTS_KEPT = 10_000;
+/** Rooms remembered before the list starts over. */
+const ROOMS_KEPT = 10_000;
+
+/** A room as this process knows it: its epoch and its shards ('' epoch: no room). */
+export interface ShardedRoom {
+  epoch: string;
+  /** 0: the room keeps its heartbeats in `seen`. */
+  shards: number;
+  /** The heartbeat writer of this room's shards (null without shards). */
+  beats: FanBeats | null;
+}
 
 export interface FanLine {
-  /** The room's shard count (0: none, or no room), read once per event. */
-  shardsOf(eventId: string): Promise<number>;
-  /** A reply said the room's count (a line view, a join batch's `reshard`). */
-  learn(eventId: string, shards: number): void;
-  /** The heartbeat writer of rooms with `shards` shards. */
-  beats(shards: number): FanBeats;
+  /** The room's epoch and shards, read once per room. */
+  roomOf(eventId: string): Promise<ShardedRoom>;
+  /** A reply named the room's epoch: another than the one known means the room was created again. */
+  seen(eventId: string, epoch: string): void;
+  /** Read the room again at the next call (it was configured, or a script said it is not the one known). */
+  forget(eventId: string): void;
   /** Runs the room's sweep in the background, one at a time per event in this process. */
-  sweep(eventId: string, shards: number): void;
+  sweep(eventId: string, room: ShardedRoom): void;
   /** The keys of the room's shards, to remove with it (none without shards). */
   keysOf(eventId: string): Promise<string[]>;
   /** Sweeps run and places they gave up, since the process started (tests, the bench). */
   counters(): { sweeps: number; abandoned: number; failed: number };
 }
 
+const NO_ROOM: ShardedRoom = { epoch: "", shards: 0, beats: null };
+
 export function createFanLine(redis: RedisClient, log: Logger | undefined): FanLine {
-  const known = new Map<string, number>();
-  const reading = new Map<string, Promise<number>>();
-  const writers = new Map<number, FanBeats>();
+  const known = new Map<string, ShardedRoom>();
+  const reading = new Map<string, Promise<ShardedRoom>>();
   const sweeping = new Set<string>();
   const counts = { sweeps: 0, abandoned: 0, failed: 0 };
 
-  const learn = (eventId: string, shards: number) => {
-    if (known.size >= EVENTS_KEPT && !known.has(eventId)) known.clear();
-    known.set(eventId, shards);
-  };
-
-  const beats = (shards: number): FanBeats => {
-    let w = writers.get(shards);
-    if (!w) {
-      w = createFanBeats(redis, { shards });
-      writers.set(shards, w);
-    }
-    return w;
+  const read = async (eventId: string): Promise<ShardedRoom> => {
+    const [epoch, tagList] = await redis.hmget(waitingRoomKeys(eventId).room, "epoch", "fanShardTags");
+    // No room yet: not remembered (the room this process or another creates may have shards).
+    if (epoch === null || epoch === undefined) return NO_ROOM;
+    const tags = tagList ? tagList.split(",") : [];
+    const room: ShardedRoom = {
+      epoch,
+      shards: tags.length,
+      beats: tags.length > 0 ? createFanBeats(redis, { shards: tags.length, tagsOf: () => tags }) : null,
+    };
+    if (known.size >= ROOMS_KEPT) known.clear();
+    known.set(eventId, room);
+    return room;
   };
 
   return {
-    shardsOf(eventId) {
+    roomOf(eventId) {
       const k = known.get(eventId);
-      if (k !== undefined) return Promise.resolve(k);
+      if (k) return Promise.resolve(k);
       let pending = reading.get(eventId);
       if (!pending) {
-        pending = redis
-          .hmget(waitingRoomKeys(eventId).room, "fanShards", "epoch")
-          .then(([v, epoch]) => {
-            const shards = Number(v) || 0;
-            // No room yet: not remembered (the room this process or another creates may have shards).
-            if (epoch !== null) learn(eventId, shards);
-            return shards;
-          })
-          .finally(() => reading.delete(eventId));
+        pending = read(eventId).finally(() => reading.delete(eventId));
         reading.set(eventId, pending);
       }
       return pending;
     },
-    learn,
-    beats,
-    sweep(eventId, shards) {
-      if (shards <= 0 || sweeping.has(eventId)) return;
+    seen(eventId, epoch) {
+      const k = known.get(eventId);
+      if (k && k.epoch !== epoch) known.delete(eventId);
+    },
+    forget(eventId) {
+      known.delete(eventId);
+    },
+    sweep(eventId, room) {
+      if (!room.beats || sweeping.has(eventId)) return;
       sweeping.add(eventId);
-      sweepFanShards(redis, beats(shards), eventId)
+      sweepFanShards(redis, room.beats, eventId)
         .then((done) => {
           counts.sweeps += 1;
           counts.abandoned += done?.abandoned ?? 0;
@@ -92,9 +101,9 @@ export function createFanLine(redis: RedisClient, log: Logger | undefined): FanL
         .finally(() => sweeping.delete(eventId));
     },
     async keysOf(eventId) {
-      const shards = Number(await redis.hget(waitingRoomKeys(eventId).room, "fanShards")) || 0;
       known.delete(eventId);
-      return shards > 0 ? fanShardKeyList(eventId, shards) : [];
+      const tags = await redis.hget(waitingRoomKeys(eventId).room, "fanShardTags");
+      return tags ? tags.split(",").map(beatsKeyOf) : [];
     },
     counters: () => ({ ...counts }),
   };

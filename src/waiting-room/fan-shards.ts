@@ -76,6 +76,40 @@ export function fanShardTags(eventId: string, shards = DEFAULT_FAN_SHARDS): stri
   return tags;
 }
 
+/**
+ * The K shard tags of a room about to be created, on a cluster whose slot owners `ownerOf` tells
+ * (ioredis's slot map: slot -> master): shard k goes to the k-th of the masters other than the
+ * event's own (round robin), so the per-fan work leaves the master that runs the line's scripts;
+ * on one master, or without a slot map (one server), fanShardTags's even split. The tags are kept
+ * in the room (`fanShardTags`), so every process uses the room's, whatever the cluster did since.
+ */
+export function placeFanShards(
+  eventId: string,
+  shards: number,
+  ownerOf?: (slot: number) => string | undefined,
+): string[] {
+  const even = fanShardTags(eventId, shards);
+  if (!ownerOf) return even;
+  const eventOwner = ownerOf(keySlot(`{evt:${eventId}}`));
+  const masters = new Set<string>();
+  for (let slot = 0; slot < CLUSTER_SLOTS; slot += 16) {
+    const owner = ownerOf(slot);
+    if (owner !== undefined && owner !== eventOwner) masters.add(owner);
+  }
+  const targets = [...masters].sort();
+  if (targets.length === 0) return even;
+  return even.map((tag, k) => {
+    const target = targets[k % targets.length] as string;
+    if (ownerOf(keySlot(`{${tag}}`)) === target) return tag;
+    // A master holds about 1/M of the slots: a few tries each. Bounded, in case the map is odd.
+    for (let salt = 0; salt < 100_000; salt++) {
+      const candidate = `evt:${eventId}:s${k}.m${salt}`;
+      if (ownerOf(keySlot(`{${candidate}}`)) === target) return candidate;
+    }
+    return tag;
+  });
+}
+
 /** The shard a fan belongs to: FNV-1a (32 bits) of the fan id, mod K. The same in every process. */
 export function fanShardOf(fanId: string, shards: number): number {
   let hash = 0x811c9dc5;
@@ -86,9 +120,9 @@ export function fanShardOf(fanId: string, shards: number): number {
   return hash % shards;
 }
 
-/** Every key of an event's shards (removing the event unlinks them, one key a call: each its own slot). */
-export function fanShardKeyList(eventId: string, shards: number): string[] {
-  return fanShardKeys(eventId, shards).map((k) => k.beats);
+/** The beats key of a shard tag. */
+export function beatsKeyOf(tag: string): string {
+  return `wr:{${tag}}:beats`;
 }
 
 export interface FanShardKeys {
@@ -98,7 +132,7 @@ export interface FanShardKeys {
 
 /** The keys of every shard of an event, in shard order. */
 export function fanShardKeys(eventId: string, shards = DEFAULT_FAN_SHARDS): FanShardKeys[] {
-  return fanShardTags(eventId, shards).map((tag) => ({ beats: `wr:{${tag}}:beats` }));
+  return fanShardTags(eventId, shards).map((tag) => ({ beats: beatsKeyOf(tag) }));
 }
 
 /** Fan ids grouped by shard (only the shards named), in the order given within each. */
@@ -152,15 +186,20 @@ export interface FanBeats {
   readonly shards: number;
 }
 
-export function createFanBeats(redis: RedisClient, options: { shards?: number } = {}): FanBeats {
+export function createFanBeats(
+  redis: RedisClient,
+  options: { shards?: number; tagsOf?: (eventId: string) => readonly string[] } = {},
+): FanBeats {
   const shards = options.shards ?? DEFAULT_FAN_SHARDS;
   const run = registerScripts(redis, beatScripts);
-  // The keys of an event's shards, computed once per event (a few CRC16s a shard).
+  // The keys of an event's shards: the room's own tags (`tagsOf`), or computed once per event.
   const keysOf = new Map<string, FanShardKeys[]>();
   const keys = (eventId: string) => {
     let k = keysOf.get(eventId);
     if (!k) {
-      k = fanShardKeys(eventId, shards);
+      k = options.tagsOf
+        ? options.tagsOf(eventId).map((tag) => ({ beats: beatsKeyOf(tag) }))
+        : fanShardKeys(eventId, shards);
       if (keysOf.size >= 10_000) keysOf.clear();
       keysOf.set(eventId, k);
     }

@@ -83,6 +83,8 @@ interface EventQueue {
 
 /** What `prepare` answers for a batch. */
 export interface PreparedBatch {
+  /** The room these shards are of ('' none known): join-batch-n.lua answers `reshard` for another. */
+  epoch: string;
   shards: number;
   /** fanId -> ms since its previous heartbeat (fans that had one). */
   ages: ReadonlyMap<string, number>;
@@ -149,10 +151,10 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
       ? prepare(
           eventId,
           batch.map((p) => p.request.fanId),
-        ).then(({ shards, ages }) =>
-          run("joinBatch", keys, [...args, shards, ...batch.map((p) => ages.get(p.request.fanId) ?? "")]),
+        ).then(({ epoch, shards, ages }) =>
+          run("joinBatch", keys, [...args, epoch, shards, ...batch.map((p) => ages.get(p.request.fanId) ?? "")]),
         )
-      : run("joinBatch", keys, [...args, 0]);
+      : run("joinBatch", keys, [...args, "", 0]);
     sent
       .then((reply) => {
         const replies = fanReplies(reply, batch.length);

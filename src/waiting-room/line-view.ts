@@ -186,19 +186,19 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       // A room with fan shards takes the heartbeats on the shards (beats-1.lua 'keep', one call per
       // shard touched), beside one line-view call; a room without takes them in line-view itself.
       const sent = await ctx.guarded("lineView", eventId, async () => {
-        const shards = await ctx.fanLine.shardsOf(eventId);
-        if (shards > 0) {
+        const room = await ctx.fanLine.roomOf(eventId);
+        if (room.beats) {
           const [view, missing] = await Promise.all([
             ctx.script("lineView", keys, [GONE_LISTED]),
-            beats.length > 0 ? ctx.fanLine.beats(shards).polled(eventId, beats) : Promise.resolve([]),
+            beats.length > 0 ? room.beats.polled(eventId, beats) : Promise.resolve([]),
           ]);
-          return { shards, replies: [view], missing };
+          return { room, replies: [view], missing };
         }
         const chunks: string[][] = [];
         for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
         if (chunks.length === 0) chunks.push([]);
         const replies = await Promise.all(chunks.map((ids) => ctx.script("lineView", keys, [GONE_LISTED, ...ids])));
-        return { shards, replies, missing: [] as string[] };
+        return { room, replies, missing: [] as string[] };
       });
       if ("ok" in sent) throw new Error(sent.message);
       const fetchedAt = Date.now();
@@ -215,16 +215,17 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         const { view, missing, fanShards, sweep } = readView(reply, fetchedAt);
         latest = view;
         missingAll = missingAll.concat(missing);
-        if (fanShards !== sent.shards) {
-          // The room was created again with another count: these beats went where it does not
-          // look. Learnt for the next refresh; these fans' next polls go to Redis, which records them.
-          ctx.fanLine.learn(eventId, fanShards);
+        if (fanShards !== sent.room.shards || (fanShards > 0 && view.epoch !== sent.room.epoch)) {
+          // The room was created again, perhaps with other shards: these beats may have gone where
+          // it does not look. Read again for the next refresh; these fans' next polls go to Redis,
+          // which records them.
+          ctx.fanLine.forget(eventId);
           for (const fanId of beats) {
             const known = line.fans.get(fanId);
             if (known) known.seenAt = 0;
           }
         } else if (sweep) {
-          ctx.fanLine.sweep(eventId, fanShards);
+          ctx.fanLine.sweep(eventId, sent.room);
         }
       }
       counts.missing += missingAll.length;

@@ -46,8 +46,8 @@ async function statusOnce(
   return ctx.guarded("status", eventId, async () => {
     // A room with fan shards: the poll's beat first, on the fan's shard, which says how old the
     // one before it was, so the line can tell a place that lapsed meanwhile (status-10.lua ARGV[6]).
-    const shards = await ctx.fanLine.shardsOf(eventId);
-    const age = shards > 0 ? await ctx.fanLine.beats(shards).poll(eventId, fanId) : null;
+    const room = await ctx.fanLine.roomOf(eventId);
+    const age = room.beats ? await room.beats.poll(eventId, fanId) : null;
     const { reply, outcome } = await ctx.script(
       "status",
       [...lineKeys(k), ip.key, fan.key],
@@ -61,9 +61,9 @@ async function statusOnce(
     const f = new Fields(reply);
     const place = ctx.placeFrom(f, eventId, fanId);
     ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
-    const roomShards = f.num("fanShards");
-    if (roomShards !== shards) ctx.fanLine.learn(eventId, roomShards);
-    else if (shards > 0 && f.flag("sweep")) ctx.fanLine.sweep(eventId, shards);
+    const epoch = f.str("epoch");
+    if (epoch !== room.epoch || f.num("fanShards") !== room.shards) ctx.fanLine.forget(eventId);
+    else if (f.flag("sweep")) ctx.fanLine.sweep(eventId, room);
     return { ok: true as const, fanId, place };
   });
 }
@@ -87,8 +87,8 @@ async function joinOnce(
     const request = { fanId, bucket: ip.key, limit: ip.args, proofBits, invite };
     let reply = await ctx.joins.join(eventId, keys, request);
     if (Array.isArray(reply) && reply[0] === "reshard") {
-      // The room has another shard count than this process knew (created again): learnt, sent again.
-      ctx.fanLine.learn(eventId, Number(reply[1]) || 0);
+      // The room is not the one this process knew (created again): read again, sent again.
+      ctx.fanLine.forget(eventId);
       reply = await ctx.joins.join(eventId, keys, request);
       if (Array.isArray(reply) && reply[0] === "reshard")
         throw new ReplyShapeError("join: the room's shards keep changing");

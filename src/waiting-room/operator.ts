@@ -4,9 +4,11 @@
  * changes (old and new values, who), revoking a fan by id (end-session-8.lua), and removing the room. Input is validated here; the scripts trust it.
  */
 import { randomBytes } from "node:crypto";
+import { Cluster } from "ioredis";
 import { z } from "zod";
 import { ADMIT_RATE_RULE, isAdmitRate, withinAdmitRange } from "../admit-rate.js";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
+import { placeFanShards } from "./fan-shards.js";
 import { allKeys, lineKeysWithChanges } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
 import { AUTO_ADMIT_FIELDS, changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
@@ -171,14 +173,16 @@ export async function configureRoom(
       ...restoredLoop(how),
       how.settingsVersion ? String(Math.floor(how.settingsVersion)) : "",
       how.closed ? "1" : "0",
-      String(ctx.fanShardsForNewRooms),
+      // the fan shards' tags, if this call creates the room (placed off the event's own master)
+      ...(await shardArgs(ctx, eventId)),
       ...(how.revoked ?? []),
     ]);
     if (outcome === "already_open") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`configure: unexpected ${outcome}`);
     const f = new Fields(reply);
-    // The room's own count (an existing room keeps the one it was created with).
-    ctx.fanLine.learn(eventId, f.num("fanShards"));
+    // Read again at the next call: a room this call created has the shards it was given, one that
+    // existed keeps its own.
+    ctx.fanLine.forget(eventId);
     if (f.flag("changed") && mode === "configure") {
       ctx.log?.info({ eventId, settings: s, created: f.flag("created") }, "waiting room configured");
     }
@@ -190,6 +194,24 @@ export async function configureRoom(
       info: infoFrom(f),
     };
   });
+}
+
+/** configure-9.lua's ARGV[20] (the count) and ARGV[21] (the tags, comma-separated); '0', '' for none. */
+async function shardArgs(ctx: RoomContext, eventId: string): Promise<[string, string]> {
+  const shards = ctx.fanShardsForNewRooms;
+  if (shards <= 0) return ["0", ""];
+  // On a cluster, where each tag would live: the masters' slot ranges as the cluster says now
+  // (CLUSTER SLOTS: [first, last, [host, port, id], replicas...] per range).
+  let ownerOf: ((slot: number) => string | undefined) | undefined;
+  if (ctx.redis instanceof Cluster) {
+    const ranges = await ctx.redis.cluster("SLOTS");
+    ownerOf = (slot) => {
+      const master = ranges.find(([first, last]) => slot >= first && slot <= last)?.[2];
+      return master ? `${master[0]}:${master[1]}` : undefined;
+    };
+  }
+  const tags = placeFanShards(eventId, shards, ownerOf);
+  return [String(tags.length), tags.join(",")];
 }
 
 function restoredLoop(how: ConfigureMode): string[] {

@@ -9,11 +9,11 @@
 import type { Cluster } from "ioredis";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { fanShardKeys, fanShardOf } from "../../src/waiting-room/fan-shards.js";
+import { fanShardOf } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
-import { eventId, fanOut, fans, lastBeat, ok, SECRET, sleep, until } from "./helpers.js";
+import { eventId, fanOut, fans, lastBeat, ok, SECRET, shardKeysOf, sleep, until } from "./helpers.js";
 
 const SHARDS = 6;
 /** includes/admission.lua SWEEP_LAG_MS: nobody is admitted past a sweep this old. */
@@ -114,14 +114,21 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     }
     // A leaver's beat is forgotten once its place is given up.
     await until(async () => ((await lastBeat(redis, evt, leavers[0]!)) === null ? true : undefined), 3_000);
+    const shardKeys = await shardKeysOf(redis, evt);
+    expect(shardKeys).toHaveLength(SHARDS);
     if (target === "cluster") {
-      // The shards' keys are spread over the three masters.
-      const owners = new Set(await Promise.all(fanShardKeys(evt, SHARDS).map((s) => ownerOf(onCluster, s.beats))));
-      expect(owners.size).toBe(3);
+      // The shards are placed off the event's own master (which runs the line's scripts), evenly
+      // over the other two.
+      const eventMaster = await ownerOf(onCluster, k.room);
+      const owners = await Promise.all(shardKeys.map((key) => ownerOf(onCluster, key)));
+      expect(owners).not.toContain(eventMaster);
+      const perMaster = new Map<string, number>();
+      for (const o of owners) perMaster.set(o, (perMaster.get(o) ?? 0) + 1);
+      expect([...perMaster.values()]).toEqual([SHARDS / 2, SHARDS / 2]);
     }
     // Removing the event removes its shards.
     ok(await a.room.remove(evt));
-    for (const s of fanShardKeys(evt, SHARDS)) expect(await redis.exists(s.beats)).toBe(0);
+    for (const key of shardKeys) expect(await redis.exists(key)).toBe(0);
   }, 60_000);
 
   it("admits nobody while the sweep lags, and admits the fans still there once a sweep completes", async () => {
@@ -213,7 +220,7 @@ describe("a line with fan shards: the count is the room's", () => {
     await openLine(creator.room, evt, 30);
     const joined = ok(await knew.room.join(evt, "after"));
     expect(joined.created).toBe(true);
-    const key = fanShardKeys(evt, SHARDS)[fanShardOf("after", SHARDS)]!.beats;
+    const key = (await shardKeysOf(single, evt))[fanShardOf("after", SHARDS)]!;
     expect(await single.zscore(key, "after")).not.toBeNull();
     expect(await single.zcard(waitingRoomKeys(evt).seen)).toBe(0);
   });

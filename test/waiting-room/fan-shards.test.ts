@@ -16,6 +16,7 @@ import {
   fanShardOf,
   fanShardTags,
   keySlot,
+  placeFanShards,
 } from "../../src/waiting-room/fan-shards.js";
 import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
 import { uniqueId } from "../gateway/harness.js";
@@ -86,6 +87,24 @@ describe("fan shards: keys and slots", () => {
     // The same tags in every process, and other events get their own.
     expect(fanShardTags("demo", 12)).toEqual(tags);
     expect(fanShardTags("other", 12).some((t) => tags.includes(t))).toBe(false);
+  });
+
+  it("places a new room's shards off the event's own master, evenly over the others; one master or no map: the even split", () => {
+    // Six masters with contiguous ranges, as the starter makes them.
+    const ownerOf = (slot: number) => `m${Math.floor((slot * 6) / CLUSTER_SLOTS)}`;
+    for (const evt of ["demo", "other", "e_1234567890"]) {
+      const eventMaster = ownerOf(keySlot(`{evt:${evt}}`));
+      const tags = placeFanShards(evt, 12, ownerOf);
+      expect(new Set(tags).size).toBe(12);
+      const perMaster = new Map<string, number>();
+      for (const tag of tags)
+        perMaster.set(ownerOf(keySlot(`{${tag}}`)), (perMaster.get(ownerOf(keySlot(`{${tag}}`))) ?? 0) + 1);
+      expect(perMaster.has(eventMaster)).toBe(false);
+      // 12 over the other 5: two or three each
+      expect([...perMaster.values()].sort()).toEqual([2, 2, 2, 3, 3]);
+    }
+    expect(placeFanShards("demo", 12, () => "only")).toEqual(fanShardTags("demo", 12));
+    expect(placeFanShards("demo", 12)).toEqual(fanShardTags("demo", 12));
   });
 
   it("spreads fans evenly over the shards", () => {

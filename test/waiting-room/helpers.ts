@@ -3,7 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
 import { type Cluster, Redis } from "ioredis";
 import { inject } from "vitest";
-import { fanShardKeys, fanShardOf } from "../../src/waiting-room/fan-shards.js";
+import { beatsKeyOf, fanShardOf } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
 
@@ -104,14 +104,20 @@ export async function until<T>(probe: () => Promise<T | undefined>, timeoutMs = 
   }
 }
 
+/** The beats keys of a room's fan shards, in shard order, as the room names them (none without). */
+export async function shardKeysOf(redis: Redis | Cluster, eventId: string): Promise<string[]> {
+  const tags = await redis.hget(waitingRoomKeys(eventId).room, "fanShardTags");
+  return tags ? tags.split(",").map(beatsKeyOf) : [];
+}
+
 /**
  * A fan's last heartbeat as Redis holds it (ms), or null: in `seen`, or, for a room with fan
  * shards (`fanShards` in the room hash), in the fan's shard (src/waiting-room/fan-shards.ts).
  */
 export async function lastBeat(redis: Redis | Cluster, eventId: string, fanId: string): Promise<number | null> {
   const k = waitingRoomKeys(eventId);
-  const shards = Number(await redis.hget(k.room, "fanShards")) || 0;
-  const key = shards > 0 ? (fanShardKeys(eventId, shards)[fanShardOf(fanId, shards)]?.beats ?? "") : k.seen;
+  const tags = await shardKeysOf(redis, eventId);
+  const key = tags.length > 0 ? (tags[fanShardOf(fanId, tags.length)] as string) : k.seen;
   const score = await redis.zscore(key, fanId);
   return score === null ? null : Number(score);
 }
