@@ -24,6 +24,11 @@ import type { Cluster, Redis } from "ioredis";
 
 export type RedisClient = Redis | Cluster;
 
+/** A Cluster client (ioredis marks it `isCluster`), without importing the class at run time. */
+function isCluster(redis: RedisClient): redis is Cluster {
+  return (redis as { isCluster?: boolean }).isCluster === true;
+}
+
 export const luaDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "lua");
 
 export interface ScriptFile {
@@ -115,6 +120,20 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
   const byName = new Map<string, Registered>();
   for (const script of familyScripts(family)) {
     if (typeof methods[script.command] !== "function") {
+      // A script whose key count varies (`-n`) is called as (numkeys, keys..., args...). On a
+      // Cluster, ioredis's auto-pipelining groups a custom command by its first argument, taken
+      // for its key: here the count, so the call joins the pipeline of whatever node serves the
+      // slot of "9", and when that pipeline also holds a command for another node the whole
+      // pipeline fails ("All keys in the pipeline should belong to the same slots allocation
+      // group", redis/ioredis#2109, still so in 6.1). Such scripts skip auto-pipelining and are
+      // routed by their real keys; a fixed count's first argument is its first key, so those keep it.
+      if (script.numberOfKeys === undefined && isCluster(redis)) {
+        const options = redis.options as { autoPipeliningIgnoredCommands?: string[] };
+        options.autoPipeliningIgnoredCommands ??= [];
+        if (!options.autoPipeliningIgnoredCommands.includes(script.command)) {
+          options.autoPipeliningIgnoredCommands.push(script.command);
+        }
+      }
       redis.defineCommand(script.command, {
         lua: script.lua,
         ...(script.numberOfKeys === undefined ? {} : { numberOfKeys: script.numberOfKeys }),
