@@ -67,6 +67,13 @@ describe("config", () => {
     expect(() => loadGatewayConfig({ LOAD_TEST_TOKEN: "short" }, [])).toThrow(/LOAD_TEST_TOKEN/);
   });
 
+  it("takes the waiting rooms' fan shards (WAITING_ROOM_FAN_SHARDS): 0 by default, 0 to 256", () => {
+    expect(loadGatewayConfig({}, []).fanShards).toBe(0);
+    expect(loadGatewayConfig({ WAITING_ROOM_FAN_SHARDS: "12" }, []).fanShards).toBe(12);
+    expect(() => loadGatewayConfig({ WAITING_ROOM_FAN_SHARDS: "257" }, [])).toThrow(/WAITING_ROOM_FAN_SHARDS/);
+    expect(() => loadGatewayConfig({ WAITING_ROOM_FAN_SHARDS: "1.5" }, [])).toThrow(/WAITING_ROOM_FAN_SHARDS/);
+  });
+
   it("stops with a message naming each bad variable", () => {
     const bad = () => loadGatewayConfig({ PORT: "eighty", ADMIN_TOKEN: "short", REDIS_URL: "not a url" }, []);
     expect(bad).toThrow(ConfigError);
