@@ -5,8 +5,8 @@
  *
  * A room's tags (`fanShardTags` in the room hash, placed by placeFanShards when the room was
  * created) never change while the room lives, so they are read once per room (one HMGET, with the
- * room's epoch) and kept until a reply names another epoch: the room was created again, perhaps
- * with other tags. A room without shards (no tags) keeps its heartbeats in `seen`, and nothing
+ * room's epoch) and kept until a reply names another epoch or count (`forget`): the room was
+ * created again, perhaps with other tags. A room without shards (no tags) keeps its heartbeats in `seen`, and nothing
  * here is used for it.
  */
 import type { Logger } from "../logger.js";
@@ -17,6 +17,8 @@ import { waitingRoomKeys } from "./keys.js";
 
 /** Rooms remembered before the list starts over. */
 const ROOMS_KEPT = 10_000;
+/** How long "no room" is remembered for an event. */
+const NO_ROOM_MS = 1_000;
 
 /** A room as this process knows it: its epoch and its shards ('' epoch: no room). */
 export interface ShardedRoom {
@@ -30,8 +32,6 @@ export interface ShardedRoom {
 export interface FanLine {
   /** The room's epoch and shards, read once per room. */
   roomOf(eventId: string): Promise<ShardedRoom>;
-  /** A reply named the room's epoch: another than the one known means the room was created again. */
-  seen(eventId: string, epoch: string): void;
   /** Read the room again at the next call (it was configured, or a script said it is not the one known). */
   forget(eventId: string): void;
   /** Runs the room's sweep in the background, one at a time per event in this process. */
@@ -46,14 +46,23 @@ const NO_ROOM: ShardedRoom = { epoch: "", shards: 0, beats: null };
 
 export function createFanLine(redis: RedisClient, log: Logger | undefined): FanLine {
   const known = new Map<string, ShardedRoom>();
+  /** Events read without a room, until when that answer stands. */
+  const missing = new Map<string, number>();
   const reading = new Map<string, Promise<ShardedRoom>>();
   const sweeping = new Set<string>();
   const counts = { sweeps: 0, abandoned: 0, failed: 0 };
 
   const read = async (eventId: string): Promise<ShardedRoom> => {
     const [epoch, tagList] = await redis.hmget(waitingRoomKeys(eventId).room, "epoch", "fanShardTags");
-    // No room yet: not remembered (the room this process or another creates may have shards).
-    if (epoch === null || epoch === undefined) return NO_ROOM;
+    // No room: remembered for a second, so polls of an unknown event cost one Redis call, not two.
+    // A room created meanwhile is learnt from the first reply that names it (a join batch answers
+    // `reshard`, a poll or a view names its epoch).
+    if (epoch === null || epoch === undefined) {
+      if (missing.size >= ROOMS_KEPT) missing.clear();
+      missing.set(eventId, Date.now() + NO_ROOM_MS);
+      return NO_ROOM;
+    }
+    missing.delete(eventId);
     const tags = tagList ? tagList.split(",") : [];
     const room: ShardedRoom = {
       epoch,
@@ -69,6 +78,7 @@ export function createFanLine(redis: RedisClient, log: Logger | undefined): FanL
     roomOf(eventId) {
       const k = known.get(eventId);
       if (k) return Promise.resolve(k);
+      if ((missing.get(eventId) ?? 0) > Date.now()) return Promise.resolve(NO_ROOM);
       let pending = reading.get(eventId);
       if (!pending) {
         pending = read(eventId).finally(() => reading.delete(eventId));
@@ -76,12 +86,9 @@ export function createFanLine(redis: RedisClient, log: Logger | undefined): FanL
       }
       return pending;
     },
-    seen(eventId, epoch) {
-      const k = known.get(eventId);
-      if (k && k.epoch !== epoch) known.delete(eventId);
-    },
     forget(eventId) {
       known.delete(eventId);
+      missing.delete(eventId);
     },
     sweep(eventId, room) {
       if (!room.beats || sweeping.has(eventId)) return;
