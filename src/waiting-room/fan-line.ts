@@ -38,8 +38,6 @@ export interface FanLine {
   sweep(eventId: string, room: ShardedRoom): void;
   /** The keys of the room's shards, to remove with it (none without shards). */
   keysOf(eventId: string): Promise<string[]>;
-  /** Sweeps run and places they gave up, since the process started (tests, the bench). */
-  counters(): { sweeps: number; abandoned: number; failed: number };
 }
 
 const NO_ROOM: ShardedRoom = { epoch: "", shards: 0, beats: null };
@@ -50,7 +48,6 @@ export function createFanLine(redis: RedisClient, log: Logger | undefined): FanL
   const missing = new Map<string, number>();
   const reading = new Map<string, Promise<ShardedRoom>>();
   const sweeping = new Set<string>();
-  const counts = { sweeps: 0, abandoned: 0, failed: 0 };
 
   const read = async (eventId: string): Promise<ShardedRoom> => {
     const [epoch, tagList] = await redis.hmget(waitingRoomKeys(eventId).room, "epoch", "fanShardTags");
@@ -95,14 +92,11 @@ export function createFanLine(redis: RedisClient, log: Logger | undefined): FanL
       sweeping.add(eventId);
       sweepFanShards(redis, room.beats, eventId)
         .then((done) => {
-          counts.sweeps += 1;
-          counts.abandoned += done?.abandoned ?? 0;
           if (done && done.abandoned > 0) log?.debug({ eventId, ...done }, "fan shards swept");
         })
         .catch((err: unknown) => {
           // The next second's sweep goes to whichever gateway asks then; until one completes the
           // line admits nobody (includes/admission.lua sweep_lagging).
-          counts.failed += 1;
           log?.warn({ eventId, err: (err as Error).message }, "fan shards not swept");
         })
         .finally(() => sweeping.delete(eventId));
@@ -112,6 +106,5 @@ export function createFanLine(redis: RedisClient, log: Logger | undefined): FanL
       const tags = await redis.hget(waitingRoomKeys(eventId).room, "fanShardTags");
       return tags ? tags.split(",").map(beatsKeyOf) : [];
     },
-    counters: () => ({ ...counts }),
   };
 }
