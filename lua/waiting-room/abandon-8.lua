@@ -15,10 +15,15 @@
 
   KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   ARGV[1]     the line's `tail` as read before the shards were (places past it are spared)
-  ARGV[2..]   pairs: fanId, its last beat (ms) as the shard read it
+  ARGV[2]     '1': the caller read every stale beat there was (no shard filled its page), so the
+              sweep is complete with these verdicts; '0': some shard had more than one read takes
+              (a mass of fans left at once), and the caller reads again at once
+  ARGV[3..]   pairs: fanId, its last beat (ms) as the shard read it
 
   Returns { 'abandoned', n, 'sweptAt', now, 'done', { fanId, ... } }: sweptAt is recorded in the
-  room when the line could lose places (0 otherwise); `done` lists the fans whose beats the shard may
+  room when the line could lose places and the sweep is complete (0 otherwise: a sweep that is
+  behind does not count, so includes/admission.lua sweep_lagging stops admission until the backlog
+  is swept, rather than the cursor admitting fans whose beats wait unread); `done` lists the fans whose beats the shard may
   forget (given up now, or no longer in line: admitted, ended, abandoned before, unknown), and
   leaves out every fan spared above, whose beat must stay for a later sweep. Or
     -1  unknown event
@@ -32,7 +37,7 @@ local count, sweptAt, done = 0, 0, {}
 if r.openedAt > 0 and r.drawn ~= 0 then
   local cutoff = now - r.abandonSeconds * 1000
   local tailBefore = tonumber(ARGV[1]) or 0
-  for i = 2, #ARGV - 1, 2 do
+  for i = 3, #ARGV - 1, 2 do
     local fanId, beat = ARGV[i], tonumber(ARGV[i + 1]) or 0
     if math.max(beat, r.openedAt, r.drawnAt) < cutoff then
       local f = get_fan(fanId)
@@ -45,8 +50,10 @@ if r.openedAt > 0 and r.drawn ~= 0 then
       end
     end
   end
-  sweptAt = now
-  redis.call('HSET', K_ROOM, 'sweptAt', int(now))
+  if ARGV[2] == '1' then
+    sweptAt = now
+    redis.call('HSET', K_ROOM, 'sweptAt', int(now))
+  end
 end
 save_room(r)
 return { 'abandoned', int(count), 'sweptAt', int(sweptAt), 'done', done }

@@ -12,6 +12,7 @@ import { registerScripts, type RunScript } from "../redis/scripts.js";
 import { onceEvery } from "../throttle.js";
 import { OUTCOME_MESSAGES, type ScriptOutcome, scriptOutcome } from "./codes.js";
 import { createFanLine, type FanLine } from "./fan-line.js";
+import type { FanSweepOptions } from "./fan-sweep.js";
 import { createJoinBatcher, type JoinBatcher } from "./join-batch.js";
 import { isEventId, waitingRoomKeys, type WaitingRoomKeys } from "./keys.js";
 import type { LineViews } from "./line-view.js";
@@ -117,9 +118,10 @@ export function createRoomContext(
   tokens: TokenService,
   lottery?: LotteryCommitter,
   onJoinBatch?: (size: number) => void,
+  fanSweep?: FanSweepOptions,
 ): RoomContext {
   const run = registerScripts(redis, waitingRoomScripts);
-  const fanLine = createFanLine(redis, log);
+  const fanLine = createFanLine(redis, log, fanSweep);
   const downLogDue = onceEvery(DOWN_LOG_EVERY_MS);
   const logDown = (op: string, eventId: string, message: string) => {
     if (downLogDue(op)) log?.warn({ op, eventId, err: message }, "waiting room unavailable: redis is not connected");
@@ -140,8 +142,23 @@ export function createRoomContext(
       // without a place, which the sweep forgets).
       async prepare(eventId, fanIds) {
         const room = await fanLine.roomOf(eventId);
-        const ages = room.beats ? await room.beats.joined(eventId, fanIds) : new Map<string, number>();
-        return { epoch: room.epoch, shards: room.shards, ages };
+        const beats = room.beats;
+        if (!beats) return { epoch: room.epoch, shards: room.shards, ages: new Map<string, number>() };
+        const { ages, written } = await beats.joined(eventId, fanIds);
+        return {
+          epoch: room.epoch,
+          shards: room.shards,
+          ages,
+          // The room gone or created again since this process read it: the beats go back.
+          untake: (untaken) => {
+            fanLine.forget(eventId);
+            const ids = new Set(untaken);
+            return beats.unwrite(
+              eventId,
+              written.filter((b) => ids.has(b.fanId)),
+            );
+          },
+        };
       },
     }),
     async script(name, keys, args = []) {

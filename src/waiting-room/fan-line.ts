@@ -12,7 +12,7 @@
 import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
 import { beatsKeyOf, createFanBeats, type FanBeats } from "./fan-shards.js";
-import { sweepFanShards } from "./fan-sweep.js";
+import { type FanSweepOptions, sweepFanShards } from "./fan-sweep.js";
 import { waitingRoomKeys } from "./keys.js";
 
 /** Rooms remembered before the list starts over. */
@@ -42,7 +42,11 @@ export interface FanLine {
 
 const NO_ROOM: ShardedRoom = { epoch: "", shards: 0, beats: null };
 
-export function createFanLine(redis: RedisClient, log: Logger | undefined): FanLine {
+export function createFanLine(
+  redis: RedisClient,
+  log: Logger | undefined,
+  sweepOptions: FanSweepOptions = {},
+): FanLine {
   const known = new Map<string, ShardedRoom>();
   /** Events read without a room, until when that answer stands. */
   const missing = new Map<string, number>();
@@ -90,9 +94,12 @@ export function createFanLine(redis: RedisClient, log: Logger | undefined): FanL
     sweep(eventId, room) {
       if (!room.beats || sweeping.has(eventId)) return;
       sweeping.add(eventId);
-      sweepFanShards(redis, room.beats, eventId)
+      sweepFanShards(redis, room.beats, eventId, sweepOptions)
         .then((done) => {
-          if (done && done.abandoned > 0) log?.debug({ eventId, ...done }, "fan shards swept");
+          // Behind: a backlog of stale beats bigger than the budget reads; the line admits nobody
+          // from 3 s after the last complete sweep until the next sweeps catch up.
+          if (done?.behind) log?.warn({ eventId, ...done }, "fan shards sweep behind: admission waits for it");
+          else if (done && done.abandoned > 0) log?.debug({ eventId, ...done }, "fan shards swept");
         })
         .catch((err: unknown) => {
           // The next second's sweep goes to whichever gateway asks then; until one completes the

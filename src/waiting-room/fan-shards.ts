@@ -158,6 +158,20 @@ export interface StaleBeat {
   beat: number;
 }
 
+/** What `joined` wrote: each fan's previous beat's age, and the beats written (to take back). */
+export interface JoinedBeats {
+  /** fanId -> ms since its previous beat (fans that had one). */
+  ages: Map<string, number>;
+  /** The beat written for each fan (its shard master's clock). */
+  written: StaleBeat[];
+}
+
+/** What `poll` wrote: the previous beat's age (null: none), and the beat written. */
+export interface PolledBeat {
+  age: number | null;
+  beat: number;
+}
+
 /**
  * The heartbeats of an event's fan shards (lua/waiting-room/beats-1.lua), one call per shard
  * touched, all sent at once (ioredis pipelines them; on a cluster each goes to its shard's master).
@@ -167,14 +181,14 @@ export interface FanBeats {
    * Joins: each fan recorded as seen now (added when absent), before its place is written. Returns
    * how long ago (ms) the previous beat of each fan that had one was (a rejoin of a lapsed place).
    */
-  joined(eventId: string, fanIds: readonly string[]): Promise<Map<string, number>>;
+  joined(eventId: string, fanIds: readonly string[]): Promise<JoinedBeats>;
   /** Polls: each fan still present recorded as seen now; returns those no longer present. */
   polled(eventId: string, fanIds: readonly string[]): Promise<string[]>;
   /**
    * A poll Redis answers: the fan recorded as seen now; returns how long ago (ms) its previous
    * beat was, or null when its shard had none.
    */
-  poll(eventId: string, fanId: string): Promise<number | null>;
+  poll(eventId: string, fanId: string): Promise<PolledBeat>;
   /** One shard's fans not seen for `abandonMs` (nobody before `startMs + abandonMs`), oldest first. */
   stale(
     eventId: string,
@@ -183,6 +197,13 @@ export interface FanBeats {
   ): Promise<StaleBeat[]>;
   /** Removes the beats read by `stale`, each only while it is still the one read. Returns how many went. */
   forget(eventId: string, shard: number, beats: readonly StaleBeat[]): Promise<number>;
+  /**
+   * Takes back beats this process wrote (`joined`, `poll`) for fans the line then did not take
+   * (the room gone, or created again): each only while it is still the one written, so a later
+   * beat of the same fan stays. Without it a beat written as its event was removed would stay in a
+   * shard nobody sweeps. Returns how many went.
+   */
+  unwrite(eventId: string, beats: readonly StaleBeat[]): Promise<number>;
   readonly shards: number;
 }
 
@@ -222,18 +243,27 @@ export function createFanBeats(
     }
     return { replies: await Promise.all(calls), sent };
   };
+  const forget = async (eventId: string, shard: number, beats: readonly StaleBeat[]): Promise<number> => {
+    if (beats.length === 0) return 0;
+    const args = beats.flatMap((b) => [b.fanId, b.beat]);
+    const reply = await run<unknown[]>("beats", [beatsKey(eventId, shard)], ["forget", ...args]);
+    return Number(reply[1]);
+  };
   return {
     shards,
     async joined(eventId, fanIds) {
       const { replies, sent } = await each(eventId, fanIds, "join");
       const ages = new Map<string, number>();
+      const written: StaleBeat[] = [];
       for (const [c, reply] of replies.entries()) {
+        const beat = Number(reply[0]);
         for (const [i, fanId] of (sent[c] as string[]).entries()) {
           const age = reply[i + 1];
           if (age !== "" && age !== null && age !== undefined) ages.set(fanId, Number(age));
+          written.push({ fanId, beat });
         }
       }
-      return ages;
+      return { ages, written };
     },
     async polled(eventId, fanIds) {
       const { replies } = await each(eventId, fanIds, "keep");
@@ -242,7 +272,7 @@ export function createFanBeats(
     async poll(eventId, fanId) {
       const reply = await run<unknown[]>("beats", [beatsKey(eventId, fanShardOf(fanId, shards))], ["poll", fanId]);
       const age = reply[1];
-      return age === "" || age === null || age === undefined ? null : Number(age);
+      return { age: age === "" || age === null || age === undefined ? null : Number(age), beat: Number(reply[0]) };
     },
     async stale(eventId, shard, { abandonMs, startMs, limit }) {
       const reply = await run<unknown[]>("beats", [beatsKey(eventId, shard)], ["stale", abandonMs, startMs, limit]);
@@ -250,11 +280,22 @@ export function createFanBeats(
       for (let i = 1; i + 1 < reply.length; i += 2) out.push({ fanId: String(reply[i]), beat: Number(reply[i + 1]) });
       return out;
     },
-    async forget(eventId, shard, beats) {
-      if (beats.length === 0) return 0;
-      const args = beats.flatMap((b) => [b.fanId, b.beat]);
-      const reply = await run<unknown[]>("beats", [beatsKey(eventId, shard)], ["forget", ...args]);
-      return Number(reply[1]);
+    forget,
+    async unwrite(eventId, beats) {
+      const byShard = new Map<number, StaleBeat[]>();
+      for (const b of beats) {
+        const k = fanShardOf(b.fanId, shards);
+        const group = byShard.get(k);
+        if (group) group.push(b);
+        else byShard.set(k, [b]);
+      }
+      const calls: Promise<number>[] = [];
+      for (const [shard, group] of byShard) {
+        for (let i = 0; i < group.length; i += BEATS_PER_CALL) {
+          calls.push(forget(eventId, shard, group.slice(i, i + BEATS_PER_CALL)));
+        }
+      }
+      return (await Promise.all(calls)).reduce((a, b) => a + b, 0);
     },
   };
 }

@@ -12,14 +12,23 @@
  *      and spares a place taken after step 1 (a fan who rejoined meanwhile);
  *   4. the beats of the fans step 3 called done, forgotten on their shards, each only while it is
  *      still the beat step 2 read.
+ * A shard with more stale beats than one read takes (a mass of fans left at once) fills its page:
+ * then the round is behind, the room does not record the sweep, and the steps run again at once,
+ * within SWEEP_BUDGET_MS. So while a backlog waits unread the cursor admits nobody (sweep_lagging
+ * after 3 s), instead of admitting fans whose beats say they left.
  */
 import { type RedisClient, registerScripts } from "../redis/scripts.js";
 import { byFanShard, type FanBeats, type StaleBeat } from "./fan-shards.js";
 import { lineKeys, waitingRoomKeys } from "./keys.js";
 import { waitingRoomScripts } from "./scripts.js";
 
-/** Stale beats read per shard per sweep; the rest wait for the next sweep. */
+/** Stale beats read per shard per round; a shard that fills its page is read again at once. */
 export const SWEEP_PER_SHARD = 512;
+/**
+ * How long one sweep keeps reading while a shard still fills its page (a mass of fans left at
+ * once); then the next second's sweep goes on. Below includes/admission.lua SWEEP_LAG_MS (3 s).
+ */
+export const SWEEP_BUDGET_MS = 1_000;
 
 export interface FanSweep {
   /** Beats found stale on the shards. */
@@ -28,16 +37,62 @@ export interface FanSweep {
   abandoned: number;
   /** Beats removed from the shards. */
   forgotten: number;
-  /** When the room recorded the sweep (Redis time, ms); 0: the line cannot lose places yet. */
+  /**
+   * When the room recorded the sweep complete (Redis time, ms); 0: the line cannot lose places
+   * yet, or the sweep is behind.
+   */
   sweptAt: number;
+  /** Rounds read (more than one when a shard had more stale beats than a page). */
+  rounds: number;
+  /** The budget ran out with stale beats still unread: the room did not record the sweep. */
+  behind: boolean;
 }
 
+export interface FanSweepOptions {
+  /** Stale beats read per shard per round (SWEEP_PER_SHARD). */
+  perShard?: number;
+  /** How long to keep reading while behind (SWEEP_BUDGET_MS); 0: one round. */
+  budgetMs?: number;
+}
+
+/**
+ * Sweeps until no shard fills its page (the room then records the sweep complete) or the budget
+ * runs out (it does not, and admission stops once the last complete sweep is 3 s old).
+ */
 export async function sweepFanShards(
   redis: RedisClient,
   beats: FanBeats,
   eventId: string,
-  options: { perShard?: number } = {},
+  options: FanSweepOptions = {},
 ): Promise<FanSweep | null> {
+  const perShard = options.perShard ?? SWEEP_PER_SHARD;
+  const budgetMs = options.budgetMs ?? SWEEP_BUDGET_MS;
+  const started = performance.now();
+  const total: FanSweep = { stale: 0, abandoned: 0, forgotten: 0, sweptAt: 0, rounds: 0, behind: false };
+  for (;;) {
+    const round = await sweepRound(redis, beats, eventId, perShard);
+    if (round === null) return total.rounds === 0 ? null : total;
+    total.rounds += 1;
+    total.stale += round.stale;
+    total.abandoned += round.abandoned;
+    total.forgotten += round.forgotten;
+    total.sweptAt = round.sweptAt;
+    total.behind = round.behind;
+    // A round that gave up nothing cannot shorten the backlog: the page is full of places spared
+    // for now (a clock skew between masters, a rejoin in flight), and the next sweep reads again.
+    if (!round.behind || round.forgotten === 0 || performance.now() - started >= budgetMs) return total;
+  }
+}
+
+interface Round {
+  stale: number;
+  abandoned: number;
+  forgotten: number;
+  sweptAt: number;
+  behind: boolean;
+}
+
+async function sweepRound(redis: RedisClient, beats: FanBeats, eventId: string, limit: number): Promise<Round | null> {
   const k = waitingRoomKeys(eventId);
   const [tail, abandonSeconds, openedAt, drawnAt, drawn] = await redis.hmget(
     k.room,
@@ -48,19 +103,20 @@ export async function sweepFanShards(
     "drawn",
   );
   if (tail === null && abandonSeconds === null) return null;
-  const none: FanSweep = { stale: 0, abandoned: 0, forgotten: 0, sweptAt: 0 };
+  const none: Round = { stale: 0, abandoned: 0, forgotten: 0, sweptAt: 0, behind: false };
   if (!Number(openedAt) || !Number(drawn)) return none;
   const startMs = Math.max(Number(openedAt), Number(drawnAt) || 0);
   const abandonMs = Number(abandonSeconds) * 1000;
-  const limit = options.perShard ?? SWEEP_PER_SHARD;
   const shards = Array.from({ length: beats.shards }, (_, shard) => shard);
-  const stale = (
-    await Promise.all(shards.map((shard) => beats.stale(eventId, shard, { abandonMs, startMs, limit })))
-  ).flat();
+  const pages = await Promise.all(shards.map((shard) => beats.stale(eventId, shard, { abandonMs, startMs, limit })));
+  // A full page may leave more behind it: the sweep is complete only when no shard filled one.
+  const behind = pages.some((page) => page.length >= limit);
+  const stale = pages.flat();
   // Nothing stale still goes to the room: the sweep's time is what lets the line admit.
   const run = registerScripts(redis, waitingRoomScripts);
   const reply = await run<unknown[]>("abandon", lineKeys(k), [
     Number(tail) || 0,
+    behind ? "0" : "1",
     ...stale.flatMap((s) => [s.fanId, s.beat]),
   ]);
   if (!Array.isArray(reply)) throw new Error(`abandon-8: unexpected reply ${String(reply)}`);
@@ -77,5 +133,5 @@ export async function sweepFanShards(
     ),
   );
   const forgotten = removed.reduce((a, b) => a + b, 0);
-  return { stale: stale.length, abandoned: Number(reply[1]), forgotten, sweptAt: Number(reply[3]) };
+  return { stale: stale.length, abandoned: Number(reply[1]), forgotten, sweptAt: Number(reply[3]), behind };
 }

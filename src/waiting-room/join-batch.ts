@@ -88,6 +88,12 @@ export interface PreparedBatch {
   shards: number;
   /** fanId -> ms since its previous heartbeat (fans that had one). */
   ages: ReadonlyMap<string, number>;
+  /**
+   * Takes back the beats written for these fans, whom the line did not take because the room is
+   * gone (-1) or is another one (`reshard`): awaited before their replies, so a fan sent again
+   * writes its new beat after this one went.
+   */
+  untake?: (fanIds: readonly string[]) => Promise<unknown>;
 }
 
 export interface JoinBatcherOptions {
@@ -147,17 +153,29 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
       args.push(j.fanId, bucket, j.limit[0] ?? 0, j.limit[1] ?? 0, j.proofBits, j.invite ? "1" : "0");
     }
     const keys = [...q.lineKeys, ...buckets.keys()];
-    const sent = prepare
+    const sent: Promise<{ reply: unknown; prepared?: PreparedBatch }> = prepare
       ? prepare(
           eventId,
           batch.map((p) => p.request.fanId),
-        ).then(({ epoch, shards, ages }) =>
-          run("joinBatch", keys, [...args, epoch, shards, ...batch.map((p) => ages.get(p.request.fanId) ?? "")]),
-        )
-      : run("joinBatch", keys, [...args, "", 0]);
+        ).then(async (prepared) => {
+          const { epoch, shards, ages } = prepared;
+          const reply = await run("joinBatch", keys, [
+            ...args,
+            epoch,
+            shards,
+            ...batch.map((p) => ages.get(p.request.fanId) ?? ""),
+          ]);
+          return { reply, prepared };
+        })
+      : run("joinBatch", keys, [...args, "", 0]).then((reply) => ({ reply }));
     sent
-      .then((reply) => {
+      .then(async ({ reply, prepared }) => {
         const replies = fanReplies(reply, batch.length);
+        if (prepared?.untake) {
+          const untaken = batch.filter((_, i) => notTaken(replies[i])).map((p) => p.request.fanId);
+          // Best effort: a beat left behind costs a few bytes, never a place.
+          if (untaken.length > 0) await prepared.untake(untaken).catch(() => undefined);
+        }
         for (const [i, p] of batch.entries()) p.resolve(replies[i]);
       })
       .catch((err: unknown) => {
@@ -213,6 +231,11 @@ function forgetIdle(events: Map<string, EventQueue>): void {
   for (const [eventId, q] of events) {
     if (!q.sending && !q.scheduled && q.queue.length === 0) events.delete(eventId);
   }
+}
+
+/** A fan's batch reply that says the line did not take the fan: no room (-1), or another room. */
+function notTaken(reply: unknown): boolean {
+  return reply === -1 || (Array.isArray(reply) && reply[0] === "reshard");
 }
 
 /**

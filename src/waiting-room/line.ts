@@ -47,15 +47,23 @@ async function statusOnce(
     // A room with fan shards: the poll's beat first, on the fan's shard, which says how old the
     // one before it was, so the line can tell a place that lapsed meanwhile (status-10.lua ARGV[6]).
     const room = await ctx.fanLine.roomOf(eventId);
-    const age = room.beats ? await room.beats.poll(eventId, fanId) : null;
+    const polled = room.beats ? await room.beats.poll(eventId, fanId) : null;
     const { reply, outcome } = await ctx.script(
       "status",
       [...lineKeys(k), ip.key, fan.key],
-      [fanId, ...ip.args, ...fan.args, age === null ? "" : age],
+      [fanId, ...ip.args, ...fan.args, polled?.age ?? ""],
     );
     const limited = limitedFrom(reply);
     if (limited) return limited;
-    if (outcome === "not_found") return notFound;
+    if (outcome === "not_found") {
+      if (polled && room.beats) {
+        // The room this process knew is gone: read again next time, and take the beat back (its
+        // shard's keys went with the room; nobody would ever sweep it).
+        ctx.fanLine.forget(eventId);
+        await room.beats.unwrite(eventId, [{ fanId, beat: polled.beat }]).catch(() => undefined);
+      }
+      return notFound;
+    }
     if (outcome === "not_joined") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
     const f = new Fields(reply);

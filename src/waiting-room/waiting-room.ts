@@ -33,6 +33,7 @@ import type { DrandBeacon } from "../lottery/drand.js";
 import type { RoundSource } from "../lottery/drand-relay.js";
 import { type BeaconResult, recordBeacon } from "./beacon.js";
 import { type DrawResult, drawPreQueue } from "./draw.js";
+import type { FanSweepOptions } from "./fan-sweep.js";
 import { createLineViews, type LineViewOptions, type LineViews } from "./line-view.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
@@ -116,6 +117,12 @@ export interface WaitingRoomOptions {
    * Fixed per room when it is created; every process follows the room's. Default 0: none (`seen`).
    */
   fanShards?: number;
+  /**
+   * How the fan shards' sweep reads (fan-sweep.ts): stale beats per shard per round
+   * (SWEEP_PER_SHARD, 512) and how long one sweep keeps reading a backlog (SWEEP_BUDGET_MS, 1 s).
+   * The defaults are for production; tests make them small to build a backlog from a few fans.
+   */
+  fanSweep?: FanSweepOptions;
   /**
    * Where invite identity claims and revocations are kept outside Redis (src/decisions/store.ts):
    * a claim is decided there, a revocation recorded there before Redis ends the session, and
@@ -260,6 +267,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     tokens,
     options.lottery,
     options.onJoinBatch,
+    options.fanSweep,
   );
   base.fanShardsForNewRooms = options.fanShards ?? 0;
   const restorer = createRestorer(base, options.restore, (eventId, input, kept) =>

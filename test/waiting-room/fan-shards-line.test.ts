@@ -42,7 +42,7 @@ afterAll(async () => {
 /** A gateway process: its own connection (so it can die alone) and waiting room. */
 function gateway(
   target: "single" | "cluster",
-  options: { lineCache?: boolean; fanShards?: number } = {},
+  options: { lineCache?: boolean; fanShards?: number; fanSweep?: { perShard?: number; budgetMs?: number } } = {},
 ): { room: WaitingRoom; client: Redis | Cluster } {
   const client =
     target === "single"
@@ -53,6 +53,7 @@ function gateway(
     secret: SECRET,
     fanShards: options.fanShards ?? SHARDS,
     ...(options.lineCache === false ? { lineCache: false } : {}),
+    ...(options.fanSweep ? { fanSweep: options.fanSweep } : {}),
   });
   opened.push({ room, client });
   return { room, client };
@@ -166,6 +167,46 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     expect(Number(await redis.hget(k.room, "sweptAt"))).toBeGreaterThan(Date.now() - 5_000);
   }, 30_000);
 
+  it("a mass of fans leaving at once: nobody who left is admitted while the sweep works through the backlog", async () => {
+    // A sweep reads one stale beat a shard a second here (production: 512 a shard, rounds for up to
+    // a second), so 24 fans leaving at once take several sweeps: the backlog a stadium's line
+    // sees when tens of thousands close the tab in the same minute.
+    const opts = { lineCache: false, fanShards: 3, fanSweep: { perShard: 1, budgetMs: 0 } };
+    const a = gateway(target, opts);
+    const b = gateway(target, opts);
+    const evt = eventId("fsmass");
+    await openLine(a.room, evt, 3);
+    const leavers = fans(24, "ml");
+    const keepers = fans(4, "mk");
+    // The leavers first in line, then the keepers: the cursor must pass every leaver's place.
+    (await fanOut([a.room, b.room], leavers, (r, fanId) => r.join(evt, fanId))).map(ok);
+    (await fanOut([a.room, b.room], keepers, (r, fanId) => r.join(evt, fanId))).map(ok);
+    const joinedAt = Date.now();
+    const k = waitingRoomKeys(evt);
+    const redis = raw(target);
+    const poll = async () => {
+      const polled = await fanOut([a.room, b.room], keepers, (r, fanId) => r.statusOf(evt, fanId));
+      return polled.map((p) => ok(p).place.status);
+    };
+    // The keepers poll (their polls hand out the sweeps) past the abandon time plus the lag gate.
+    while (Date.now() - joinedAt < 3_000 + SWEEP_LAG_MS + 1_500) {
+      expect(await poll()).toEqual(keepers.map(() => "waiting"));
+      await sleep(300);
+    }
+    const recordsAt = await redis.hmget(k.fans, ...leavers);
+    const unswept = recordsAt.filter((r) => r?.startsWith("w|")).length;
+    // Admission on while (on this machine, most likely) leavers still wait unswept.
+    ok(await a.room.updateSettings(evt, { admitPerSecond: 200 }));
+    await until(async () => ((await poll()).every((s) => s === "admitted") ? true : undefined), 30 * 1_000, 300);
+    const records = await redis.hmget(k.fans, ...leavers);
+    for (const [i, fanId] of leavers.entries()) expect(records[i]?.slice(0, 2), fanId).toBe("x|");
+    const stats = ok(await a.room.stats(evt)).stats;
+    expect(stats).toMatchObject({ abandoned: leavers.length, admitted: keepers.length });
+    // The case this is about happened: leavers the sweeps had not reached when admission began (a
+    // sweep a second gives up one a shard, so at least 9 of the 24 were left).
+    expect(unswept).toBeGreaterThan(0);
+  }, 60_000);
+
   it("a fan back after the abandon time learns the loss at its first poll or join, before any sweep", async () => {
     const { room } = gateway(target, { lineCache: false });
     const evt = eventId("fslapse");
@@ -181,6 +222,28 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     expect(back.created).toBe(true);
     expect(back.place.position).toBe(4);
   }, 30_000);
+
+  it("polls and joins of an event removed under a process that knew it leave no beat behind", async () => {
+    const knew = gateway(target, { lineCache: false });
+    const operator = gateway(target, { lineCache: false });
+    const evt = eventId("fsgone");
+    await openLine(knew.room, evt, 30);
+    const ids = fans(12, "gone");
+    (await fanOut([knew.room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
+    for (const fanId of ids) ok(await knew.room.statusOf(evt, fanId));
+    const redis = raw(target);
+    const shardKeys = await shardKeysOf(redis, evt);
+    expect(shardKeys).toHaveLength(SHARDS);
+    ok(await operator.room.remove(evt));
+    // `knew` still holds the room's shards: its polls and joins write their beats first, learn the
+    // room is gone, and take those beats back. All at once.
+    const [polls, joins] = await Promise.all([
+      Promise.all(ids.map((fanId) => knew.room.statusOf(evt, fanId))),
+      Promise.all(fans(12, "late").map((fanId) => knew.room.join(evt, fanId))),
+    ]);
+    for (const p of [...polls, ...joins]) expect(p).toMatchObject({ ok: false, reason: "not_found" });
+    for (const key of shardKeys) expect(await redis.exists(key), key).toBe(0);
+  });
 
   it("a gateway that dies with heartbeats owed costs nobody a place: the fans' next polls reach another", async () => {
     const a = gateway(target);

@@ -204,7 +204,7 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
       const run = registerScripts(raw, waitingRoomScripts);
 
       // Within abandonSeconds of the open nobody is given up, whatever the beats say.
-      const early = await run<unknown[]>("abandon", lineKeys(k), [tail, byPlace.get(1)!, 0]);
+      const early = await run<unknown[]>("abandon", lineKeys(k), [tail, "1", byPlace.get(1)!, 0]);
       expect(early[1]).toBe("0");
       await new Promise((resolve) => setTimeout(resolve, 3_300));
 
@@ -212,7 +212,7 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
       // tail the sweep read (tail 5: it joined after the sweep began).
       const verdicts = [1, 2, 3].flatMap((p) => [byPlace.get(p)!, 0]);
       verdicts.push(byPlace.get(4)!, Date.now(), byPlace.get(6)!, 0);
-      const reply = await run<unknown[]>("abandon", lineKeys(k), [5, ...verdicts]);
+      const reply = await run<unknown[]>("abandon", lineKeys(k), [5, "1", ...verdicts]);
       expect(reply[0]).toBe("abandoned");
       expect(reply[1]).toBe("3");
       expect(Number(reply[3])).toBeGreaterThan(0);
@@ -225,7 +225,7 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
       expect((await raw.zrange(k.gone, "0", "-1")).map(Number)).toEqual([1, 2, 3]);
       expect(Number(await raw.hget(k.room, "abandoned"))).toBe(3);
       // Again: nothing more (those records are no longer waiting), and those three are done.
-      const again = await run<unknown[]>("abandon", lineKeys(k), [5, ...verdicts]);
+      const again = await run<unknown[]>("abandon", lineKeys(k), [5, "1", ...verdicts]);
       expect(again[1]).toBe("0");
       expect((again[5] as string[]).sort()).toEqual([1, 2, 3].map((p) => byPlace.get(p)!).sort());
 
@@ -242,7 +242,7 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
       );
       ok(await gw.room.join(pre, "early"));
       const kp = waitingRoomKeys(pre);
-      expect(await run<unknown[]>("abandon", lineKeys(kp), [1, "early", 0])).toEqual([
+      expect(await run<unknown[]>("abandon", lineKeys(kp), [1, "1", "early", 0])).toEqual([
         "abandoned",
         "0",
         "sweptAt",
@@ -258,6 +258,39 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
 });
 
 describe("a sweep of the fan shards (sweepFanShards)", () => {
+  it("a backlog bigger than a page: a round that is behind records no sweep; reading on catches up and records it", async () => {
+    const room = createWaitingRoom({ redis: single, secret: SECRET, lineCache: false });
+    try {
+      const beats = createFanBeats(single, { shards: 3 });
+      const evt = roomEventId("fsbacklog");
+      await openPausedLine(room, evt);
+      const ids = fans(30, "bl");
+      await beats.joined(evt, ids);
+      await Promise.all(ids.map((fanId) => room.join(evt, fanId).then(ok)));
+      const k = waitingRoomKeys(evt);
+      // A complete sweep before anyone lapsed: recorded.
+      const before = await sweepFanShards(single, beats, evt, { perShard: 2 });
+      expect(before).toMatchObject({ stale: 0, rounds: 1, behind: false });
+      const recorded = Number(await single.hget(k.room, "sweptAt"));
+      expect(recorded).toBe(before!.sweptAt);
+      // Everyone stops; after the abandon time, one round of 2 a shard leaves 24 unread.
+      await new Promise((resolve) => setTimeout(resolve, 3_300));
+      const one = await sweepFanShards(single, beats, evt, { perShard: 2, budgetMs: 0 });
+      expect(one).toMatchObject({ stale: 6, abandoned: 6, forgotten: 6, rounds: 1, behind: true, sweptAt: 0 });
+      expect(Number(await single.hget(k.room, "sweptAt"))).toBe(recorded);
+      // With a budget, rounds follow at once until no shard fills its page; then it is recorded.
+      const rest = await sweepFanShards(single, beats, evt, { perShard: 2 });
+      expect(rest).toMatchObject({ stale: 24, abandoned: 24, forgotten: 24, behind: false });
+      expect(rest!.rounds).toBeGreaterThanOrEqual(5);
+      expect(rest!.sweptAt).toBeGreaterThan(recorded);
+      expect(Number(await single.hget(k.room, "sweptAt"))).toBe(rest!.sweptAt);
+      const records = await single.hmget(k.fans, ...ids);
+      expect(records.every((r) => r?.startsWith("x|"))).toBe(true);
+    } finally {
+      await room.close();
+    }
+  }, 30_000);
+
   it.each([
     ["one server", () => single as Redis | Cluster],
     ["a 3-master cluster", () => onCluster as Redis | Cluster],
