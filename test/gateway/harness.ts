@@ -84,6 +84,9 @@ export async function startGateway(options: {
     ...(options.invites ? { invites: options.invites } : {}),
     ...(options.notify ? { notify: options.notify } : {}),
     ...(options.lineCache === false ? { lineCache: false } : {}),
+    // TEST_FAN_SHARDS=K: the rooms these gateways create keep their heartbeats in K fan shards
+    // (WAITING_ROOM_FAN_SHARDS), to run a suite in that mode, as test/waiting-room/helpers.ts does.
+    ...(Number(process.env.TEST_FAN_SHARDS ?? 0) > 0 ? { fanShards: Number(process.env.TEST_FAN_SHARDS) } : {}),
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     queues: options.workers ?? false,
     ...(options.deliverWebhooks
