@@ -164,6 +164,7 @@ export function statsFrom(f: Fields): WaitingRoomStats {
     lastPosition: f.num("tail"),
     preQueued: f.num("preCount"),
     drawing: f.num("openedAt") > 0 && !f.flag("drawn"),
+    awaitingSweep: f.flag("awaitingSweep"),
     at: iso(f.num("now")),
   };
 }

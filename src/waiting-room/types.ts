@@ -100,6 +100,11 @@ export interface WaitingRoomStats {
   lastPosition: number;
   /** Size of the drawn pre-queue (0 before the draw). */
   preQueued: number;
+  /**
+   * A room with fan shards admits nobody now: its last completed sweep of lost places is over 3 s
+   * old (a backlog of fans who left, or no gateway could sweep). Always false without shards.
+   */
+  awaitingSweep: boolean;
   /** The pre-queue has closed and its draw is not done yet (waiting for its beacon, or running). */
   drawing: boolean;
   /** Redis time the figures were taken at. */

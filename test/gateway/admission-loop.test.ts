@@ -103,9 +103,11 @@ describe("closed-loop admission", () => {
     });
 
     const stats = (await (await gw.request(`/v1/admin/events/${eventId}/stats`, { token: ADMIN_TOKEN })).json()) as {
-      waitingRoom: { settings: { autoAdmit: unknown } };
+      waitingRoom: { settings: { autoAdmit: unknown }; awaitingSweep: boolean };
     };
     expect(stats.waitingRoom.settings.autoAdmit).toMatchObject({ enabled: false, targetClaimP99Ms: 300 });
+    // Nothing waits for a sweep here (with fan shards, TEST_FAN_SHARDS, only a sweep more than 3 s late would).
+    expect(stats.waitingRoom.awaitingSweep).toBe(false);
     const history = (await (
       await gw.request(`/v1/admin/events/${eventId}/waiting-room/history`, { token: ADMIN_TOKEN })
     ).json()) as { changes: { by?: string; settings: Record<string, { from?: string; to: string }> }[] };

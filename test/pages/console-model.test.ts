@@ -325,6 +325,21 @@ describe("the console's poll", () => {
     s.model.disconnect();
   });
 
+  it("says when admission waits for the sweep of fans who left (a room with fan shards)", async () => {
+    const waiting = (awaitingSweep: boolean): Stats => ({
+      ...STATS,
+      waitingRoom: { state: "open", effectiveAdmitPerSecond: 0, servedThrough: 10, awaitingSweep },
+    });
+    let polled = waiting(true);
+    const s = setup(() => ok(polled));
+    await s.model.connect("evt");
+    expect(s.view.rooms.at(-1)?.inForce).toContain("admission waits for the sweep of fans who left");
+    polled = waiting(false);
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(s.view.rooms.at(-1)?.inForce).not.toContain("sweep");
+    s.model.disconnect();
+  });
+
   it("plans the loop's bounds against the last poll's, and says what they are once applied", async () => {
     const autoAdmit = {
       enabled: true,

@@ -153,7 +153,7 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
       for (const p of polled) expect(ok(p).place.status).toBe("waiting");
       await sleep(100);
     }
-    expect(ok(await room.stats(evt)).stats.admitted).toBe(0);
+    expect(ok(await room.stats(evt)).stats).toMatchObject({ admitted: 0, awaitingSweep: true });
     // The sweep may be handed out again: the next poll takes it, and the line moves.
     await redis.hset(k.room, "sweepAt", "0");
     await until(
@@ -165,6 +165,7 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
       100,
     );
     expect(Number(await redis.hget(k.room, "sweptAt"))).toBeGreaterThan(Date.now() - 5_000);
+    expect(ok(await room.stats(evt)).stats.awaitingSweep).toBe(false);
   }, 30_000);
 
   it("a mass of fans leaving at once: nobody who left is admitted while the sweep works through the backlog", async () => {

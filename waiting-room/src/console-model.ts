@@ -457,6 +457,7 @@ export class ConsoleModel extends Observed<ConsoleView> {
     const parts = [`admitPerSecond ${this.inForce.admitPerSecond ?? "?"}`];
     if (this.inForce.maxActive !== undefined) parts.push(`maxActive ${this.inForce.maxActive}`);
     if (stats.waitingRoom) parts.push(`effective ${rate(stats.waitingRoom.effectiveAdmitPerSecond)}/s`);
+    if (stats.waitingRoom?.awaitingSweep) parts.push("admission waits for the sweep of fans who left");
     return {
       state: this.state,
       label: this.state === "paused" && rateZero && !paused ? "paused (rate 0)" : this.state || "unknown",

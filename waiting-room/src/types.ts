@@ -135,6 +135,8 @@ export interface Stats {
     state: string;
     effectiveAdmitPerSecond: number;
     servedThrough: number;
+    /** A room with fan shards admits nobody until its sweep of lost places catches up. */
+    awaitingSweep?: boolean;
     settings?: { admitPerSecond: number; maxActive: number; autoAdmit?: AutoAdmitSettings };
   };
   /** When seats, areas and purchases were counted (a shared snapshot, at most about 5 s old). */

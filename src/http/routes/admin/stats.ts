@@ -34,6 +34,11 @@ const Stats = z
       state: z.string(),
       effectiveAdmitPerSecond: z.number(),
       servedThrough: z.number(),
+      awaitingSweep: z.boolean().openapi({
+        description:
+          "A room with fan shards admits nobody now: its last completed sweep of lost places is over 3 s old " +
+          "(a backlog of fans who left at once, or no gateway could sweep). Always false without fan shards.",
+      }),
       settings: z
         .object({
           admitPerSecond: z.number(),
@@ -127,6 +132,7 @@ export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => 
         state: queue?.state ?? "unavailable",
         effectiveAdmitPerSecond: queue?.effectiveAdmitPerSecond ?? 0,
         servedThrough: queue?.servedThrough ?? 0,
+        awaitingSweep: queue?.awaitingSweep ?? false,
         ...(room.ok
           ? {
               settings: {
