@@ -16,6 +16,10 @@
  *      admitted stops. The room admits BENCH_ADMIT_PER_SECOND meanwhile, so the fans near the head
  *      poll Redis (status-10.lua) and the others are answered from each gateway's cached view,
  *      whose refreshes carry their heartbeats.
+ *   3. leaves: every fan still waiting stops polling at once (a mass of closed tabs); from just
+ *      before their places can be lost (BENCH_ABANDON_SECONDS after their last poll) until every one
+ *      is given up, by the line's own means: the tick's sweep of `seen` in each line script (no fan
+ *      shards), or the fan shards' sweep handed to a gateway once a second (fan-sweep.ts).
  *
  * Redis cost is each redis-server's CPU (INFO cpu, used_cpu_user + used_cpu_sys) over the phase,
  * less what that server spends idle (its cron and the cluster bus, measured for
@@ -57,6 +61,8 @@ const env = z
     BENCH_POLL_SECONDS: z.coerce.number().positive().default(5),
     BENCH_IDLE_SECONDS: z.coerce.number().positive().default(2),
     BENCH_ADMIT_PER_SECOND: z.coerce.number().nonnegative().default(50),
+    /** The room's abandonSeconds: how long after the polls stop the leaves phase begins. */
+    BENCH_ABANDON_SECONDS: z.coerce.number().int().min(3).max(14).default(6),
     /** Fan shards of the room (WAITING_ROOM_FAN_SHARDS): 0 keeps the heartbeats on the event's slot. */
     BENCH_FAN_SHARDS: z.coerce.number().int().min(0).max(256).default(0),
   })
@@ -86,7 +92,7 @@ interface MasterCost {
 }
 
 interface Phase {
-  name: "joins" | "polls";
+  name: "joins" | "polls" | "leaves";
   ops: number;
   seconds: number;
   perSecond: number;
@@ -214,6 +220,7 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
         admitPerSecond: env.BENCH_ADMIT_PER_SECOND,
         maxActive: 1_000_000,
         sessionSeconds: 900,
+        abandonSeconds: env.BENCH_ABANDON_SECONDS,
       }),
       "configure",
     );
@@ -282,8 +289,36 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
     const countersAfter = rooms.map((r) => r.lineCacheCounters());
     const refreshes = countersAfter.reduce((s, c, i) => s + c.refreshes - (countersBefore[i]?.refreshes ?? 0), 0);
     const beats = countersAfter.reduce((s, c, i) => s + c.beats - (countersBefore[i]?.beats ?? 0), 0);
-    const snapshot = await rooms[0]!.stats(eventId);
-    const admittedTotal = snapshot.ok ? snapshot.stats.admitted : Number.NaN;
+    const pollsEnded = performance.now();
+    const statsNow = async () => {
+      const s = await rooms[0]!.stats(eventId);
+      if (!s.ok) throw new Error(`stats failed: ${JSON.stringify(s)}`);
+      return s.stats;
+    };
+    // Admission paused first, so every fan still waiting is one the line must give up (not admit).
+    ok(await rooms[0]!.updateSettings(eventId, { paused: true }), "pause");
+    const snapshot = { stats: await statsNow() };
+    const admittedTotal = snapshot.stats.admitted;
+
+    // Leaves: nobody polls from now on. A gateway's view keeps refreshing for 15 s after its last
+    // poll (line-view.ts VIEW_IDLE_MS), and those refreshes run the tick and hand out the sweeps,
+    // as they would while the rest of a real line polls on.
+    const leavers = snapshot.stats.waiting;
+    const abandonedBefore = snapshot.stats.abandoned;
+    await sleep(Math.max(0, pollsEnded + env.BENCH_ABANDON_SECONDS * 1000 - 300 - performance.now()));
+    let sweptAt = 0;
+    const leaves = await costed(admins, idleUsPerSecond, eventPort, async () => {
+      const started = performance.now();
+      for (;;) {
+        const given = (await statsNow()).abandoned - abandonedBefore;
+        if (given >= leavers) {
+          sweptAt = performance.now() - started;
+          return given;
+        }
+        if (performance.now() - started > 8_000) throw new Error(`leaves: ${given} of ${leavers} given up in 8 s`);
+        await sleep(20);
+      }
+    });
 
     return {
       masters: masterCount,
@@ -294,6 +329,12 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
           polls,
           `${cachedPolls} answered from the cached view, ${polls.ops - cachedPolls} by status-10; ` +
             `${refreshes} view refreshes carrying ${beats} heartbeats; ${admittedTotal} admitted; at most ${maxInFlight} in flight`,
+        ),
+        phaseOf(
+          "leaves",
+          leaves,
+          `${leavers} fans stopped at once; all given up ${(sweptAt / 1000).toFixed(2)} s after the watch began ` +
+            `(0.3 s before the first could be)`,
         ),
       ],
     };
@@ -336,7 +377,7 @@ async function main(): Promise<void> {
     for (const p of r.phases) {
       lines.push(
         `  ${p.name}: ${p.ops} in ${p.seconds.toFixed(2)} s = ${Math.round(p.perSecond)}/s driven; ` +
-          `${p.usPerOp.toFixed(2)} us of Redis CPU per ${p.name === "joins" ? "join" : "poll"}; ` +
+          `${p.usPerOp.toFixed(2)} us of Redis CPU per ${{ joins: "join", polls: "poll", leaves: "place given up" }[p.name]}; ` +
           `busiest master ${pct(p.busiestShare).trim()}; ceiling ${rate(p.ceilingPerSecond).trim()}/s; ${p.notes}`,
       );
       lines.push(
@@ -353,10 +394,10 @@ async function main(): Promise<void> {
   }
   lines.push(
     "",
-    `${"masters".padEnd(9)}${"joins/s".padStart(9)}${"join ceil/s".padStart(13)}${"busiest".padStart(9)}${"polls/s".padStart(9)}${"poll ceil/s".padStart(13)}${"busiest".padStart(9)}`,
+    `${"masters".padEnd(9)}${"joins/s".padStart(9)}${"join ceil/s".padStart(13)}${"busiest".padStart(9)}${"polls/s".padStart(9)}${"poll ceil/s".padStart(13)}${"busiest".padStart(9)}${"leave ceil/s".padStart(14)}${"busiest".padStart(9)}`,
     ...results.map((r) => {
-      const [j, p] = r.phases as [Phase, Phase];
-      return `${String(r.masters).padEnd(9)}${Math.round(j.perSecond).toString().padStart(9)}${rate(j.ceilingPerSecond).padStart(13)}${pct(j.busiestShare).padStart(9)}${Math.round(p.perSecond).toString().padStart(9)}${rate(p.ceilingPerSecond).padStart(13)}${pct(p.busiestShare).padStart(9)}`;
+      const [j, p, l] = r.phases as [Phase, Phase, Phase];
+      return `${String(r.masters).padEnd(9)}${Math.round(j.perSecond).toString().padStart(9)}${rate(j.ceilingPerSecond).padStart(13)}${pct(j.busiestShare).padStart(9)}${Math.round(p.perSecond).toString().padStart(9)}${rate(p.ceilingPerSecond).padStart(13)}${pct(p.busiestShare).padStart(9)}${rate(l.ceilingPerSecond).padStart(14)}${pct(l.busiestShare).padStart(9)}`;
     }),
   );
   process.stdout.write(`${lines.join("\n")}\n`);
