@@ -16,9 +16,9 @@
  *      admitted stops. The room admits BENCH_ADMIT_PER_SECOND meanwhile, so the fans near the head
  *      poll Redis (status-10.lua) and the others are answered from each gateway's cached view,
  *      whose refreshes carry their heartbeats.
- *   3. leaves: every fan still waiting stops polling at once (a mass of closed tabs); from just
- *      before their places can be lost (BENCH_ABANDON_SECONDS after their last poll) until every one
- *      is given up, by the line's own means: the tick's sweep of `seen` in each line script (no fan
+ *   3. leaves: admission paused, every fan still waiting stops polling at once (a mass of closed
+ *      tabs); from 0.3 s before the first place can be lost (BENCH_ABANDON_SECONDS after a fan's
+ *      last poll, which were spread over the last poll interval) until every one is given up, by the line's own means: the tick's sweep of `seen` in each line script (no fan
  *      shards), or the fan shards' sweep handed to a gateway once a second (fan-sweep.ts).
  *
  * Redis cost is each redis-server's CPU (INFO cpu, used_cpu_user + used_cpu_sys) over the phase,
@@ -305,7 +305,10 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
     // as they would while the rest of a real line polls on.
     const leavers = snapshot.stats.waiting;
     const abandonedBefore = snapshot.stats.abandoned;
-    await sleep(Math.max(0, pollsEnded + env.BENCH_ABANDON_SECONDS * 1000 - 300 - performance.now()));
+    // The fans' last polls were spread over the last poll interval: the watch begins 0.3 s before
+    // the earliest of them can be lost, so every sweep is inside it.
+    const leadMs = env.BENCH_POLL_INTERVAL_MS + 300;
+    await sleep(Math.max(0, pollsEnded + env.BENCH_ABANDON_SECONDS * 1000 - leadMs - performance.now()));
     let sweptAt = 0;
     const leaves = await costed(admins, idleUsPerSecond, eventPort, async () => {
       const started = performance.now();
@@ -334,7 +337,7 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
           "leaves",
           leaves,
           `${leavers} fans stopped at once; all given up ${(sweptAt / 1000).toFixed(2)} s after the watch began ` +
-            `(0.3 s before the first could be)`,
+            `(the first could be from 0.3 s, the last from ${(leadMs / 1000).toFixed(1)} s)`,
         ),
       ],
     };
