@@ -23,9 +23,9 @@
   Returns { 'abandoned', n, 'sweptAt', now, 'done', { fanId, ... } }: sweptAt is recorded in the
   room when the line could lose places and the sweep is complete (0 otherwise: a sweep that is
   behind does not count, so includes/admission.lua sweep_lagging stops admission until the backlog
-  is swept, rather than the cursor admitting fans whose beats wait unread); `done` lists the fans whose beats the shard may
-  forget (given up now, or no longer in line: admitted, ended, abandoned before, unknown), and
-  leaves out every fan spared above, whose beat must stay for a later sweep. Or
+  is swept, rather than the cursor admitting fans whose beats wait unread); `done` lists the fans
+  whose beats the shard may forget (given up now, or no longer in line: admitted, ended, abandoned
+  before, unknown), and leaves out every fan spared above, whose beat must stay for a later sweep. Or
     -1  unknown event
 ]]
 --- @include "fans"
