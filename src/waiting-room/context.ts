@@ -144,11 +144,13 @@ export function createRoomContext(
         const room = await fanLine.roomOf(eventId);
         const beats = room.beats;
         if (!beats) return { epoch: room.epoch, shards: room.shards, ages: new Map<string, number>() };
-        const { ages, written } = await beats.joined(eventId, fanIds);
+        const { ages, written, failed, error } = await beats.joined(eventId, fanIds);
         return {
           epoch: room.epoch,
           shards: room.shards,
           ages,
+          // A shard that failed (its master failing over): its fans are answered 503, the rest join.
+          ...(failed.length > 0 ? { failed: { fanIds: new Set(failed), error } } : {}),
           // The room gone or created again since this process read it: the beats go back.
           untake: (untaken) => {
             fanLine.forget(eventId);

@@ -120,6 +120,36 @@ export function fanShardOf(fanId: string, shards: number): number {
   return hash % shards;
 }
 
+/** One part of a batch of beats: its fans, and the shard's reply (null: it failed or was late). */
+interface BeatsPart {
+  ids: string[];
+  reply: unknown[] | null;
+  error?: unknown;
+}
+
+/**
+ * A call's reply, or null with the error when it fails or, given `ms`, takes longer (the call runs
+ * on regardless: a beat that lands late is harmless).
+ */
+function settle(call: Promise<unknown[]>, ms?: number): Promise<Pick<BeatsPart, "reply" | "error">> {
+  return new Promise((resolve) => {
+    const timer =
+      ms === undefined
+        ? undefined
+        : setTimeout(() => resolve({ reply: null, error: new Error(`fan shard: no answer in ${ms} ms`) }), ms);
+    call.then(
+      (reply) => {
+        clearTimeout(timer);
+        resolve({ reply });
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        resolve({ reply: null, error });
+      },
+    );
+  });
+}
+
 /** The beats key of a shard tag. */
 export function beatsKeyOf(tag: string): string {
   return `wr:{${tag}}:beats`;
@@ -164,6 +194,18 @@ export interface JoinedBeats {
   ages: Map<string, number>;
   /** The beat written for each fan (its shard master's clock). */
   written: StaleBeat[];
+  /** Fans whose shard failed the call (its master failing over): no beat, so no place either. */
+  failed: string[];
+  /** The first such failure. */
+  error?: unknown;
+}
+
+/** What `kept` did with a refresh's heartbeats. */
+export interface KeptBeats {
+  /** Fans no longer present on their shards (their next poll asks Redis). */
+  missing: string[];
+  /** Fans whose shard did not answer in time or failed (a master failing over): still owed. */
+  unsent: string[];
 }
 
 /** What `poll` wrote: the previous beat's age (null: none), and the beat written. */
@@ -184,6 +226,11 @@ export interface FanBeats {
   joined(eventId: string, fanIds: readonly string[]): Promise<JoinedBeats>;
   /** Polls: each fan still present recorded as seen now; returns those no longer present. */
   polled(eventId: string, fanIds: readonly string[]): Promise<string[]>;
+  /**
+   * As `polled`, shard by shard: a shard that fails or does not answer within `waitMs` does not
+   * fail the others; its fans come back as `unsent`, for the caller to send again.
+   */
+  kept(eventId: string, fanIds: readonly string[], waitMs: number): Promise<KeptBeats>;
   /**
    * A poll Redis answers: the fan recorded as seen now; returns how long ago (ms) its previous
    * beat was, or null when its shard had none.
@@ -231,17 +278,18 @@ export function createFanBeats(
     if (!k) throw new RangeError(`fan shard ${shard} of ${shards}`);
     return k.beats;
   };
-  const each = async (eventId: string, fanIds: readonly string[], mode: "join" | "keep") => {
-    const calls: Promise<unknown[]>[] = [];
-    const sent: string[][] = [];
+  // One call per shard touched (and per BEATS_PER_CALL fans), all at once; each part answered on
+  // its own, so one shard failing (its master failing over) fails only its fans.
+  const each = (eventId: string, fanIds: readonly string[], mode: "join" | "keep", waitMs?: number) => {
+    const parts: Promise<BeatsPart>[] = [];
     for (const [shard, ids] of byFanShard(fanIds, shards)) {
       for (let i = 0; i < ids.length; i += BEATS_PER_CALL) {
         const part = ids.slice(i, i + BEATS_PER_CALL);
-        sent.push(part);
-        calls.push(run<unknown[]>("beats", [beatsKey(eventId, shard)], [mode, ...part]));
+        const call = run<unknown[]>("beats", [beatsKey(eventId, shard)], [mode, ...part]);
+        parts.push(settle(call, waitMs).then((answer) => ({ ids: part, ...answer })));
       }
     }
-    return { replies: await Promise.all(calls), sent };
+    return Promise.all(parts);
   };
   const forget = async (eventId: string, shard: number, beats: readonly StaleBeat[]): Promise<number> => {
     if (beats.length === 0) return 0;
@@ -252,22 +300,38 @@ export function createFanBeats(
   return {
     shards,
     async joined(eventId, fanIds) {
-      const { replies, sent } = await each(eventId, fanIds, "join");
       const ages = new Map<string, number>();
       const written: StaleBeat[] = [];
-      for (const [c, reply] of replies.entries()) {
+      const failed: string[] = [];
+      let error: unknown;
+      for (const { ids, reply, error: e } of await each(eventId, fanIds, "join")) {
+        if (!reply) {
+          failed.push(...ids);
+          error ??= e;
+          continue;
+        }
         const beat = Number(reply[0]);
-        for (const [i, fanId] of (sent[c] as string[]).entries()) {
+        for (const [i, fanId] of ids.entries()) {
           const age = reply[i + 1];
           if (age !== "" && age !== null && age !== undefined) ages.set(fanId, Number(age));
           written.push({ fanId, beat });
         }
       }
-      return { ages, written };
+      return { ages, written, failed, ...(failed.length > 0 ? { error } : {}) };
     },
     async polled(eventId, fanIds) {
-      const { replies } = await each(eventId, fanIds, "keep");
-      return replies.flatMap((reply) => reply.slice(1).map(String));
+      const parts = await each(eventId, fanIds, "keep");
+      const failed = parts.find((p) => !p.reply);
+      if (failed) throw failed.error;
+      return parts.flatMap((p) => (p.reply as unknown[]).slice(1).map(String));
+    },
+    async kept(eventId, fanIds, waitMs) {
+      const out: KeptBeats = { missing: [], unsent: [] };
+      for (const { ids, reply } of await each(eventId, fanIds, "keep", waitMs)) {
+        if (!reply) out.unsent.push(...ids);
+        else out.missing.push(...reply.slice(1).map(String));
+      }
+      return out;
     },
     async poll(eventId, fanId) {
       const reply = await run<unknown[]>("beats", [beatsKey(eventId, fanShardOf(fanId, shards))], ["poll", fanId]);

@@ -94,6 +94,11 @@ export interface PreparedBatch {
    * writes its new beat after this one went.
    */
   untake?: (fanIds: readonly string[]) => Promise<unknown>;
+  /**
+   * Fans whose heartbeat could not be written (their fan shard failing): each is answered with
+   * this error (a 503 to the fan) and left out of the call, so the rest of the batch goes on.
+   */
+  failed?: { fanIds: ReadonlySet<string>; error: unknown };
 }
 
 export interface JoinBatcherOptions {
@@ -140,46 +145,50 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     counters.joins += batch.length;
     counters.largest = Math.max(counters.largest, batch.length);
     onBatch?.(batch.length);
-    // Each client IP's bucket once in KEYS, numbered from 1 after the line's keys.
-    const buckets = new Map<string, number>();
-    const args: (string | number)[] = [batch.length];
-    for (const { request: j } of batch) {
-      const limited = (j.limit[0] ?? 0) > 0;
-      let bucket = 0;
-      if (limited) {
-        bucket = buckets.get(j.bucket) ?? buckets.size + 1;
-        buckets.set(j.bucket, bucket);
+    // The batch's call: each client IP's bucket once in KEYS, numbered from 1 after the line's keys.
+    const call = (fans: Pending[], tail: (string | number)[]) => {
+      const buckets = new Map<string, number>();
+      const args: (string | number)[] = [fans.length];
+      for (const { request: j } of fans) {
+        const limited = (j.limit[0] ?? 0) > 0;
+        let bucket = 0;
+        if (limited) {
+          bucket = buckets.get(j.bucket) ?? buckets.size + 1;
+          buckets.set(j.bucket, bucket);
+        }
+        args.push(j.fanId, bucket, j.limit[0] ?? 0, j.limit[1] ?? 0, j.proofBits, j.invite ? "1" : "0");
       }
-      args.push(j.fanId, bucket, j.limit[0] ?? 0, j.limit[1] ?? 0, j.proofBits, j.invite ? "1" : "0");
-    }
-    const keys = [...q.lineKeys, ...buckets.keys()];
+      return run("joinBatch", [...q.lineKeys, ...buckets.keys()], [...args, ...tail]);
+    };
+    // Who goes in the call: the batch, less the fans `prepare` could not write a beat for.
+    let going = batch;
     const sent: Promise<{ reply: unknown; prepared?: PreparedBatch }> = prepare
       ? prepare(
           eventId,
           batch.map((p) => p.request.fanId),
         ).then(async (prepared) => {
-          const { epoch, shards, ages } = prepared;
-          const reply = await run("joinBatch", keys, [
-            ...args,
-            epoch,
-            shards,
-            ...batch.map((p) => ages.get(p.request.fanId) ?? ""),
-          ]);
+          const { epoch, shards, ages, failed } = prepared;
+          if (failed && failed.fanIds.size > 0) {
+            going = batch.filter((p) => !failed.fanIds.has(p.request.fanId));
+            for (const p of batch) if (failed.fanIds.has(p.request.fanId)) p.reject(failed.error);
+            if (going.length === 0) return { reply: [[]], prepared };
+          }
+          const reply = await call(going, [epoch, shards, ...going.map((p) => ages.get(p.request.fanId) ?? "")]);
           return { reply, prepared };
         })
-      : run("joinBatch", keys, [...args, "", 0]).then((reply) => ({ reply }));
+      : call(batch, ["", 0]).then((reply) => ({ reply }));
     sent
       .then(async ({ reply, prepared }) => {
-        const replies = fanReplies(reply, batch.length);
+        const replies = fanReplies(reply, going.length);
         if (prepared?.untake) {
-          const untaken = batch.filter((_, i) => notTaken(replies[i])).map((p) => p.request.fanId);
+          const untaken = going.filter((_, i) => notTaken(replies[i])).map((p) => p.request.fanId);
           // Best effort: a beat left behind costs a few bytes, never a place.
           if (untaken.length > 0) await prepared.untake(untaken).catch(() => undefined);
         }
-        for (const [i, p] of batch.entries()) p.resolve(replies[i]);
+        for (const [i, p] of going.entries()) p.resolve(replies[i]);
       })
       .catch((err: unknown) => {
-        for (const p of batch) p.reject(err);
+        for (const p of going) p.reject(err);
       })
       .finally(() => {
         q.sending = false;

@@ -23,11 +23,13 @@
  */
 import { createLocalBuckets } from "../local-buckets.js";
 import { redisReady } from "../redis/availability.js";
+import { onceEvery } from "../throttle.js";
 import { adviseFan } from "./advice.js";
 import type { RoomContext } from "./context.js";
 import { keysFor } from "./context.js";
 import { lineKeys } from "./keys.js";
 import { Fields, iso, ReplyShapeError, ROOM_STATES } from "./replies.js";
+import type { KeptBeats } from "./fan-shards.js";
 import type { FanPlace, RateLimited, RoomState, StatusLimits } from "./types.js";
 
 /** How often the view is read (and the heartbeats sent), per event, while it is polled. */
@@ -46,6 +48,13 @@ const NEAR_ON_SALE_MS = 1_000;
  * leaves the rest uncounted (an over-estimate, so an ETA on the safe side) until the cursor nears.
  */
 const GONE_LISTED = 2_000;
+/**
+ * How long a refresh waits for a fan shard to take its heartbeats (a room with fan shards); a shard
+ * slower than that, or failing (its master failing over), keeps them owed for the next refresh,
+ * and the view is used meanwhile: one shard's trouble must not send every poll of the event to Redis.
+ */
+const KEEP_WAIT_MS = 300;
+const NOTHING_KEPT: KeptBeats = { missing: [], unsent: [] };
 /** Heartbeats per script call (Lua's unpack stack), the rest in further calls of the same refresh. */
 const BEATS_PER_CALL = 2_000;
 /** Fans remembered per event; the least recently learned go first (their next poll asks Redis). */
@@ -167,6 +176,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   const lines = new Map<string, EventLine>();
   const buckets = createLocalBuckets();
   const counts = { answered: 0, refreshes: 0, beats: 0, missing: 0 };
+  const unsentLogDue = onceEvery(10_000);
 
   async function refresh(eventId: string, line: EventLine): Promise<void> {
     if (line.refreshing) return;
@@ -188,17 +198,17 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       const sent = await ctx.guarded("lineView", eventId, async () => {
         const room = await ctx.fanLine.roomOf(eventId);
         if (room.beats) {
-          const [view, missing] = await Promise.all([
+          const [view, kept] = await Promise.all([
             ctx.script("lineView", keys, [GONE_LISTED]),
-            beats.length > 0 ? room.beats.polled(eventId, beats) : Promise.resolve([]),
+            beats.length > 0 ? room.beats.kept(eventId, beats, KEEP_WAIT_MS) : Promise.resolve(NOTHING_KEPT),
           ]);
-          return { room, replies: [view], missing };
+          return { room, replies: [view], missing: kept.missing, unsent: kept.unsent };
         }
         const chunks: string[][] = [];
         for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
         if (chunks.length === 0) chunks.push([]);
         const replies = await Promise.all(chunks.map((ids) => ctx.script("lineView", keys, [GONE_LISTED, ...ids])));
-        return { room, replies, missing: [] as string[] };
+        return { room, replies, missing: [] as string[], unsent: [] as string[] };
       });
       if ("ok" in sent) throw new Error(sent.message);
       const fetchedAt = Date.now();
@@ -230,8 +240,15 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       }
       counts.missing += missingAll.length;
       for (const fanId of missingAll) line.fans.delete(fanId);
+      // Heartbeats a shard did not take: still owed, with the next refresh. Those fans' places
+      // cannot be lost meanwhile (no sweep completes without every shard, and the line admits
+      // nobody once the last completed one is 3 s old); they keep being answered here.
+      for (const fanId of sent.unsent) if (line.fans.has(fanId)) line.beats.add(fanId);
+      if (sent.unsent.length > 0 && unsentLogDue(eventId)) {
+        ctx.log?.warn({ eventId, unsent: sent.unsent.length }, "a fan shard did not take its heartbeats: sent again");
+      }
       counts.refreshes += 1;
-      counts.beats += beats.length;
+      counts.beats += beats.length - sent.unsent.length;
       if (latest && line.view && latest.epoch !== line.view.epoch) line.fans.clear();
       line.view = line.stale ? null : latest;
     } catch (err) {

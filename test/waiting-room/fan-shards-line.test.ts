@@ -246,6 +246,74 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     for (const key of shardKeys) expect(await redis.exists(key), key).toBe(0);
   });
 
+  it("one fan shard failing: every poll is still answered from the cache, and its heartbeats are sent once it is back", async () => {
+    const { room } = gateway(target);
+    const evt = eventId("fsfail");
+    await openLine(room, evt, 30);
+    // Two fans first, on a shard that stays up: a poll whose turn is near (ahead < 2) always asks
+    // Redis, and those two are not polled here.
+    const head = fans(40, "sfhead")
+      .filter((fanId) => fanShardOf(fanId, SHARDS) !== 0)
+      .slice(0, 2);
+    for (const fanId of head) ok(await room.join(evt, fanId));
+    const ids = fans(36, "sf");
+    (await fanOut([room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
+    const pollAll = () => Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
+    // Known to this process and its view fresh: answered from the cache.
+    for (let t = 0; t < 3; t++) {
+      (await pollAll()).map(ok);
+      await sleep(150);
+    }
+    const redis = raw(target);
+    const shardKeys = await shardKeysOf(redis, evt);
+    const broken = shardKeys[0]!;
+    const onBroken = ids.filter((fanId) => fanShardOf(fanId, SHARDS) === 0);
+    expect(onBroken.length).toBeGreaterThan(0);
+    // Shard 0 fails every call (as a master failing over would, but at once and for good): its
+    // key is no longer a sorted set.
+    await redis.del(broken);
+    await redis.set(broken, "not a zset");
+    const before = room.lineCacheCounters().answered;
+    let polls = 0;
+    for (let t = 0; t < 6; t++) {
+      const polled = await pollAll();
+      polls += polled.length;
+      for (const p of polled) expect(ok(p).place.status).toBe("waiting");
+      await sleep(150);
+    }
+    // Not one of them went to Redis (before: the failed refresh dropped the view, every poll asked
+    // Redis, and the broken shard's fans were answered 503).
+    expect(room.lineCacheCounters().answered - before).toBe(polls);
+    // Joins at once meanwhile: the broken shard's fans are answered unavailable (503), the others
+    // join (before: one failed beat failed the whole batch).
+    const late = fans(24, "sflate");
+    const joined = await Promise.all(late.map((fanId) => room.join(evt, fanId)));
+    const lateBroken = late.filter((fanId) => fanShardOf(fanId, SHARDS) === 0);
+    expect(lateBroken.length).toBeGreaterThan(0);
+    expect(lateBroken.length).toBeLessThan(late.length);
+    for (const [i, fanId] of late.entries()) {
+      if (lateBroken.includes(fanId)) expect(joined[i], fanId).toMatchObject({ ok: false, reason: "unavailable" });
+      else expect(ok(joined[i]!).place.status, fanId).toBe("waiting");
+    }
+    const joinedOk = late.length - lateBroken.length;
+    // The shard back (empty, as a replica that lost them would be): the owed heartbeats find their
+    // fans missing, whose next polls go to Redis and record them again.
+    await redis.del(broken);
+    await until(
+      async () => {
+        (await pollAll()).map(ok);
+        const beats = await Promise.all(onBroken.map((fanId) => lastBeat(redis, evt, fanId)));
+        return beats.every((b) => b !== null) ? true : undefined;
+      },
+      5_000,
+      150,
+    );
+    expect(ok(await room.stats(evt)).stats).toMatchObject({
+      waiting: head.length + ids.length + joinedOk,
+      abandoned: 0,
+    });
+  }, 30_000);
+
   it("a gateway that dies with heartbeats owed costs nobody a place: the fans' next polls reach another", async () => {
     const a = gateway(target);
     const b = gateway(target);
