@@ -44,7 +44,10 @@ export interface FanSweep {
   sweptAt: number;
   /** Rounds read (more than one when a shard had more stale beats than a page). */
   rounds: number;
-  /** The budget ran out with stale beats still unread: the room did not record the sweep. */
+  /**
+   * Stale beats were left unread (the budget ran out, or a shard could not be read): the room did
+   * not record the sweep.
+   */
   behind: boolean;
 }
 
@@ -79,7 +82,8 @@ export async function sweepFanShards(
     total.sweptAt = round.sweptAt;
     total.behind = round.behind;
     // A round that gave up nothing cannot shorten the backlog: the page is full of places spared
-    // for now (a clock skew between masters, a rejoin in flight), and the next sweep reads again.
+    // for now (a clock skew between masters, a rejoin in flight), or a shard cannot be read; the
+    // next sweep reads again.
     if (!round.behind || round.forgotten === 0 || performance.now() - started >= budgetMs) return total;
   }
 }
@@ -108,9 +112,17 @@ async function sweepRound(redis: RedisClient, beats: FanBeats, eventId: string, 
   const startMs = Math.max(Number(openedAt), Number(drawnAt) || 0);
   const abandonMs = Number(abandonSeconds) * 1000;
   const shards = Array.from({ length: beats.shards }, (_, shard) => shard);
-  const pages = await Promise.all(shards.map((shard) => beats.stale(eventId, shard, { abandonMs, startMs, limit })));
+  const settled = await Promise.allSettled(
+    shards.map((shard) => beats.stale(eventId, shard, { abandonMs, startMs, limit })),
+  );
+  // A shard that cannot be read (its master failing over): the others' stale fans are still given
+  // up, but the sweep is not complete, so the line admits nobody once the last complete one is
+  // 3 s old. Every shard failing is the sweep failing.
+  const pages = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+  const unread = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (unread && pages.length === 0) throw unread.reason;
   // A full page may leave more behind it: the sweep is complete only when no shard filled one.
-  const behind = pages.some((page) => page.length >= limit);
+  const behind = unread !== undefined || pages.some((page) => page.length >= limit);
   const stale = pages.flat();
   // Nothing stale still goes to the room: the sweep's time is what lets the line admit.
   const run = registerScripts(redis, waitingRoomScripts);
@@ -120,7 +132,7 @@ async function sweepRound(redis: RedisClient, beats: FanBeats, eventId: string, 
     ...stale.flatMap((s) => [s.fanId, s.beat]),
   ]);
   if (!Array.isArray(reply)) throw new Error(`abandon-8: unexpected reply ${String(reply)}`);
-  if (stale.length === 0) return { ...none, sweptAt: Number(reply[3]) };
+  if (stale.length === 0) return { ...none, sweptAt: Number(reply[3]), behind };
   const done = new Set((reply[5] as unknown[]).map(String));
   const beatOf = new Map<string, StaleBeat>(stale.map((s) => [s.fanId, s]));
   const removed = await Promise.all(

@@ -258,6 +258,39 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
 });
 
 describe("a sweep of the fan shards (sweepFanShards)", () => {
+  it("a shard that cannot be read: the other shards' leavers are given up, and the sweep is not recorded", async () => {
+    const room = createWaitingRoom({ redis: single, secret: SECRET, lineCache: false });
+    try {
+      const beats = createFanBeats(single, { shards: 3 });
+      const evt = roomEventId("fsunread");
+      await openPausedLine(room, evt);
+      const ids = fans(24, "ur");
+      await beats.joined(evt, ids);
+      await Promise.all(ids.map((fanId) => room.join(evt, fanId).then(ok)));
+      const k = waitingRoomKeys(evt);
+      const before = await sweepFanShards(single, beats, evt);
+      expect(before).toMatchObject({ behind: false });
+      const recorded = Number(await single.hget(k.room, "sweptAt"));
+      await new Promise((resolve) => setTimeout(resolve, 3_300));
+      // Shard 0 fails every call (its master failing over).
+      const broken = fanShardKeys(evt, 3)[0]!.beats;
+      await single.del(broken);
+      await single.set(broken, "not a zset");
+      const onBroken = ids.filter((fanId) => fanShardOf(fanId, 3) === 0);
+      expect(onBroken.length).toBeGreaterThan(0);
+      const swept = await sweepFanShards(single, beats, evt);
+      expect(swept).toMatchObject({ abandoned: ids.length - onBroken.length, behind: true, sweptAt: 0 });
+      expect(Number(await single.hget(k.room, "sweptAt"))).toBe(recorded);
+      const records = await single.hmget(k.fans, ...ids);
+      for (const [i, fanId] of ids.entries()) {
+        expect(records[i]?.slice(0, 2), fanId).toBe(onBroken.includes(fanId) ? "w|" : "x|");
+      }
+      await single.del(broken);
+    } finally {
+      await room.close();
+    }
+  }, 30_000);
+
   it("a backlog bigger than a page: a round that is behind records no sweep; reading on catches up and records it", async () => {
     const room = createWaitingRoom({ redis: single, secret: SECRET, lineCache: false });
     try {
