@@ -204,7 +204,10 @@ export interface JoinedBeats {
 export interface KeptBeats {
   /** Fans no longer present on their shards (their next poll asks Redis). */
   missing: string[];
-  /** Fans whose shard did not answer in time or failed (a master failing over): still owed. */
+  /**
+   * Fans whose shard failed, did not answer in time, or still has an earlier `kept` call in flight
+   * (a slow master is not sent a new call on top of one it has not answered): still owed.
+   */
   unsent: string[];
 }
 
@@ -280,12 +283,31 @@ export function createFanBeats(
   };
   // One call per shard touched (and per BEATS_PER_CALL fans), all at once; each part answered on
   // its own, so one shard failing (its master failing over) fails only its fans.
+  // `kept` calls given up on but still in flight, per shard key.
+  const keeping = new Map<string, number>();
   const each = (eventId: string, fanIds: readonly string[], mode: "join" | "keep", waitMs?: number) => {
     const parts: Promise<BeatsPart>[] = [];
     for (const [shard, ids] of byFanShard(fanIds, shards)) {
+      const key = beatsKey(eventId, shard);
+      const busy = waitMs !== undefined && (keeping.get(key) ?? 0) > 0;
       for (let i = 0; i < ids.length; i += BEATS_PER_CALL) {
         const part = ids.slice(i, i + BEATS_PER_CALL);
-        const call = run<unknown[]>("beats", [beatsKey(eventId, shard)], [mode, ...part]);
+        if (busy) {
+          parts.push(
+            Promise.resolve({ ids: part, reply: null, error: new Error("fan shard: a call still in flight") }),
+          );
+          continue;
+        }
+        const call = run<unknown[]>("beats", [key], [mode, ...part]);
+        if (waitMs !== undefined) {
+          keeping.set(key, (keeping.get(key) ?? 0) + 1);
+          const done = () => {
+            const left = (keeping.get(key) ?? 1) - 1;
+            if (left > 0) keeping.set(key, left);
+            else keeping.delete(key);
+          };
+          call.then(done, done);
+        }
         parts.push(settle(call, waitMs).then((answer) => ({ ids: part, ...answer })));
       }
     }

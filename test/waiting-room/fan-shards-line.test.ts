@@ -340,6 +340,64 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
   }, 30_000);
 });
 
+describe("a line with fan shards, one shard's master slow (3-master cluster)", () => {
+  it("polls are still answered from the cache, and the slow master is not sent a new call every refresh", async () => {
+    const { room } = gateway("cluster");
+    const evt = eventId("fsslow");
+    await openLine(room, evt, 30);
+    const head = fans(2, "sshead");
+    for (const fanId of head) ok(await room.join(evt, fanId));
+    const ids = fans(36, "ss");
+    (await fanOut([room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
+    const pollAll = () => Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
+    for (let t = 0; t < 3; t++) {
+      (await pollAll()).map(ok);
+      await sleep(120);
+    }
+    // The master of shard 0 (not the event's: shards are placed off it) holds every write for 1.5 s.
+    const shardKeys = await shardKeysOf(onCluster, evt);
+    const slowAt = await ownerOf(onCluster, shardKeys[0]!);
+    expect(slowAt).not.toBe(await ownerOf(onCluster, waitingRoomKeys(evt).room));
+    const [host, port] = slowAt.split(":");
+    const slow = new Redis({ host: host!, port: Number(port), maxRetriesPerRequest: 1 });
+    // The script calls that master runs on this event's shards (other tests' lines may still be
+    // refreshing on the same cluster), as MONITOR shows them once run.
+    const theirs = new Set<string>();
+    for (const key of shardKeys) if ((await ownerOf(onCluster, key)) === slowAt) theirs.add(key);
+    const monitor = await new Redis({ host: host!, port: Number(port), maxRetriesPerRequest: 1 }).monitor();
+    let calls = 0;
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      // The script calls, not the commands they run (MONITOR shows those too).
+      if (args[0]?.toLowerCase() === "evalsha" && args.some((a) => theirs.has(a))) calls += 1;
+    });
+    try {
+      // No sweep handed out meanwhile (its reads are calls to that master too): only heartbeats.
+      await onCluster.hset(waitingRoomKeys(evt).room, "sweepAt", String(Date.now() + 3_600_000));
+      const answeredBefore = room.lineCacheCounters().answered;
+      await slow.call("CLIENT", "PAUSE", "1500", "WRITE");
+      const pausedAt = Date.now();
+      let polls = 0;
+      while (Date.now() - pausedAt < 1_300) {
+        const polled = await pollAll();
+        polls += polled.length;
+        for (const p of polled) expect(ok(p).place.status).toBe("waiting");
+        await sleep(100);
+      }
+      // Every poll answered here meanwhile (the view refreshed on: the event's master is not slow).
+      expect(room.lineCacheCounters().answered - answeredBefore).toBe(polls);
+      await sleep(800);
+      // Refreshes ran on, but each of that master's shards got one heartbeat call until it
+      // answered, then one with what was owed meanwhile (the polls stopped before the pause
+      // ended): two a shard, not one per refresh (12 calls without that, in a run here).
+      expect(calls).toBeGreaterThan(0);
+      expect(calls).toBeLessThanOrEqual(theirs.size * 2);
+    } finally {
+      slow.disconnect();
+      monitor.disconnect();
+    }
+  }, 30_000);
+});
+
 describe("a line with fan shards: the count is the room's", () => {
   it("a process that knew the room without shards learns the new room's count from its join", async () => {
     const knew = gateway("single", { fanShards: 0, lineCache: false });
