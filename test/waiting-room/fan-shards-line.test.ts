@@ -73,6 +73,26 @@ async function openLine(room: WaitingRoom, evt: string, abandonSeconds: number, 
   );
 }
 
+/**
+ * Two fans at the head on shards other than 0 (a poll whose turn is near, ahead < 2, always asks
+ * Redis; they are not polled), then 36 fans joined at once and polled until this process answers
+ * them from its cache.
+ */
+async function cachedLine(room: WaitingRoom, evt: string, prefix: string) {
+  const head = fans(40, `${prefix}head`)
+    .filter((fanId) => fanShardOf(fanId, SHARDS) !== 0)
+    .slice(0, 2);
+  for (const fanId of head) ok(await room.join(evt, fanId));
+  const ids = fans(36, prefix);
+  (await fanOut([room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
+  const pollAll = () => Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
+  for (let t = 0; t < 3; t++) {
+    (await pollAll()).map(ok);
+    await sleep(150);
+  }
+  return { head, ids, pollAll };
+}
+
 describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (target) => {
   it("keeps no heartbeat on the event's slot: joins and polls beat on the shards; the stopped lose their places, the polling never", async () => {
     const a = gateway(target);
@@ -250,20 +270,7 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     const { room } = gateway(target);
     const evt = eventId("fsfail");
     await openLine(room, evt, 30);
-    // Two fans first, on a shard that stays up: a poll whose turn is near (ahead < 2) always asks
-    // Redis, and those two are not polled here.
-    const head = fans(40, "sfhead")
-      .filter((fanId) => fanShardOf(fanId, SHARDS) !== 0)
-      .slice(0, 2);
-    for (const fanId of head) ok(await room.join(evt, fanId));
-    const ids = fans(36, "sf");
-    (await fanOut([room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
-    const pollAll = () => Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
-    // Known to this process and its view fresh: answered from the cache.
-    for (let t = 0; t < 3; t++) {
-      (await pollAll()).map(ok);
-      await sleep(150);
-    }
+    const { head, ids, pollAll } = await cachedLine(room, evt, "sf");
     const redis = raw(target);
     const shardKeys = await shardKeysOf(redis, evt);
     const broken = shardKeys[0]!;
@@ -345,15 +352,7 @@ describe("a line with fan shards, one shard's master slow (3-master cluster)", (
     const { room } = gateway("cluster");
     const evt = eventId("fsslow");
     await openLine(room, evt, 30);
-    const head = fans(2, "sshead");
-    for (const fanId of head) ok(await room.join(evt, fanId));
-    const ids = fans(36, "ss");
-    (await fanOut([room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
-    const pollAll = () => Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
-    for (let t = 0; t < 3; t++) {
-      (await pollAll()).map(ok);
-      await sleep(120);
-    }
+    const { pollAll } = await cachedLine(room, evt, "ss");
     // The master of shard 0 (not the event's: shards are placed off it) holds every write for 1.5 s.
     const shardKeys = await shardKeysOf(onCluster, evt);
     const slowAt = await ownerOf(onCluster, shardKeys[0]!);
