@@ -281,10 +281,10 @@ export function createFanBeats(
     if (!k) throw new RangeError(`fan shard ${shard} of ${shards}`);
     return k.beats;
   };
+  // `kept` calls still in flight (those given up on included), per shard key.
+  const keeping = new Map<string, number>();
   // One call per shard touched (and per BEATS_PER_CALL fans), all at once; each part answered on
   // its own, so one shard failing (its master failing over) fails only its fans.
-  // `kept` calls given up on but still in flight, per shard key.
-  const keeping = new Map<string, number>();
   const each = (eventId: string, fanIds: readonly string[], mode: "join" | "keep", waitMs?: number) => {
     const parts: Promise<BeatsPart>[] = [];
     for (const [shard, ids] of byFanShard(fanIds, shards)) {
@@ -368,17 +368,12 @@ export function createFanBeats(
     },
     forget,
     async unwrite(eventId, beats) {
-      const byShard = new Map<number, StaleBeat[]>();
-      for (const b of beats) {
-        const k = fanShardOf(b.fanId, shards);
-        const group = byShard.get(k);
-        if (group) group.push(b);
-        else byShard.set(k, [b]);
-      }
+      const beatOf = new Map(beats.map((b) => [b.fanId, b.beat]));
       const calls: Promise<number>[] = [];
-      for (const [shard, group] of byShard) {
-        for (let i = 0; i < group.length; i += BEATS_PER_CALL) {
-          calls.push(forget(eventId, shard, group.slice(i, i + BEATS_PER_CALL)));
+      for (const [shard, ids] of byFanShard(beatOf.keys(), shards)) {
+        for (let i = 0; i < ids.length; i += BEATS_PER_CALL) {
+          const part = ids.slice(i, i + BEATS_PER_CALL).map((fanId) => ({ fanId, beat: beatOf.get(fanId) as number }));
+          calls.push(forget(eventId, shard, part));
         }
       }
       return (await Promise.all(calls)).reduce((a, b) => a + b, 0);

@@ -17,10 +17,10 @@
  * within SWEEP_BUDGET_MS. So while a backlog waits unread the cursor admits nobody (sweep_lagging
  * after 3 s), instead of admitting fans whose beats say they left.
  */
-import { type RedisClient, registerScripts } from "../redis/scripts.js";
+import { type RedisClient, registerScripts, type RunScript } from "../redis/scripts.js";
 import { byFanShard, type FanBeats, type StaleBeat } from "./fan-shards.js";
 import { lineKeys, waitingRoomKeys } from "./keys.js";
-import { waitingRoomScripts } from "./scripts.js";
+import { type ScriptName, waitingRoomScripts } from "./scripts.js";
 
 /** Stale beats read per shard per round; a shard that fills its page is read again at once. */
 export const SWEEP_PER_SHARD = 512;
@@ -71,9 +71,10 @@ export async function sweepFanShards(
   const perShard = options.perShard ?? SWEEP_PER_SHARD;
   const budgetMs = options.budgetMs ?? SWEEP_BUDGET_MS;
   const started = performance.now();
+  const run = registerScripts(redis, waitingRoomScripts);
   const total: FanSweep = { stale: 0, abandoned: 0, forgotten: 0, sweptAt: 0, rounds: 0, behind: false };
   for (;;) {
-    const round = await sweepRound(redis, beats, eventId, perShard);
+    const round = await sweepRound(redis, run, beats, eventId, perShard);
     if (round === null) return total.rounds === 0 ? null : total;
     total.rounds += 1;
     total.stale += round.stale;
@@ -96,7 +97,13 @@ interface Round {
   behind: boolean;
 }
 
-async function sweepRound(redis: RedisClient, beats: FanBeats, eventId: string, limit: number): Promise<Round | null> {
+async function sweepRound(
+  redis: RedisClient,
+  run: RunScript<ScriptName>,
+  beats: FanBeats,
+  eventId: string,
+  limit: number,
+): Promise<Round | null> {
   const k = waitingRoomKeys(eventId);
   const [tail, abandonSeconds, openedAt, drawnAt, drawn] = await redis.hmget(
     k.room,
@@ -125,7 +132,6 @@ async function sweepRound(redis: RedisClient, beats: FanBeats, eventId: string, 
   const behind = unread !== undefined || pages.some((page) => page.length >= limit);
   const stale = pages.flat();
   // Nothing stale still goes to the room: the sweep's time is what lets the line admit.
-  const run = registerScripts(redis, waitingRoomScripts);
   const reply = await run<unknown[]>("abandon", lineKeys(k), [
     Number(tail) || 0,
     behind ? "0" : "1",

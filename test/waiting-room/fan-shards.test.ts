@@ -257,16 +257,22 @@ describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
   }, 30_000);
 });
 
+/** A paused line on one server whose `n` fans joined as the wired line joins them (beats, then places), over 3 shards. */
+async function sweptLine(name: string, n: number, prefix: string) {
+  const room = createWaitingRoom({ redis: single, secret: SECRET, lineCache: false });
+  const beats = createFanBeats(single, { shards: 3 });
+  const evt = roomEventId(name);
+  await openPausedLine(room, evt);
+  const ids = fans(n, prefix);
+  await beats.joined(evt, ids);
+  await Promise.all(ids.map((fanId) => room.join(evt, fanId).then(ok)));
+  return { room, beats, evt, ids };
+}
+
 describe("a sweep of the fan shards (sweepFanShards)", () => {
   it("a shard that cannot be read: the other shards' leavers are given up, and the sweep is not recorded", async () => {
-    const room = createWaitingRoom({ redis: single, secret: SECRET, lineCache: false });
+    const { room, beats, evt, ids } = await sweptLine("fsunread", 24, "ur");
     try {
-      const beats = createFanBeats(single, { shards: 3 });
-      const evt = roomEventId("fsunread");
-      await openPausedLine(room, evt);
-      const ids = fans(24, "ur");
-      await beats.joined(evt, ids);
-      await Promise.all(ids.map((fanId) => room.join(evt, fanId).then(ok)));
       const k = waitingRoomKeys(evt);
       const before = await sweepFanShards(single, beats, evt);
       expect(before).toMatchObject({ behind: false });
@@ -292,14 +298,8 @@ describe("a sweep of the fan shards (sweepFanShards)", () => {
   }, 30_000);
 
   it("a backlog bigger than a page: a round that is behind records no sweep; reading on catches up and records it", async () => {
-    const room = createWaitingRoom({ redis: single, secret: SECRET, lineCache: false });
+    const { room, beats, evt, ids } = await sweptLine("fsbacklog", 30, "bl");
     try {
-      const beats = createFanBeats(single, { shards: 3 });
-      const evt = roomEventId("fsbacklog");
-      await openPausedLine(room, evt);
-      const ids = fans(30, "bl");
-      await beats.joined(evt, ids);
-      await Promise.all(ids.map((fanId) => room.join(evt, fanId).then(ok)));
       const k = waitingRoomKeys(evt);
       // A complete sweep before anyone lapsed: recorded.
       const before = await sweepFanShards(single, beats, evt, { perShard: 2 });
