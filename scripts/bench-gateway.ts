@@ -8,6 +8,8 @@
  *   BENCH_GATEWAY_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npm run bench:gateway  # a profile
  *   BENCH_ONLY=join npm run bench:gateway   # only the rows whose names match (and the ceiling)
  *   BENCH_WARMUP_SECONDS=0 npm run bench:gateway   # no warm-up run before each row (from cold)
+ *   BENCH_GATEWAY_BUILD=dist npm run bench:gateway  # the gateway as the image runs it (tsc's dist/,
+ *                                                   # built first), not through tsx as `npm start`
  *
  * Prints a table, then one JSON line.
  */
@@ -28,6 +30,7 @@ export async function startServer(
   mode: "hello" | "gateway",
   extra: Record<string, string>,
 ): Promise<{ url: string; child: ChildProcess }> {
+  if (mode === "gateway" && process.env.BENCH_GATEWAY_BUILD === "dist") await buildDistOnce();
   // BENCH_GATEWAY_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") goes to the gateway's
   // node only, for a profile of exactly what the table measures.
   const flags = mode === "gateway" ? (process.env.BENCH_GATEWAY_NODE_FLAGS ?? "").split(/\s+/).filter(Boolean) : [];
@@ -51,6 +54,19 @@ export async function startServer(
     child.once("exit", (code) => reject(new Error(`${mode} server exited with ${code}`)));
   });
   return { url: `http://127.0.0.1:${port}`, child };
+}
+
+let built: Promise<void> | undefined;
+/** tsc's build of src/ into dist/ (as the image's `npm run build`), once per bench run. */
+function buildDistOnce(): Promise<void> {
+  built ??= new Promise((resolve, reject) => {
+    const tsc = spawn(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.build.json"], {
+      stdio: "inherit",
+    });
+    tsc.once("error", reject);
+    tsc.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`tsc exited with ${code}`))));
+  });
+  return built;
 }
 
 export async function call<T>(

@@ -11,12 +11,6 @@ import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 import pino from "pino";
 import { z } from "zod";
-import { ensureTable } from "../src/dynamodb/table.js";
-import { buildApp } from "../src/http/app.js";
-import { listenApp } from "../src/http/serve.js";
-import { createMetrics } from "../src/metrics.js";
-import { buildServices } from "../src/services.js";
-import { generateSigningKey } from "../src/waiting-room/index.js";
 
 const env = z
   .object({
@@ -38,6 +32,18 @@ if (env.MODE === "hello") {
     const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s as Server));
   });
 } else {
+  // BENCH_GATEWAY_BUILD=dist: the gateway as the image runs it (tsc's output in dist/, `node
+  // dist/main.js`); otherwise as `npm start` runs it (src/ through tsx, which adds a __name call for
+  // every named closure it creates).
+  const root = process.env.BENCH_GATEWAY_BUILD === "dist" ? "../dist" : "../src";
+  const { ensureTable } = (await import(`${root}/dynamodb/table.js`)) as typeof import("../src/dynamodb/table.js");
+  const { buildApp } = (await import(`${root}/http/app.js`)) as typeof import("../src/http/app.js");
+  const { listenApp } = (await import(`${root}/http/serve.js`)) as typeof import("../src/http/serve.js");
+  const { createMetrics } = (await import(`${root}/metrics.js`)) as typeof import("../src/metrics.js");
+  const { buildServices } = (await import(`${root}/services.js`)) as typeof import("../src/services.js");
+  const { generateSigningKey } = (await import(
+    `${root}/waiting-room/index.js`
+  )) as typeof import("../src/waiting-room/index.js");
   const services = buildServices({
     redisUrl: env.REDIS_URL!,
     redisOptions: { enableAutoPipelining: true },

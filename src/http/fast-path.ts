@@ -259,77 +259,111 @@ function answerFromBody(
   // A client gone mid-body: nothing to answer (the socket goes with it).
   incoming.once("error", () => outgoing.destroy());
   incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
-  incoming.once("end", () => {
-    const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    const requestId = requestIdFrom(incoming.headers["x-request-id"]);
-    const toApp = () => {
-      (incoming as IncomingMessage & { rawBody?: Buffer }).rawBody = raw;
-      app(incoming, outgoing);
-    };
-    let body: unknown;
-    try {
-      body = JSON.parse(raw.toString("utf8"));
-    } catch {
-      toApp();
-      return;
-    }
-    const send = (answer: BodyAnswer | null) => {
-      if (!answer) {
-        toApp();
-        return;
-      }
-      let status: number;
-      let text: string;
-      const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": requestId };
-      if ("error" in answer) {
-        const err = answer.error;
-        status = err.status;
-        text = JSON.stringify(errorBody(err, requestId));
-        if (err.retryAfter !== undefined) headers["retry-after"] = String(err.retryAfter);
-        if (err.status >= 500) deps.logger.warn({ requestId, code: err.code, details: err.details }, err.message);
-      } else {
-        status = answer.status;
-        text = JSON.stringify(answer.json);
-      }
-      headers["content-length"] = String(Buffer.byteLength(text));
-      outgoing.writeHead(status, headers);
-      outgoing.end(text); // one write with the head, as the poll's
-      const seconds = (performance.now() - started) / 1000;
-      recordRequest(deps, undefined, requestId, { method: "POST", route, status, seconds });
-    };
-    const fail = (err: unknown) => {
-      // Never a stack trace to the client; the log keeps it (as the app's onError).
-      deps.logger.error({ err, requestId }, "unhandled error");
-      if (outgoing.headersSent) {
-        outgoing.destroy();
-        return;
-      }
-      const text = JSON.stringify(errorBody(new ApiError("internal_error", "internal error"), requestId));
-      outgoing.writeHead(500, { "content-type": "application/json", "x-request-id": requestId });
-      outgoing.end(text);
-    };
-    // An answer known without waiting takes no promise hop (each showed in a refusal's profile,
-    // issue 30 item 1; most refusals need none) and goes with this turn's others (answerSoon).
-    let decided: BodyAnswer | null | Promise<BodyAnswer | null>;
-    try {
-      decided = decide(body, requestId);
-    } catch (err) {
-      fail(err);
-      return;
-    }
-    if (decided instanceof Promise) decided.then(send).catch(fail);
-    else {
-      const now = decided;
-      answerSoon(() => {
-        try {
-          send(now);
-        } catch (err) {
-          fail(err);
-        }
-      });
-    }
-  });
+  // The request's own steps are the module's functions below, not closures made per request: each
+  // closure named by a const cost a join a __name call under tsx (`npm start`), and an allocation.
+  incoming.once("end", () => bodyRead({ deps, incoming, outgoing, app, route, started }, chunks, decide));
   return true;
+}
+
+/** A request a fast path claimed, reading its body. */
+interface BodyRequest {
+  deps: Pick<AppDeps, "metrics" | "logger">;
+  incoming: IncomingMessage;
+  outgoing: ServerResponse;
+  app: (incoming: IncomingMessage, outgoing: ServerResponse) => void;
+  route: string;
+  started: number;
+}
+
+function bodyRead(
+  req: BodyRequest,
+  chunks: Buffer[],
+  decide: (body: unknown, requestId: string) => BodyAnswer | null | Promise<BodyAnswer | null>,
+): void {
+  const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  const requestId = requestIdFrom(req.incoming.headers["x-request-id"]);
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString("utf8"));
+  } catch {
+    handToApp(req, raw);
+    return;
+  }
+  // An answer known without waiting takes no promise hop (each showed in a refusal's profile,
+  // issue 30 item 1; most refusals need none) and goes with this turn's others (answerSoon).
+  let decided: BodyAnswer | null | Promise<BodyAnswer | null>;
+  try {
+    decided = decide(body, requestId);
+  } catch (err) {
+    failBodyAnswer(req, requestId, err);
+    return;
+  }
+  if (decided instanceof Promise) {
+    decided.then(
+      (answer) => {
+        try {
+          sendBodyAnswer(req, requestId, raw, answer);
+        } catch (err) {
+          failBodyAnswer(req, requestId, err);
+        }
+      },
+      (err: unknown) => failBodyAnswer(req, requestId, err),
+    );
+  } else {
+    const now = decided;
+    answerSoon(() => {
+      try {
+        sendBodyAnswer(req, requestId, raw, now);
+      } catch (err) {
+        failBodyAnswer(req, requestId, err);
+      }
+    });
+  }
+}
+
+/** The request with its body read (`rawBody`, which @hono/node-server takes as the body), to the app. */
+function handToApp(req: BodyRequest, raw: Buffer): void {
+  (req.incoming as IncomingMessage & { rawBody?: Buffer }).rawBody = raw;
+  req.app(req.incoming, req.outgoing);
+}
+
+function sendBodyAnswer(req: BodyRequest, requestId: string, raw: Buffer, answer: BodyAnswer | null): void {
+  if (!answer) {
+    handToApp(req, raw);
+    return;
+  }
+  const { deps, outgoing } = req;
+  let status: number;
+  let text: string;
+  const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": requestId };
+  if ("error" in answer) {
+    const err = answer.error;
+    status = err.status;
+    text = JSON.stringify(errorBody(err, requestId));
+    if (err.retryAfter !== undefined) headers["retry-after"] = String(err.retryAfter);
+    if (err.status >= 500) deps.logger.warn({ requestId, code: err.code, details: err.details }, err.message);
+  } else {
+    status = answer.status;
+    text = JSON.stringify(answer.json);
+  }
+  headers["content-length"] = String(Buffer.byteLength(text));
+  outgoing.writeHead(status, headers);
+  outgoing.end(text); // one write with the head, as the poll's
+  const seconds = (performance.now() - req.started) / 1000;
+  recordRequest(deps, undefined, requestId, { method: "POST", route: req.route, status, seconds });
+}
+
+function failBodyAnswer(req: BodyRequest, requestId: string, err: unknown): void {
+  const { deps, outgoing } = req;
+  // Never a stack trace to the client; the log keeps it (as the app's onError).
+  deps.logger.error({ err, requestId }, "unhandled error");
+  if (outgoing.headersSent) {
+    outgoing.destroy();
+    return;
+  }
+  const text = JSON.stringify(errorBody(new ApiError("internal_error", "internal error"), requestId));
+  outgoing.writeHead(500, { "content-type": "application/json", "x-request-id": requestId });
+  outgoing.end(text);
 }
 
 /** The client's address as the app's clientIp sees it; undefined for a load generator's exempt request. */
@@ -395,7 +429,8 @@ export function queueJoinFastPath({ deps, seenEvents }: QueueJoinFastPathDeps): 
         // repeat join is answered here, 200, as the route would.
         if (!result.created && result.invites) return null;
         if (seenEvents.size < 1_000) seenEvents.add(eventId);
-        const lottery = await commitmentAtJoin(waitingRoom, eventId);
+        const commitment = commitmentAtJoin(waitingRoom, eventId);
+        const lottery = commitment instanceof Promise ? await commitment : commitment;
         return {
           status: result.created ? 201 : 200,
           json: { queueToken: result.queueToken, fanId, ...placeView(result.place), ...(lottery ? { lottery } : {}) },

@@ -11,31 +11,46 @@
 import type { WaitingRoom } from "../waiting-room/index.js";
 
 const MAX_EVENTS = 1_000;
-const caches = new WeakMap<object, Map<string, Promise<string | undefined>>>();
 
-export async function commitmentAtJoin(
+interface Cache {
+  /** Reads in flight, and those that found a commitment (kept: it never changes). */
+  reads: Map<string, Promise<string | undefined>>;
+  /** The commitments read: answered without a promise (a join's answer waits for nothing more). */
+  known: Map<string, { commitment: string }>;
+}
+const caches = new WeakMap<object, Cache>();
+
+export function commitmentAtJoin(
   room: Pick<WaitingRoom, "info">,
   eventId: string,
-): Promise<{ commitment: string } | undefined> {
+): { commitment: string } | undefined | Promise<{ commitment: string } | undefined> {
   let cache = caches.get(room);
   if (!cache) {
-    cache = new Map();
+    cache = { reads: new Map(), known: new Map() };
     caches.set(room, cache);
   }
-  let known = cache.get(eventId);
-  if (!known) {
-    if (cache.size >= MAX_EVENTS) cache.clear();
-    const read = room.info(eventId).then(
+  const known = cache.known.get(eventId);
+  if (known) return known;
+  let read = cache.reads.get(eventId);
+  if (!read) {
+    if (cache.reads.size >= MAX_EVENTS) {
+      cache.reads.clear();
+      cache.known.clear();
+    }
+    const reads = cache.reads;
+    const answers = cache.known;
+    const reading = room.info(eventId).then(
       (r) => (r.ok ? r.info.lottery.commitment : undefined),
       () => undefined,
     );
-    known = read;
-    cache.set(eventId, read);
+    read = reading;
+    reads.set(eventId, reading);
     // Not remembered when it could not be read: the next join asks again.
-    void read.then((c) => {
-      if (c === undefined && cache.get(eventId) === read) cache.delete(eventId);
+    void reading.then((c) => {
+      if (reads.get(eventId) !== reading) return;
+      if (c === undefined) reads.delete(eventId);
+      else answers.set(eventId, { commitment: c });
     });
   }
-  const commitment = await known;
-  return commitment === undefined ? undefined : { commitment };
+  return read.then((c) => (c === undefined ? undefined : { commitment: c }));
 }

@@ -14,7 +14,7 @@
  * line due to close or empty) come back as ['join'] for line.ts to hand to join-9.lua one by one.
  */
 import type { RunScript } from "../redis/scripts.js";
-import { ReplyShapeError } from "./replies.js";
+import { Fields, ReplyShapeError } from "./replies.js";
 import type { ScriptName } from "./scripts.js";
 
 /** Fans in one call at most: a bound on the script's time in Redis (~a few ms) and its reply. */
@@ -249,27 +249,27 @@ function notTaken(reply: unknown): boolean {
 
 /**
  * Each fan's reply, as join-9.lua would give it: join-batch-n.lua sends the view of the room once
- * ({ view, reply 1, ..., reply n }) and, for each fan placed, only its position and `ahead`.
+ * ({ view, reply 1, ..., reply n }) and, for each fan placed, only its position and `ahead`. A
+ * placed fan's reply is a Fields of those over the batch's one read of the view (no copy of the
+ * view per fan); any other reply is passed on as the script gave it.
  */
 export function fanReplies(reply: unknown, fans: number): unknown[] {
   if (!Array.isArray(reply) || reply.length !== fans + 1 || !Array.isArray(reply[0])) {
     throw new ReplyShapeError(`joinBatch: ${fans} fans, reply ${JSON.stringify(reply)?.slice(0, 80)}`);
   }
-  const view = reply[0] as unknown[];
-  const at = {
-    position: view.indexOf("position") + 1,
-    ahead: view.indexOf("ahead") + 1,
-    created: view.indexOf("created") + 1,
-  };
-  return reply.slice(1).map((own: unknown) => {
-    if (!Array.isArray(own) || typeof own[0] !== "number") return own;
-    if (at.position === 0 || at.ahead === 0 || at.created === 0) {
-      throw new ReplyShapeError("joinBatch: a fan placed, no view");
+  let view: Fields | undefined;
+  const out: unknown[] = new Array(fans);
+  for (let i = 0; i < fans; i++) {
+    const own: unknown = reply[i + 1];
+    if (!Array.isArray(own) || typeof own[0] !== "number") {
+      out[i] = own;
+      continue;
     }
-    const mine = [...view];
-    mine[at.position] = String(own[0]);
-    mine[at.ahead] = String(own[1]);
-    mine[at.created] = String(own[2] ?? 1);
-    return mine;
-  });
+    if (view === undefined) {
+      if ((reply[0] as unknown[]).length === 0) throw new ReplyShapeError("joinBatch: a fan placed, no view");
+      view = new Fields(reply[0]);
+    }
+    out[i] = new Fields(["position", own[0], "ahead", own[1], "created", own[2] ?? 1], view);
+  }
+  return out;
 }

@@ -118,7 +118,8 @@ async function joinOnce(
     if (outcome === "not_found") return notFound;
     if (outcome === "closed" || outcome === "revoked") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
-    const f = new Fields(reply);
+    // A fan placed by a batch: its fields over the batch's view (join-batch.ts fanReplies).
+    const f = reply instanceof Fields ? reply : new Fields(reply);
     const queueToken = ctx.tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") });
     const place = ctx.placeFrom(f, eventId, fanId);
     ctx.views?.learn(eventId, fanId, place, f.str("epoch"));

@@ -35,12 +35,19 @@ export const iso = (ms: number) => new Date(ms).toISOString();
 /** A script's flat key/value reply, read with checks. */
 export class Fields {
   private readonly map = new Map<string, string>();
-  constructor(reply: unknown) {
+  /**
+   * `base`: the fields not in `reply` are read from it. A batch of joins shares one view of the room
+   * (join-batch-n.lua) and each fan's reply is only its own few fields over it, not a copy of it.
+   */
+  constructor(
+    reply: unknown,
+    private readonly base?: Fields,
+  ) {
     if (!Array.isArray(reply)) throw new ReplyShapeError(`expected a list, got ${typeof reply}`);
     for (let i = 0; i + 1 < reply.length; i += 2) this.map.set(String(reply[i]), String(reply[i + 1]));
   }
   str(name: string): string {
-    const v = this.map.get(name);
+    const v = this.map.get(name) ?? this.base?.map.get(name);
     if (v === undefined) throw new ReplyShapeError(`reply lacks ${name}`);
     return v;
   }
