@@ -35,6 +35,9 @@
  *
  * BENCH_FAN_SHARDS=12 creates the room with twelve fan shards (WAITING_ROOM_FAN_SHARDS): its
  * heartbeats, the joins' among them, and their sweeps go to the shards' masters.
+ * BENCH_AIM_SHARD=1 (with shards) joins only fan ids whose shard is 0, as an attacker who chooses
+ * fan ids can (docs/redis-cluster.md "Fans aimed at one shard"): the leaves phase is then one
+ * shard's backlog.
  */
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -43,9 +46,21 @@ import { z } from "zod";
 import { spawnRedisCluster, type SpawnedRedisCluster } from "../src/local/redis.js";
 import { connectRedis } from "../src/redis/connect.js";
 import type { RedisClient } from "../src/redis/scripts.js";
+import { fanShardOf } from "../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, waitingRoomKeys, type WaitingRoom } from "../src/waiting-room/index.js";
 import { forEachIndex } from "./lib/in-flight.js";
 import { redisCpuMicros } from "./lib/measure-scripts.js";
+
+/** The run's fan ids: `fan-<n>`, or with BENCH_AIM_SHARD=1 only those whose fan shard is 0. */
+function fanIdsFor(count: number): string[] {
+  const aimed = env.BENCH_AIM_SHARD === "1" && env.BENCH_FAN_SHARDS > 0;
+  const ids: string[] = [];
+  for (let n = 0; ids.length < count; n++) {
+    const fanId = `fan-${n}`;
+    if (!aimed || fanShardOf(fanId, env.BENCH_FAN_SHARDS) === 0) ids.push(fanId);
+  }
+  return ids;
+}
 
 const env = z
   .object({
@@ -65,6 +80,8 @@ const env = z
     BENCH_ABANDON_SECONDS: z.coerce.number().int().min(3).max(14).default(6),
     /** Fan shards of the room (WAITING_ROOM_FAN_SHARDS): 0 keeps the heartbeats on the event's slot. */
     BENCH_FAN_SHARDS: z.coerce.number().int().min(0).max(256).default(0),
+    /** 1: every fan id on shard 0 (an attacker's choice of ids); needs BENCH_FAN_SHARDS. */
+    BENCH_AIM_SHARD: z.enum(["0", "1"]).default("0"),
   })
   .parse(process.env);
 
@@ -232,7 +249,7 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
       ok(await room.statusOf(eventId, `warm-${g}`), "warm-up poll");
     }
 
-    const fanIds = Array.from({ length: env.BENCH_FANS }, (_, i) => `fan-${i}`);
+    const fanIds = fanIdsFor(env.BENCH_FANS);
     const gatewayOf = (i: number) => rooms[i % rooms.length] as WaitingRoom;
 
     const joins = await costed(admins, idleUsPerSecond, eventPort, async () => {
@@ -372,7 +389,8 @@ async function main(): Promise<void> {
     `one event's line on a Redis Cluster: ${env.BENCH_FANS} fans, ${env.BENCH_GATEWAYS} gateways (WaitingRoom + Cluster client each, ` +
       `one process), joins ${env.BENCH_CONCURRENCY} in flight, then each fan polls every ${env.BENCH_POLL_INTERVAL_MS} ms ` +
       `for ${env.BENCH_POLL_SECONDS} s, admitting ${env.BENCH_ADMIT_PER_SECOND}/s; ` +
-      `fan shards ${env.BENCH_FAN_SHARDS}${env.BENCH_FAN_SHARDS === 0 ? " (heartbeats on the event's slot)" : ""}`,
+      `fan shards ${env.BENCH_FAN_SHARDS}${env.BENCH_FAN_SHARDS === 0 ? " (heartbeats on the event's slot)" : ""}` +
+      (env.BENCH_AIM_SHARD === "1" && env.BENCH_FAN_SHARDS > 0 ? ", every fan aimed at shard 0" : ""),
     "Redis CPU = INFO cpu (user+sys) over the phase, less each master's idle CPU (cron, cluster bus) over the same time",
   ];
   for (const r of results) {
