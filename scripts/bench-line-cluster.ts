@@ -51,17 +51,6 @@ import { createWaitingRoom, waitingRoomKeys, type WaitingRoom } from "../src/wai
 import { forEachIndex } from "./lib/in-flight.js";
 import { redisCpuMicros } from "./lib/measure-scripts.js";
 
-/** The run's fan ids: `fan-<n>`, or with BENCH_AIM_SHARD=1 only those whose fan shard is 0. */
-function fanIdsFor(count: number): string[] {
-  const aimed = env.BENCH_AIM_SHARD === "1" && env.BENCH_FAN_SHARDS > 0;
-  const ids: string[] = [];
-  for (let n = 0; ids.length < count; n++) {
-    const fanId = `fan-${n}`;
-    if (!aimed || fanShardOf(fanId, env.BENCH_FAN_SHARDS) === 0) ids.push(fanId);
-  }
-  return ids;
-}
-
 const env = z
   .object({
     BENCH_MASTERS: z
@@ -84,6 +73,17 @@ const env = z
     BENCH_AIM_SHARD: z.enum(["0", "1"]).default("0"),
   })
   .parse(process.env);
+
+/** The run's fan ids: `fan-<n>`, or with BENCH_AIM_SHARD=1 only those whose fan shard is 0. */
+function fanIdsFor(count: number): string[] {
+  const aimed = env.BENCH_AIM_SHARD === "1" && env.BENCH_FAN_SHARDS > 0;
+  const ids: string[] = [];
+  for (let n = 0; ids.length < count; n++) {
+    const fanId = `fan-${n}`;
+    if (!aimed || fanShardOf(fanId, env.BENCH_FAN_SHARDS) === 0) ids.push(fanId);
+  }
+  return ids;
+}
 
 /** The poll scheduler's step. */
 const TICK_MS = 10;

@@ -12,45 +12,33 @@ import type { WaitingRoom } from "../waiting-room/index.js";
 
 const MAX_EVENTS = 1_000;
 
-interface Cache {
-  /** Reads in flight, and those that found a commitment (kept: it never changes). */
-  reads: Map<string, Promise<string | undefined>>;
-  /** The commitments read: answered without a promise (a join's answer waits for nothing more). */
-  known: Map<string, { commitment: string }>;
-}
-const caches = new WeakMap<object, Cache>();
+type Known = { commitment: string } | undefined;
+/** Per room, per event: the commitment once read (answered without a promise), or its read in flight. */
+const caches = new WeakMap<object, Map<string, { commitment: string } | Promise<Known>>>();
 
-export function commitmentAtJoin(
-  room: Pick<WaitingRoom, "info">,
-  eventId: string,
-): { commitment: string } | undefined | Promise<{ commitment: string } | undefined> {
+export function commitmentAtJoin(room: Pick<WaitingRoom, "info">, eventId: string): Known | Promise<Known> {
   let cache = caches.get(room);
   if (!cache) {
-    cache = { reads: new Map(), known: new Map() };
+    cache = new Map();
     caches.set(room, cache);
   }
-  const known = cache.known.get(eventId);
-  if (known) return known;
-  let read = cache.reads.get(eventId);
-  if (!read) {
-    if (cache.reads.size >= MAX_EVENTS) {
-      cache.reads.clear();
-      cache.known.clear();
-    }
-    const reads = cache.reads;
-    const answers = cache.known;
-    const reading = room.info(eventId).then(
-      (r) => (r.ok ? r.info.lottery.commitment : undefined),
-      () => undefined,
-    );
-    read = reading;
-    reads.set(eventId, reading);
-    // Not remembered when it could not be read: the next join asks again.
-    void reading.then((c) => {
-      if (reads.get(eventId) !== reading) return;
-      if (c === undefined) reads.delete(eventId);
-      else answers.set(eventId, { commitment: c });
-    });
-  }
-  return read.then((c) => (c === undefined ? undefined : { commitment: c }));
+  const kept = cache.get(eventId);
+  if (kept) return kept;
+  if (cache.size >= MAX_EVENTS) cache.clear();
+  const events = cache;
+  const read: Promise<Known> = room.info(eventId).then(
+    (r) => {
+      const commitment = r.ok ? r.info.lottery.commitment : undefined;
+      return commitment === undefined ? undefined : { commitment };
+    },
+    () => undefined,
+  );
+  events.set(eventId, read);
+  // Once read, kept as the value; not remembered when it could not be read: the next join asks again.
+  void read.then((known) => {
+    if (events.get(eventId) !== read) return;
+    if (known) events.set(eventId, known);
+    else events.delete(eventId);
+  });
+  return read;
 }
