@@ -46,8 +46,10 @@
   batch sees the same room, so only its position and `ahead` differ, and the script does not build
   and send the 34-field view n times (that was most of its time). Then one reply per fan, in ARGV
   order:
-    { position, ahead, created }             placed (created 1) or given back (created 0): the
-                                             view with these three (integers)
+    position (an integer > 0)                placed: the view with this position, `created` 1
+                                             and `ahead` derived from the view's (the view is of
+                                             the batch's first new place; see the reply loop)
+    { position, ahead, 0 }                   given back (a repeat join): the view with these
     { 'limited', 'ip', 'retryAfterMs', ms }  the per-IP limit refused the join
     { 'refused', ... }                       as join-9.lua
     { 'join' }                               join-9.lua decides (the limit already taken)
@@ -57,6 +59,8 @@
 --- @include "token-bucket"
 
 local PER_FAN = 6
+-- read a few times a fan: a local, not a global's lookup each time
+local ARGV = ARGV
 local n = tonumber(ARGV[1])
 local now = now_ms()
 -- out[i] is fan i's reply; the view goes in front when the script returns
@@ -79,14 +83,17 @@ end
 local byBucket = {}
 for i = 1, n do
   local a = 1 + (i - 1) * PER_FAN
-  local bucket = tonumber(ARGV[a + 2])
-  if bucket > 0 and tonumber(ARGV[a + 3]) > 0 then
-    local fans = byBucket[bucket]
-    if not fans then
-      fans = { rate = tonumber(ARGV[a + 3]), burst = tonumber(ARGV[a + 4]) }
-      byBucket[bucket] = fans
+  -- most joins name no bucket: a string test, not two tonumber calls a fan
+  if ARGV[a + 2] ~= '0' then
+    local bucket = tonumber(ARGV[a + 2])
+    if bucket > 0 and tonumber(ARGV[a + 3]) > 0 then
+      local fans = byBucket[bucket]
+      if not fans then
+        fans = { rate = tonumber(ARGV[a + 3]), burst = tonumber(ARGV[a + 4]) }
+        byBucket[bucket] = fans
+      end
+      fans[#fans + 1] = i
     end
-    fans[#fans + 1] = i
   end
 end
 for bucket, fans in pairs(byBucket) do
@@ -157,7 +164,7 @@ for j, fanId in ipairs(ids) do
     end
   elseif r.closed ~= 0 then
     out[i] = -3
-  elseif r.powBits > (tonumber(ARGV[a + 5]) or 0) then
+  elseif r.powBits > 0 and r.powBits > (tonumber(ARGV[a + 5]) or 0) then
     out[i] = { 'refused', 'pow', 'powBits', int(r.powBits) }
   elseif r.invites ~= 0 and ARGV[a + 6] ~= '1' then
     out[i] = { 'refused', 'invite' }
@@ -171,37 +178,43 @@ if k == 0 and #again == 0 then return reply() end
 
 -- The places: one counter step for all, given in arrival order.
 local first, order, records, heartbeats = 0, {}, {}, {}
+local prequeue = r.openedAt == 0
 if k > 0 then
-  if r.openedAt == 0 then
+  if prequeue then
     first = redis.call('HINCRBY', K_ROOM, 'preSeq', k) - k
   else
     first = redis.call('HINCRBY', K_ROOM, 'tail', k) - k
   end
 end
-local fans, nowText = {}, int(now)
+-- A new fan's record is pack_fan of { s = 'p', n = first + j } before the close and of
+-- { s = 'w', pos = first + j } after it, every other field 0 or empty: written here as text with one
+-- number converted a fan (string.format is most of a join's Lua time), the lists filled by index.
+local nowText, h = int(now), 0
 for j, i in ipairs(placed) do
   local fanId = ARGV[2 + (i - 1) * PER_FAN]
-  local f = { s = 'w', pos = 0, n = 0, sid = '', exp = 0, at = 0 }
-  if r.openedAt == 0 then
-    f.s = 'p'
-    f.n = first + j
-    append(order, 0, pre_member(r, fanId))
+  local place = int(first + j)
+  local o = 2 * j - 1
+  if prequeue then
+    order[o], order[o + 1] = '0', pre_member(r, fanId)
+    records[o], records[o + 1] = fanId, 'p|0|' .. place .. '||0|0'
   else
-    f.pos = first + j
-    append(order, int(f.pos), fanId)
+    order[o], order[o + 1] = place, fanId
+    records[o], records[o + 1] = fanId, 'w|' .. place .. '|0||0|0'
   end
-  append(records, fanId, pack_fan(f))
-  append(heartbeats, nowText, fanId)
-  fans[j] = f
+  heartbeats[o], heartbeats[o + 1] = nowText, fanId
+  h = o + 1
 end
 -- a repeat join counts as the poll that keeps the place (as join-9.lua)
-for _, g in ipairs(again) do append(heartbeats, nowText, g.fanId) end
+for _, g in ipairs(again) do
+  heartbeats[h + 1], heartbeats[h + 2] = nowText, g.fanId
+  h = h + 2
+end
 if k > 0 then
   redis.call('ZADD', r.openedAt == 0 and K_PRE or K_FIFO, unpack(order))
   redis.call('HSET', K_FANS, unpack(records))
   redis.call('HINCRBY', K_ROOM, 'joined', k)
 end
-if not sharded(r) then redis.call('ZADD', K_SEEN, unpack(heartbeats)) end
+if h > 0 and not sharded(r) then redis.call('ZADD', K_SEEN, unpack(heartbeats)) end
 
 -- Every new place is at the back: the vacated places past the cursor are all ahead of it.
 local memo = { live = live_sessions(now) }
@@ -215,20 +228,20 @@ end
 -- differ.
 local viewFan, viewRecord = nil, nil
 if k > 0 then
-  viewFan, viewRecord = ARGV[2 + (placed[1] - 1) * PER_FAN], fans[1]
+  viewFan = ARGV[2 + (placed[1] - 1) * PER_FAN]
+  viewRecord = { s = prequeue and 'p' or 'w', pos = prequeue and 0 or first + 1, n = prequeue and first + 1 or 0,
+    sid = '', exp = 0, at = 0 }
 else
   viewFan, viewRecord = again[1].fanId, again[1].f
 end
 local view = append(fan_view(r, viewFan, viewRecord, now, memo), 'created', '1', 'invites', int(r.invites))
--- fan_view's position and ahead for every fan of the batch (the same arithmetic)
-for j, i in ipairs(placed) do
-  local f = fans[j]
-  if r.openedAt == 0 then
-    out[i] = { f.n, memo.preCard - 1, 1 }
-  else
-    out[i] = { f.pos, math.max(0, f.pos - r.served - 1 - memo.goneAhead), 1 }
-  end
-end
+-- A new place's reply is its position alone, a number (the caller tells it from the negative codes
+-- and the lists): `ahead` follows from the view, which is of the batch's first new place. Before
+-- the close every new place has the view's `ahead` (the pre-queue less the fan); after it a new
+-- place is at the back, past every vacated place, so its `ahead` is the view's plus the places
+-- between the two. One integer a fan instead of a list of three: turning a list into the reply is
+-- most of a fan's share of the script's reply.
+for j, i in ipairs(placed) do out[i] = first + j end
 for _, g in ipairs(again) do
   local f = g.f
   if r.openedAt == 0 then

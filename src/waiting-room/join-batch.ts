@@ -261,7 +261,8 @@ export function fanReplies(reply: unknown, fans: number): unknown[] {
   const out: unknown[] = new Array(fans);
   for (let i = 0; i < fans; i++) {
     const own: unknown = reply[i + 1];
-    if (!Array.isArray(own) || typeof own[0] !== "number") {
+    const placed = typeof own === "number" && own > 0;
+    if (!placed && !(Array.isArray(own) && typeof own[0] === "number")) {
       out[i] = own;
       continue;
     }
@@ -269,7 +270,20 @@ export function fanReplies(reply: unknown, fans: number): unknown[] {
       if ((reply[0] as unknown[]).length === 0) throw new ReplyShapeError("joinBatch: a fan placed, no view");
       view = new Fields(reply[0]);
     }
-    out[i] = new Fields(["position", own[0], "ahead", own[1], "created", own[2] ?? 1], view);
+    out[i] = placed
+      ? new Fields(["position", own, "ahead", newPlaceAhead(view, own), "created", 1], view)
+      : new Fields(["position", (own as number[])[0], "ahead", (own as number[])[1], "created", 0], view);
   }
   return out;
+}
+
+/**
+ * `ahead` of a new place at `position`, from the batch's view (which is of its first new place, as
+ * fan_view computes it): before the close every new fan has the pre-queue less itself ahead (the
+ * view's `ahead`, its position `provisional`); after it a new place is at the back, past every
+ * vacated place, so the places between it and the view's are all ahead of it too.
+ */
+function newPlaceAhead(view: Fields, position: number): number {
+  if (view.flag("provisional")) return view.num("ahead");
+  return Math.max(0, view.num("ahead") + position - view.num("position"));
 }

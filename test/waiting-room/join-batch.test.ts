@@ -171,6 +171,14 @@ describe("joins batched per event", () => {
     const joined = (await Promise.all(ids.map((fanId) => gw.room.join(evt, fanId)))).map(ok);
     expect(joined.every((j) => j.place.status === "prequeue" && j.place.provisional)).toBe(true);
     expect(joined.map((j) => j.place.position)).toEqual(ids.map((_, i) => i + 2));
+    // Before the draw every fan may end up ahead: `ahead` is the pre-queue less the fan as its batch
+    // left it, so the same for a batch's fans, the last position of the batch less one.
+    const ahead = joined.map((j) => j.place.ahead);
+    expect(ahead.every((a, i) => a + 1 >= i + 2 && (i === 0 || a >= ahead[i - 1]!))).toBe(true);
+    expect(
+      ahead.every((a) => a + 1 <= 201 && ahead.includes(a) && joined.some((j) => j.place.position === a + 1)),
+    ).toBe(true);
+    expect(ahead.at(-1)).toBe(200);
     expect(ok(await gw.room.info(evt)).info.waiting).toBe(201);
   });
 
