@@ -1,0 +1,229 @@
+/**
+ * Redis cost of the waiting room's operations in instructions, not seconds: redis-server runs
+ * under valgrind's callgrind, which counts every instruction it executes, so the same code and
+ * inputs give the same figure whatever else the machine is doing. CPU time (`INFO cpu`, what
+ * bench:gateway and bench:waiting-room report) is the figure that matters in production, but on a
+ * shared, noisy machine it moves by a third between runs; a change to a Lua script is measured
+ * here first, then confirmed in CPU time.
+ *
+ *   npm run bench:redis-instructions          # needs valgrind (apt-get install valgrind)
+ *
+ * The server is the real one (`REDIS_SERVER`, default redis-server on the PATH), about fifty times
+ * slower under valgrind. Each phase is counted alone (callgrind_control zeroes the counters before
+ * it and dumps them after), less the server's idle instructions over the phase's length (its cron,
+ * measured first). The operations go through the waiting room's module, as a gateway sends them:
+ *   - joins of new fans into a moving line, in batches of exactly each size of BENCH_BATCHES
+ *     (join-batch-n.lua: every join of one turn of the event loop goes in one call), BENCH_FANS fans
+ *     a size, the line growing across sizes as it does in an on-sale;
+ *   - a waiting fan's status poll that Redis answers (status-10.lua, the line cache off);
+ *   - for scale, a trivial script (`return 1`) on the event's slot.
+ * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
+ * REDIS_SERVER. Prints a table, then one JSON line.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Redis } from "ioredis";
+import { z } from "zod";
+import { freePort, redisAnswers } from "../src/local/redis.js";
+import { createWaitingRoom, waitingRoomKeys } from "../src/waiting-room/index.js";
+
+const env = z
+  .object({
+    REDIS_SERVER: z.string().default("redis-server"),
+    BENCH_FANS: z.coerce.number().int().positive().default(3_200),
+    BENCH_BATCHES: z
+      .string()
+      .default("1,8,32")
+      .transform((s) => s.split(",").map(Number))
+      .pipe(z.array(z.number().int().min(1).max(256)).min(1)),
+    BENCH_POLLS: z.coerce.number().int().positive().default(1_000),
+  })
+  .parse(process.env);
+
+interface Row {
+  operation: string;
+  calls: number;
+  fans: number;
+  instructionsPerCall: number;
+  instructionsPerFan: number;
+}
+
+function need(command: string, hint: string): void {
+  const probe = spawnSync(command, ["--version"], { stdio: "ignore" });
+  if (probe.error || probe.status !== 0) {
+    process.stderr.write(`bench:redis-instructions needs ${command} (${hint})\n`);
+    process.exit(2);
+  }
+}
+
+/** callgrind's counters of one redis-server under valgrind: zeroed before a phase, read after. */
+class Counter {
+  private dumps = 0;
+  constructor(
+    private readonly pid: number,
+    private readonly dir: string,
+  ) {}
+
+  zero(): void {
+    this.control("-z");
+  }
+
+  /** Instructions since the last zero (a dump file per call: `cg.out.<n>`). */
+  async read(): Promise<number> {
+    this.control("-d");
+    this.dumps += 1;
+    const name = (await readdir(this.dir)).find((f) => f.endsWith(`.${this.dumps}`) && f.startsWith("cg.out"));
+    if (!name) throw new Error(`callgrind wrote no dump ${this.dumps} in ${this.dir}`);
+    const text = await readFile(join(this.dir, name), "utf8");
+    const total = /^(?:summary|totals):\s+(\d+)/m.exec(text);
+    if (!total) throw new Error(`no totals in ${name}`);
+    return Number(total[1]);
+  }
+
+  private control(flag: string): void {
+    const run = spawnSync("callgrind_control", [flag, String(this.pid)], { encoding: "utf8" });
+    if (run.status !== 0) throw new Error(`callgrind_control ${flag}: ${run.stderr || run.stdout}`);
+  }
+}
+
+async function main(): Promise<void> {
+  need("valgrind", "apt-get install valgrind");
+  need(env.REDIS_SERVER, "REDIS_SERVER names the redis-server to measure");
+  const dir = await mkdtemp(join(tmpdir(), "bench-redis-instr-"));
+  const port = await freePort();
+  const server = spawn(
+    "valgrind",
+    [
+      "--tool=callgrind",
+      `--callgrind-out-file=${join(dir, "cg.out")}`,
+      env.REDIS_SERVER,
+      "--port",
+      String(port),
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+    ],
+    { stdio: "ignore" },
+  );
+  const url = `redis://127.0.0.1:${port}`;
+  const redis = new Redis(url, { commandTimeout: 600_000, lazyConnect: true });
+  try {
+    const deadline = Date.now() + 60_000;
+    while (!(await redisAnswers(url, 2_000))) {
+      if (server.exitCode !== null) throw new Error(`redis-server under valgrind exited (${server.exitCode})`);
+      if (Date.now() > deadline) throw new Error("redis-server under valgrind did not answer within 60 s");
+      await sleep(250);
+    }
+    await redis.connect();
+    const counter = new Counter(server.pid as number, dir);
+
+    // The server's own instructions while idle (its cron), per ms, taken off every phase.
+    counter.zero();
+    const idleStart = performance.now();
+    await sleep(2_000);
+    const idlePerMs = (await counter.read()) / (performance.now() - idleStart);
+    const phase = async (operation: string, calls: number, fans: number, run: () => Promise<void>): Promise<Row> => {
+      counter.zero();
+      const started = performance.now();
+      await run();
+      const counted = (await counter.read()) - idlePerMs * (performance.now() - started);
+      return {
+        operation,
+        calls,
+        fans,
+        instructionsPerCall: Math.round(counted / calls),
+        instructionsPerFan: Math.round(counted / fans),
+      };
+    };
+
+    const room = createWaitingRoom({ redis, secret: randomBytes(32).toString("hex"), lineCache: false });
+    const eventId = `instr_${randomBytes(4).toString("hex")}`;
+    // A line that is moving, where a join is placed by the batch: one fan in it, nobody admitted.
+    const configured = await room.configure(eventId, {
+      onSaleAt: Date.now() - 1_000,
+      admitPerSecond: 0,
+      maxActive: 100,
+      sessionSeconds: 900,
+    });
+    if (!configured.ok) throw new Error(`configure: ${JSON.stringify(configured)}`);
+    const first = await room.join(eventId, "first");
+    if (!first.ok) throw new Error(`join: ${JSON.stringify(first)}`);
+    const rows: Row[] = [];
+    const trivialSha = String(await redis.script("LOAD", "return 1"));
+    const slot = waitingRoomKeys(eventId).room;
+    rows.push(
+      await phase("trivial EVALSHA (return 1)", 1_000, 1_000, async () => {
+        for (let i = 0; i < 1_000; i += 50) {
+          await Promise.all(Array.from({ length: 50 }, () => redis.evalsha(trivialSha, 1, slot)));
+        }
+      }),
+    );
+
+    let fan = 0;
+    const waiting: string[] = [];
+    for (const size of env.BENCH_BATCHES) {
+      const calls = Math.max(1, Math.round(env.BENCH_FANS / size));
+      const before = room.joinBatchCounters();
+      rows.push(
+        await phase(`join, ${size} new fan${size === 1 ? "" : "s"} a batch`, calls, calls * size, async () => {
+          for (let c = 0; c < calls; c++) {
+            const ids = Array.from({ length: size }, () => `fan-${fan++}-${randomBytes(6).toString("hex")}`);
+            const joined = await Promise.all(ids.map((id) => room.join(eventId, id)));
+            for (const j of joined) if (!j.ok || !j.created) throw new Error(`join: ${JSON.stringify(j)}`);
+            if (waiting.length < env.BENCH_POLLS) waiting.push(...ids);
+          }
+        }),
+      );
+      const after = room.joinBatchCounters();
+      const batches = after.batches - before.batches;
+      if (batches !== calls || after.joins - before.joins !== calls * size) {
+        throw new Error(
+          `expected ${calls} batches of ${size}: ${batches} batches of ${after.joins - before.joins} joins`,
+        );
+      }
+    }
+
+    const polled = waiting.slice(0, env.BENCH_POLLS);
+    rows.push(
+      await phase("status poll of a waiting fan (status-10.lua)", polled.length, polled.length, async () => {
+        for (const fanId of polled) {
+          const s = await room.statusOf(eventId, fanId);
+          if (!s.ok || s.place.status !== "waiting") throw new Error(`status: ${JSON.stringify(s)}`);
+        }
+      }),
+    );
+
+    const version = (await redis.info("server")).match(/redis_version:(\S+)/)?.[1] ?? "?";
+    process.stdout.write(
+      `redis-server ${version} under callgrind; instructions less the server's idle (${Math.round(idlePerMs * 1000)}/s)\n`,
+    );
+    console.table(
+      rows.map((r) => ({
+        operation: r.operation,
+        calls: r.calls,
+        fans: r.fans,
+        "instructions/call": r.instructionsPerCall.toLocaleString("en-US"),
+        "instructions/fan": r.instructionsPerFan.toLocaleString("en-US"),
+      })),
+    );
+    process.stdout.write(`${JSON.stringify({ bench: "redis-instructions", redisVersion: version, rows })}\n`);
+  } finally {
+    redis.disconnect();
+    if (server.exitCode === null) {
+      const exited = new Promise((r) => server.once("exit", r));
+      server.kill("SIGTERM");
+      await exited;
+    }
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
