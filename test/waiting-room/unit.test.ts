@@ -1,4 +1,6 @@
 /** Pure parts of the waiting room: no I/O. */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { scriptOutcome, SCRIPT_OUTCOMES } from "../../src/waiting-room/codes.js";
@@ -14,7 +16,7 @@ import {
   MIN_POLL_MS,
 } from "../../src/waiting-room/advice.js";
 import { adviseFan, commitmentOf, lotteryOrder, seedMatchesCommitment } from "../../src/waiting-room/index.js";
-import { familyScripts, readScript } from "../../src/redis/scripts.js";
+import { familyScripts, luaDir, readScript } from "../../src/redis/scripts.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
 
 describe("keys", () => {
@@ -55,6 +57,26 @@ describe("scripts", () => {
     }
     const file = waitingRoomScripts.files.status;
     expect(readScript(file)).toBe(readScript(file)); // read once
+  });
+
+  it("build the room table from constructors that name exactly SETTINGS and RUNTIME (includes/room.lua)", () => {
+    const lua = readFileSync(join(luaDir, "waiting-room", "includes", "room.lua"), "utf8");
+    const list = (name: string) => {
+      const body = new RegExp(`local ${name} = \\{([^}]*)\\}`).exec(lua)?.[1];
+      if (!body) throw new Error(`room.lua has no ${name}`);
+      return [...body.matchAll(/'(\w+)'/g)].map((m) => m[1]!);
+    };
+    const fields = (fn: string) => {
+      const body = new RegExp(`local function ${fn}\\(\\)\\s*return \\{([^}]*)\\}`).exec(lua)?.[1];
+      if (!body) throw new Error(`room.lua has no ${fn}`);
+      return [...body.matchAll(/(\w+) = 0\b/g)].map((m) => m[1]!).sort();
+    };
+    const settings = list("SETTINGS");
+    const runtime = list("RUNTIME");
+    expect(settings.length).toBeGreaterThan(5);
+    expect(runtime.length).toBeGreaterThan(10);
+    expect(fields("new_room")).toEqual([...settings, ...runtime].sort());
+    expect(fields("new_saved")).toEqual([...runtime].sort());
   });
 
   it("map negative codes through one table", () => {

@@ -51,12 +51,15 @@ local function fan_view(r, fanId, f, now, memo)
     if ahead < 0 then ahead = 0 end
   end
   local live = memo.live or live_sessions(now)
-  return { 'status', status, 'position', int(position), 'provisional', int(provisional),
-    'ahead', int(ahead), 'sessionId', f.sid, 'admittedAt', int(f.at), 'expiresAt', int(f.exp),
-    'now', int(now), 'onSaleAt', int(r.onSaleAt), 'roomState', room_state(r),
+  -- The integers leave as numbers: Redis makes each an integer reply (a number with a fraction
+  -- would be truncated, as int() does), which costs no string.format; the callers read every
+  -- field as text either way (src/waiting-room/replies.ts Fields).
+  return { 'status', status, 'position', position, 'provisional', provisional,
+    'ahead', ahead, 'sessionId', f.sid, 'admittedAt', f.at, 'expiresAt', f.exp,
+    'now', now, 'onSaleAt', r.onSaleAt, 'roomState', room_state(r),
     'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
     'admitPerSecond', r.raw.admitPerSecond,
-    'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch, 'drawn', int(r.drawn) }
+    'abandonSeconds', r.abandonSeconds, 'epoch', r.epoch, 'drawn', r.drawn }
 end
 
 local function snapshot(r, now)
