@@ -1,8 +1,8 @@
 --[[
   Token bucket: allow a request when a token is left, refill continuously at a steady rate.
 
-  KEYS[1]  the bucket (a hash: tokens, ts). One key per limited subject, e.g.
-           rl:{ip:hold:203.0.113.7}  or  rl:{fan:hold:evt1:alice}
+  KEYS[1]  the bucket (includes/token-bucket.lua). One key per limited subject, e.g.
+           lim:{ip:hold:203.0.113.7}  or  lim:{fan:hold:evt1:alice}
            (the waiting room's own buckets live under the event's tag, see
            src/waiting-room/keys.ts limitKey, and are taken by its scripts)
 

@@ -14,7 +14,8 @@
  * measured first). The operations go through the waiting room's module, as a gateway sends them:
  *   - joins of new fans into a moving line, in batches of exactly each size of BENCH_BATCHES
  *     (join-batch-n.lua: every join of one turn of the event loop goes in one call), BENCH_FANS fans
- *     a size, the line growing across sizes as it does in an on-sale;
+ *     a size, the line growing across sizes as it does in an on-sale; then batches of 32 whose fans
+ *     each come from an address of their own, so each join takes a new per-IP bucket as well;
  *   - a waiting fan's status poll that Redis answers (status-10.lua, the line cache off);
  *   - for scale, a trivial script (`return 1`) on the event's slot.
  * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
@@ -186,6 +187,31 @@ async function main(): Promise<void> {
           `expected ${calls} batches of ${size}: ${batches} batches of ${after.joins - before.joins} joins`,
         );
       }
+    }
+
+    // As a gateway sends joins from the crowd: every fan from an address of its own, so each takes
+    // the per-IP join limit's bucket (a new one) in the same call (the rate and burst of the
+    // gateway's default, src/http/client-ip.ts).
+    {
+      const size = 32;
+      const calls = Math.max(1, Math.round(env.BENCH_FANS / size));
+      let ip = 0;
+      rows.push(
+        await phase(`join, ${size} new fans a batch, each from its own IP`, calls, calls * size, async () => {
+          for (let c = 0; c < calls; c++) {
+            const joined = await Promise.all(
+              Array.from({ length: size }, () => {
+                const n = ip++;
+                const subject = `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
+                return room.join(eventId, `fan-${fan++}-${randomBytes(6).toString("hex")}`, {
+                  limits: { ip: { subject, perSecond: 5, burst: 10 } },
+                });
+              }),
+            );
+            for (const j of joined) if (!j.ok || !j.created) throw new Error(`join: ${JSON.stringify(j)}`);
+          }
+        }),
+      );
     }
 
     const polled = waiting.slice(0, env.BENCH_POLLS);

@@ -4,7 +4,12 @@
   algorithm in Lua; src/http/middleware/rate-limit.ts has the same one in memory for when Redis is
   away.
 
-  key     the bucket (a hash: tokens, ts), expired once it would have refilled
+  key     the bucket: a string "<tokens> <ts ms>", expired once it would have refilled. A string
+          read by GET and written by one SET ... PX, not a hash (HMGET, HSET, PEXPIRE): a new
+          client's bucket was most of a join's Redis cost (bench:redis-instructions). The keys
+          were renamed with the change (rl: -> lim:), so a gateway of the previous version, which
+          reads a hash, never meets one of these (during a rolling upgrade each version counts its
+          own buckets)
   rate    tokens added per second (> 0)
   burst   bucket capacity (>= 1)
   cost    tokens this request takes (usually 1)
@@ -19,20 +24,18 @@
              the rest (0 when all were allowed)
 ]]
 local function bucket_refilled(key, rate, burst, now)
-  local state = redis.call('HMGET', key, 'tokens', 'ts')
-  local tokens = tonumber(state[1])
-  local ts = tonumber(state[2])
-  if tokens == nil then
-    tokens = burst
-    ts = now
-  end
+  local state = redis.call('GET', key)
+  if not state then return burst end
+  local tokens, ts = string.match(state, '^(%S+) (%d+)$')
+  tokens, ts = tonumber(tokens), tonumber(ts)
+  -- unreadable (never written so): a full bucket, as a missing one
+  if tokens == nil or ts == nil then return burst end
   return math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
 end
 
 local function bucket_save(key, rate, burst, tokens, now)
-  redis.call('HSET', key, 'tokens', tokens, 'ts', now)
   -- A full bucket carries no information: let it go once it would have refilled.
-  redis.call('PEXPIRE', key, math.ceil(burst * 1000 / rate) + 1000)
+  redis.call('SET', key, string.format('%.17g %d', tokens, now), 'PX', math.ceil(burst * 1000 / rate) + 1000)
 end
 
 local function take_token(key, rate, burst, cost, now)

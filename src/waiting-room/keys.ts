@@ -76,14 +76,14 @@ export function lineKeysWithChanges(k: WaitingRoomKeys): string[] {
 }
 
 /**
- * A rate-limit bucket (a hash, see lua/includes/token-bucket.lua) that a line script takes in the
+ * A rate-limit bucket (a string, see lua/includes/token-bucket.lua) that a line script takes in the
  * same call, hence under the event's tag: `limit` names it (`ip:status`, `fan:status`, `ip:join`),
  * `subject` is whom it counts (a client IP, a fan id). Buckets expire by themselves once full, so
  * `allKeys` does not list them.
  */
 export function limitKey(eventId: string, limit: string, subject: string): string {
   if (!isEventId(eventId)) throw new RangeError(`invalid event id: ${JSON.stringify(eventId)}`);
-  return `wr:{evt:${eventId}}:rl:${limit}:${subject}`;
+  return `wr:{evt:${eventId}}:lim:${limit}:${subject}`;
 }
 
 export function allKeys(k: WaitingRoomKeys): string[] {

@@ -67,7 +67,7 @@ describe("the line cache", () => {
 
     const answered = room.lineCacheCounters().answered;
     const polls: Awaited<ReturnType<typeof room.statusOf>>[] = [];
-    const statusCalls = await commandsNaming(`rl:fan:status:${back}`, async () => {
+    const statusCalls = await commandsNaming(`lim:fan:status:${back}`, async () => {
       // 50 polls of the same fan really in flight at once, then one more
       polls.push(...(await Promise.all(Array.from({ length: 50 }, () => room.statusOf(evt, back)))));
       polls.push(await room.statusOf(evt, back));
@@ -92,7 +92,7 @@ describe("the line cache", () => {
 
     // A fan at the front (its turn within a second of admissions) is asked of Redis, which admits.
     const front = ids[1]!;
-    const frontCalls = await commandsNaming(`rl:fan:status:${front}`, async () => {
+    const frontCalls = await commandsNaming(`lim:fan:status:${front}`, async () => {
       ok(await room.statusOf(evt, front));
     });
     expect(frontCalls.length).toBe(1);
@@ -146,7 +146,7 @@ describe("the line cache", () => {
     const started = Date.now();
     let cachedPolls = 0;
     let polls = 0;
-    const statusCalls = await commandsNaming(`rl:fan:status:${keeper}`, async () => {
+    const statusCalls = await commandsNaming(`lim:fan:status:${keeper}`, async () => {
       // Past the abandon time, polling every 400 ms, always on this gateway.
       while (Date.now() - started < 6_000) {
         const p = ok(await room.statusOf(evt, keeper));

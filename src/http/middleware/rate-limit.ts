@@ -60,7 +60,7 @@ export function createRateLimiter(redis: RedisClient, deps: { metrics: Metrics; 
   };
   const limiter: RateLimiter = {
     // The subject is hashed into the tag so one bucket is one slot on a cluster.
-    enforce: (limitName, subject, limit) => limiter.enforceKey(limitName, `rl:{${limitName}:${subject}}`, limit),
+    enforce: (limitName, subject, limit) => limiter.enforceKey(limitName, `lim:{${limitName}:${subject}}`, limit),
 
     async enforceKey(limitName, key, limit) {
       if (limit.perSecond <= 0) return;
