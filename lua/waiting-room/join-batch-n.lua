@@ -81,15 +81,20 @@ end
 
 -- The limits, one take per bucket for all of its fans (in arrival order).
 local byBucket = {}
+-- Every fan of a batch names the same rate and burst (the gateway's setting): each text is read
+-- as a number once, not a few times a fan.
+local rateText, rate, burstText, burst = nil, 0, nil, 0
 for i = 1, n do
   local a = 1 + (i - 1) * PER_FAN
-  -- most joins name no bucket: a string test, not two tonumber calls a fan
+  -- a join that names no bucket: a string test, no tonumber
   if ARGV[a + 2] ~= '0' then
-    local bucket = tonumber(ARGV[a + 2])
-    if bucket > 0 and tonumber(ARGV[a + 3]) > 0 then
+    if ARGV[a + 3] ~= rateText then rateText, rate = ARGV[a + 3], tonumber(ARGV[a + 3]) end
+    if rate > 0 then
+      local bucket = tonumber(ARGV[a + 2])
       local fans = byBucket[bucket]
       if not fans then
-        fans = { rate = tonumber(ARGV[a + 3]), burst = tonumber(ARGV[a + 4]) }
+        if ARGV[a + 4] ~= burstText then burstText, burst = ARGV[a + 4], tonumber(ARGV[a + 4]) end
+        fans = { rate = rate, burst = burst }
         byBucket[bucket] = fans
       end
       fans[#fans + 1] = i
