@@ -16,7 +16,8 @@
  *     (join-batch-n.lua: every join of one turn of the event loop goes in one call), BENCH_FANS fans
  *     a size, the line growing across sizes as it does in an on-sale; then batches of 32 whose fans
  *     each come from an address of their own, so each join takes a new per-IP bucket as well;
- *   - a waiting fan's status poll that Redis answers (status-10.lua, the line cache off);
+ *   - a waiting fan's status poll that Redis answers (status-10.lua, the line cache off), without
+ *     limits and then with a per-IP and a per-fan limit, as a gateway sends it;
  *   - for scale, a trivial script (`return 1`) on the event's slot.
  * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
  * REDIS_SERVER. Prints a table, then one JSON line.
@@ -222,6 +223,26 @@ async function main(): Promise<void> {
           if (!s.ok || s.place.status !== "waiting") throw new Error(`status: ${JSON.stringify(s)}`);
         }
       }),
+    );
+
+    // The same polls as a gateway sends them: each takes its address's bucket and its fan's bucket
+    // (status-10.lua takes both in the same call), one address per fan.
+    rows.push(
+      await phase(
+        "status poll of a waiting fan, with its per-IP and per-fan limits",
+        polled.length,
+        polled.length,
+        async () => {
+          for (const [i, fanId] of polled.entries()) {
+            const limits = {
+              ip: { subject: `10.9.${(i >> 8) & 255}.${i & 255}`, perSecond: 20, burst: 40 },
+              fan: { subject: fanId, perSecond: 2, burst: 10 },
+            };
+            const s = await room.statusOf(eventId, fanId, { limits });
+            if (!s.ok || s.place.status !== "waiting") throw new Error(`status: ${JSON.stringify(s)}`);
+          }
+        },
+      ),
     );
 
     const version = (await redis.info("server")).match(/redis_version:(\S+)/)?.[1] ?? "?";
