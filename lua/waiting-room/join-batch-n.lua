@@ -191,9 +191,7 @@ if k > 0 then
     first = redis.call('HINCRBY', K_ROOM, 'tail', k) - k
   end
 end
--- A new fan's record is pack_fan of { s = 'p', n = first + j } before the close and of
--- { s = 'w', pos = first + j } after it, every other field 0 or empty: written here as text with one
--- number converted a fan (string.format is most of a join's Lua time), the lists filled by index.
+-- A new fan's record (new_fan_text: one number converted a fan), the lists filled by index.
 local nowText, h = int(now), 0
 for j, i in ipairs(placed) do
   local fanId = ARGV[2 + (i - 1) * PER_FAN]
@@ -201,10 +199,10 @@ for j, i in ipairs(placed) do
   local o = 2 * j - 1
   if prequeue then
     order[o], order[o + 1] = '0', pre_member(r, fanId)
-    records[o], records[o + 1] = fanId, 'p|0|' .. place .. '||0|0'
+    records[o], records[o + 1] = fanId, new_fan_text('p', place)
   else
     order[o], order[o + 1] = place, fanId
-    records[o], records[o + 1] = fanId, 'w|' .. place .. '|0||0|0'
+    records[o], records[o + 1] = fanId, new_fan_text('w', place)
   end
   heartbeats[o], heartbeats[o + 1] = nowText, fanId
   h = o + 1
@@ -215,7 +213,7 @@ for _, g in ipairs(again) do
   h = h + 2
 end
 if k > 0 then
-  redis.call('ZADD', r.openedAt == 0 and K_PRE or K_FIFO, unpack(order))
+  redis.call('ZADD', prequeue and K_PRE or K_FIFO, unpack(order))
   redis.call('HSET', K_FANS, unpack(records))
   redis.call('HINCRBY', K_ROOM, 'joined', k)
 end

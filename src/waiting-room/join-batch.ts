@@ -258,6 +258,7 @@ export function fanReplies(reply: unknown, fans: number): unknown[] {
     throw new ReplyShapeError(`joinBatch: ${fans} fans, reply ${JSON.stringify(reply)?.slice(0, 80)}`);
   }
   let view: Fields | undefined;
+  let aheadOf = (_position: number) => 0;
   const out: unknown[] = new Array(fans);
   for (let i = 0; i < fans; i++) {
     const own: unknown = reply[i + 1];
@@ -269,21 +270,24 @@ export function fanReplies(reply: unknown, fans: number): unknown[] {
     if (view === undefined) {
       if ((reply[0] as unknown[]).length === 0) throw new ReplyShapeError("joinBatch: a fan placed, no view");
       view = new Fields(reply[0]);
+      aheadOf = newPlaceAhead(view);
     }
     out[i] = placed
-      ? new Fields(["position", own, "ahead", newPlaceAhead(view, own), "created", 1], view)
+      ? new Fields(["position", own, "ahead", aheadOf(own), "created", 1], view)
       : new Fields(["position", (own as number[])[0], "ahead", (own as number[])[1], "created", 0], view);
   }
   return out;
 }
 
 /**
- * `ahead` of a new place at `position`, from the batch's view (which is of its first new place, as
+ * `ahead` of a new place at a position, from the batch's view (which is of its first new place, as
  * fan_view computes it): before the close every new fan has the pre-queue less itself ahead (the
  * view's `ahead`, its position `provisional`); after it a new place is at the back, past every
  * vacated place, so the places between it and the view's are all ahead of it too.
  */
-function newPlaceAhead(view: Fields, position: number): number {
-  if (view.flag("provisional")) return view.num("ahead");
-  return Math.max(0, view.num("ahead") + position - view.num("position"));
+function newPlaceAhead(view: Fields): (position: number) => number {
+  const ahead = view.num("ahead");
+  if (view.flag("provisional")) return () => ahead;
+  const from = view.num("position");
+  return (position) => Math.max(0, ahead + position - from);
 }

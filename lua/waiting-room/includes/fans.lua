@@ -12,6 +12,7 @@
   Defines  STATE_NAMES                  record letter -> the status a fan is shown
            get_fan(fanId) -> f | nil    put_fan(fanId, f)    pack_fan(f) (the record's text)
            unpack_fan(raw) -> f         a record read some other way (an HMGET of many)
+           new_fan_text(s, placeText)   pack_fan of a fan just placed, its place given as text
            is_stale(r, seenAt, now)     the place was not polled for abandonSeconds (never
                                         while the draw is pending)
            abandon(r, fanId, f)         gives the place up (the cursor will pass it)
@@ -39,6 +40,14 @@ end
 
 local function pack_fan(f)
   return f.s .. '|' .. int(f.pos) .. '|' .. int(f.n) .. '|' .. f.sid .. '|' .. int(f.exp) .. '|' .. int(f.at)
+end
+
+-- pack_fan of a fan just placed (every field but one 0 or empty), from its place already as text:
+-- 'w' waiting at `placeText`, or 'p' pre-queued with arrival number `placeText`. A batch of joins
+-- writes many, and string.format is most of a join's Lua time (join-batch-n.lua).
+local function new_fan_text(s, placeText)
+  if s == 'p' then return 'p|0|' .. placeText .. '||0|0' end
+  return 'w|' .. placeText .. '|0||0|0'
 end
 
 local function put_fan(fanId, f)
