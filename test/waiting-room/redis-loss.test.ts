@@ -222,6 +222,10 @@ describe("after Redis returns empty", () => {
 
   it("a session admitted before the loss keeps working until its token expires (not 401)", async () => {
     const alice = admitted[0]!;
+    // The new room has admitted three of the late fans above: its first sessions, as alice's was
+    // the lost room's first.
+    const before = ok(await gwA.deps.waitingRoom.stats(eventId)).stats;
+    expect(before.active).toBe(3);
     const held = await holdSeats(gwA, alice, ["B-2-1"]);
     expect(held.res.status).toBe(201);
     const hold = (await held.res.json()) as { holdId: string };
@@ -233,6 +237,16 @@ describe("after Redis returns empty", () => {
       json: { paymentToken: "tok_ok" },
     });
     expect(bought.res.status).toBe(201);
+    // Her purchase completes a session id the new room never issued: no session of the new room
+    // ends. (Ids were once the lottery commitment's prefix and a counter; a room created again keeps
+    // the commitment and restarts the counter, so this completed a late fan's session and admitted
+    // the next one in its slot.)
+    const after = ok(await gwA.deps.waitingRoom.stats(eventId)).stats;
+    expect({ completed: after.completed, admitted: after.admitted, active: after.active }).toEqual({
+      completed: before.completed,
+      admitted: before.admitted,
+      active: 3,
+    });
   });
 
   it("without an operator change, the room comes back with the PUT's settings; a change applies on it", async () => {

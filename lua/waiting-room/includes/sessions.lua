@@ -19,8 +19,13 @@ end
 
 local function admit(r, fanId, f, now)
   r.sessSeq = r.sessSeq + 1
-  -- unique per configured room (the commitment prefix) and per admission (the counter)
-  local sid = string.sub(r.commitment, 1, 8) .. '.' .. int(r.sessSeq)
+  -- Unique per room (its epoch, random at each creation) and per admission (the counter). Not
+  -- the lottery commitment: a room created again after a Redis loss keeps the committed seed and
+  -- restarts the counter, so a session id of the lost room would name a new fan's session, and a
+  -- pre-loss purchase confirmed later would end that fan's session (end-session-8.lua).
+  local room_tag = r.epoch
+  if room_tag == '' then room_tag = string.sub(r.commitment, 1, 8) end  -- a room older than epochs
+  local sid = room_tag .. '.' .. int(r.sessSeq)
   local exp = now + r.sessionSeconds * 1000
   redis.call('ZADD', K_ACTIVE, int(exp), sid)
   redis.call('HSET', K_SESSIONS, sid, fanId)
