@@ -21,10 +21,15 @@
  *   - for scale, a trivial script (`return 1`) on the event's slot.
  * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
  * REDIS_SERVER. Prints a table, then one JSON line.
+ *
+ * Where the instructions go: BENCH_PROFILE_DIR=<dir> keeps each phase's callgrind dump there as
+ * `<n>-<phase>.callgrind`; with a redis-server built with symbols (`make MALLOC=libc CFLAGS=-g` in
+ * a Redis source tree, named by REDIS_SERVER), `callgrind_annotate --inclusive=yes <file>` lists
+ * the server's and Lua's functions by cost.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -43,6 +48,7 @@ const env = z
       .transform((s) => s.split(",").map(Number))
       .pipe(z.array(z.number().int().min(1).max(256)).min(1)),
     BENCH_POLLS: z.coerce.number().int().positive().default(1_000),
+    BENCH_PROFILE_DIR: z.string().optional(),
   })
   .parse(process.env);
 
@@ -74,12 +80,16 @@ class Counter {
     this.control("-z");
   }
 
+  /** The last dump's file (after read()). */
+  lastDump = "";
+
   /** Instructions since the last zero (a dump file per call: `cg.out.<n>`). */
   async read(): Promise<number> {
     this.control("-d");
     this.dumps += 1;
     const name = (await readdir(this.dir)).find((f) => f.endsWith(`.${this.dumps}`) && f.startsWith("cg.out"));
     if (!name) throw new Error(`callgrind wrote no dump ${this.dumps} in ${this.dir}`);
+    this.lastDump = join(this.dir, name);
     const text = await readFile(join(this.dir, name), "utf8");
     const total = /^(?:summary|totals):\s+(\d+)/m.exec(text);
     if (!total) throw new Error(`no totals in ${name}`);
@@ -129,11 +139,18 @@ async function main(): Promise<void> {
     const idleStart = performance.now();
     await sleep(2_000);
     const idlePerMs = (await counter.read()) / (performance.now() - idleStart);
+    let profiles = 0;
     const phase = async (operation: string, calls: number, fans: number, run: () => Promise<void>): Promise<Row> => {
       counter.zero();
       const started = performance.now();
       await run();
       const counted = (await counter.read()) - idlePerMs * (performance.now() - started);
+      if (env.BENCH_PROFILE_DIR) {
+        await mkdir(env.BENCH_PROFILE_DIR, { recursive: true });
+        const slug = operation.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "");
+        profiles += 1;
+        await copyFile(counter.lastDump, join(env.BENCH_PROFILE_DIR, `${profiles}-${slug}.callgrind`));
+      }
       return {
         operation,
         calls,
@@ -258,6 +275,7 @@ async function main(): Promise<void> {
         "instructions/fan": r.instructionsPerFan.toLocaleString("en-US"),
       })),
     );
+    if (env.BENCH_PROFILE_DIR) process.stdout.write(`callgrind dumps of each phase in ${env.BENCH_PROFILE_DIR}\n`);
     process.stdout.write(`${JSON.stringify({ bench: "redis-instructions", redisVersion: version, rows })}\n`);
   } finally {
     redis.disconnect();

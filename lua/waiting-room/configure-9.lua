@@ -88,7 +88,7 @@ end
 local same = r ~= nil
 if r then
   for i, name in ipairs(NAMES) do
-    if r.raw[name] ~= ARGV[i] then same = false end
+    if room_raw(r)[name] ~= ARGV[i] then same = false end
   end
 end
 if not same then

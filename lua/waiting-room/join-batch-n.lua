@@ -120,7 +120,7 @@ local function answer_all(answer)
 end
 if #ids == 0 then return reply() end
 if not v[1] then return answer_all(-1) end
-local r = { raw = { admitPerSecond = v[5] } }
+local r = { rateText = v[5] }
 for i, f in ipairs(FIELDS) do r[f] = tonumber(v[i]) or 0 end
 r.epoch = v[15] or ''
 if (r.openedAt == 0 and now >= r.onSaleAt) or (r.openedAt > 0 and r.served >= r.tail) then

@@ -63,6 +63,6 @@ if r.openedAt == 0 then preSize = redis.call('ZCARD', K_PRE) end
 return { 'now', int(now), 'served', int(r.served), 'tail', int(r.tail), 'preCount', int(r.preCount),
   'preSize', int(preSize), 'openedAt', int(r.openedAt), 'drawn', int(r.drawn), 'onSaleAt', int(r.onSaleAt),
   'roomState', room_state(r), 'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
-  'admitPerSecond', r.raw.admitPerSecond, 'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch,
+  'admitPerSecond', r.rateText, 'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch,
   'goneAhead', int(goneAhead), 'fanShards', int(r.fanShards), 'sweep', sweep and '1' or '0',
   'gone', gone, 'missing', missing }

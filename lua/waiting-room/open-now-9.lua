@@ -22,7 +22,7 @@ if r.openedAt == 0 then
   redis.call('XADD', KEYS[9], 'MAXLEN', '~', '1000', '*', 'at', int(now), 'kind', 'open',
     'onSaleAt', int(now))
   r.onSaleAt = now
-  r.raw.onSaleAt = int(now)
+  room_raw(r).onSaleAt = int(now)
   tick(r, now)
   changed = 1
 end

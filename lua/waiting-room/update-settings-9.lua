@@ -52,9 +52,9 @@ for i = 1, #ARGV - 1, 2 do
   end
 end
 local function after(name, default)
-  return tonumber(given[name] or r.raw[name] or default) or default
+  return tonumber(given[name] or room_raw(r)[name] or default) or default
 end
-local loop_on = (r.raw.autoAdmit or '0') == '1'
+local loop_on = (room_raw(r).autoAdmit or '0') == '1'
 if loop then
   -- the loop's step sets the rate only, and only while the loop is on
   if not loop_on or given.admitPerSecond == nil then
@@ -73,13 +73,13 @@ save_room(r)
 local args, logged, changed = {}, {}, 0
 for _, name in ipairs(order) do
   local value = given[name]
-  if r.raw[name] ~= value then
+  if room_raw(r)[name] ~= value then
     args[#args + 1] = name
     args[#args + 1] = value
     logged[#logged + 1] = name
     logged[#logged + 1] = value
     logged[#logged + 1] = name .. '.was'
-    logged[#logged + 1] = r.raw[name] or ''
+    logged[#logged + 1] = room_raw(r)[name] or ''
     changed = changed + 1
   end
 end
@@ -91,9 +91,9 @@ end
 -- The loop's steps are logged when the rate has moved enough since the last one logged; any
 -- other change of the rate is logged, and the loop measures from it.
 local log = changed > 0
-if changed > 0 and given.admitPerSecond ~= nil and r.raw.admitPerSecond ~= given.admitPerSecond then
+if changed > 0 and given.admitPerSecond ~= nil and room_raw(r).admitPerSecond ~= given.admitPerSecond then
   if loop then
-    local was = tonumber(r.raw.autoLogged or r.raw.admitPerSecond) or 0
+    local was = tonumber(room_raw(r).autoLogged or room_raw(r).admitPerSecond) or 0
     log = math.abs(tonumber(given.admitPerSecond) - was) >= math.max(1, 0.1 * was)
   end
   if log then
@@ -103,7 +103,7 @@ if changed > 0 and given.admitPerSecond ~= nil and r.raw.admitPerSecond ~= given
 end
 
 if changed == 0 and not loop and #order > 0 then
-  redis.call('HSET', K_ROOM, 'settingsAt', int(math.max(now, (tonumber(r.raw.settingsAt) or 0) + 1)))
+  redis.call('HSET', K_ROOM, 'settingsAt', int(math.max(now, (tonumber(room_raw(r).settingsAt) or 0) + 1)))
   r = load_room()
 end
 if changed > 0 then
@@ -111,7 +111,7 @@ if changed > 0 then
   -- past a room restored after a Redis loss (restore brings back the version kept outside). The
   -- copy kept in DynamoDB is written only by a newer version (src/inventory/events.ts).
   args[#args + 1] = 'settingsAt'
-  args[#args + 1] = int(math.max(now, (tonumber(r.raw.settingsAt) or 0) + 1))
+  args[#args + 1] = int(math.max(now, (tonumber(room_raw(r).settingsAt) or 0) + 1))
   redis.call('HSET', K_ROOM, unpack(args))
   if log then
     redis.call('XADD', KEYS[9], 'MAXLEN', '~', '1000', '*', 'at', int(now), 'kind', 'settings', unpack(logged))

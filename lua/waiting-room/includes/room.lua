@@ -34,6 +34,7 @@
            int(n), dec(n)              every number leaves a script through these
            append(list, ...)           adds fields to a flat key/value reply
            load_room() -> r | nil      the room hash as a table (nil: no room)
+           room_raw(r)                 the room hash's fields as stored, text (built on first use)
            save_room(r)                writes back the runtime fields that changed
            room_state(r)               'closed' | 'prequeue' | 'paused' | 'open'
            sharded(r)                  the room keeps its heartbeats in fan shards, not in `seen`
@@ -76,7 +77,7 @@ local NOT_NUMERIC = { seed = true, commitment = true, epoch = true, membershipHa
 -- callgrind profile of status-10.lua. `saved` holds RUNTIME's values as read (save_room writes
 -- back those that changed).
 local function new_room()
-  return { raw = false, saved = false, seed = '', commitment = '', epoch = '', membershipHash = '', beacon = '',
+  return { raw = false, fields = false, rateText = '0', saved = false, seed = '', commitment = '', epoch = '', membershipHash = '', beacon = '',
     drawKey = '',
     onSaleAt = 0, admitPerSecond = 0, maxActive = 0, sessionSeconds = 0, abandonSeconds = 0,
     paused = 0, closed = 0, powBits = 0, invites = 0,
@@ -94,20 +95,33 @@ end
 local function load_room()
   local v = redis.call('HGETALL', K_ROOM)
   if #v == 0 then return nil end
-  local r, raw, saved = new_room(), {}, new_saved()
+  local r, saved = new_room(), new_saved()
   for i = 1, #v, 2 do
     local f, x = v[i], v[i + 1]
-    raw[f] = x
     if NOT_NUMERIC[f] then
       r[f] = x
     else
       local n = tonumber(x) or 0
       r[f] = n
       if saved[f] ~= nil then saved[f] = n end
+      -- as the operator wrote it ('12.5'): every fan view sends it, so it is kept here and the
+      -- view needs no room_raw
+      if f == 'admitPerSecond' then r.rateText = x end
     end
   end
-  r.raw, r.saved = raw, saved
+  r.fields, r.saved = v, saved
   return r
+end
+
+-- The room hash's fields as stored (text), built on first use: the scripts that read them are the
+-- operator's (configure, settings, the snapshot), so a poll or a join never pays for the table.
+local function room_raw(r)
+  if not r.raw then
+    local raw, v = {}, r.fields or {}
+    for i = 1, #v, 2 do raw[v[i]] = v[i + 1] end
+    r.raw = raw
+  end
+  return r.raw
 end
 
 local function save_room(r)

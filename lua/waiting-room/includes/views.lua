@@ -58,7 +58,7 @@ local function fan_view(r, fanId, f, now, memo)
     'ahead', ahead, 'sessionId', f.sid, 'admittedAt', f.at, 'expiresAt', f.exp,
     'now', now, 'onSaleAt', r.onSaleAt, 'roomState', room_state(r),
     'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
-    'admitPerSecond', r.raw.admitPerSecond,
+    'admitPerSecond', r.rateText,
     'abandonSeconds', r.abandonSeconds, 'epoch', r.epoch, 'drawn', r.drawn }
 end
 
@@ -67,7 +67,7 @@ local function snapshot(r, now)
   local seed = ''
   if r.openedAt > 0 and r.drawn ~= 0 then seed = r.seed end
   return { 'now', int(now), 'state', room_state(r), 'onSaleAt', int(r.onSaleAt),
-    'openedAt', int(r.openedAt), 'admitPerSecond', r.raw.admitPerSecond,
+    'openedAt', int(r.openedAt), 'admitPerSecond', r.rateText,
     'maxActive', int(r.maxActive), 'sessionSeconds', int(r.sessionSeconds),
     'abandonSeconds', int(r.abandonSeconds), 'paused', int(r.paused), 'closed', int(r.closed),
     'commitment', r.commitment, 'seed', seed, 'waiting', int(waiting_count(r)),
@@ -78,10 +78,10 @@ local function snapshot(r, now)
     'membershipHash', r.membershipHash, 'beacon', r.beacon,
     'powBits', int(r.powBits), 'invites', int(r.invites),
     -- the closed loop's settings as stored ('' when never set: src/waiting-room/replies.ts has the defaults)
-    'autoAdmit', r.raw.autoAdmit or '', 'autoMin', r.raw.autoMin or '', 'autoMax', r.raw.autoMax or '',
-    'autoP99Ms', r.raw.autoP99Ms or '', 'autoThrottles', r.raw.autoThrottles or '',
+    'autoAdmit', room_raw(r).autoAdmit or '', 'autoMin', room_raw(r).autoMin or '', 'autoMax', room_raw(r).autoMax or '',
+    'autoP99Ms', room_raw(r).autoP99Ms or '', 'autoThrottles', room_raw(r).autoThrottles or '',
     -- the settings' version (update-settings-9.lua); '' before the first change
-    'settingsAt', r.raw.settingsAt or '',
+    'settingsAt', room_raw(r).settingsAt or '',
     -- the fan shards the heartbeats live in (0: `seen`), fixed when the room was created
     'fanShards', int(r.fanShards) }
 end
