@@ -8,8 +8,9 @@
  * includes it needs and a script may name the same one again.
  *
  * A caller declares its family once (`scriptFamily`: a name for each script file) and registers
- * it on a client with `registerScripts`, which returns the family's runner. Files are read when a
- * module is built (never at import time) and once per process. Registration uses ioredis
+ * it on a client with `registerScripts`, which returns the family's runner. The functions an
+ * include defines that a script never calls are left out of it (`dropUnusedFunctions`). Files are
+ * read when a module is built (never at import time) and once per process. Registration uses ioredis
  * `defineCommand`: EVALSHA, falling back to EVAL on NOSCRIPT, so a restarted Redis costs one
  * extra round trip, never an error. The runner checks every call's key count against the file
  * name, so a wrong KEYS list fails in TypeScript, not as a confusing nil inside Lua.
@@ -56,6 +57,40 @@ function expandIncludes(source: string, dir: string, stack: readonly string[], d
   });
 }
 
+/**
+ * Drops the top-level `local function`s a script never calls. An include brings every function it
+ * defines, and Lua creates each one (a closure, its upvalues bound) on every call of the script:
+ * about 1,500 instructions a function, 41 in status-10.lua, which uses 35 (`npm run
+ * bench:redis-instructions`). A function is dropped when its name appears nowhere else in the
+ * script outside comments, and again until none is (a function used only by a dropped one goes
+ * too). Only a block this reader can bound for certain is dropped: `local function name(` at the
+ * start of a line, every line after it indented, blank or a comment, up to a line that is exactly
+ * `end`. Anything else (a one-line function, a function whose body is not indented) is kept.
+ */
+export function dropUnusedFunctions(lua: string): string {
+  const code = (text: string) => text.replace(/--\[\[[\s\S]*?\]\]/g, "").replace(/^[ \t]*--[^\n]*/gm, "");
+  let lines = lua.split("\n");
+  for (let dropped = true; dropped; ) {
+    dropped = false;
+    for (let i = 0; i < lines.length && !dropped; i++) {
+      const name = /^local function ([A-Za-z_][A-Za-z0-9_]*)\(/.exec(lines[i] ?? "")?.[1];
+      if (!name) continue;
+      let end = i + 1;
+      while (end < lines.length && /^(?:[ \t]|--|$)/.test(lines[end] ?? "")) end++;
+      if (lines[end]?.trimEnd() !== "end") continue;
+      const rest = [...lines.slice(0, i), ...lines.slice(end + 1)].join("\n");
+      if (new RegExp(`\\b${name}\\b`).test(code(rest))) continue;
+      lines = [
+        ...lines.slice(0, i),
+        `-- (function ${name} dropped: this script never calls it)`,
+        ...lines.slice(end + 1),
+      ];
+      dropped = true;
+    }
+  }
+  return lines.join("\n");
+}
+
 const camel = (s: string) => s.replace(/[-/]([a-z])/g, (_, c: string) => c.toUpperCase());
 
 const read = new Map<string, ScriptFile>();
@@ -72,7 +107,7 @@ export function readScript(file: string): ScriptFile {
     file,
     command: camel(name),
     numberOfKeys: keys === "n" ? undefined : Number(keys),
-    lua: expandIncludes(readFileSync(path, "utf8"), dirname(path), [], new Set()),
+    lua: dropUnusedFunctions(expandIncludes(readFileSync(path, "utf8"), dirname(path), [], new Set())),
   };
   read.set(file, script);
   return script;

@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { paymentScripts } from "../../src/payments/codes.js";
 import {
   codeTable,
+  dropUnusedFunctions,
   familyScripts,
   luaDir,
   readScript,
@@ -64,6 +65,96 @@ describe("script files", () => {
     for (const fn of ["now_ms", "load_room", "get_fan", "admit", "tick", "fan_view", "take_token"]) {
       expect(lua.match(new RegExp(`^local function ${fn}\\(`, "gm")), fn).toHaveLength(1);
     }
+  });
+});
+
+describe("functions a script never calls", () => {
+  const fixture = [
+    "--[[",
+    "  Defines  used(), chained(), lonely(), noted()   (a header naming every function)",
+    "]]",
+    "local function chained(x)",
+    "  return x + 1",
+    "end",
+    "",
+    "local function only_by_lonely(x)",
+    "  -- used() is named in this comment only",
+    "  return chained(x)",
+    "end",
+    "",
+    "local function lonely()",
+    "  return only_by_lonely(1)",
+    "end",
+    "",
+    "local function used(x)",
+    "  if x then",
+    "    return 2",
+    "  end",
+    "  return 1",
+    "end",
+    "",
+    "local function in_trailing_comment()",
+    "  return 3",
+    "end",
+    "",
+    "local function one_line() return 4 end",
+    "",
+    "local function flat()",
+    "return 5",
+    "end",
+    "",
+    "-- noted() is only in a comment",
+    "local function noted()",
+    "  return 6",
+    "end",
+    "",
+    "return used(true) -- in_trailing_comment() is kept: a comment after code counts as code",
+  ].join("\n");
+  const shaken = dropUnusedFunctions(fixture);
+  const defined = (lua: string) => [...lua.matchAll(/^local function (\w+)/gm)].map((m) => m[1]);
+
+  it("drops every function nothing calls, and those only a dropped one called", () => {
+    expect(defined(shaken)).toEqual(["used", "in_trailing_comment", "one_line", "flat"]);
+    expect(shaken).toContain("-- (function lonely dropped: this script never calls it)");
+    expect(shaken).toContain("-- (function chained dropped: this script never calls it)");
+    expect(shaken).toContain("-- (function only_by_lonely dropped: this script never calls it)");
+    expect(shaken).toContain("-- (function noted dropped: this script never calls it)");
+    // the rest is untouched, line for line: each dropped block is one comment line in its place
+    const blocks: Record<string, [number, number]> = {
+      chained: [3, 5],
+      only_by_lonely: [7, 10],
+      lonely: [12, 14],
+      noted: [34, 36],
+    };
+    const expected = fixture.split("\n").flatMap((line, i) => {
+      for (const [name, [from, to]] of Object.entries(blocks)) {
+        if (i === from) return [`-- (function ${name} dropped: this script never calls it)`];
+        if (i > from && i <= to) return [];
+      }
+      return [line];
+    });
+    expect(shaken.split("\n")).toEqual(expected);
+  });
+
+  it("keeps a block it cannot bound for certain: a one-line function, a body not indented", () => {
+    expect(defined(dropUnusedFunctions("local function a() return 1 end\nreturn 2"))).toEqual(["a"]);
+    expect(defined(dropUnusedFunctions("local function a()\nreturn 1\nend\nreturn 2"))).toEqual(["a"]);
+  });
+
+  it("leaves every script compiling on a real Redis, with what it calls", async () => {
+    const live = new Redis("redis://127.0.0.1:6379", { maxRetriesPerRequest: 1 });
+    try {
+      for (const file of scriptFiles()) {
+        const { lua } = readScript(file);
+        expect(String(await live.script("LOAD", lua)), file).toMatch(/^[0-9a-f]{40}$/);
+      }
+    } finally {
+      live.disconnect();
+    }
+    const status = readScript(waitingRoomScripts.files.status).lua;
+    expect(defined(status)).toEqual(expect.arrayContaining(["load_room", "tick", "fan_view", "take_token"]));
+    expect(defined(status)).not.toContain("snapshot"); // views.lua's, for the operator's scripts
+    expect(status).toContain("-- (function snapshot dropped: this script never calls it)");
   });
 });
 
