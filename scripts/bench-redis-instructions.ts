@@ -18,9 +18,12 @@
  *     each come from an address of their own, so each join takes a new per-IP bucket as well;
  *   - a waiting fan's status poll that Redis answers (status-10.lua, the line cache off), without
  *     limits and then with a per-IP and a per-fan limit, as a gateway sends it;
+ *   - heartbeats: those a gateway's view refresh carries for the polls it answered from its cache
+ *     (line-view-8.lua, BENCH_BEATS fans a call, all still in line), and a fan shard's, as a room
+ *     with fan shards sends them (beats-1.lua 'keep' for polls, 'join' for joins);
  *   - for scale, a trivial script (`return 1`) on the event's slot.
  * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
- * REDIS_SERVER. Prints a table, then one JSON line.
+ * BENCH_BEATS (default 200), REDIS_SERVER. Prints a table, then one JSON line.
  *
  * Where the instructions go: BENCH_PROFILE_DIR=<dir> keeps each phase's callgrind dump there as
  * `<n>-<phase>.callgrind`; with a redis-server built with symbols (`make MALLOC=libc CFLAGS=-g` in
@@ -36,7 +39,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 import { z } from "zod";
 import { freePort, redisAnswers } from "../src/local/redis.js";
+import { registerScripts, scriptFamily } from "../src/redis/scripts.js";
 import { createWaitingRoom, waitingRoomKeys } from "../src/waiting-room/index.js";
+import { lineKeys } from "../src/waiting-room/keys.js";
+import { waitingRoomScripts } from "../src/waiting-room/scripts.js";
 
 const env = z
   .object({
@@ -48,6 +54,7 @@ const env = z
       .transform((s) => s.split(",").map(Number))
       .pipe(z.array(z.number().int().min(1).max(256)).min(1)),
     BENCH_POLLS: z.coerce.number().int().positive().default(1_000),
+    BENCH_BEATS: z.coerce.number().int().min(1).max(2_000).default(200),
     BENCH_PROFILE_DIR: z.string().optional(),
   })
   .parse(process.env);
@@ -257,6 +264,59 @@ async function main(): Promise<void> {
             };
             const s = await room.statusOf(eventId, fanId, { limits });
             if (!s.ok || s.place.status !== "waiting") throw new Error(`status: ${JSON.stringify(s)}`);
+          }
+        },
+      ),
+    );
+
+    // Heartbeats, as line-view-8.lua takes them: the polls one gateway answered from its cache
+    // since its last refresh (every 100 ms), each fan still in line. The same fans each call (a
+    // later time each: a beat moves forward).
+    const beats = polled.slice(0, Math.min(env.BENCH_BEATS, polled.length));
+    const beatCalls = Math.max(1, Math.round(4_000 / beats.length));
+    const run = registerScripts(redis, waitingRoomScripts);
+    const keys = lineKeys(waitingRoomKeys(eventId));
+    rows.push(
+      await phase(
+        `heartbeats in a view refresh, ${beats.length} fans a call (line-view-8.lua)`,
+        beatCalls,
+        beatCalls * beats.length,
+        async () => {
+          for (let c = 0; c < beatCalls; c++) {
+            const reply = await run<unknown[]>("lineView", keys, ["16", ...beats]);
+            const missing = reply.indexOf("missing");
+            if (missing < 0 || reply.length !== missing + 2 || (reply[missing + 1] as unknown[]).length !== 0) {
+              throw new Error(`lineView: every fan should still be in line: ${JSON.stringify(reply.slice(missing))}`);
+            }
+          }
+        },
+      ),
+    );
+    // A fan shard's beats (a room with fan shards): 'join' for a batch of 32 joins, 'keep' for the
+    // polls of one refresh. One key of its own, as a shard is.
+    const shard = `wr:{bench-shard-${randomBytes(3).toString("hex")}}:beats`;
+    const runBeats = registerScripts(
+      redis,
+      scriptFamily({ name: "bench-beats", files: { beats: "waiting-room/beats-1" } }),
+    );
+    const shardFans = Array.from({ length: 3_200 }, (_, i) => `shard-fan-${i}-${randomBytes(4).toString("hex")}`);
+    rows.push(
+      await phase("a fan shard's beats for joins, 32 fans a call (beats-1.lua 'join')", 100, 3_200, async () => {
+        for (let c = 0; c < 100; c++) {
+          await runBeats("beats", [shard], ["join", ...shardFans.slice(c * 32, c * 32 + 32)]);
+        }
+      }),
+    );
+    const kept = shardFans.slice(0, beats.length);
+    rows.push(
+      await phase(
+        `a fan shard's beats for polls, ${kept.length} fans a call (beats-1.lua 'keep')`,
+        beatCalls,
+        beatCalls * kept.length,
+        async () => {
+          for (let c = 0; c < beatCalls; c++) {
+            const reply = await runBeats<unknown[]>("beats", [shard], ["keep", ...kept]);
+            if (reply.length !== 1) throw new Error(`beats keep: none should be missing: ${reply.length - 1} were`);
           }
         },
       ),

@@ -34,42 +34,44 @@
 local now = now_ms()
 local mode = ARGV[1]
 
-if mode == 'join' or mode == 'keep' then
+-- The time goes to ZADD as text, formatted once: redis.call formats a Lua number with %.17g, once
+-- per fan.
+local nowText = string.format('%d', now)
+if mode == 'join' then
   if #ARGV < 2 then return { now } end
-  local ids = {}
-  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+  local ages = { now }
+  local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, 2))
   local args = { 'GT' }
+  for i = 2, #ARGV do
+    local score = scores[i - 1]
+    ages[i] = score and string.format('%d', math.max(0, now - tonumber(score))) or ''
+    args[2 * i - 2] = nowText
+    args[2 * i - 1] = ARGV[i]
+  end
+  redis.call('ZADD', KEYS[1], unpack(args))
+  return ages
+end
+if mode == 'keep' then
+  if #ARGV < 2 then return { now } end
+  -- ZADD XX GT CH first: when it moved every beat sent (the usual case) nobody is missing and no
+  -- ZMSCORE is needed; otherwise ZMSCORE names the absent (XX added none of them).
+  local args, sent = { 'XX', 'GT', 'CH' }, #ARGV - 1
+  for i = 2, #ARGV do
+    args[2 * i] = nowText
+    args[2 * i + 1] = ARGV[i]
+  end
   local missing = { now }
-  if mode == 'join' then
-    local scores = redis.call('ZMSCORE', KEYS[1], unpack(ids))
-    for i = 1, #ids do
-      missing[#missing + 1] = scores[i] and string.format('%d', math.max(0, now - tonumber(scores[i]))) or ''
+  if redis.call('ZADD', KEYS[1], unpack(args)) < sent then
+    local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, 2))
+    for i = 1, sent do
+      if not scores[i] then missing[#missing + 1] = ARGV[i + 1] end
     end
   end
-  if mode == 'keep' then
-    args = { 'XX', 'GT' }
-    local scores = redis.call('ZMSCORE', KEYS[1], unpack(ids))
-    for i, fanId in ipairs(ids) do
-      if scores[i] then
-        args[#args + 1] = now
-        args[#args + 1] = fanId
-      else
-        missing[#missing + 1] = fanId
-      end
-    end
-  else
-    for _, fanId in ipairs(ids) do
-      args[#args + 1] = now
-      args[#args + 1] = fanId
-    end
-  end
-  if #args > 2 then redis.call('ZADD', KEYS[1], unpack(args)) end
   return missing
 end
-
 if mode == 'poll' then
   local before = redis.call('ZSCORE', KEYS[1], ARGV[2])
-  redis.call('ZADD', KEYS[1], 'GT', now, ARGV[2])
+  redis.call('ZADD', KEYS[1], 'GT', nowText, ARGV[2])
   if not before then return { now, '' } end
   return { now, string.format('%d', math.max(0, now - tonumber(before))) }
 end

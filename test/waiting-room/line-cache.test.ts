@@ -5,8 +5,11 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
-import { waitingRoomKeys } from "../../src/waiting-room/index.js";
-import { eventId, fanOut, fans, type Gateways, gateways, lastBeat, ok, sleep, until } from "./helpers.js";
+import { registerScripts } from "../../src/redis/scripts.js";
+import { createWaitingRoom, waitingRoomKeys } from "../../src/waiting-room/index.js";
+import { lineKeys } from "../../src/waiting-room/keys.js";
+import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
+import { eventId, fanOut, fans, type Gateways, gateways, lastBeat, ok, SECRET, sleep, until } from "./helpers.js";
 
 // A Redis of this file's own.
 let server: SpawnedRedis;
@@ -165,6 +168,41 @@ describe("the line cache", () => {
     expect((await raw.hget(k.fans, keeper))?.startsWith("w|")).toBe(true);
     // The fan who joined with it and never polled again lost the place.
     expect((await raw.hget(k.fans, leaver))?.startsWith("x|")).toBe(true);
+  });
+
+  it("a refresh moves the beats of the fans in line and names the others missing, whether or not any is", async () => {
+    // A room whose beats are in `seen` (no fan shards, whatever TEST_FAN_SHARDS says): this is
+    // line-view-8.lua's own heartbeat path.
+    const room = createWaitingRoom({ redis: raw, secret: SECRET, lineCache: false });
+    const evt = eventId("missing");
+    ok(await room.configure(evt, oneSession));
+    const ids = fans(6, "ms");
+    for (const fanId of ids) ok(await room.join(evt, fanId));
+    ok(await room.statusOf(evt, ids[0]!)); // admitted: the one session
+    const k = waitingRoomKeys(evt);
+    const run = registerScripts(raw, waitingRoomScripts);
+    const refresh = async (polled: string[]) => {
+      const reply = await run<unknown[]>("lineView", lineKeys(k), ["16", ...polled]);
+      expect(reply[reply.length - 2]).toBe("missing");
+      return (reply[reply.length - 1] as string[]).sort();
+    };
+    // ids[0] holds the one session; the rest are in line. Every fan sent is in line: none missing
+    // (ZADD alone answers), and every beat moved forward.
+    const inLine = ids.slice(1);
+    const before = await Promise.all(inLine.map((f) => lastBeat(raw, evt, f)));
+    await sleep(5);
+    expect(await refresh(inLine)).toEqual([]);
+    const after = await Promise.all(inLine.map((f) => lastBeat(raw, evt, f)));
+    for (const [i, beat] of after.entries()) expect(Number(beat)).toBeGreaterThan(Number(before[i]));
+    // With the admitted fan and a stranger among them: those two are missing, nobody is added.
+    await sleep(5);
+    expect(await refresh([...inLine, ids[0]!, "stranger"])).toEqual([ids[0]!, "stranger"].sort());
+    expect(await raw.zscore(k.seen, "stranger")).toBeNull();
+    expect(await raw.zscore(k.seen, ids[0]!)).toBeNull();
+    // The same fans twice in one millisecond: the second refresh moves no beat (GT), and still
+    // names nobody missing.
+    const twice = await Promise.all([refresh(inLine), refresh(inLine)]);
+    expect(twice).toEqual([[], []]);
   });
 
   it("never exceeds maxActive with three gateways admitting at once, and admits every fan in place order", async () => {
