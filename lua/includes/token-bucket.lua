@@ -42,8 +42,9 @@ local function bucket_save(key, rate, burst, tokens, now)
   else
     state = string.format('%.17g %d', tokens, now)
   end
-  -- A full bucket carries no information: let it go once it would have refilled.
-  redis.call('SET', key, state, 'PX', math.ceil(burst * 1000 / rate) + 1000)
+  -- A full bucket carries no information: let it go once it would have refilled. PX as text:
+  -- redis.call formats a Lua number with %.17g, several times the cost of %d.
+  redis.call('SET', key, state, 'PX', string.format('%d', math.ceil(burst * 1000 / rate) + 1000))
 end
 
 local function take_token(key, rate, burst, cost, now)
