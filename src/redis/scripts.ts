@@ -68,27 +68,46 @@ function expandIncludes(source: string, dir: string, stack: readonly string[], d
  * `end`. Anything else (a one-line function, a function whose body is not indented) is kept.
  */
 export function dropUnusedFunctions(lua: string): string {
-  const code = (text: string) => text.replace(/--\[\[[\s\S]*?\]\]/g, "").replace(/^[ \t]*--[^\n]*/gm, "");
-  let lines = lua.split("\n");
-  for (let dropped = true; dropped; ) {
-    dropped = false;
-    for (let i = 0; i < lines.length && !dropped; i++) {
-      const name = /^local function ([A-Za-z_][A-Za-z0-9_]*)\(/.exec(lines[i] ?? "")?.[1];
-      if (!name) continue;
-      let end = i + 1;
-      while (end < lines.length && /^(?:[ \t]|--|$)/.test(lines[end] ?? "")) end++;
-      if (lines[end]?.trimEnd() !== "end") continue;
-      const rest = [...lines.slice(0, i), ...lines.slice(end + 1)].join("\n");
-      if (new RegExp(`\\b${name}\\b`).test(code(rest))) continue;
-      lines = [
-        ...lines.slice(0, i),
-        `-- (function ${name} dropped: this script never calls it)`,
-        ...lines.slice(end + 1),
-      ];
-      dropped = true;
+  const lines = lua.split("\n");
+  // The code without its comments, line for line (a block comment keeps its line breaks).
+  const code = lua
+    .replace(/--\[\[[\s\S]*?\]\]/g, (comment) => comment.replace(/[^\n]/g, ""))
+    .replace(/^[ \t]*--[^\n]*/gm, "")
+    .split("\n");
+  const blocks = new Map<string, { from: number; to: number }>();
+  for (const [i, line] of lines.entries()) {
+    const name = /^local function ([A-Za-z_][A-Za-z0-9_]*)\(/.exec(line)?.[1];
+    if (!name) continue;
+    let to = i + 1;
+    while (to < lines.length && /^(?:[ \t]|--|$)/.test(lines[to] ?? "")) to++;
+    if (lines[to]?.trimEnd() === "end") blocks.set(name, { from: i, to });
+  }
+  // The lines naming each function (a word of its name anywhere in the code, strings included).
+  const namedAt = new Map<string, number[]>();
+  for (const [i, line] of code.entries()) {
+    for (const word of line.match(/[A-Za-z_][A-Za-z0-9_]*/g) ?? []) {
+      if (blocks.has(word)) namedAt.set(word, [...(namedAt.get(word) ?? []), i]);
     }
   }
-  return lines.join("\n");
+  // Until nothing more goes: a function named only inside itself or inside dropped ones goes.
+  const gone = new Array<boolean>(lines.length).fill(false);
+  const dropped = new Map<number, string>();
+  for (let more = true; more; ) {
+    more = false;
+    for (const [name, { from, to }] of blocks) {
+      if (gone[from] || (namedAt.get(name) ?? []).some((i) => (i < from || i > to) && !gone[i])) continue;
+      gone.fill(true, from, to + 1);
+      dropped.set(from, name);
+      more = true;
+    }
+  }
+  return lines
+    .flatMap((line, i) => {
+      const name = dropped.get(i);
+      if (name) return [`-- (function ${name} dropped: this script never calls it)`];
+      return gone[i] ? [] : [line];
+    })
+    .join("\n");
 }
 
 const camel = (s: string) => s.replace(/[-/]([a-z])/g, (_, c: string) => c.toUpperCase());
