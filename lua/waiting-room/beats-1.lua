@@ -30,6 +30,7 @@
     forget  { now, removed }
 ]]
 --- @include "now-ms"
+--- @include "keep-beats"
 
 local now = now_ms()
 local mode = ARGV[1]
@@ -53,21 +54,7 @@ if mode == 'join' then
 end
 if mode == 'keep' then
   if #ARGV < 2 then return { now } end
-  -- ZADD XX GT CH first: when it moved every beat sent (the usual case) nobody is missing and no
-  -- ZMSCORE is needed; otherwise ZMSCORE names the absent (XX added none of them).
-  local args, sent = { 'XX', 'GT', 'CH' }, #ARGV - 1
-  for i = 2, #ARGV do
-    args[2 * i] = nowText
-    args[2 * i + 1] = ARGV[i]
-  end
-  local missing = { now }
-  if redis.call('ZADD', KEYS[1], unpack(args)) < sent then
-    local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, 2))
-    for i = 1, sent do
-      if not scores[i] then missing[#missing + 1] = ARGV[i + 1] end
-    end
-  end
-  return missing
+  return keep_beats(KEYS[1], nowText, { now })
 end
 if mode == 'poll' then
   local before = redis.call('ZSCORE', KEYS[1], ARGV[2])

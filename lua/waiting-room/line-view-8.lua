@@ -24,30 +24,14 @@
 ]]
 --- @include "admission"
 --- @include "views"
+--- @include "keep-beats"
 
 local r = load_room()
 if not r then return -1 end
 local now = now_ms()
 
 local missing = {}
-if #ARGV > 1 and not sharded(r) then
-  -- ZADD XX GT CH first: it counts the beats it moved, so when that is every fan sent (the usual
-  -- case) nobody is missing and no ZMSCORE is needed. A fan not moved (absent, or a beat of this
-  -- same millisecond already there) sends the call to ZMSCORE, which names the absent. The time
-  -- goes as text: a Lua number is formatted by redis.call with %.17g, once per fan.
-  local nowText = int(now)
-  local args, sent = { 'XX', 'GT', 'CH' }, #ARGV - 1
-  for i = 2, #ARGV do
-    args[2 * i] = nowText
-    args[2 * i + 1] = ARGV[i]
-  end
-  if redis.call('ZADD', K_SEEN, unpack(args)) < sent then
-    local scores = redis.call('ZMSCORE', K_SEEN, unpack(ARGV, 2))
-    for i = 1, sent do
-      if not scores[i] then missing[#missing + 1] = ARGV[i + 1] end
-    end
-  end
-end
+if #ARGV > 1 and not sharded(r) then keep_beats(K_SEEN, int(now), missing) end
 
 tick(r, now)
 local sweep = sweep_due(r, now)
