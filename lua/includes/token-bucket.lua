@@ -22,15 +22,26 @@
     what `count` calls of take_token in a row would answer, with one read and one write.
     Returns  allowed (how many of the first requests got a token, 0..count), retryAfterMs for
              the rest (0 when all were allowed)
+  take_tokens_batch(keys, keyBase, m, args, argBase, counts, now)
+    take_tokens for m buckets at once (join-batch-n.lua: a batch of joins from many client IPs):
+    bucket b is keys[keyBase + b], its rate and burst the texts args[argBase + 2b - 1] and
+    args[argBase + 2b], counts[b] requests. The same answers as m calls of take_tokens, with one
+    MGET for all and one SET each: a crowd joins from as many addresses as fans, and each
+    take_tokens was a GET, a SET and three formats (bench:redis-instructions, "each from its own IP")
+    Returns  allowed[b], retryAfterMs[b] (tables indexed by bucket)
 ]]
-local function bucket_refilled(key, rate, burst, now)
-  local state = redis.call('GET', key)
+-- The tokens in a bucket whose state (its string; false or nil: none) was read now.
+local function bucket_tokens(state, rate, burst, now)
   if not state then return burst end
   local tokens, ts = string.match(state, '^(%S+) (%d+)$')
   tokens, ts = tonumber(tokens), tonumber(ts)
   -- unreadable (never written so): a full bucket, as a missing one
   if tokens == nil or ts == nil then return burst end
   return math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
+end
+
+local function bucket_refilled(key, rate, burst, now)
+  return bucket_tokens(redis.call('GET', key), rate, burst, now)
 end
 
 local function bucket_save(key, rate, burst, tokens, now)
@@ -67,5 +78,41 @@ local function take_tokens(key, rate, burst, count, now)
   local retry = 0
   if allowed < count then retry = math.ceil((1 - tokens) * 1000 / rate) end
   bucket_save(key, rate, burst, tokens, now)
+  return allowed, retry
+end
+
+local function take_tokens_batch(keys, keyBase, m, args, argBase, counts, now)
+  local states = redis.call('MGET', unpack(keys, keyBase + 1, keyBase + m))
+  local nowText = string.format('%d', now)
+  -- the text of a whole number of tokens, formatted once a call (most buckets are new: burst - count)
+  local texts = {}
+  local allowed, retry = {}, {}
+  local rateText, burstText, rate, burst, pxText
+  for b = 1, m do
+    -- a batch's buckets share one setting: read and formatted once, not once a bucket
+    local rt, bt = args[argBase + 2 * b - 1], args[argBase + 2 * b]
+    if rt ~= rateText or bt ~= burstText then
+      rateText, burstText, rate, burst = rt, bt, tonumber(rt), tonumber(bt)
+      pxText = string.format('%d', math.ceil(burst * 1000 / rate) + 1000)
+    end
+    local tokens = bucket_tokens(states[b], rate, burst, now)
+    local count = counts[b]
+    local a = math.min(count, math.floor(tokens))
+    tokens = tokens - a
+    allowed[b] = a
+    retry[b] = a < count and math.ceil((1 - tokens) * 1000 / rate) or 0
+    local text
+    if tokens == math.floor(tokens) then
+      text = texts[tokens]
+      if not text then
+        text = string.format('%d', tokens)
+        texts[tokens] = text
+      end
+    else
+      text = string.format('%.17g', tokens)
+    end
+    -- as bucket_save writes it
+    redis.call('SET', keys[keyBase + b], text .. ' ' .. nowText, 'PX', pxText)
+  end
   return allowed, retry
 end

@@ -19,27 +19,31 @@
   line stays first come, first served.
 
   KEYS[1..8]   the line's keys (includes/room.lua)
-  KEYS[9..]    the client IPs' join buckets of this batch (src/waiting-room/keys.ts limitKey), each
-               once; untouched when no fan names it
+  KEYS[9..8+m] the client IPs' join buckets of this batch (src/waiting-room/keys.ts limitKey), each
+               once, every one named by at least one fan
   ARGV[1]      n, the number of fans
-  ARGV[2..]    six per fan, in arrival order:
+  ARGV[2]      m, the number of buckets
+  ARGV[3..2+2m] each bucket's rate (tokens/s, > 0) and burst, in KEYS order: a batch's fans share
+               the gateway's setting, so the two go once a bucket, not once a fan
+  then         four per fan, in arrival order (fan i's from ARGV[2 + 2m + 4(i - 1) + 1]):
                  fanId,
                  its IP bucket (an index into KEYS counted from KEYS[9] as 1; 0: no per-IP limit),
-                 per-IP rate (tokens/s) and burst,
                  bits of the proof of work the gateway checked (0: none),
                  '1' when the gateway checked an operator's invite
-  ARGV[2 + 6n]  the room's epoch, and ARGV[3 + 6n] its fan shards, as the caller knows them (0:
-               none): with shards, the caller wrote every fan's beat to the room's shards before
-               this call (beats-1.lua 'join'), and this script writes no heartbeat. A room with
-               another count, or with shards and another epoch (created again since), answers every
-               fan { 'reshard', K } and touches nothing (not even the limits): the caller reads the
-               room again and sends the fan again
-  ARGV[4 + 6n ..] with shards, one per fan in arrival order: how long ago (ms) its previous beat was
+  then         the room's epoch and its fan shards, as the caller knows them (0: none): with shards,
+               the caller wrote every fan's beat to the room's shards before this call (beats-1.lua
+               'join'), and this script writes no heartbeat. A room with another count, or with
+               shards and another epoch (created again since), answers every fan { 'reshard', K }
+               and touches nothing (not even the limits): the caller reads the room again and sends
+               the fan again
+  then         with shards, one per fan in arrival order: how long ago (ms) its previous beat was
                ('' none), as its shard answered the write: a known fan whose place lapsed meanwhile
                goes to join-9.lua as { 'join', age }, which gives the place up and takes a new one
 
   The limits are taken first, in arrival order per bucket, so a refused join touches nothing of
-  the line (as join-9.lua: a fan handed on to join-9 has its limit taken already).
+  the line (as join-9.lua: a fan handed on to join-9 has its limit taken already). All the buckets
+  are read by one MGET and each written by one SET (take_tokens_batch): a crowd joins from as
+  many addresses as fans, so a bucket a fan was most of a join's cost on the event's slot.
 
   Returns { view, reply 1, ..., reply n }: `view` is the fan view (includes/views.lua fan_view) of
   the first fan placed, plus 'created' 1 and 'invites' (as join-9.lua; empty when nobody was placed): every fan placed in one
@@ -58,10 +62,13 @@
 --- @include "views"
 --- @include "token-bucket"
 
-local PER_FAN = 6
+local PER_FAN = 4
 -- read a few times a fan: a local, not a global's lookup each time
 local ARGV = ARGV
-local n = tonumber(ARGV[1])
+local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- fan i's arguments are ARGV[F0 + PER_FAN * (i - 1) + 1 ..]; the epoch, shards and ages follow them
+local F0 = 2 + 2 * m
+local TAIL = F0 + n * PER_FAN
 local now = now_ms()
 -- out[i] is fan i's reply; the view goes in front when the script returns
 local out = {}
@@ -73,43 +80,42 @@ end
 local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', 'maxActive', 'sessionSeconds',
   'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt', 'fanShards' }
 local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
-local epochKnown, shardsKnown = ARGV[2 + n * PER_FAN] or '', tonumber(ARGV[3 + n * PER_FAN]) or 0
+local epochKnown, shardsKnown = ARGV[TAIL + 1] or '', tonumber(ARGV[TAIL + 2]) or 0
 if v[1] and ((tonumber(v[17]) or 0) ~= shardsKnown or (shardsKnown > 0 and v[15] ~= epochKnown)) then
   for i = 1, n do out[i] = { 'reshard', int(tonumber(v[17]) or 0) } end
   return reply()
 end
 
--- The limits, one take per bucket for all of its fans (in arrival order).
-local byBucket = {}
--- Every fan of a batch names the same rate and burst (the gateway's setting): each text is read
--- as a number once, not a few times a fan.
-local rateText, rate, burstText, burst = nil, 0, nil, 0
-for i = 1, n do
-  local a = 1 + (i - 1) * PER_FAN
-  -- a join that names no bucket: a string test, no tonumber
-  if ARGV[a + 2] ~= '0' then
-    if ARGV[a + 3] ~= rateText then rateText, rate = ARGV[a + 3], tonumber(ARGV[a + 3]) end
-    if rate > 0 then
-      local bucket = tonumber(ARGV[a + 2])
-      local fans = byBucket[bucket]
-      if not fans then
-        if ARGV[a + 4] ~= burstText then burstText, burst = ARGV[a + 4], tonumber(ARGV[a + 4]) end
-        fans = { rate = rate, burst = burst }
-        byBucket[bucket] = fans
-      end
-      fans[#fans + 1] = i
+-- The limits: every bucket read at once and written once, for all of its fans in arrival order.
+if m > 0 then
+  local bucketOf, counts = {}, {}
+  for b = 1, m do counts[b] = 0 end
+  for i = 1, n do
+    local b = tonumber(ARGV[F0 + PER_FAN * (i - 1) + 2])
+    if b > 0 then
+      bucketOf[i] = b
+      counts[b] = counts[b] + 1
     end
   end
-end
-for bucket, fans in pairs(byBucket) do
-  local allowed, retry = take_tokens(KEYS[8 + bucket], fans.rate, fans.burst, #fans, now)
-  for j = allowed + 1, #fans do out[fans[j]] = { 'limited', 'ip', 'retryAfterMs', int(retry) } end
+  local allowed, retry = take_tokens_batch(KEYS, 8, m, ARGV, 2, counts, now)
+  local refusal = {}
+  for i = 1, n do
+    local b = bucketOf[i]
+    if b then
+      if allowed[b] > 0 then
+        allowed[b] = allowed[b] - 1
+      else
+        refusal[b] = refusal[b] or { 'limited', 'ip', 'retryAfterMs', int(retry[b]) }
+        out[i] = refusal[b]
+      end
+    end
+  end
 end
 
 local ids, at = {}, {}
 for i = 1, n do
   if not out[i] then
-    ids[#ids + 1] = ARGV[2 + (i - 1) * PER_FAN]
+    ids[#ids + 1] = ARGV[F0 + PER_FAN * (i - 1) + 1]
     at[#ids] = i
   end
 end
@@ -148,14 +154,14 @@ local function standing(fanId, f, i)
   if f.s ~= 'w' or r.openedAt == 0 or f.pos <= r.served then return false end
   if not sharded(r) then return not is_stale(r, seenAt[fanId], now) end
   -- a sharded room: the beat before this join's, as the shard said
-  local age = ARGV[3 + n * PER_FAN + i] or ''
+  local age = ARGV[TAIL + 2 + i] or ''
   return age == '' or not is_stale(r, now - tonumber(age), now)
 end
 
 local placed, again, seenHere = {}, {}, {}
 for j, fanId in ipairs(ids) do
   local i = at[j]
-  local a = 1 + (i - 1) * PER_FAN
+  local a = F0 + PER_FAN * (i - 1)
   if seenHere[fanId] then
     out[i] = { 'join' }
   elseif known[j] then
@@ -163,15 +169,15 @@ for j, fanId in ipairs(ids) do
     if standing(fanId, f, i) then
       again[#again + 1] = { i = i, fanId = fanId, f = f }
     elseif sharded(r) then
-      out[i] = { 'join', ARGV[3 + n * PER_FAN + i] or '' }
+      out[i] = { 'join', ARGV[TAIL + 2 + i] or '' }
     else
       out[i] = { 'join' }
     end
   elseif r.closed ~= 0 then
     out[i] = -3
-  elseif r.powBits > 0 and r.powBits > (tonumber(ARGV[a + 5]) or 0) then
+  elseif r.powBits > 0 and r.powBits > (tonumber(ARGV[a + 3]) or 0) then
     out[i] = { 'refused', 'pow', 'powBits', int(r.powBits) }
-  elseif r.invites ~= 0 and ARGV[a + 6] ~= '1' then
+  elseif r.invites ~= 0 and ARGV[a + 4] ~= '1' then
     out[i] = { 'refused', 'invite' }
   else
     placed[#placed + 1] = i
@@ -194,7 +200,7 @@ end
 -- A new fan's record (new_fan_text: one number converted a fan), the lists filled by index.
 local nowText, h = int(now), 0
 for j, i in ipairs(placed) do
-  local fanId = ARGV[2 + (i - 1) * PER_FAN]
+  local fanId = ARGV[F0 + PER_FAN * (i - 1) + 1]
   local place = int(first + j)
   local o = 2 * j - 1
   if prequeue then
@@ -231,7 +237,7 @@ end
 -- differ.
 local viewFan, viewRecord = nil, nil
 if k > 0 then
-  viewFan = ARGV[2 + (placed[1] - 1) * PER_FAN]
+  viewFan = ARGV[F0 + PER_FAN * (placed[1] - 1) + 1]
   viewRecord = { s = prequeue and 'p' or 'w', pos = prequeue and 0 or first + 1, n = prequeue and first + 1 or 0,
     sid = '', exp = 0, at = 0 }
 else

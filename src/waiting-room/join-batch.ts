@@ -145,20 +145,29 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     counters.joins += batch.length;
     counters.largest = Math.max(counters.largest, batch.length);
     onBatch?.(batch.length);
-    // The batch's call: each client IP's bucket once in KEYS, numbered from 1 after the line's keys.
+    // The batch's call: each client IP's bucket once in KEYS, numbered from 1 after the line's keys,
+    // with its rate and burst once (the first fan's that names it), then four arguments a fan.
     const call = (fans: Pending[], tail: (string | number)[]) => {
       const buckets = new Map<string, number>();
-      const args: (string | number)[] = [fans.length];
+      const limits: (string | number)[] = [];
+      const perFan: (string | number)[] = [];
       for (const { request: j } of fans) {
-        const limited = (j.limit[0] ?? 0) > 0;
         let bucket = 0;
-        if (limited) {
-          bucket = buckets.get(j.bucket) ?? buckets.size + 1;
-          buckets.set(j.bucket, bucket);
+        if ((j.limit[0] ?? 0) > 0) {
+          bucket = buckets.get(j.bucket) ?? 0;
+          if (bucket === 0) {
+            bucket = buckets.size + 1;
+            buckets.set(j.bucket, bucket);
+            limits.push(j.limit[0] ?? 0, j.limit[1] ?? 0);
+          }
         }
-        args.push(j.fanId, bucket, j.limit[0] ?? 0, j.limit[1] ?? 0, j.proofBits, j.invite ? "1" : "0");
+        perFan.push(j.fanId, bucket, j.proofBits, j.invite ? "1" : "0");
       }
-      return run("joinBatch", [...q.lineKeys, ...buckets.keys()], [...args, ...tail]);
+      return run(
+        "joinBatch",
+        [...q.lineKeys, ...buckets.keys()],
+        [fans.length, buckets.size, ...limits, ...perFan, ...tail],
+      );
     };
     // Who goes in the call: the batch, less the fans `prepare` could not write a beat for.
     let going = batch;

@@ -3,7 +3,7 @@
  * join really in flight at once through one gateway, so the batches are the ones a crowd makes.
  */
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { monitorRedis } from "../support/redis-monitor.js";
 import { eventId, fans, gateways, lastBeat, ok, sleep } from "./helpers.js";
 
@@ -139,6 +139,67 @@ describe("joins batched per event", () => {
       expect((r as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
     }
     expect(ok(await gw.room.stats(evt)).stats.joined).toBe(11);
+  });
+
+  it("many client IPs in one batch: each bucket read and written as a lone join would, fans without a limit untouched", async () => {
+    const evt = await movingLine("batchips");
+    const limit = (ip: string) => ({ limits: { ip: { subject: ip, perSecond: 1, burst: 2 } } });
+    // 30 addresses, three joins each, and every fourth join carries no limit at all (a load test's
+    // token): all in flight at once, so one batch holds many buckets and fans with none.
+    const joins = Array.from({ length: 120 }, (_, i) => ({
+      fanId: `ip-fan-${i}`,
+      ip: i % 4 === 3 ? undefined : `10.1.0.${i % 30}`,
+    }));
+    const before = gw.room.joinBatchCounters().batches;
+    const results = await Promise.all(
+      joins.map((j) => gw.room.join(evt, j.fanId, j.ip === undefined ? {} : limit(j.ip))),
+    );
+    expect(gw.room.joinBatchCounters().batches - before).toBeLessThanOrEqual(3);
+    // Each address's first two joins (burst 2) in arrival order are placed, its later ones refused
+    // with the wait for one token (at 1/s: up to 1 s); a join without a limit is always placed.
+    const seen = new Map<string, number>();
+    for (const [i, j] of joins.entries()) {
+      const r = results[i]!;
+      if (j.ip === undefined) {
+        expect(r.ok).toBe(true);
+        continue;
+      }
+      const nth = (seen.get(j.ip) ?? 0) + 1;
+      seen.set(j.ip, nth);
+      if (nth <= 2) expect(r.ok).toBe(true);
+      else {
+        expect(r).toMatchObject({ ok: false, reason: "rate_limited", limit: "ip" });
+        const wait = (r as { retryAfterMs: number }).retryAfterMs;
+        expect(wait).toBeGreaterThan(0);
+        expect(wait).toBeLessThanOrEqual(1_000);
+      }
+    }
+    // What the batch wrote is what a lone join reads: an emptied bucket, refilled by time.
+    const redis = gw.clients[0]!;
+    const key = limitKey(evt, "ip:join", "10.1.0.0");
+    const [tokens, at] = (await redis.get(key))!.split(" ");
+    expect(tokens).toBe("0");
+    expect(Number(at)).toBeGreaterThan(Date.now() - 10_000);
+    // kept until it would have refilled (2 tokens at 1/s), and a second more
+    expect(await redis.pttl(key)).toBeGreaterThan(2_000);
+    expect(await redis.pttl(key)).toBeLessThanOrEqual(3_000);
+    const refused = await gw.room.join(evt, "ip-late-1", limit("10.1.0.0"));
+    expect(refused).toMatchObject({ ok: false, reason: "rate_limited", limit: "ip" });
+    await sleep(1_100);
+    // 1.1 s at 1/s: one token and a fraction, so one of two joins placed, the fraction written back.
+    const [later, refusedAgain] = await Promise.all([
+      gw.room.join(evt, "ip-late-2", limit("10.1.0.0")),
+      gw.room.join(evt, "ip-late-3", limit("10.1.0.0")),
+    ]);
+    expect(later?.ok).toBe(true);
+    expect(refusedAgain).toMatchObject({ ok: false, reason: "rate_limited", limit: "ip" });
+    const [left] = (await redis.get(key))!.split(" ");
+    expect(Number(left)).toBeGreaterThan(0);
+    expect(Number(left)).toBeLessThan(1);
+    // An unreadable bucket counts as a full one, as in a lone join's take.
+    await redis.set(limitKey(evt, "ip:join", "10.1.0.99"), "garbage", "PX", 10_000);
+    const fresh = await Promise.all([1, 2, 3].map((i) => gw.room.join(evt, `ip-99-${i}`, limit("10.1.0.99"))));
+    expect(fresh.map((r) => r.ok)).toEqual([true, true, false]);
   });
 
   it("a closed room refuses the whole batch; proof of work and invites are asked per fan", async () => {

@@ -13,8 +13,10 @@ const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 function recording() {
   const batches: { at: number; fans: string[] }[] = [];
   const run = async (_name: string, _keys: string[], args: (string | number)[]) => {
+    // join-batch-n.lua's ARGV: n, m buckets, their rates and bursts, then four a fan
     const n = Number(args[0]);
-    const fans = Array.from({ length: n }, (_, i) => String(args[1 + i * 6]));
+    const first = 2 + 2 * Number(args[1]);
+    const fans = Array.from({ length: n }, (_, i) => String(args[first + i * 4]));
     batches.push({ at: performance.now(), fans });
     return [[], ...fans.map(() => ["join"])];
   };
