@@ -22,12 +22,13 @@
     what `count` calls of take_token in a row would answer, with one read and one write.
     Returns  allowed (how many of the first requests got a token, 0..count), retryAfterMs for
              the rest (0 when all were allowed)
-  take_tokens_batch(keys, keyBase, m, args, argBase, counts, now)
+  take_tokens_batch(keys, keyBase, m, rates, bursts, settingOf, counts, now)
     take_tokens for m buckets at once (join-batch-n.lua: a batch of joins from many client IPs):
-    bucket b is keys[keyBase + b], its rate and burst the texts args[argBase + 2b - 1] and
-    args[argBase + 2b], counts[b] requests. The same answers as m calls of take_tokens, with one
-    MGET for all and one SET each: a crowd joins from as many addresses as fans, and each
-    take_tokens was a GET, a SET and three formats (bench:redis-instructions, "each from its own IP")
+    bucket b is keys[keyBase + b], its limit rates[k] and bursts[k] with k = settingOf[b] (no
+    settingOf: k = 1 for all), counts[b] requests. The same answers as m calls of take_tokens,
+    with one MGET for all and one SET each, each limit's PX and each whole number of tokens
+    formatted once: a crowd joins from as many addresses as fans, and each take_tokens was a GET,
+    a SET and three formats (bench:redis-instructions, "each from its own IP")
     Returns  allowed[b], retryAfterMs[b] (tables indexed by bucket)
 ]]
 -- The tokens in a bucket whose state (its string; false or nil: none) was read now.
@@ -81,18 +82,17 @@ local function take_tokens(key, rate, burst, count, now)
   return allowed, retry
 end
 
-local function take_tokens_batch(keys, keyBase, m, args, argBase, counts, now)
+local function take_tokens_batch(keys, keyBase, m, rates, bursts, settingOf, counts, now)
   local states = redis.call('MGET', unpack(keys, keyBase + 1, keyBase + m))
   local nowText = string.format('%d', now)
   -- the text of a whole number of tokens, formatted once a call (most buckets are new: burst - count)
   local texts = {}
   local allowed, retry = {}, {}
-  local rateText, burstText, rate, burst, pxText
+  local setting, rate, burst, pxText = 0, 0, 0, nil
   for b = 1, m do
-    -- a batch's buckets share one setting: read and formatted once, not once a bucket
-    local rt, bt = args[argBase + 2 * b - 1], args[argBase + 2 * b]
-    if rt ~= rateText or bt ~= burstText then
-      rateText, burstText, rate, burst = rt, bt, tonumber(rt), tonumber(bt)
+    local k = settingOf and settingOf[b] or 1
+    if k ~= setting then
+      setting, rate, burst = k, rates[k], bursts[k]
       pxText = string.format('%d', math.ceil(burst * 1000 / rate) + 1000)
     end
     local tokens = bucket_tokens(states[b], rate, burst, now)

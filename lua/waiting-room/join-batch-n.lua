@@ -23,9 +23,13 @@
                once, every one named by at least one fan
   ARGV[1]      n, the number of fans
   ARGV[2]      m, the number of buckets
-  ARGV[3..2+2m] each bucket's rate (tokens/s, > 0) and burst, in KEYS order: a batch's fans share
-               the gateway's setting, so the two go once a bucket, not once a fan
-  then         four per fan, in arrival order (fan i's from ARGV[2 + 2m + 4(i - 1) + 1]):
+  ARGV[3]      s (nLimits), the number of distinct per-IP limits among them (1 when m > 0, as a rule: the
+               gateway's setting)
+  ARGV[4..3+2s] each limit's rate (tokens/s, > 0) and burst
+  then         when s > 1, m: each bucket's limit (1..s), in KEYS order; none when s <= 1 (all the
+               first). A limit goes once a batch, not once a fan or once a bucket
+  then         four per fan, in arrival order (fan i's from ARGV[F0 + 4(i - 1) + 1], F0 the count
+               of the arguments before):
                  fanId,
                  its IP bucket (an index into KEYS counted from KEYS[9] as 1; 0: no per-IP limit),
                  bits of the proof of work the gateway checked (0: none),
@@ -65,9 +69,9 @@
 local PER_FAN = 4
 -- read a few times a fan: a local, not a global's lookup each time
 local ARGV = ARGV
-local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
+local n, m, nLimits = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 -- fan i's arguments are ARGV[F0 + PER_FAN * (i - 1) + 1 ..]; the epoch, shards and ages follow them
-local F0 = 2 + 2 * m
+local F0 = 3 + 2 * nLimits + (nLimits > 1 and m or 0)
 local TAIL = F0 + n * PER_FAN
 local now = now_ms()
 -- out[i] is fan i's reply; the view goes in front when the script returns
@@ -97,7 +101,15 @@ if m > 0 then
       counts[b] = counts[b] + 1
     end
   end
-  local allowed, retry = take_tokens_batch(KEYS, 8, m, ARGV, 2, counts, now)
+  local rates, bursts, settingOf = {}, {}, nil
+  for k = 1, nLimits do
+    rates[k], bursts[k] = tonumber(ARGV[2 + 2 * k]), tonumber(ARGV[3 + 2 * k])
+  end
+  if nLimits > 1 then
+    settingOf = {}
+    for b = 1, m do settingOf[b] = tonumber(ARGV[3 + 2 * nLimits + b]) end
+  end
+  local allowed, retry = take_tokens_batch(KEYS, 8, m, rates, bursts, settingOf, counts, now)
   local refusal = {}
   for i = 1, n do
     local b = bucketOf[i]

@@ -145,28 +145,42 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     counters.joins += batch.length;
     counters.largest = Math.max(counters.largest, batch.length);
     onBatch?.(batch.length);
-    // The batch's call: each client IP's bucket once in KEYS, numbered from 1 after the line's keys,
-    // with its rate and burst once (the first fan's that names it), then four arguments a fan.
+    // The batch's call: each client IP's bucket once in KEYS, numbered from 1 after the line's keys;
+    // each distinct limit once (as a rule one: the gateway's setting), and each bucket's limit only
+    // when there are several; then four arguments a fan.
     const call = (fans: Pending[], tail: (string | number)[]) => {
       const buckets = new Map<string, number>();
-      const limits: (string | number)[] = [];
+      const limitOf: number[] = [];
+      const limits = new Map<string, number>();
+      const limitArgs: (string | number)[] = [];
       const perFan: (string | number)[] = [];
       for (const { request: j } of fans) {
         let bucket = 0;
-        if ((j.limit[0] ?? 0) > 0) {
+        const rate = j.limit[0] ?? 0;
+        if (rate > 0) {
           bucket = buckets.get(j.bucket) ?? 0;
           if (bucket === 0) {
             bucket = buckets.size + 1;
             buckets.set(j.bucket, bucket);
-            limits.push(j.limit[0] ?? 0, j.limit[1] ?? 0);
+            // a bucket's limit is its first fan's
+            const burst = j.limit[1] ?? 0;
+            const name = `${rate} ${burst}`;
+            let k = limits.get(name);
+            if (k === undefined) {
+              k = limits.size + 1;
+              limits.set(name, k);
+              limitArgs.push(rate, burst);
+            }
+            limitOf.push(k);
           }
         }
         perFan.push(j.fanId, bucket, j.proofBits, j.invite ? "1" : "0");
       }
+      const each = limits.size > 1 ? limitOf : [];
       return run(
         "joinBatch",
         [...q.lineKeys, ...buckets.keys()],
-        [fans.length, buckets.size, ...limits, ...perFan, ...tail],
+        [fans.length, buckets.size, limits.size, ...limitArgs, ...each, ...perFan, ...tail],
       );
     };
     // Who goes in the call: the batch, less the fans `prepare` could not write a beat for.

@@ -144,16 +144,23 @@ describe("joins batched per event", () => {
   it("many client IPs in one batch: each bucket read and written as a lone join would, fans without a limit untouched", async () => {
     const evt = await movingLine("batchips");
     const limit = (ip: string) => ({ limits: { ip: { subject: ip, perSecond: 1, burst: 2 } } });
+    // A second limit in the same batch (a caller of the API may pass its own): burst 4.
+    const wider = (ip: string) => ({ limits: { ip: { subject: ip, perSecond: 1, burst: 4 } } });
     // 30 addresses, three joins each, and every fourth join carries no limit at all (a load test's
-    // token): all in flight at once, so one batch holds many buckets and fans with none.
+    // token); 4 addresses under the wider limit, six joins each: all in flight at once, so one
+    // batch holds many buckets, two limits and fans with none.
     const joins = Array.from({ length: 120 }, (_, i) => ({
       fanId: `ip-fan-${i}`,
       ip: i % 4 === 3 ? undefined : `10.1.0.${i % 30}`,
     }));
+    const widely = Array.from({ length: 24 }, (_, i) => ({ fanId: `wide-fan-${i}`, ip: `10.3.0.${i % 4}` }));
     const before = gw.room.joinBatchCounters().batches;
-    const results = await Promise.all(
-      joins.map((j) => gw.room.join(evt, j.fanId, j.ip === undefined ? {} : limit(j.ip))),
-    );
+    const [results, wide] = await Promise.all([
+      Promise.all(joins.map((j) => gw.room.join(evt, j.fanId, j.ip === undefined ? {} : limit(j.ip)))),
+      Promise.all(widely.map((j) => gw.room.join(evt, j.fanId, wider(j.ip)))),
+    ]);
+    // each wide address's first four placed, its last two refused
+    expect(wide.map((r) => r.ok)).toEqual(widely.map((_, i) => i < 16));
     expect(gw.room.joinBatchCounters().batches - before).toBeLessThanOrEqual(3);
     // Each address's first two joins (burst 2) in arrival order are placed, its later ones refused
     // with the wait for one token (at 1/s: up to 1 s); a join without a limit is always placed.

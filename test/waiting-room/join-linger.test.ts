@@ -13,9 +13,10 @@ const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 function recording() {
   const batches: { at: number; fans: string[] }[] = [];
   const run = async (_name: string, _keys: string[], args: (string | number)[]) => {
-    // join-batch-n.lua's ARGV: n, m buckets, their rates and bursts, then four a fan
-    const n = Number(args[0]);
-    const first = 2 + 2 * Number(args[1]);
+    // join-batch-n.lua's ARGV: n, m buckets, s limits, their rates and bursts, each bucket's limit
+    // when s > 1, then four a fan
+    const [n, m, s] = [Number(args[0]), Number(args[1]), Number(args[2])];
+    const first = 3 + 2 * s + (s > 1 ? m : 0);
     const fans = Array.from({ length: n }, (_, i) => String(args[first + i * 4]));
     batches.push({ at: performance.now(), fans });
     return [[], ...fans.map(() => ["join"])];
