@@ -9,7 +9,9 @@
  * project's starter), and drives one event through the real WaitingRoom API as BENCH_GATEWAYS
  * gateway processes would (one WaitingRoom and one Cluster client each, built by the gateway's own
  * connectRedis, so join batching, the cached line view and its heartbeats are the production ones).
- * A fan always goes to the same gateway (a kept-alive connection behind the balancer).
+ * A fan always goes to the same gateway (a kept-alive connection behind the balancer), or with
+ * BENCH_SPREAD_POLLS=1 each of its polls to the next gateway (a balancer that spreads requests:
+ * every poll reaches a gateway that did not answer the fan's last one).
  *   1. joins: BENCH_FANS fans join, BENCH_CONCURRENCY in flight;
  *   2. polls: for BENCH_POLL_SECONDS every fan polls (statusOf) once per BENCH_POLL_INTERVAL_MS
  *      (a compressed pollAfterMs), spread evenly, as many in flight as Redis keeps waiting; a fan
@@ -71,6 +73,8 @@ const env = z
     BENCH_FAN_SHARDS: z.coerce.number().int().min(0).max(256).default(0),
     /** 1: every fan id on shard 0 (an attacker's choice of ids); needs BENCH_FAN_SHARDS. */
     BENCH_AIM_SHARD: z.enum(["0", "1"]).default("0"),
+    /** 1: each of a fan's polls goes to the next gateway, not always to the one it joined through. */
+    BENCH_SPREAD_POLLS: z.enum(["0", "1"]).default("0"),
   })
   .parse(process.env);
 
@@ -275,8 +279,9 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
       let done = 0;
       let failed: unknown;
       const inFlight = new Set<Promise<void>>();
-      const pollOne = async (i: number) => {
-        const polled = ok(await gatewayOf(i).statusOf(eventId, fanIds[i] as string), "poll");
+      const pollOne = async (i: number, round: number) => {
+        const gateway = gatewayOf(env.BENCH_SPREAD_POLLS === "1" ? i + round + 1 : i);
+        const polled = ok(await gateway.statusOf(eventId, fanIds[i] as string), "poll");
         if ("cached" in polled && polled.cached) cachedPolls += 1;
         // An admitted fan leaves the line for the seat map: it polls no more.
         else if (polled.ok && polled.place.status !== "waiting") admitted.add(i);
@@ -287,7 +292,7 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
         for (; launched < due; launched++) {
           const i = launched % fanIds.length;
           if (admitted.has(i)) continue;
-          const p: Promise<void> = pollOne(i).then(
+          const p: Promise<void> = pollOne(i, Math.floor(launched / fanIds.length)).then(
             () => void inFlight.delete(p),
             (err: unknown) => {
               failed = err;
@@ -306,6 +311,8 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
     const countersAfter = rooms.map((r) => r.lineCacheCounters());
     const refreshes = countersAfter.reduce((s, c, i) => s + c.refreshes - (countersBefore[i]?.refreshes ?? 0), 0);
     const beats = countersAfter.reduce((s, c, i) => s + c.beats - (countersBefore[i]?.beats ?? 0), 0);
+    const lookups = countersAfter.reduce((s, c, i) => s + (c.lookups ?? 0) - (countersBefore[i]?.lookups ?? 0), 0);
+    const found = countersAfter.reduce((s, c, i) => s + (c.found ?? 0) - (countersBefore[i]?.found ?? 0), 0);
     const pollsEnded = performance.now();
     const statsNow = async () => {
       const s = await rooms[0]!.stats(eventId);
@@ -348,6 +355,7 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
           "polls",
           polls,
           `${cachedPolls} answered from the cached view, ${polls.ops - cachedPolls} by status-10; ` +
+            `${lookups} fans looked up by a view refresh, ${found} found; ` +
             `${refreshes} view refreshes carrying ${beats} heartbeats; ${admittedTotal} admitted; at most ${maxInFlight} in flight`,
         ),
         phaseOf(

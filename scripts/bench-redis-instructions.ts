@@ -21,6 +21,9 @@
  *   - heartbeats: those a gateway's view refresh carries for the polls it answered from its cache
  *     (line-view-8.lua, BENCH_BEATS fans a call, all still in line), and a fan shard's, as a room
  *     with fan shards sends them (beats-1.lua 'keep' for polls, 'join' for joins);
+ *   - lookups: the first polls of fans a gateway does not know (they joined through another), which
+ *     its next view refresh looks up (line-view-8.lua, BENCH_BEATS fans a call), instead of a
+ *     status-10.lua each;
  *   - for scale, a trivial script (`return 1`) on the event's slot.
  * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
  * BENCH_BEATS (default 200), REDIS_SERVER. Prints a table, then one JSON line.
@@ -283,10 +286,28 @@ async function main(): Promise<void> {
         beatCalls * beats.length,
         async () => {
           for (let c = 0; c < beatCalls; c++) {
-            const reply = await run<unknown[]>("lineView", keys, ["16", ...beats]);
+            const reply = await run<unknown[]>("lineView", keys, ["16", "0", "0", ...beats]);
             const missing = reply.indexOf("missing");
-            if (missing < 0 || reply.length !== missing + 2 || (reply[missing + 1] as unknown[]).length !== 0) {
+            if (missing < 0 || reply.length !== missing + 4 || (reply[missing + 1] as unknown[]).length !== 0) {
               throw new Error(`lineView: every fan should still be in line: ${JSON.stringify(reply.slice(missing))}`);
+            }
+          }
+        },
+      ),
+    );
+    // Lookups, as line-view-8.lua takes them: the first polls that reached a gateway which did not
+    // know the fans (each found: waiting, polled lately), against a status-10.lua call each.
+    rows.push(
+      await phase(
+        `lookups in a view refresh, ${beats.length} fans a call (line-view-8.lua)`,
+        beatCalls,
+        beatCalls * beats.length,
+        async () => {
+          for (let c = 0; c < beatCalls; c++) {
+            const reply = await run<unknown[]>("lineView", keys, ["16", beats.length, 60_000, ...beats]);
+            const found = reply[reply.length - 1] as unknown[];
+            if (reply[reply.length - 2] !== "found" || found.length !== 3 * beats.length) {
+              throw new Error(`lineView: every fan should be found: ${JSON.stringify(found.slice(0, 6))}`);
             }
           }
         },

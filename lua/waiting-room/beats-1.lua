@@ -54,7 +54,7 @@ if mode == 'join' then
 end
 if mode == 'keep' then
   if #ARGV < 2 then return { now } end
-  return keep_beats(KEYS[1], nowText, { now })
+  return keep_beats(KEYS[1], nowText, { now }, 2)
 end
 if mode == 'poll' then
   local before = redis.call('ZSCORE', KEYS[1], ARGV[2])

@@ -6,20 +6,32 @@
 
   KEYS[1..8]  room, fans, pre, fifo, seen, gone, active, sessions (see includes/room.lua)
   ARGV[1]     the most vacated places ahead of the cursor to list (the cache counts them in `ahead`)
-  ARGV[2..]   fan ids polled since the last call (at most a few thousand: the caller chunks)
+  ARGV[2]     L, the number of lookups (0: none)
+  ARGV[3]     how recent (ms) a looked-up fan's last beat must be
+  ARGV[4..3+L] lookups: fans that polled the caller, which does not know them (they joined or last
+              polled through another process)
+  ARGV[4+L..] fan ids polled since the last call (at most a few thousand: the caller chunks)
 
   First the heartbeats: each fan still in line (a member of `seen`) is recorded as seen now (Redis
   time, so the place is kept to within one interval of the poll); a fan no longer there (admitted,
   abandoned, ended) is listed in `missing`, and the process sends that fan's next poll here. Then
   the tick (admission.lua), so the line moves even when every poll is answered from caches.
   A room with fan shards (`fanShards` > 0) takes no heartbeats here: the caller sends them to the
-  shards (lua/waiting-room/beats-1.lua 'keep') beside this call, and ARGV[2..] are ignored. One
-  caller per second is handed the shards' sweep (`sweep` 1: src/waiting-room/fan-sweep.ts).
+  shards (lua/waiting-room/beats-1.lua 'keep') beside this call, and the beats and the lookups are
+  ignored. One caller per second is handed the shards' sweep (`sweep` 1: src/waiting-room/fan-sweep.ts).
+
+  Then the lookups, after the tick (so against the cursor as it now stands): a fan is `found`, and
+  its beat recorded now as any heartbeat's, when its record is waiting behind the cursor (or
+  pre-queued while the pre-queue is open) and its last beat is younger than ARGV[3], which the
+  caller sets so that no sweep can have given the place up meanwhile (a fan whose beat is older
+  may be losing it: Redis answers that poll, status-10.lua). The caller learns the fans found and
+  answers their polls from its view; it sends the others' polls here as before.
 
   Returns a flat key/value list: now, served, tail, preCount, preSize, openedAt, drawn, onSaleAt,
   roomState, rate, full, admitPerSecond, abandonSeconds, epoch, goneAhead (how many vacated places
-  are ahead of the cursor), fanShards, sweep (1: this caller runs the sweep now), then 'gone' and its list (ascending places, at most ARGV[1]) and
-  'missing' and its list, always the last four elements. Or
+  are ahead of the cursor), fanShards, sweep (1: this caller runs the sweep now), then 'gone' and its list (ascending places, at most ARGV[1]),
+  'missing' and its list and 'found' and its list (three a fan found: fanId, 'waiting' or
+  'prequeue', its place or its arrival number), always the last six elements. Or
     -1  unknown event
 ]]
 --- @include "admission"
@@ -30,12 +42,40 @@ local r = load_room()
 if not r then return -1 end
 local now = now_ms()
 
+local lookups = tonumber(ARGV[2]) or 0
 local missing = {}
-if #ARGV > 1 and not sharded(r) then keep_beats(K_SEEN, int(now), missing) end
+if #ARGV > 3 + lookups and not sharded(r) then keep_beats(K_SEEN, int(now), missing, 4 + lookups) end
 
 tick(r, now)
 local sweep = sweep_due(r, now)
 save_room(r)
+
+local found = {}
+if lookups > 0 and not sharded(r) then
+  local ids = { unpack(ARGV, 4, 3 + lookups) }
+  local records = redis.call('HMGET', K_FANS, unpack(ids))
+  local beats = redis.call('ZMSCORE', K_SEEN, unpack(ids))
+  local recent = now - (tonumber(ARGV[3]) or 0)
+  local nowText, kept, n = int(now), { 'XX', 'GT' }, 0
+  for i, fanId in ipairs(ids) do
+    local beat = tonumber(beats[i])
+    if records[i] and beat and beat > recent then
+      local f = unpack_fan(records[i])
+      local status, position
+      if f.s == 'w' and r.openedAt > 0 and f.pos > r.served then
+        status, position = 'waiting', f.pos
+      elseif f.s == 'p' and r.openedAt == 0 then
+        status, position = 'prequeue', f.n
+      end
+      if status then
+        found[n + 1], found[n + 2], found[n + 3] = fanId, status, position
+        n = n + 3
+        kept[#kept + 1], kept[#kept + 2] = nowText, fanId
+      end
+    end
+  end
+  if #kept > 2 then redis.call('ZADD', K_SEEN, unpack(kept)) end
+end
 
 local live = live_sessions(now)
 local goneAhead = redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
@@ -52,4 +92,4 @@ return { 'now', int(now), 'served', int(r.served), 'tail', int(r.tail), 'preCoun
   'roomState', room_state(r), 'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
   'admitPerSecond', r.rateText, 'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch,
   'goneAhead', int(goneAhead), 'fanShards', int(r.fanShards), 'sweep', sweep and '1' or '0',
-  'gone', gone, 'missing', missing }
+  'gone', gone, 'missing', missing, 'found', found }

@@ -12,6 +12,14 @@
  *   - the heartbeats owed: every fan answered here since the last refresh, sent with it in one
  *     call, which records them as seen now in Redis and names those no longer in line.
  *
+ * A fan this process does not know (it joined or last polled through another process: a balancer
+ * that spreads requests) is looked up in the next refresh instead of sent to Redis at once: the
+ * poll waits for it (at most a refresh), and the same call finds the fan's record and beat and
+ * records the beat, so the poll is answered here when the fan is waiting behind the cursor and
+ * polled lately (line-view-8.lua's lookups). One status-10.lua a fan a process was what a fan
+ * whose polls go round a few processes cost Redis on each of its polls. A room with fan shards
+ * does not look fans up yet: their polls go to Redis as before.
+ *
  * A poll is answered here only when the answer cannot be one Redis would give differently except
  * by the view's age (at most VIEW_STALE_MS, typically one refresh): the fan is known here, was
  * seen here within the abandon time less two refreshes and a second (so its place cannot have
@@ -59,6 +67,8 @@ const NOTHING_KEPT: KeptBeats = { missing: [], unsent: [] };
 const BEATS_PER_CALL = 2_000;
 /** Fans remembered per event; the least recently learned go first (their next poll asks Redis). */
 const FANS_KEPT = 500_000;
+/** Unknown fans looked up in one refresh, at most; a poll past that asks Redis at once. */
+const LOOKUPS_PER_REFRESH = 2_000;
 
 export interface LineViewOptions {
   refreshMs?: number;
@@ -84,10 +94,13 @@ interface View {
   epoch: string;
   /** Vacated places ahead of the cursor, ascending (at most GONE_LISTED). */
   gone: number[];
+  /** The room's fan shards (0: none; its beats are in `seen`). */
+  fanShards: number;
 }
 
 interface KnownFan {
-  status: "waiting" | "prequeue";
+  /** `redis`: Redis answers this fan's polls (admitted, ended, near, not found by a lookup). */
+  status: "waiting" | "prequeue" | "redis";
   /** The place (waiting) or the arrival number (prequeue). */
   position: number;
   epoch: string;
@@ -99,6 +112,8 @@ interface EventLine {
   view: View | null;
   fans: Map<string, KnownFan>;
   beats: Set<string>;
+  /** Unknown fans whose polls wait for the next refresh to look them up. */
+  lookups: Map<string, ((found: boolean) => void)[]>;
   askedAt: number;
   timer: NodeJS.Timeout | null;
   refreshing: boolean;
@@ -109,6 +124,13 @@ interface EventLine {
 export interface LineViews {
   /** The fan's place from this process's view, or null when Redis must answer (see above). */
   answer(eventId: string, fanId: string, limits?: StatusLimits): FanPlace | RateLimited | null;
+  /**
+   * A fan `answer` declined because this process does not know it (or has not seen it lately):
+   * looked up in the next refresh. True when the fan was found and learned (`answer` may now
+   * answer it); false at once when there is nothing to look up with (no fresh view, fan shards, a
+   * fan Redis answers, too many lookups), or when the refresh did not find it: Redis answers then.
+   */
+  lookup(eventId: string, fanId: string): Promise<boolean>;
   /** What Redis answered about a fan (join or poll), with the room's epoch. */
   learn(eventId: string, fanId: string, place: FanPlace, epoch: string): void;
   /**
@@ -118,7 +140,7 @@ export interface LineViews {
    */
   invalidate(eventId: string): void;
   /** Figures for tests and the bench: polls answered here, and refreshes. */
-  counters(): { answered: number; refreshes: number; beats: number; missing: number };
+  counters(): { answered: number; refreshes: number; beats: number; missing: number; lookups: number; found: number };
   /** Stops every refresh (a gateway shutting down); the heartbeats owed are sent first. */
   close(): Promise<void>;
 }
@@ -138,13 +160,20 @@ function goneBelow(gone: readonly number[], position: number): number {
 function readView(
   reply: unknown,
   fetchedAt: number,
-): { view: View; missing: string[]; fanShards: number; sweep: boolean } {
-  if (!Array.isArray(reply) || reply.length < 4) throw new ReplyShapeError("line-view: expected a list");
-  const tail4 = reply.slice(-4);
-  if (tail4[0] !== "gone" || tail4[2] !== "missing" || !Array.isArray(tail4[1]) || !Array.isArray(tail4[3])) {
-    throw new ReplyShapeError("line-view: no gone/missing lists");
+): { view: View; missing: string[]; found: unknown[]; fanShards: number; sweep: boolean } {
+  if (!Array.isArray(reply) || reply.length < 6) throw new ReplyShapeError("line-view: expected a list");
+  const tail4 = reply.slice(-6);
+  if (
+    tail4[0] !== "gone" ||
+    tail4[2] !== "missing" ||
+    tail4[4] !== "found" ||
+    !Array.isArray(tail4[1]) ||
+    !Array.isArray(tail4[3]) ||
+    !Array.isArray(tail4[5])
+  ) {
+    throw new ReplyShapeError("line-view: no gone/missing/found lists");
   }
-  const f = new Fields(reply.slice(0, -4));
+  const f = new Fields(reply.slice(0, -6));
   const now = f.num("now");
   return {
     view: {
@@ -163,8 +192,10 @@ function readView(
       abandonSeconds: f.num("abandonSeconds"),
       epoch: f.str("epoch"),
       gone: (tail4[1] as unknown[]).map(Number),
+      fanShards: f.num("fanShards"),
     },
     missing: (tail4[3] as unknown[]).map(String),
+    found: tail4[5] as unknown[],
     fanShards: f.num("fanShards"),
     sweep: f.flag("sweep"),
   };
@@ -175,7 +206,22 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   const fansKept = options.fansKept ?? FANS_KEPT;
   const lines = new Map<string, EventLine>();
   const buckets = createLocalBuckets();
-  const counts = { answered: 0, refreshes: 0, beats: 0, missing: 0 };
+  const counts = { answered: 0, refreshes: 0, beats: 0, missing: 0, lookups: 0, found: 0 };
+  /** How long after a poll answered here the fan's place is certainly kept (see `answer`). */
+  const keepMsOf = (view: View) => view.abandonSeconds * 1000 - 2 * refreshMs - 1_000;
+
+  /** What this process knows of a fan, with the LRU bound. */
+  function remember(line: EventLine, fanId: string, fan: KnownFan) {
+    line.fans.delete(fanId);
+    line.fans.set(fanId, fan);
+    if (line.fans.size > fansKept) line.fans.delete(line.fans.keys().next().value as string);
+  }
+
+  /** Answers every lookup taken: found or not (Redis answers the poll then). */
+  function settle(lookups: Map<string, ((found: boolean) => void)[]>, found: ReadonlySet<string>) {
+    for (const [fanId, waiting] of lookups) for (const resolve of waiting) resolve(found.has(fanId));
+    lookups.clear();
+  }
   const unsentLogDue = onceEvery(10_000);
 
   async function refresh(eventId: string, line: EventLine): Promise<void> {
@@ -191,6 +237,12 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     line.stale = false;
     const beats = [...line.beats];
     line.beats.clear();
+    // The lookups go with the first call, when there is a view to say how recent a beat must be.
+    const lookups = new Map(line.lookups);
+    line.lookups.clear();
+    const lookupIds = line.view && line.view.fanShards === 0 ? [...lookups.keys()] : [];
+    const recentMs = line.view ? keepMsOf(line.view) : 0;
+    const foundHere = new Set<string>();
     try {
       const keys = lineKeys(k);
       // A room with fan shards takes the heartbeats on the shards (beats-1.lua 'keep', one call per
@@ -207,7 +259,15 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         const chunks: string[][] = [];
         for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
         if (chunks.length === 0) chunks.push([]);
-        const replies = await Promise.all(chunks.map((ids) => ctx.script("lineView", keys, [GONE_LISTED, ...ids])));
+        const replies = await Promise.all(
+          chunks.map((ids, i) =>
+            ctx.script(
+              "lineView",
+              keys,
+              i === 0 ? [GONE_LISTED, lookupIds.length, recentMs, ...lookupIds, ...ids] : [GONE_LISTED, 0, 0, ...ids],
+            ),
+          ),
+        );
         return { room, replies, missing: [] as string[], unsent: [] as string[] };
       });
       if ("ok" in sent) throw new Error(sent.message);
@@ -222,9 +282,16 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           return;
         }
         if (outcome) throw new ReplyShapeError(`line-view: unexpected ${outcome}`);
-        const { view, missing, fanShards, sweep } = readView(reply, fetchedAt);
+        const { view, missing, found, fanShards, sweep } = readView(reply, fetchedAt);
         latest = view;
         missingAll = missingAll.concat(missing);
+        // Fans found by a lookup: their beat was recorded in this call, no earlier than `started`.
+        for (let i = 0; i + 2 < found.length; i += 3) {
+          const fanId = String(found[i]);
+          const status = found[i + 1] === "prequeue" ? "prequeue" : "waiting";
+          remember(line, fanId, { status, position: Number(found[i + 2]), epoch: view.epoch, seenAt: started });
+          foundHere.add(fanId);
+        }
         if (fanShards !== sent.room.shards || (fanShards > 0 && view.epoch !== sent.room.epoch)) {
           // The room was created again, perhaps with other shards: these beats may have gone where
           // it does not look. Read again for the next refresh; these fans' next polls go to Redis,
@@ -249,8 +316,21 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       }
       counts.refreshes += 1;
       counts.beats += beats.length - sent.unsent.length;
-      if (latest && line.view && latest.epoch !== line.view.epoch) line.fans.clear();
+      if (latest && line.view && latest.epoch !== line.view.epoch) {
+        line.fans.clear();
+        foundHere.clear();
+      }
       line.view = line.stale ? null : latest;
+      counts.lookups += lookups.size;
+      counts.found += foundHere.size;
+      // Not found: Redis answers these fans' polls (and the next ones, within the keep time).
+      if (latest) {
+        for (const fanId of lookups.keys()) {
+          if (!foundHere.has(fanId)) {
+            remember(line, fanId, { status: "redis", position: 0, epoch: latest.epoch, seenAt: started });
+          }
+        }
+      }
     } catch (err) {
       // The heartbeats may not have been recorded: those fans' next polls go to Redis, which
       // records them (or answers 503); the view answers nothing until a read succeeds.
@@ -261,6 +341,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       }
       ctx.log?.debug({ eventId, err: (err as Error).message }, "line view not refreshed");
     } finally {
+      settle(lookups, foundHere);
       line.refreshing = false;
       if (line.stale) {
         line.stale = false;
@@ -270,6 +351,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   }
 
   function stopLine(eventId: string, line: EventLine) {
+    settle(line.lookups, new Set());
     if (line.timer) clearInterval(line.timer);
     line.timer = null;
     if (lines.get(eventId) === line) lines.delete(eventId);
@@ -282,6 +364,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         view: null,
         fans: new Map(),
         beats: new Set(),
+        lookups: new Map(),
         askedAt: Date.now(),
         timer: null,
         refreshing: false,
@@ -330,8 +413,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       if (!view || !fan || now - view.fetchedAt > VIEW_STALE_MS || fan.epoch !== view.epoch) return null;
       // Seen here recently enough that the place cannot have been lost (every poll answered here
       // reaches Redis within a refresh); otherwise Redis tells (and records this poll).
-      const keepMs = view.abandonSeconds * 1000 - 2 * refreshMs - 1_000;
-      if (now - fan.seenAt > keepMs) return null;
+      if (fan.status === "redis" || now - fan.seenAt > keepMsOf(view)) return null;
       const redisNow = now + view.clockOffset;
       let place: FanPlace;
       if (fan.status === "prequeue") {
@@ -381,12 +463,29 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       const line = lineOf(eventId);
       line.askedAt = Date.now();
       if (place.status === "waiting" || (place.status === "prequeue" && place.provisional)) {
-        line.fans.delete(fanId);
-        line.fans.set(fanId, { status: place.status, position: place.position, epoch, seenAt: Date.now() });
-        if (line.fans.size > fansKept) line.fans.delete(line.fans.keys().next().value as string);
+        remember(line, fanId, { status: place.status, position: place.position, epoch, seenAt: Date.now() });
       } else {
-        line.fans.delete(fanId);
+        // admitted, ended, a drawn place: Redis answers it (a lookup would not find it)
+        remember(line, fanId, { status: "redis", position: 0, epoch, seenAt: Date.now() });
       }
+    },
+
+    lookup(eventId, fanId) {
+      const line = lines.get(eventId);
+      const view = line?.view;
+      if (!line || !view || view.fanShards > 0 || !redisReady(ctx.redis)) return Promise.resolve(false);
+      const now = Date.now();
+      if (now - view.fetchedAt > VIEW_STALE_MS) return Promise.resolve(false);
+      // Only a fan this process does not know, or has not seen lately: one it knows and declined
+      // (near its turn, Redis's to answer) asks Redis at once.
+      const known = line.fans.get(fanId);
+      if (known && known.epoch === view.epoch && now - known.seenAt <= keepMsOf(view)) return Promise.resolve(false);
+      // Only where the view could answer: a drawn line, or a pre-queue before the on-sale.
+      if (!(view.roomState === "prequeue" || (view.openedAt > 0 && view.drawn))) return Promise.resolve(false);
+      const waiting = line.lookups.get(fanId);
+      if (waiting) return new Promise((resolve) => waiting.push(resolve));
+      if (line.lookups.size >= LOOKUPS_PER_REFRESH) return Promise.resolve(false);
+      return new Promise((resolve) => line.lookups.set(fanId, [resolve]));
     },
 
     invalidate(eventId) {
@@ -405,6 +504,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       for (const [eventId, line] of lines) {
         if (line.timer) clearInterval(line.timer);
         line.timer = null;
+        settle(line.lookups, new Set());
         if (line.beats.size > 0) {
           line.askedAt = Date.now();
           pending.push(refresh(eventId, line));

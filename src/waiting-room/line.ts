@@ -152,6 +152,12 @@ export async function statusOf(
   // no Redis call (line-view.ts says when that is exact to within a refresh).
   const cached = cachedStatus(ctx, eventId, fanId, options.limits);
   if (cached) return cached;
+  // A fan this process does not know (its polls go round several processes): looked up in the
+  // view's next refresh, and answered from the view when found, before it asks Redis.
+  if (ctx.views && (await ctx.views.lookup(eventId, fanId))) {
+    const learned = cachedStatus(ctx, eventId, fanId, options.limits);
+    if (learned) return learned;
+  }
   // The limits are taken once per request: the call again after a restore does not take them.
   let limits = options.limits;
   const found = await ctx.withRestore(eventId, () => {

@@ -409,7 +409,8 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       return result;
     },
     remove: async (eventId) => changed(eventId, await removeRoom(ctx, eventId)),
-    lineCacheCounters: () => views?.counters() ?? { answered: 0, refreshes: 0, beats: 0, missing: 0 },
+    lineCacheCounters: () =>
+      views?.counters() ?? { answered: 0, refreshes: 0, beats: 0, missing: 0, lookups: 0, found: 0 },
     joinBatchCounters: () => ctx.joins.counters(),
     close: async () => {
       await views?.close();

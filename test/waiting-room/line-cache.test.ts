@@ -170,6 +170,58 @@ describe("the line cache", () => {
     expect((await raw.hget(k.fans, leaver))?.startsWith("x|")).toBe(true);
   });
 
+  it("a fan that joined through another process is looked up in that process's next refresh, not sent to Redis", async () => {
+    const evt = eventId("lookup");
+    // Gateway 0 takes the joins; gateway 1 has never heard of these fans.
+    const [joiner, other] = [gw.rooms[0]!, gw.rooms[1]!];
+    ok(await joiner.configure(evt, oneSession));
+    const ids = fans(30, "lk");
+    for (const fanId of ids) ok(await joiner.join(evt, fanId));
+    // gateway 1's view of this event exists once it has served a poll of it (the first fan's:
+    // admitted, Redis's to answer)
+    ok(await other.statusOf(evt, ids[0]!));
+    const refreshed = other.lineCacheCounters().refreshes;
+    await until(async () => (other.lineCacheCounters().refreshes > refreshed + 1 ? true : undefined));
+    const sharded = Number(process.env.TEST_FAN_SHARDS ?? 0) > 0;
+
+    const before = other.lineCacheCounters();
+    const back = ids.slice(10, 20);
+    const polledAt = Date.now();
+    // ten fans' first polls at gateway 1, all in flight at once: one refresh looks them all up
+    const polls = (await Promise.all(back.map((fanId) => other.statusOf(evt, fanId)))).map(ok);
+    const after = other.lineCacheCounters();
+    for (const [i, p] of polls.entries()) {
+      expect(p.place).toMatchObject({ status: "waiting", position: 11 + i, ahead: 9 + i });
+      // answered from the view once found (a room with fan shards does not look up yet: Redis)
+      expect(p.cached).toBe(sharded ? undefined : true);
+    }
+    expect(after.lookups - before.lookups).toBe(sharded ? 0 : 10);
+    expect(after.found - before.found).toBe(sharded ? 0 : 10);
+    // the poll's beat is in Redis (the lookup records it, as a heartbeat): the place is kept
+    for (const fanId of back) expect(Number(await lastBeat(raw, evt, fanId))).toBeGreaterThanOrEqual(polledAt - 50);
+    // their next polls are answered at once from the view (known now)
+    const again = ok(await other.statusOf(evt, back[0]!));
+    expect(again.cached).toBe(true);
+    expect(other.lineCacheCounters().lookups).toBe(after.lookups);
+
+    // A fan admitted (Redis's to answer) is looked up once, not found, and then asked of Redis
+    // at once: no lookup for each of its polls.
+    const admitted = ok(await other.statusOf(evt, ids[0]!));
+    expect(admitted.place.status).toBe("admitted");
+    expect(other.lineCacheCounters().lookups).toBe(after.lookups);
+
+    if (sharded) return;
+    // A fan whose last beat is older than the abandon time less two refreshes and a second
+    // (4 s - 1.2 s here) may be losing its place: not found, Redis answers that poll.
+    const late = ids[25]!;
+    await sleep(3_000);
+    const lookedUp = other.lineCacheCounters();
+    const p = ok(await other.statusOf(evt, late));
+    expect(p.cached).toBeUndefined();
+    expect(other.lineCacheCounters().lookups - lookedUp.lookups).toBe(1);
+    expect(other.lineCacheCounters().found - lookedUp.found).toBe(0);
+  });
+
   it("a refresh moves the beats of the fans in line and names the others missing, whether or not any is", async () => {
     // A room whose beats are in `seen` (no fan shards, whatever TEST_FAN_SHARDS says): this is
     // line-view-8.lua's own heartbeat path.
@@ -182,9 +234,11 @@ describe("the line cache", () => {
     const k = waitingRoomKeys(evt);
     const run = registerScripts(raw, waitingRoomScripts);
     const refresh = async (polled: string[]) => {
-      const reply = await run<unknown[]>("lineView", lineKeys(k), ["16", ...polled]);
-      expect(reply[reply.length - 2]).toBe("missing");
-      return (reply[reply.length - 1] as string[]).sort();
+      // no lookups (0, recent 0), then the beats
+      const reply = await run<unknown[]>("lineView", lineKeys(k), ["16", "0", "0", ...polled]);
+      expect(reply[reply.length - 4]).toBe("missing");
+      expect(reply.slice(-2)).toEqual(["found", []]);
+      return (reply[reply.length - 3] as string[]).sort();
     };
     // ids[0] holds the one session; the rest are in line. Every fan sent is in line: none missing
     // (ZADD alone answers), and every beat moved forward.
