@@ -16,6 +16,9 @@
     'poll'    ARGV[2] one fan id whose poll Redis answers (status-10.lua): recorded as seen now
               (added when absent, never moved back); returns how long ago its beat before this one
               was (ms, this master's clock), so the line's script can tell a place lapsed meanwhile.
+    'look'    ARGV[2] how recent (ms) a beat must be, ARGV[3..] fan ids a gateway did not know, looked
+              up (line-view.ts): each whose beat is that recent is recorded as seen now (ZADD XX GT)
+              and returned; the others are left as they are (their polls go to Redis).
     'stale'   ARGV[2] abandon time (ms), ARGV[3] the clock's start (ms: the draw; nobody is stale
               before it plus the abandon time), ARGV[4] at most this many: the fans whose last beat
               is older than now - abandon time, with their beats, oldest first.
@@ -26,6 +29,7 @@
     join    { now, age of each fan's previous beat (ms) or '' when it had none, in ARGV order }
     keep    { now, missing fan id, ... }
     poll    { now, age of the previous beat (ms) or '' when there was none }
+    look    { now, fan id found, ... }
     stale   { now, fanId, beat, fanId, beat, ... }
     forget  { now, removed }
 ]]
@@ -55,6 +59,23 @@ end
 if mode == 'keep' then
   if #ARGV < 2 then return { now } end
   return keep_beats(KEYS[1], nowText, { now }, 2)
+end
+if mode == 'look' then
+  local found = { now }
+  if #ARGV < 3 then return found end
+  local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, 3))
+  local recent = now - tonumber(ARGV[2])
+  local args = { 'XX', 'GT' }
+  for i = 3, #ARGV do
+    local score = tonumber(scores[i - 2])
+    if score and score > recent then
+      found[#found + 1] = ARGV[i]
+      args[#args + 1] = nowText
+      args[#args + 1] = ARGV[i]
+    end
+  end
+  if #args > 2 then redis.call('ZADD', KEYS[1], unpack(args)) end
+  return found
 end
 if mode == 'poll' then
   local before = redis.call('ZSCORE', KEYS[1], ARGV[2])

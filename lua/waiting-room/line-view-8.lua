@@ -17,8 +17,9 @@
   abandoned, ended) is listed in `missing`, and the process sends that fan's next poll here. Then
   the tick (admission.lua), so the line moves even when every poll is answered from caches.
   A room with fan shards (`fanShards` > 0) takes no heartbeats here: the caller sends them to the
-  shards (lua/waiting-room/beats-1.lua 'keep') beside this call, and the beats and the lookups are
-  ignored. One caller per second is handed the shards' sweep (`sweep` 1: src/waiting-room/fan-sweep.ts).
+  shards (lua/waiting-room/beats-1.lua 'keep') beside this call, and the beats are ignored; its
+  lookups are answered from the records alone (the beats are the shards': beats-1.lua 'look',
+  sent beside this call, checks and records them, and a fan is found when both find it). One caller per second is handed the shards' sweep (`sweep` 1: src/waiting-room/fan-sweep.ts).
 
   Then the lookups, after the tick (so against the cursor as it now stands): a fan is `found`, and
   its beat recorded now as any heartbeat's, when its record is waiting behind the cursor (or
@@ -51,15 +52,16 @@ local sweep = sweep_due(r, now)
 save_room(r)
 
 local found = {}
-if lookups > 0 and not sharded(r) then
+if lookups > 0 then
   local ids = { unpack(ARGV, 4, 3 + lookups) }
   local records = redis.call('HMGET', K_FANS, unpack(ids))
-  local beats = redis.call('ZMSCORE', K_SEEN, unpack(ids))
+  local shards = sharded(r)
+  local beats = shards and {} or redis.call('ZMSCORE', K_SEEN, unpack(ids))
   local recent = now - (tonumber(ARGV[3]) or 0)
   local nowText, kept, n = int(now), { 'XX', 'GT' }, 0
   for i, fanId in ipairs(ids) do
     local beat = tonumber(beats[i])
-    if records[i] and beat and beat > recent then
+    if records[i] and (shards or (beat and beat > recent)) then
       local f = unpack_fan(records[i])
       local status, position
       if f.s == 'w' and r.openedAt > 0 and f.pos > r.served then
@@ -74,7 +76,7 @@ if lookups > 0 and not sharded(r) then
       end
     end
   end
-  if #kept > 2 then redis.call('ZADD', K_SEEN, unpack(kept)) end
+  if #kept > 2 and not shards then redis.call('ZADD', K_SEEN, unpack(kept)) end
 end
 
 local live = live_sessions(now)

@@ -235,6 +235,12 @@ export interface FanBeats {
    */
   kept(eventId: string, fanIds: readonly string[], waitMs: number): Promise<KeptBeats>;
   /**
+   * Lookups (line-view.ts): each fan whose beat is younger than `recentMs` recorded as seen now
+   * and returned; a shard that fails or does not answer within `waitMs` finds none of its fans
+   * (their polls go to Redis).
+   */
+  looked(eventId: string, fanIds: readonly string[], recentMs: number, waitMs: number): Promise<Set<string>>;
+  /**
    * A poll Redis answers: the fan recorded as seen now; returns how long ago (ms) its previous
    * beat was, or null when its shard had none.
    */
@@ -354,6 +360,20 @@ export function createFanBeats(
         else out.missing.push(...reply.slice(1).map(String));
       }
       return out;
+    },
+    async looked(eventId, fanIds, recentMs, waitMs) {
+      const found = new Set<string>();
+      if (fanIds.length === 0) return found;
+      // not counted as a `kept` in flight: a lookup never holds a shard's heartbeats back
+      const parts: Promise<Pick<BeatsPart, "reply" | "error">>[] = [];
+      for (const [shard, ids] of byFanShard(fanIds, shards)) {
+        const call = run<unknown[]>("beats", [beatsKey(eventId, shard)], ["look", recentMs, ...ids]);
+        parts.push(settle(call, waitMs));
+      }
+      for (const { reply } of await Promise.all(parts)) {
+        if (reply) for (const fanId of reply.slice(1)) found.add(String(fanId));
+      }
+      return found;
     },
     async poll(eventId, fanId) {
       const reply = await run<unknown[]>("beats", [beatsKey(eventId, fanShardOf(fanId, shards))], ["poll", fanId]);

@@ -17,8 +17,9 @@
  * poll waits for it (at most a refresh), and the same call finds the fan's record and beat and
  * records the beat, so the poll is answered here when the fan is waiting behind the cursor and
  * polled lately (line-view-8.lua's lookups). One status-10.lua a fan a process was what a fan
- * whose polls go round a few processes cost Redis on each of its polls. A room with fan shards
- * does not look fans up yet: their polls go to Redis as before.
+ * whose polls go round a few processes cost Redis on each of its polls. In a room with fan shards
+ * the record comes from the same call and the beat from the fan's shard (beats-1.lua 'look', sent
+ * beside it): found when both find the fan.
  *
  * A poll is answered here only when the answer cannot be one Redis would give differently except
  * by the view's age (at most VIEW_STALE_MS, typically one refresh): the fan is known here, was
@@ -240,7 +241,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     // The lookups go with the first call, when there is a view to say how recent a beat must be.
     const lookups = new Map(line.lookups);
     line.lookups.clear();
-    const lookupIds = line.view && line.view.fanShards === 0 ? [...lookups.keys()] : [];
+    const lookupIds = line.view ? [...lookups.keys()] : [];
     const recentMs = line.view ? keepMsOf(line.view) : 0;
     const foundHere = new Set<string>();
     try {
@@ -250,11 +251,14 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       const sent = await ctx.guarded("lineView", eventId, async () => {
         const room = await ctx.fanLine.roomOf(eventId);
         if (room.beats) {
-          const [view, kept] = await Promise.all([
-            ctx.script("lineView", keys, [GONE_LISTED]),
+          // Lookups: the records from line-view-8, the beats from the shards ('look'): a fan is
+          // found when both find it.
+          const [view, kept, looked] = await Promise.all([
+            ctx.script("lineView", keys, [GONE_LISTED, lookupIds.length, recentMs, ...lookupIds]),
             beats.length > 0 ? room.beats.kept(eventId, beats, KEEP_WAIT_MS) : Promise.resolve(NOTHING_KEPT),
+            room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
           ]);
-          return { room, replies: [view], missing: kept.missing, unsent: kept.unsent };
+          return { room, replies: [view], missing: kept.missing, unsent: kept.unsent, looked };
         }
         const chunks: string[][] = [];
         for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
@@ -268,7 +272,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
             ),
           ),
         );
-        return { room, replies, missing: [] as string[], unsent: [] as string[] };
+        return { room, replies, missing: [] as string[], unsent: [] as string[], looked: undefined };
       });
       if ("ok" in sent) throw new Error(sent.message);
       const fetchedAt = Date.now();
@@ -285,14 +289,17 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         const { view, missing, found, fanShards, sweep } = readView(reply, fetchedAt);
         latest = view;
         missingAll = missingAll.concat(missing);
-        // Fans found by a lookup: their beat was recorded in this call, no earlier than `started`.
-        for (let i = 0; i + 2 < found.length; i += 3) {
+        const resharded = fanShards !== sent.room.shards || (fanShards > 0 && view.epoch !== sent.room.epoch);
+        // Fans found by a lookup: their beat was recorded in this call, no earlier than `started`
+        // (with fan shards: by their shard, beside it; none when the shards were not the room's).
+        for (let i = 0; i + 2 < found.length && !resharded; i += 3) {
           const fanId = String(found[i]);
+          if (sent.looked && !sent.looked.has(fanId)) continue;
           const status = found[i + 1] === "prequeue" ? "prequeue" : "waiting";
           remember(line, fanId, { status, position: Number(found[i + 2]), epoch: view.epoch, seenAt: started });
           foundHere.add(fanId);
         }
-        if (fanShards !== sent.room.shards || (fanShards > 0 && view.epoch !== sent.room.epoch)) {
+        if (resharded) {
           // The room was created again, perhaps with other shards: these beats may have gone where
           // it does not look. Read again for the next refresh; these fans' next polls go to Redis,
           // which records them.
@@ -473,7 +480,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     lookup(eventId, fanId) {
       const line = lines.get(eventId);
       const view = line?.view;
-      if (!line || !view || view.fanShards > 0 || !redisReady(ctx.redis)) return Promise.resolve(false);
+      if (!line || !view || !redisReady(ctx.redis)) return Promise.resolve(false);
       const now = Date.now();
       if (now - view.fetchedAt > VIEW_STALE_MS) return Promise.resolve(false);
       // Only a fan this process does not know, or has not seen lately: one it knows and declined
