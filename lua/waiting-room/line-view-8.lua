@@ -19,7 +19,8 @@
   A room with fan shards (`fanShards` > 0) takes no heartbeats here: the caller sends them to the
   shards (lua/waiting-room/beats-1.lua 'keep') beside this call, and the beats are ignored; its
   lookups are answered from the records alone (the beats are the shards': beats-1.lua 'look',
-  sent beside this call, checks and records them, and a fan is found when both find it). One caller per second is handed the shards' sweep (`sweep` 1: src/waiting-room/fan-sweep.ts).
+  sent beside this call, checks and records them, and a fan is found when both find it). One
+  caller per second is handed the shards' sweep (`sweep` 1: src/waiting-room/fan-sweep.ts).
 
   Then the lookups, after the tick (so against the cursor as it now stands): a fan is `found`, and
   its beat recorded now as any heartbeat's, when its record is waiting behind the cursor (or
@@ -72,11 +73,14 @@ if lookups > 0 then
       if status then
         found[n + 1], found[n + 2], found[n + 3] = fanId, status, position
         n = n + 3
-        kept[#kept + 1], kept[#kept + 2] = nowText, fanId
+        if not shards then
+          kept[#kept + 1] = nowText
+          kept[#kept + 1] = fanId
+        end
       end
     end
   end
-  if #kept > 2 and not shards then redis.call('ZADD', K_SEEN, unpack(kept)) end
+  if #kept > 2 then redis.call('ZADD', K_SEEN, unpack(kept)) end
 end
 
 local live = live_sessions(now)

@@ -95,8 +95,6 @@ interface View {
   epoch: string;
   /** Vacated places ahead of the cursor, ascending (at most GONE_LISTED). */
   gone: number[];
-  /** The room's fan shards (0: none; its beats are in `seen`). */
-  fanShards: number;
 }
 
 interface KnownFan {
@@ -128,8 +126,8 @@ export interface LineViews {
   /**
    * A fan `answer` declined because this process does not know it (or has not seen it lately):
    * looked up in the next refresh. True when the fan was found and learned (`answer` may now
-   * answer it); false at once when there is nothing to look up with (no fresh view, fan shards, a
-   * fan Redis answers, too many lookups), or when the refresh did not find it: Redis answers then.
+   * answer it); false at once when there is nothing to look up with (no fresh view, a fan Redis
+   * answers, too many lookups), or when the refresh did not find it: Redis answers then.
    */
   lookup(eventId: string, fanId: string): Promise<boolean>;
   /** What Redis answered about a fan (join or poll), with the room's epoch. */
@@ -163,14 +161,14 @@ function readView(
   fetchedAt: number,
 ): { view: View; missing: string[]; found: unknown[]; fanShards: number; sweep: boolean } {
   if (!Array.isArray(reply) || reply.length < 6) throw new ReplyShapeError("line-view: expected a list");
-  const tail4 = reply.slice(-6);
+  const tail = reply.slice(-6);
   if (
-    tail4[0] !== "gone" ||
-    tail4[2] !== "missing" ||
-    tail4[4] !== "found" ||
-    !Array.isArray(tail4[1]) ||
-    !Array.isArray(tail4[3]) ||
-    !Array.isArray(tail4[5])
+    tail[0] !== "gone" ||
+    tail[2] !== "missing" ||
+    tail[4] !== "found" ||
+    !Array.isArray(tail[1]) ||
+    !Array.isArray(tail[3]) ||
+    !Array.isArray(tail[5])
   ) {
     throw new ReplyShapeError("line-view: no gone/missing/found lists");
   }
@@ -192,11 +190,10 @@ function readView(
       admitPerSecond: f.num("admitPerSecond"),
       abandonSeconds: f.num("abandonSeconds"),
       epoch: f.str("epoch"),
-      gone: (tail4[1] as unknown[]).map(Number),
-      fanShards: f.num("fanShards"),
+      gone: (tail[1] as unknown[]).map(Number),
     },
-    missing: (tail4[3] as unknown[]).map(String),
-    found: tail4[5] as unknown[],
+    missing: (tail[3] as unknown[]).map(String),
+    found: tail[5] as unknown[],
     fanShards: f.num("fanShards"),
     sweep: f.flag("sweep"),
   };
