@@ -10,8 +10,14 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
+/** The line view's counters as `WaitingRoom.lineCacheCounters()` gives them (since the process began). */
+export type LineViewCounts = Record<(typeof LINE_VIEW_COUNTS)[number], number>;
+const LINE_VIEW_COUNTS = ["refreshes", "beats", "missing", "lookups", "found"] as const;
+
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
+  let lineViewSource: (() => LineViewCounts) | undefined;
+  let lineViewSeen: Partial<LineViewCounts> = {};
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry });
 
   return {
@@ -119,6 +125,27 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ["answered"] as const,
       registers: [registry],
     }),
+    lineView: new Counter({
+      name: "gateway_queue_line_view_total",
+      help:
+        "This process's view of the line (src/waiting-room/line-view.ts), read at each scrape: refreshes " +
+        "(line-view-8.lua calls), beats (heartbeats of cache-answered polls sent with them), missing (fans a " +
+        "refresh found no longer in line: their next poll goes to Redis), lookups (fans this process did not " +
+        "know, looked up by a refresh: polls spread over gateways) and found (of those, answered from the view)",
+      labelNames: ["what"] as const,
+      registers: [registry],
+      collect() {
+        const counts = lineViewSource?.();
+        if (!counts) return;
+        for (const what of LINE_VIEW_COUNTS) this.inc({ what }, counts[what] - (lineViewSeen[what] ?? 0));
+        lineViewSeen = { ...counts };
+      },
+    }),
+    /** Names the process's line counters for `gateway_queue_line_view_total` (buildServices does). */
+    readLineViewFrom(source: () => LineViewCounts) {
+      lineViewSource = source;
+      lineViewSeen = {};
+    },
     joinBatchSize: new Histogram({
       name: "gateway_queue_join_batch_size",
       help: "Joins per join-batch-n.lua call: what arrived for one event while this process's previous batch was in Redis",

@@ -209,6 +209,7 @@ export function buildServices(config: ServicesConfig): Services {
     ...(config.fanShards ? { fanShards: config.fanShards } : {}),
     onJoinBatch: (size) => metrics.joinBatchSize.observe(size),
   });
+  metrics.readLineViewFrom(() => waitingRoom.lineCacheCounters());
   const queues = config.queues ? createQueues(redis, logger) : undefined;
   const closeGrace = config.eventCloseGraceMs ? { closeGraceMs: config.eventCloseGraceMs } : {};
   const eventJobs = queues ? createEventJobs({ queues, redis, inventory, logger, ...closeGrace }) : undefined;

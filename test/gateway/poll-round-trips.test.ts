@@ -261,6 +261,56 @@ describe("with the line cache", () => {
   });
 });
 
+describe("a poll on a gateway that never answered the fan (polls spread by a balancer)", () => {
+  it("is looked up by the next view refresh and answered from the view; the scrape counts the lookup", async () => {
+    const eventId = await waitingEvent();
+    for (let i = 0; i < 5; i++) await joined(eventId, `rt_l_${i}`);
+    // The cached gateway learns the event's line through a fan of its own (its first polls go to Redis).
+    const own = await cached.request(`/v1/events/${eventId}/queue`, {
+      method: "POST",
+      json: { fanId: "rt_l_own" },
+      headers: { "x-forwarded-for": freshIp() },
+    });
+    const ownToken = ((await own.json()) as { queueToken: string }).queueToken;
+    const fromCache = () => metricTotal(cached, "gateway_queue_polls_total", { answered: "cache" });
+    const deadline = Date.now() + 5_000;
+    for (let before = await fromCache(); Date.now() < deadline; before = await fromCache()) {
+      const res = await cached.request(`/v1/events/${eventId}/queue/status`, {
+        token: ownToken,
+        headers: { "x-forwarded-for": freshIp() },
+      });
+      expect(res.status).toBe(200);
+      if ((await fromCache()) > before) break;
+      await new Promise((resolve) => setTimeout(resolve, 1_000 / PER_FAN));
+    }
+    // A fan who joined through the other gateway polls this one for the first time.
+    const token = await joined(eventId, "rt_l_stranger");
+    const counts = async () => ({
+      cache: await fromCache(),
+      redis: await metricTotal(cached, "gateway_queue_polls_total", { answered: "redis" }),
+      lookups: await metricTotal(cached, "gateway_queue_line_view_total", { what: "lookups" }),
+      found: await metricTotal(cached, "gateway_queue_line_view_total", { what: "found" }),
+    });
+    const before = await counts();
+    const res = await cached.request(`/v1/events/${eventId}/queue/status`, {
+      token,
+      headers: { "x-forwarded-for": freshIp() },
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { status: string; position: number };
+    expect([body.status, body.position]).toEqual(["waiting", 7]);
+    const after = await counts();
+    expect({
+      cache: after.cache - before.cache,
+      redis: after.redis - before.redis,
+      lookups: after.lookups - before.lookups,
+      found: after.found - before.found,
+    }).toEqual({ cache: 1, redis: 0, lookups: 1, found: 1 });
+    // Counters only grow: a second scrape with nothing new adds nothing.
+    expect(await counts()).toEqual(after);
+  });
+});
+
 describe("while Redis is down", () => {
   it("polls and joins are counted in memory at the same limits: 429 past them, else 503", async () => {
     const eventId = await waitingEvent();
