@@ -306,7 +306,11 @@ async function main(): Promise<void> {
           for (let c = 0; c < beatCalls; c++) {
             const reply = await run<unknown[]>("lineView", keys, ["16", beats.length, 60_000, ...beats]);
             const found = reply[reply.length - 1] as unknown[];
-            if (reply[reply.length - 2] !== "found" || found.length !== 3 * beats.length) {
+            if (
+              reply[reply.length - 2] !== "found" ||
+              found.length !== beats.length ||
+              !found.every((p) => Number(p) > 0)
+            ) {
               throw new Error(`lineView: every fan should be found: ${JSON.stringify(found.slice(0, 6))}`);
             }
           }

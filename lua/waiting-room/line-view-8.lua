@@ -32,13 +32,16 @@
   Returns a flat key/value list: now, served, tail, preCount, preSize, openedAt, drawn, onSaleAt,
   roomState, rate, full, admitPerSecond, abandonSeconds, epoch, goneAhead (how many vacated places
   are ahead of the cursor), fanShards, sweep (1: this caller runs the sweep now), then 'gone' and its list (ascending places, at most ARGV[1]),
-  'missing' and its list and 'found' and its list (three a fan found: fanId, 'waiting' or
-  'prequeue', its place or its arrival number), always the last six elements. Or
+  'missing' and its list and 'found' and its list (one a lookup, in ARGV order: 0 not found, else
+  the fan's place, or its arrival number while the pre-queue is open: `openedAt` 0 says which),
+  always the last six elements. Or
     -1  unknown event
 ]]
 --- @include "admission"
 --- @include "views"
 --- @include "keep-beats"
+
+local BYTE_W, BYTE_P = string.byte('w'), string.byte('p')
 
 local r = load_room()
 if not r then return -1 end
@@ -59,26 +62,28 @@ if lookups > 0 then
   local shards = sharded(r)
   local beats = shards and {} or redis.call('ZMSCORE', K_SEEN, unpack(ids))
   local recent = now - (tonumber(ARGV[3]) or 0)
-  local nowText, kept, n = int(now), { 'XX', 'GT' }, 0
+  -- Only the record's letter and one number are read (not unpack_fan's six fields): before the
+  -- close a pre-queued fan's arrival number, after it a waiting fan's place.
+  local opened, served = r.openedAt > 0, r.served
+  local nowText, kept = int(now), { 'XX', 'GT' }
   for i, fanId in ipairs(ids) do
-    local beat = tonumber(beats[i])
-    if records[i] and (shards or (beat and beat > recent)) then
-      local f = unpack_fan(records[i])
-      local status, position
-      if f.s == 'w' and r.openedAt > 0 and f.pos > r.served then
-        status, position = 'waiting', f.pos
-      elseif f.s == 'p' and r.openedAt == 0 then
-        status, position = 'prequeue', f.n
-      end
-      if status then
-        found[n + 1], found[n + 2], found[n + 3] = fanId, status, position
-        n = n + 3
-        if not shards then
-          kept[#kept + 1] = nowText
-          kept[#kept + 1] = fanId
+    local raw, place = records[i], 0
+    if raw and (shards or (tonumber(beats[i]) or 0) > recent) then
+      local letter = string.byte(raw)
+      if opened then
+        if letter == BYTE_W then
+          place = tonumber(string.match(raw, '^w|(%d+)')) or 0
+          if place <= served then place = 0 end
         end
+      elseif letter == BYTE_P then
+        place = tonumber(string.match(raw, '^p|%d+|(%d+)')) or 0
+      end
+      if place > 0 and not shards then
+        kept[#kept + 1] = nowText
+        kept[#kept + 1] = fanId
       end
     end
+    found[i] = place
   end
   if #kept > 2 then redis.call('ZADD', K_SEEN, unpack(kept)) end
 end

@@ -289,11 +289,13 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         const resharded = fanShards !== sent.room.shards || (fanShards > 0 && view.epoch !== sent.room.epoch);
         // Fans found by a lookup: their beat was recorded in this call, no earlier than `started`
         // (with fan shards: by their shard, beside it; none when the shards were not the room's).
-        for (let i = 0; i + 2 < found.length && !resharded; i += 3) {
-          const fanId = String(found[i]);
-          if (sent.looked && !sent.looked.has(fanId)) continue;
-          const status = found[i + 1] === "prequeue" ? "prequeue" : "waiting";
-          remember(line, fanId, { status, position: Number(found[i + 2]), epoch: view.epoch, seenAt: started });
+        // `found` is one number a lookup, in order (0: not found); the status follows from the room.
+        const status = view.openedAt > 0 ? "waiting" : "prequeue";
+        for (let i = 0; i < found.length && !resharded; i++) {
+          const position = Number(found[i]);
+          const fanId = lookupIds[i];
+          if (!(position > 0) || fanId === undefined || (sent.looked && !sent.looked.has(fanId))) continue;
+          remember(line, fanId, { status, position, epoch: view.epoch, seenAt: started });
           foundHere.add(fanId);
         }
         if (resharded) {

@@ -220,6 +220,33 @@ describe("the line cache", () => {
     expect(other.lineCacheCounters().found - lookedUp.found).toBe(0);
   });
 
+  it("a pre-queued fan that joined through another process is looked up too, with its arrival number", async () => {
+    const evt = eventId("lookuppre");
+    const [joiner, other] = [gw.rooms[0]!, gw.rooms[1]!];
+    // The pre-queue is open for a minute: every poll's answer is provisional, the arrival number.
+    ok(await joiner.configure(evt, { ...oneSession, onSaleAt: Date.now() + 60_000 }));
+    const ids = fans(12, "lp");
+    for (const fanId of ids) ok(await joiner.join(evt, fanId));
+    ok(await other.statusOf(evt, ids[0]!));
+    const refreshed = other.lineCacheCounters().refreshes;
+    await until(async () => (other.lineCacheCounters().refreshes > refreshed + 1 ? true : undefined));
+
+    const before = other.lineCacheCounters();
+    const back = ids.slice(4, 10);
+    const polls = (await Promise.all(back.map((fanId) => other.statusOf(evt, fanId)))).map(ok);
+    for (const [i, p] of polls.entries()) {
+      expect(p.place).toMatchObject({ status: "prequeue", position: 5 + i, provisional: true });
+      expect(p.cached).toBe(true);
+    }
+    const after = other.lineCacheCounters();
+    expect([after.lookups - before.lookups, after.found - before.found]).toEqual([6, 6]);
+    // Redis answers the same: the view's answer is the record's.
+    const plainRoom = plain.rooms[0]!;
+    for (const [i, fanId] of back.entries()) {
+      expect(ok(await plainRoom.statusOf(evt, fanId)).place).toMatchObject({ status: "prequeue", position: 5 + i });
+    }
+  });
+
   it("a refresh moves the beats of the fans in line and names the others missing, whether or not any is", async () => {
     // A room whose beats are in `seen` (no fan shards, whatever TEST_FAN_SHARDS says): this is
     // line-view-8.lua's own heartbeat path.
