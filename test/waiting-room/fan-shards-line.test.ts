@@ -379,11 +379,13 @@ describe("a line with fan shards, one shard's master slow (3-master cluster)", (
       while (Date.now() - pausedAt < 1_300) {
         const polled = await pollAll();
         polls += polled.length;
-        for (const p of polled) expect(ok(p).place.status).toBe("waiting");
+        // (one failure under a loaded run, not reproduced: say what came back, and when)
+        const other = polled.filter((p) => !p.ok || p.place.status !== "waiting");
+        expect(other, `${Date.now() - pausedAt} ms into the pause: ${JSON.stringify(other[0])}`).toEqual([]);
         await sleep(100);
       }
       // Every poll answered here meanwhile (the view refreshed on: the event's master is not slow).
-      expect(room.lineCacheCounters().answered - answeredBefore).toBe(polls);
+      expect(room.lineCacheCounters().answered - answeredBefore, JSON.stringify(room.lineCacheCounters())).toBe(polls);
       await sleep(800);
       // Refreshes ran on, but each of that master's shards got one heartbeat call until it
       // answered, then one with what was owed meanwhile (the polls stopped before the pause
