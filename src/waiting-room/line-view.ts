@@ -121,8 +121,12 @@ interface EventLine {
 }
 
 export interface LineViews {
-  /** The fan's place from this process's view, or null when Redis must answer (see above). */
-  answer(eventId: string, fanId: string, limits?: StatusLimits): FanPlace | RateLimited | null;
+  /**
+   * The fan's place from this process's view, or null when Redis must answer (see above).
+   * `lookedUp`: the poll waited for a lookup that found the fan, and that lookup recorded the
+   * fan's beat after the poll arrived, so the answer owes no heartbeat.
+   */
+  answer(eventId: string, fanId: string, limits?: StatusLimits, lookedUp?: boolean): FanPlace | RateLimited | null;
   /**
    * A fan `answer` declined because this process does not know it (or has not seen it lately):
    * looked up in the next refresh. True when the fan was found and learned (`answer` may now
@@ -406,7 +410,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   }
 
   return {
-    answer(eventId, fanId, limits) {
+    answer(eventId, fanId, limits, lookedUp = false) {
       const line = lines.get(eventId);
       if (!line) return null;
       // Redis away: the poll is asked of Redis, and answered 503 as every poll was before the cache
@@ -459,8 +463,12 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       }
       const limited = takeLimits(eventId, fanId, limits);
       if (limited) return limited;
-      fan.seenAt = now;
-      line.beats.add(fanId);
+      // The beat this answer owes goes with the next refresh; a lookup's own is recorded already
+      // (its seenAt is the refresh's start, before Redis recorded it).
+      if (!lookedUp) {
+        fan.seenAt = now;
+        line.beats.add(fanId);
+      }
       counts.answered += 1;
       return place;
     },

@@ -133,8 +133,9 @@ export function cachedStatus(
   eventId: string,
   fanId: string,
   limits: StatusLimits | undefined,
+  lookedUp = false,
 ): { ok: true; fanId: string; place: FanPlace; cached: true } | RateLimited | null {
-  const cached = ctx.views?.answer(eventId, fanId, limits);
+  const cached = ctx.views?.answer(eventId, fanId, limits, lookedUp);
   if (!cached) return null;
   return "ok" in cached ? cached : { ok: true, fanId, place: cached, cached: true };
 }
@@ -155,7 +156,7 @@ export async function statusOf(
   // A fan this process does not know (its polls go round several processes): looked up in the
   // view's next refresh, and answered from the view when found, before it asks Redis.
   if (ctx.views && (await ctx.views.lookup(eventId, fanId))) {
-    const learned = cachedStatus(ctx, eventId, fanId, options.limits);
+    const learned = cachedStatus(ctx, eventId, fanId, options.limits, true);
     if (learned) return learned;
   }
   // The limits are taken once per request: the call again after a restore does not take them.

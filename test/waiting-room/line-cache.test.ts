@@ -198,10 +198,16 @@ describe("the line cache", () => {
     expect(after.found - before.found).toBe(10);
     // the poll's beat is in Redis (the lookup records it, as a heartbeat): the place is kept
     for (const fanId of back) expect(Number(await lastBeat(raw, evt, fanId))).toBeGreaterThanOrEqual(polledAt - 50);
-    // their next polls are answered at once from the view (known now)
+    // ...so those answers owe none: the refreshes after carry no heartbeat of theirs
+    await until(async () => (other.lineCacheCounters().refreshes > after.refreshes + 1 ? true : undefined));
+    expect(other.lineCacheCounters().beats - after.beats).toBe(0);
+    // their next polls are answered at once from the view (known now), and owe their beats
     const again = ok(await other.statusOf(evt, back[0]!));
     expect(again.cached).toBe(true);
     expect(other.lineCacheCounters().lookups).toBe(after.lookups);
+    const owed = other.lineCacheCounters();
+    await until(async () => (other.lineCacheCounters().refreshes > owed.refreshes + 1 ? true : undefined));
+    expect(other.lineCacheCounters().beats - owed.beats).toBe(1);
 
     // A fan admitted (Redis's to answer) is looked up once, not found, and then asked of Redis
     // at once: no lookup for each of its polls.
