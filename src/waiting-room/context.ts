@@ -13,7 +13,7 @@ import { onceEvery } from "../throttle.js";
 import { OUTCOME_MESSAGES, type ScriptOutcome, scriptOutcome } from "./codes.js";
 import { createFanLine, type FanLine } from "./fan-line.js";
 import type { FanSweepOptions } from "./fan-sweep.js";
-import { createJoinBatcher, type JoinBatcher } from "./join-batch.js";
+import { createJoinBatcher, type JoinBatcher, takeJoinBuckets } from "./join-batch.js";
 import { isEventId, waitingRoomKeys, type WaitingRoomKeys } from "./keys.js";
 import type { LineViews } from "./line-view.js";
 import { createPlaceReader, type PlaceReader } from "./places.js";
@@ -140,17 +140,24 @@ export function createRoomContext(
       // A room with fan shards: the batch's beats are on their shards before its places exist, so a
       // place is never without the beat its sweep needs (a gateway dying in between leaves a beat
       // without a place, which the sweep forgets).
-      async prepare(eventId, fanIds) {
+      async prepare(eventId, joins) {
         const room = await fanLine.roomOf(eventId);
         const beats = room.beats;
         if (!beats) return { epoch: room.epoch, shards: room.shards, ages: new Map<string, number>() };
-        const { ages, written, failed, error } = await beats.joined(eventId, fanIds);
+        // The per-IP join buckets first, on the shards (not the event's slot: a crowd brings about
+        // one address a fan), so a refused join writes no beat and takes no place.
+        const { limited, failedBuckets, bucketError } = await takeJoinBuckets(beats, eventId, joins);
+        const beating = joins.filter((j, i) => !limited.has(i) && !failedBuckets.has(j.bucket)).map((j) => j.fanId);
+        const { ages, written, failed, error } = await beats.joined(eventId, beating);
+        const failedFans = new Set(failed);
+        for (const j of joins) if (failedBuckets.has(j.bucket)) failedFans.add(j.fanId);
         return {
           epoch: room.epoch,
           shards: room.shards,
           ages,
+          bucketsTaken: { limited },
           // A shard that failed (its master failing over): its fans are answered 503, the rest join.
-          ...(failed.length > 0 ? { failed: { fanIds: new Set(failed), error } } : {}),
+          ...(failedFans.size > 0 ? { failed: { fanIds: failedFans, error: error ?? bucketError } } : {}),
           // The room gone or created again since this process read it: the beats go back.
           untake: (untaken) => {
             fanLine.forget(eventId);

@@ -180,7 +180,38 @@ export function byFanShard(fanIds: Iterable<string>, shards: number): Map<number
 /** Fan ids per script call (Lua's unpack stack); a larger batch of one shard takes further calls. */
 const BEATS_PER_CALL = 2_000;
 
-const beatScripts = scriptFamily({ name: "fan-beats", files: { beats: "waiting-room/beats-1" } });
+const beatScripts = scriptFamily({
+  name: "fan-beats",
+  files: { beats: "waiting-room/beats-1", joinBuckets: "waiting-room/join-buckets-n" },
+});
+
+/** A client IP's join bucket as a batch takes it (join-buckets-n.lua): `count` joins want a token. */
+export interface JoinBucketTake {
+  /** The bucket's key on the event's slot (limitKey): it names the bucket, and picks its shard. */
+  key: string;
+  rate: number;
+  burst: number;
+  count: number;
+}
+
+/** What `joinBuckets` answered, by bucket key. */
+export interface JoinBucketsTaken {
+  /** How many of each bucket's joins (the first, in arrival order) got a token, and when to retry. */
+  taken: Map<string, { allowed: number; retryAfterMs: number }>;
+  /** Buckets whose shard failed: their joins are answered with `error` (a 503). */
+  failed: Set<string>;
+  error?: unknown;
+}
+
+/**
+ * The key of a join bucket on a fan shard: the shard's tag, the rest of the event-slot key
+ * (`wr:{evt:E}:lim:ip:join:<subject>` -> `wr:{<tag>}:lim:ip:join:<subject>`).
+ */
+export function shardBucketKey(beatsKey: string, eventSlotKey: string): string {
+  const at = eventSlotKey.indexOf("}:lim:");
+  if (at < 0 || !beatsKey.endsWith(":beats")) throw new RangeError(`not a limit key: ${eventSlotKey}`);
+  return `${beatsKey.slice(0, -"beats".length)}${eventSlotKey.slice(at + 2)}`;
+}
 
 /** A fan's beat as a sweep read it (the shard master's clock, ms). */
 export interface StaleBeat {
@@ -245,6 +276,14 @@ export interface FanBeats {
    * beat was, or null when its shard had none.
    */
   poll(eventId: string, fanId: string): Promise<PolledBeat>;
+  /**
+   * A batch's per-IP join buckets, taken on the fan shards (bucket b on shard
+   * fanShardOf(b.key)), one call per shard touched, all at once: before the batch's beats and
+   * places, so a refused join touches neither.
+   */
+  joinBuckets(eventId: string, buckets: readonly JoinBucketTake[]): Promise<JoinBucketsTaken>;
+  /** Where `joinBuckets` keeps the bucket whose event-slot key is `eventSlotKey`. */
+  bucketKey(eventId: string, eventSlotKey: string): string;
   /** One shard's fans not seen for `abandonMs` (nobody before `startMs + abandonMs`), oldest first. */
   stale(
     eventId: string,
@@ -379,6 +418,56 @@ export function createFanBeats(
       const reply = await run<unknown[]>("beats", [beatsKey(eventId, fanShardOf(fanId, shards))], ["poll", fanId]);
       const age = reply[1];
       return { age: age === "" || age === null || age === undefined ? null : Number(age), beat: Number(reply[0]) };
+    },
+    bucketKey: (eventId, eventSlotKey) =>
+      shardBucketKey(beatsKey(eventId, fanShardOf(eventSlotKey, shards)), eventSlotKey),
+    async joinBuckets(eventId, buckets) {
+      const out: JoinBucketsTaken = { taken: new Map(), failed: new Set() };
+      const byShard = new Map<number, JoinBucketTake[]>();
+      for (const b of buckets) {
+        const k = fanShardOf(b.key, shards);
+        const group = byShard.get(k);
+        if (group) group.push(b);
+        else byShard.set(k, [b]);
+      }
+      const calls = [...byShard].map(async ([shard, group]) => {
+        // each distinct limit once (as a rule one: the gateway's setting), a bucket's only when several
+        const limits = new Map<string, number>();
+        const limitArgs: number[] = [];
+        const limitOf: number[] = [];
+        for (const b of group) {
+          const name = `${b.rate} ${b.burst}`;
+          let k = limits.get(name);
+          if (k === undefined) {
+            k = limits.size + 1;
+            limits.set(name, k);
+            limitArgs.push(b.rate, b.burst);
+          }
+          limitOf.push(k);
+        }
+        const beats = beatsKey(eventId, shard);
+        try {
+          const reply = await run<unknown[]>(
+            "joinBuckets",
+            group.map((b) => shardBucketKey(beats, b.key)), // as bucketKey(): all of this shard
+            [
+              group.length,
+              limits.size,
+              ...limitArgs,
+              ...(limits.size > 1 ? limitOf : []),
+              ...group.map((b) => b.count),
+            ],
+          );
+          for (const [i, b] of group.entries()) {
+            out.taken.set(b.key, { allowed: Number(reply[2 * i]), retryAfterMs: Number(reply[2 * i + 1]) });
+          }
+        } catch (err) {
+          for (const b of group) out.failed.add(b.key);
+          out.error ??= err;
+        }
+      });
+      await Promise.all(calls);
+      return out;
     },
     async stale(eventId, shard, { abandonMs, startMs, limit }) {
       const reply = await run<unknown[]>("beats", [beatsKey(eventId, shard)], ["stale", abandonMs, startMs, limit]);

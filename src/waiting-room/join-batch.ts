@@ -14,6 +14,7 @@
  * line due to close or empty) come back as ['join'] for line.ts to hand to join-9.lua one by one.
  */
 import type { RunScript } from "../redis/scripts.js";
+import type { FanBeats, JoinBucketTake } from "./fan-shards.js";
 import { Fields, ReplyShapeError } from "./replies.js";
 import type { ScriptName } from "./scripts.js";
 
@@ -99,6 +100,13 @@ export interface PreparedBatch {
    * this error (a 503 to the fan) and left out of the call, so the rest of the batch goes on.
    */
   failed?: { fanIds: ReadonlySet<string>; error: unknown };
+  /**
+   * The per-IP join buckets were taken already (a room with fan shards takes them on the shards:
+   * FanBeats.joinBuckets): the call takes none. `limited` holds the replies of the joins they
+   * refused, by index in the batch given to `prepare` (join-batch-n.lua's own refusal), and those
+   * joins are left out of the call.
+   */
+  bucketsTaken?: { limited: ReadonlyMap<number, unknown> };
 }
 
 export interface JoinBatcherOptions {
@@ -116,7 +124,7 @@ export interface JoinBatcherOptions {
    * how long ago each fan's previous beat was: the context's writes the batch's heartbeats to the
    * shards here. Absent: 0, no ages.
    */
-  prepare?: (eventId: string, fanIds: readonly string[]) => Promise<PreparedBatch>;
+  prepare?: (eventId: string, joins: readonly BatchedJoin[]) => Promise<PreparedBatch>;
 }
 
 export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatcherOptions = {}): JoinBatcher {
@@ -148,7 +156,7 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     // The batch's call: each client IP's bucket once in KEYS, numbered from 1 after the line's keys;
     // each distinct limit once (as a rule one: the gateway's setting), and each bucket's limit only
     // when there are several; then four arguments a fan.
-    const call = (fans: Pending[], tail: (string | number)[]) => {
+    const call = (fans: Pending[], tail: (string | number)[], bucketsTaken = false) => {
       const buckets = new Map<string, number>();
       const limitOf: number[] = [];
       const limits = new Map<string, number>();
@@ -156,7 +164,7 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
       const perFan: (string | number)[] = [];
       for (const { request: j } of fans) {
         let bucket = 0;
-        const rate = j.limit[0] ?? 0;
+        const rate = bucketsTaken ? 0 : (j.limit[0] ?? 0);
         if (rate > 0) {
           bucket = buckets.get(j.bucket) ?? 0;
           if (bucket === 0) {
@@ -183,20 +191,30 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
         [fans.length, buckets.size, limits.size, ...limitArgs, ...each, ...perFan, ...tail],
       );
     };
-    // Who goes in the call: the batch, less the fans `prepare` could not write a beat for.
+    // Who goes in the call: the batch, less the joins a bucket taken by `prepare` refused (answered
+    // now) and the fans `prepare` could not write a beat for (or take a bucket of: a 503 each).
     let going = batch;
     const sent: Promise<{ reply: unknown; prepared?: PreparedBatch }> = prepare
       ? prepare(
           eventId,
-          batch.map((p) => p.request.fanId),
+          batch.map((p) => p.request),
         ).then(async (prepared) => {
-          const { epoch, shards, ages, failed } = prepared;
-          if (failed && failed.fanIds.size > 0) {
-            going = batch.filter((p) => !failed.fanIds.has(p.request.fanId));
-            for (const p of batch) if (failed.fanIds.has(p.request.fanId)) p.reject(failed.error);
+          const { epoch, shards, ages, failed, bucketsTaken } = prepared;
+          const limited = bucketsTaken?.limited;
+          if ((failed && failed.fanIds.size > 0) || (limited && limited.size > 0)) {
+            going = [];
+            for (const [i, p] of batch.entries()) {
+              if (limited?.has(i)) p.resolve(limited.get(i));
+              else if (failed?.fanIds.has(p.request.fanId)) p.reject(failed.error);
+              else going.push(p);
+            }
             if (going.length === 0) return { reply: [[]], prepared };
           }
-          const reply = await call(going, [epoch, shards, ...going.map((p) => ages.get(p.request.fanId) ?? "")]);
+          const reply = await call(
+            going,
+            [epoch, shards, ...going.map((p) => ages.get(p.request.fanId) ?? "")],
+            bucketsTaken !== undefined,
+          );
           return { reply, prepared };
         })
       : call(batch, ["", 0]).then((reply) => ({ reply }));
@@ -257,6 +275,39 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     },
     counters: () => ({ ...counters }),
   };
+}
+
+/**
+ * A batch's per-IP join buckets taken on a room's fan shards (join-buckets-n.lua), as
+ * join-batch-n.lua takes them on the event's slot: each bucket once, its limit its first join's,
+ * the first `allowed` of its joins (in arrival order) let through. Returns the refusals by index in
+ * `joins` (join-batch-n.lua's reply for them), and the buckets whose shard failed.
+ */
+export async function takeJoinBuckets(
+  beats: Pick<FanBeats, "joinBuckets">,
+  eventId: string,
+  joins: readonly BatchedJoin[],
+): Promise<{ limited: Map<number, unknown>; failedBuckets: ReadonlySet<string>; bucketError?: unknown }> {
+  const wanted = new Map<string, JoinBucketTake>();
+  for (const j of joins) {
+    const rate = j.limit[0] ?? 0;
+    if (!(rate > 0)) continue;
+    const b = wanted.get(j.bucket);
+    if (b) b.count += 1;
+    else wanted.set(j.bucket, { key: j.bucket, rate, burst: j.limit[1] ?? 0, count: 1 });
+  }
+  const limited = new Map<number, unknown>();
+  if (wanted.size === 0) return { limited, failedBuckets: new Set() };
+  const { taken, failed, error } = await beats.joinBuckets(eventId, [...wanted.values()]);
+  const used = new Map<string, number>();
+  for (const [i, j] of joins.entries()) {
+    const t = (j.limit[0] ?? 0) > 0 ? taken.get(j.bucket) : undefined;
+    if (!t) continue;
+    const n = used.get(j.bucket) ?? 0;
+    used.set(j.bucket, n + 1);
+    if (n >= t.allowed) limited.set(i, ["limited", "ip", "retryAfterMs", t.retryAfterMs]);
+  }
+  return { limited, failedBuckets: failed, ...(failed.size > 0 ? { bucketError: error } : {}) };
 }
 
 function forgetIdle(events: Map<string, EventQueue>): void {

@@ -19,6 +19,7 @@ import type { Logger } from "../logger.js";
 import { trackRedis } from "../redis/availability.js";
 import type { JoinBatchCounters } from "./join-batch.js";
 import { createRoomContext, type FanRecords, type LotteryCommitter, type RestoringContext } from "./context.js";
+import { limitKey } from "./keys.js";
 import { cachedStatus, claimIdentity, join, releaseIdentity, status, statusOf } from "./line.js";
 import {
   configureRoom,
@@ -246,6 +247,13 @@ export interface WaitingRoom {
   lineCacheCounters(): ReturnType<LineViews["counters"]>;
   /** Batches of joins this process sent, the joins in them and the largest (join-batch.ts). */
   joinBatchCounters(): JoinBatchCounters;
+  /**
+   * The key of the per-IP join bucket of `subject` (a client IP) that this event's joins take: on
+   * the event's slot (limitKey), or on a fan shard for a room with fan shards (their join batches
+   * take the buckets there). For a join refused before its batch (a malformed body), so it takes the
+   * same bucket. Falls back to the event's slot when the room cannot be read.
+   */
+  joinBucketKey(eventId: string, subject: string): Promise<string>;
   /** Sends the heartbeats owed and stops the line cache's refreshes (a gateway shutting down). */
   close(): Promise<void>;
 }
@@ -412,6 +420,11 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     lineCacheCounters: () =>
       views?.counters() ?? { answered: 0, refreshes: 0, beats: 0, missing: 0, lookups: 0, found: 0 },
     joinBatchCounters: () => ctx.joins.counters(),
+    joinBucketKey: async (eventId, subject) => {
+      const onEvent = limitKey(eventId, "ip:join", subject);
+      const room = await ctx.fanLine.roomOf(eventId).catch(() => null);
+      return room?.beats ? room.beats.bucketKey(eventId, onEvent) : onEvent;
+    },
     close: async () => {
       await views?.close();
     },

@@ -9,9 +9,9 @@
 import type { Cluster } from "ioredis";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { fanShardOf } from "../../src/waiting-room/fan-shards.js";
+import { fanShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
-import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
 import { eventId, fanOut, fans, lastBeat, ok, SECRET, shardKeysOf, sleep, until } from "./helpers.js";
 
@@ -264,6 +264,47 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     ]);
     for (const p of [...polls, ...joins]) expect(p).toMatchObject({ ok: false, reason: "not_found" });
     for (const key of shardKeys) expect(await redis.exists(key), key).toBe(0);
+  });
+
+  it("takes the per-IP join buckets on the shards: one client IP's joins through two gateways share one bucket; a refused join writes no beat and takes no place", async () => {
+    const a = gateway(target, { lineCache: false });
+    const b = gateway(target, { lineCache: false });
+    const evt = eventId("fsbucket");
+    await openLine(a.room, evt, 30);
+    const redis = raw(target);
+    const k = waitingRoomKeys(evt);
+    const limit = (ip: string) => ({ limits: { ip: { subject: ip, perSecond: 1, burst: 3 } } });
+    // 8 joins from one address and 2 each from 20 others, all in flight at once over two gateways.
+    const crowd = Array.from({ length: 8 }, (_, i) => ({ fanId: `bk-one-${i}`, ip: "10.7.0.1" })).concat(
+      Array.from({ length: 40 }, (_, i) => ({ fanId: `bk-many-${i}`, ip: `10.7.1.${i % 20}` })),
+    );
+    const results = await Promise.all(
+      crowd.map((j, i) => (i % 2 === 0 ? a.room : b.room).join(evt, j.fanId, limit(j.ip))),
+    );
+    const one = results.slice(0, 8);
+    // one bucket for the address whichever gateway took the join: burst 3 let in, 5 refused
+    expect(one.filter((r) => r.ok).length).toBe(3);
+    for (const r of one.filter((r) => !r.ok))
+      expect(r).toMatchObject({ ok: false, reason: "rate_limited", limit: "ip" });
+    expect(results.slice(8).every((r) => r.ok)).toBe(true);
+    // The refused: no beat on their shard, no record on the event's slot.
+    const refused = crowd.slice(0, 8).filter((_, i) => !one[i]!.ok);
+    for (const { fanId } of refused) {
+      expect(await lastBeat(redis, evt, fanId)).toBeNull();
+      expect(await redis.hget(k.fans, fanId)).toBeNull();
+    }
+    expect(Number(await redis.hget(k.room, "tail"))).toBe(3 + 40);
+    // The buckets are on the shards' slots, none on the event's.
+    const shardKeys = await shardKeysOf(redis, evt);
+    const onEvent = limitKey(evt, "ip:join", "10.7.0.1");
+    const onShard = shardBucketKey(shardKeys[fanShardOf(onEvent, shardKeys.length)]!, onEvent);
+    expect(await redis.exists(onEvent)).toBe(0);
+    // emptied (less than a token: the second gateway's batch may have come a few ms later, refilled)
+    expect(Number((await redis.get(onShard))?.split(" ")[0])).toBeLessThan(1);
+    if (target === "cluster") {
+      // the shards are placed off the event's master, and so are their buckets
+      expect(await ownerOf(onCluster, onShard)).not.toBe(await ownerOf(onCluster, k.room));
+    }
   });
 
   it("one fan shard failing: every poll is still answered from the cache, and its heartbeats are sent once it is back", async () => {

@@ -3,6 +3,7 @@
  * join really in flight at once through one gateway, so the batches are the ones a crowd makes.
  */
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { beatsKeyOf, fanShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
 import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { monitorRedis } from "../support/redis-monitor.js";
 import { eventId, fans, gateways, lastBeat, ok, sleep } from "./helpers.js";
@@ -181,9 +182,16 @@ describe("joins batched per event", () => {
         expect(wait).toBeLessThanOrEqual(1_000);
       }
     }
-    // What the batch wrote is what a lone join reads: an emptied bucket, refilled by time.
+    // What the batch wrote is what a lone join reads: an emptied bucket, refilled by time. (A room
+    // with fan shards keeps its join buckets on the shards: TEST_FAN_SHARDS.)
     const redis = gw.clients[0]!;
-    const key = limitKey(evt, "ip:join", "10.1.0.0");
+    const tags = (await redis.hget(waitingRoomKeys(evt).room, "fanShardTags"))?.split(",") ?? [];
+    const bucketKey = (subject: string) => {
+      const onEvent = limitKey(evt, "ip:join", subject);
+      return tags.length === 0 ? onEvent : shardBucketKey(beatsKeyOf(tags[fanShardOf(onEvent, tags.length)]!), onEvent);
+    };
+    const key = bucketKey("10.1.0.0");
+    if (tags.length > 0) expect(await redis.exists(limitKey(evt, "ip:join", "10.1.0.0"))).toBe(0);
     const [tokens, at] = (await redis.get(key))!.split(" ");
     expect(tokens).toBe("0");
     expect(Number(at)).toBeGreaterThan(Date.now() - 10_000);
@@ -204,7 +212,7 @@ describe("joins batched per event", () => {
     expect(Number(left)).toBeGreaterThan(0);
     expect(Number(left)).toBeLessThan(1);
     // An unreadable bucket counts as a full one, as in a lone join's take.
-    await redis.set(limitKey(evt, "ip:join", "10.1.0.99"), "garbage", "PX", 10_000);
+    await redis.set(bucketKey("10.1.0.99"), "garbage", "PX", 10_000);
     const fresh = await Promise.all([1, 2, 3].map((i) => gw.room.join(evt, `ip-99-${i}`, limit("10.1.0.99"))));
     expect(fresh.map((r) => r.ok)).toEqual([true, true, false]);
   });
