@@ -37,6 +37,8 @@
  *
  * BENCH_FAN_SHARDS=12 creates the room with twelve fan shards (WAITING_ROOM_FAN_SHARDS): its
  * heartbeats, the joins' among them, and their sweeps go to the shards' masters.
+ * BENCH_JOIN_IPS=1 gives each join an address of its own under a per-IP join limit (a crowd: each
+ * join takes a bucket of its own; with shards the buckets are on the shards).
  * BENCH_AIM_SHARD=1 (with shards) joins only fan ids whose shard is 0, as an attacker who chooses
  * fan ids can (docs/redis-cluster.md "Fans aimed at one shard"): the leaves phase is then one
  * shard's backlog.
@@ -75,6 +77,11 @@ const env = z
     BENCH_AIM_SHARD: z.enum(["0", "1"]).default("0"),
     /** 1: each of a fan's polls goes to the next gateway, not always to the one it joined through. */
     BENCH_SPREAD_POLLS: z.enum(["0", "1"]).default("0"),
+    /**
+     * 1: each join comes from an address of its own under the gateway's default per-IP join limit
+     * (RATE_LIMIT_PER_IP 50/s, burst 100), as a crowd does: each join takes a bucket of its own.
+     */
+    BENCH_JOIN_IPS: z.enum(["0", "1"]).default("0"),
   })
   .parse(process.env);
 
@@ -258,7 +265,15 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
 
     const joins = await costed(admins, idleUsPerSecond, eventPort, async () => {
       await forEachIndex(fanIds.length, env.BENCH_CONCURRENCY, async (i) => {
-        ok(await gatewayOf(i).join(eventId, fanIds[i] as string), "join");
+        const limits =
+          env.BENCH_JOIN_IPS === "1"
+            ? {
+                limits: {
+                  ip: { subject: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, perSecond: 50, burst: 100 },
+                },
+              }
+            : {};
+        ok(await gatewayOf(i).join(eventId, fanIds[i] as string, limits), "join");
       });
       return fanIds.length;
     });

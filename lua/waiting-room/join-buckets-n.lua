@@ -4,7 +4,8 @@
   addresses as fans, and a bucket a fan was about 40% of a join's instructions on the event's
   master (bench:redis-instructions, "each from its own IP"): with the buckets on the shards, the
   event's master keeps only the places, and the buckets spread over the masters as the beats do.
-  A bucket goes to shard fanShardOf(its event-slot key) of the room, so every gateway takes one
+  A bucket goes to shard bucketShardOf(its event-slot key) of the room (one of its first four
+  shards, so a batch makes few calls), and every gateway takes one
   client IP's joins from the same bucket; the caller sends each shard its buckets in one call,
   before the batch's beats and places, and leaves the refused fans out of both.
 

@@ -204,6 +204,20 @@ export interface JoinBucketsTaken {
 }
 
 /**
+ * Join buckets go to the first BUCKET_SHARDS shards of a room only (placeFanShards puts shards
+ * 0, 1, ... on distinct masters other than the event's, round robin): a batch of joins from as many
+ * addresses then costs at most this many bucket calls, each holding a dozen buckets, not one call
+ * per shard with three or four (12 shards: 25.7-52.3 us of Redis a join at 1-6 masters against
+ * 19.4-35.5 without buckets on the shards, bench:line-cluster BENCH_JOIN_IPS=1, 2026-12-06).
+ */
+export const BUCKET_SHARDS = 4;
+
+/** The shard of a join bucket (its event-slot key): the same in every process. */
+export function bucketShardOf(eventSlotKey: string, shards: number): number {
+  return fanShardOf(eventSlotKey, Math.min(shards, BUCKET_SHARDS));
+}
+
+/**
  * The key of a join bucket on a fan shard: the shard's tag, the rest of the event-slot key
  * (`wr:{evt:E}:lim:ip:join:<subject>` -> `wr:{<tag>}:lim:ip:join:<subject>`).
  */
@@ -278,7 +292,7 @@ export interface FanBeats {
   poll(eventId: string, fanId: string): Promise<PolledBeat>;
   /**
    * A batch's per-IP join buckets, taken on the fan shards (bucket b on shard
-   * fanShardOf(b.key)), one call per shard touched, all at once: before the batch's beats and
+   * bucketShardOf(b.key)), one call per shard touched, all at once: before the batch's beats and
    * places, so a refused join touches neither.
    */
   joinBuckets(eventId: string, buckets: readonly JoinBucketTake[]): Promise<JoinBucketsTaken>;
@@ -420,12 +434,12 @@ export function createFanBeats(
       return { age: age === "" || age === null || age === undefined ? null : Number(age), beat: Number(reply[0]) };
     },
     bucketKey: (eventId, eventSlotKey) =>
-      shardBucketKey(beatsKey(eventId, fanShardOf(eventSlotKey, shards)), eventSlotKey),
+      shardBucketKey(beatsKey(eventId, bucketShardOf(eventSlotKey, shards)), eventSlotKey),
     async joinBuckets(eventId, buckets) {
       const out: JoinBucketsTaken = { taken: new Map(), failed: new Set() };
       const byShard = new Map<number, JoinBucketTake[]>();
       for (const b of buckets) {
-        const k = fanShardOf(b.key, shards);
+        const k = bucketShardOf(b.key, shards);
         const group = byShard.get(k);
         if (group) group.push(b);
         else byShard.set(k, [b]);

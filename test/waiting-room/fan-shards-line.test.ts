@@ -9,7 +9,7 @@
 import type { Cluster } from "ioredis";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { fanShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
+import { bucketShardOf, fanShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
@@ -297,7 +297,7 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     // The buckets are on the shards' slots, none on the event's.
     const shardKeys = await shardKeysOf(redis, evt);
     const onEvent = limitKey(evt, "ip:join", "10.7.0.1");
-    const onShard = shardBucketKey(shardKeys[fanShardOf(onEvent, shardKeys.length)]!, onEvent);
+    const onShard = shardBucketKey(shardKeys[bucketShardOf(onEvent, shardKeys.length)]!, onEvent);
     expect(await redis.exists(onEvent)).toBe(0);
     // emptied (less than a token: the second gateway's batch may have come a few ms later, refilled)
     expect(Number((await redis.get(onShard))?.split(" ")[0])).toBeLessThan(1);

@@ -3,7 +3,7 @@
  * join really in flight at once through one gateway, so the batches are the ones a crowd makes.
  */
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { beatsKeyOf, fanShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
+import { beatsKeyOf, bucketShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
 import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { monitorRedis } from "../support/redis-monitor.js";
 import { eventId, fans, gateways, lastBeat, ok, sleep } from "./helpers.js";
@@ -188,7 +188,9 @@ describe("joins batched per event", () => {
     const tags = (await redis.hget(waitingRoomKeys(evt).room, "fanShardTags"))?.split(",") ?? [];
     const bucketKey = (subject: string) => {
       const onEvent = limitKey(evt, "ip:join", subject);
-      return tags.length === 0 ? onEvent : shardBucketKey(beatsKeyOf(tags[fanShardOf(onEvent, tags.length)]!), onEvent);
+      return tags.length === 0
+        ? onEvent
+        : shardBucketKey(beatsKeyOf(tags[bucketShardOf(onEvent, tags.length)]!), onEvent);
     };
     const key = bucketKey("10.1.0.0");
     if (tags.length > 0) expect(await redis.exists(limitKey(evt, "ip:join", "10.1.0.0"))).toBe(0);
