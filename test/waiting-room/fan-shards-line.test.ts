@@ -155,7 +155,11 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
   it("admits nobody while the sweep lags, and admits the fans still there once a sweep completes", async () => {
     const { room } = gateway(target, { lineCache: false });
     const evt = eventId("fslag");
-    await openLine(room, evt, 1);
+    // 3 s: a fan polling every 200 ms keeps its place even when a loaded machine (CI) delays a
+    // round of polls by a second or two (with 1 s, one such round cost a fan its place, once).
+    const abandonSeconds = 3;
+    const openedAt = Date.now();
+    await openLine(room, evt, abandonSeconds);
     const ids = fans(5, "lag");
     for (const fanId of ids) ok(await room.join(evt, fanId));
     const k = waitingRoomKeys(evt);
@@ -163,7 +167,7 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     // No sweep for a long while: nobody may be handed the sweep, and the last one is old. The fans
     // keep polling until places can be lost (the abandon time since the open has passed).
     await redis.hset(k.room, "sweepAt", String(Date.now() + 3_600_000), "sweptAt", "1");
-    for (let t = 0; t < 8; t++) {
+    while (Date.now() < openedAt + abandonSeconds * 1_000 + 500) {
       await Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)));
       await sleep(200);
     }
