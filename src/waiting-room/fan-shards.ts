@@ -18,6 +18,7 @@
  */
 import { type RedisClient, registerScripts, scriptFamily } from "../redis/scripts.js";
 import { isEventId } from "./keys.js";
+import { limitTable } from "./join-batch.js";
 
 /** Redis Cluster's hash slots. */
 export const CLUSTER_SLOTS = 16_384;
@@ -445,32 +446,14 @@ export function createFanBeats(
         else byShard.set(k, [b]);
       }
       const calls = [...byShard].map(async ([shard, group]) => {
-        // each distinct limit once (as a rule one: the gateway's setting), a bucket's only when several
-        const limits = new Map<string, number>();
-        const limitArgs: number[] = [];
-        const limitOf: number[] = [];
-        for (const b of group) {
-          const name = `${b.rate} ${b.burst}`;
-          let k = limits.get(name);
-          if (k === undefined) {
-            k = limits.size + 1;
-            limits.set(name, k);
-            limitArgs.push(b.rate, b.burst);
-          }
-          limitOf.push(k);
-        }
+        const limits = limitTable();
+        for (const b of group) limits.add(b.rate, b.burst);
         const beats = beatsKey(eventId, shard);
         try {
           const reply = await run<unknown[]>(
             "joinBuckets",
             group.map((b) => shardBucketKey(beats, b.key)), // as bucketKey(): all of this shard
-            [
-              group.length,
-              limits.size,
-              ...limitArgs,
-              ...(limits.size > 1 ? limitOf : []),
-              ...group.map((b) => b.count),
-            ],
+            [group.length, ...limits.args(), ...group.map((b) => b.count)],
           );
           for (const [i, b] of group.entries()) {
             out.taken.set(b.key, { allowed: Number(reply[2 * i]), retryAfterMs: Number(reply[2 * i + 1]) });

@@ -158,9 +158,7 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     // when there are several; then four arguments a fan.
     const call = (fans: Pending[], tail: (string | number)[], bucketsTaken = false) => {
       const buckets = new Map<string, number>();
-      const limitOf: number[] = [];
-      const limits = new Map<string, number>();
-      const limitArgs: (string | number)[] = [];
+      const limits = limitTable();
       const perFan: (string | number)[] = [];
       for (const { request: j } of fans) {
         let bucket = 0;
@@ -171,24 +169,15 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
             bucket = buckets.size + 1;
             buckets.set(j.bucket, bucket);
             // a bucket's limit is its first fan's
-            const burst = j.limit[1] ?? 0;
-            const name = `${rate} ${burst}`;
-            let k = limits.get(name);
-            if (k === undefined) {
-              k = limits.size + 1;
-              limits.set(name, k);
-              limitArgs.push(rate, burst);
-            }
-            limitOf.push(k);
+            limits.add(rate, j.limit[1] ?? 0);
           }
         }
         perFan.push(j.fanId, bucket, j.proofBits, j.invite ? "1" : "0");
       }
-      const each = limits.size > 1 ? limitOf : [];
       return run(
         "joinBatch",
         [...q.lineKeys, ...buckets.keys()],
-        [fans.length, buckets.size, limits.size, ...limitArgs, ...each, ...perFan, ...tail],
+        [fans.length, buckets.size, ...limits.args(), ...perFan, ...tail],
       );
     };
     // Who goes in the call: the batch, less the joins a bucket taken by `prepare` refused (answered
@@ -274,6 +263,31 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
       });
     },
     counters: () => ({ ...counters }),
+  };
+}
+
+/**
+ * The limits of a script call's buckets as join-batch-n.lua and join-buckets-n.lua take them: each
+ * distinct limit once (as a rule one: the gateway's setting), then each bucket's limit (1..s) only
+ * when there are several. `add` is called once a bucket, in KEYS order; `args` gives
+ * s, rate 1, burst 1, ..., rate s, burst s, then the buckets' limits when s > 1.
+ */
+export function limitTable(): { add(rate: number, burst: number): void; args(): number[] } {
+  const limits = new Map<string, number>();
+  const limitArgs: number[] = [];
+  const limitOf: number[] = [];
+  return {
+    add(rate, burst) {
+      const name = `${rate} ${burst}`;
+      let k = limits.get(name);
+      if (k === undefined) {
+        k = limits.size + 1;
+        limits.set(name, k);
+        limitArgs.push(rate, burst);
+      }
+      limitOf.push(k);
+    },
+    args: () => [limits.size, ...limitArgs, ...(limits.size > 1 ? limitOf : [])],
   };
 }
 
