@@ -309,11 +309,24 @@ describe.concurrent("the fan's pages in a browser", () => {
     await expectAccessible(loser, "race-1-loser-told");
 
     // The winner pays with a card whose bank answers late: pending, then confirmed by the reconciler.
+    // The reconciler looks the charge up 2 s after the pay's 3 s timeout; in a loaded run the 202
+    // can reach the page so late that its first look-up already finds the purchase confirmed, and
+    // the pending panel is shown for less than one of Playwright's checks (CI saw it missed). So
+    // the page's look-ups wait here until the pending state has been seen, then go on.
+    let releaseLookups = () => {};
+    const lookupsHeld = new Promise<void>((resolve) => {
+      releaseLookups = resolve;
+    });
+    await winner.route(/\/v1\/purchases\//, async (route) => {
+      await lookupsHeld;
+      await route.continue();
+    });
     await winner.getByLabel("Test card").selectOption("tok_timeout");
     await winner.getByRole("button", { name: /^Pay/ }).click();
     await winner.getByText("Waiting for your bank to confirm…").waitFor();
     await screenshot(winner, "race-2-winner-pending");
     await expectAccessible(winner, "race-2-winner-pending");
+    releaseLookups();
     await winner.getByRole("heading", { name: "You're going!" }).waitFor({ timeout: 20_000 });
 
     // ...and the loser's map turns the seat sold, live, without a reload.
