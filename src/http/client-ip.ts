@@ -120,5 +120,5 @@ export async function limitJoinAlone(c: Context<AppEnv>, eventId: string): Promi
   // A malformed event id is refused by the route's validation and never reaches a script.
   if (!isEventId(eventId)) return rateLimiter.enforce("ip:join", ip.subject, ip);
   // the bucket the join batch takes (on a fan shard, for a room with fan shards)
-  await rateLimiter.enforceKey("ip:join", await c.get("deps").waitingRoom.joinBucketKey(eventId, ip.subject), ip);
+  await rateLimiter.enforceKey("ip:join", c.get("deps").waitingRoom.joinBucketKey(eventId, ip.subject), ip);
 }

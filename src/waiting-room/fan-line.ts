@@ -32,6 +32,8 @@ export interface ShardedRoom {
 export interface FanLine {
   /** The room's epoch and shards, read once per room. */
   roomOf(eventId: string): Promise<ShardedRoom>;
+  /** The room if this process has already read it; undefined otherwise. Never reads Redis. */
+  knownRoom(eventId: string): ShardedRoom | undefined;
   /** Read the room again at the next call (it was configured, or a script said it is not the one known). */
   forget(eventId: string): void;
   /** Runs the room's sweep in the background, one at a time per event in this process. */
@@ -86,6 +88,9 @@ export function createFanLine(
         reading.set(eventId, pending);
       }
       return pending;
+    },
+    knownRoom(eventId) {
+      return known.get(eventId);
     },
     forget(eventId) {
       known.delete(eventId);

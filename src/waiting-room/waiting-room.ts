@@ -251,9 +251,11 @@ export interface WaitingRoom {
    * The key of the per-IP join bucket of `subject` (a client IP) that this event's joins take: on
    * the event's slot (limitKey), or on a fan shard for a room with fan shards (their join batches
    * take the buckets there). For a join refused before its batch (a malformed body), so it takes the
-   * same bucket. Falls back to the event's slot when the room cannot be read.
+   * same bucket. It reads no Redis: a room this process has not read yet (no join or poll of the
+   * event has come through it) gets the event's slot, so a flood of malformed joins to made-up
+   * events costs one Redis call each (the bucket), not two.
    */
-  joinBucketKey(eventId: string, subject: string): Promise<string>;
+  joinBucketKey(eventId: string, subject: string): string;
   /** Sends the heartbeats owed and stops the line cache's refreshes (a gateway shutting down). */
   close(): Promise<void>;
 }
@@ -420,9 +422,9 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     lineCacheCounters: () =>
       views?.counters() ?? { answered: 0, refreshes: 0, beats: 0, missing: 0, lookups: 0, found: 0 },
     joinBatchCounters: () => ctx.joins.counters(),
-    joinBucketKey: async (eventId, subject) => {
+    joinBucketKey: (eventId, subject) => {
       const onEvent = limitKey(eventId, "ip:join", subject);
-      const room = await ctx.fanLine.roomOf(eventId).catch(() => null);
+      const room = ctx.fanLine.knownRoom(eventId);
       return room?.beats ? room.beats.bucketKey(eventId, onEvent) : onEvent;
     },
     close: async () => {

@@ -148,6 +148,23 @@ describe("one round trip", () => {
     }, "rt_two");
     expect(joinSent).toEqual({ evalsha: 1 + beats });
   });
+
+  it("a malformed join to an event nobody created is one call, its address's bucket: the room is not read", async () => {
+    const malformed = (eventId: string) =>
+      gw.request(`/v1/events/${eventId}/queue`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-forwarded-for": freshIp() },
+        body: "{not json",
+      });
+    // The limiter's script may be loaded by its first call (EVAL after NOSCRIPT): warm it.
+    expect((await malformed(uniqueId("rtnone"))).status).toBe(400);
+    const made = uniqueId("rtnone");
+    const sent = await commandsSent(async () => {
+      const answers = await Promise.all(Array.from({ length: 3 }, () => malformed(made)));
+      expect(answers.map((r) => r.status)).toEqual([400, 400, 400]);
+    }, made);
+    expect(sent).toEqual({ evalsha: 3 });
+  });
 });
 
 describe("the limits, taken inside the scripts", () => {
