@@ -39,9 +39,10 @@
  * heartbeats, the joins' among them, and their sweeps go to the shards' masters.
  * BENCH_JOIN_IPS=1 gives each join an address of its own under a per-IP join limit (a crowd: each
  * join takes a bucket of its own; with shards the buckets are on the shards).
- * BENCH_AIM_SHARD=1 (with shards) joins only fan ids whose shard is 0, as an attacker who chooses
- * fan ids can (docs/redis-cluster.md "Fans aimed at one shard"): the leaves phase is then one
- * shard's backlog.
+ * BENCH_AIM_SHARD=1 (with shards) joins only fan ids whose shard by the public hash (FNV-1a, which
+ * placed fans before rooms had a shard key) is 0, as an attacker who chooses fan ids would
+ * (docs/redis-cluster.md "Fans aimed at one shard"): a room's own key spreads them over its shards
+ * all the same.
  */
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -85,7 +86,7 @@ const env = z
   })
   .parse(process.env);
 
-/** The run's fan ids: `fan-<n>`, or with BENCH_AIM_SHARD=1 only those whose fan shard is 0. */
+/** The run's fan ids: `fan-<n>`, or with BENCH_AIM_SHARD=1 only those the public hash puts on shard 0. */
 function fanIdsFor(count: number): string[] {
   const aimed = env.BENCH_AIM_SHARD === "1" && env.BENCH_FAN_SHARDS > 0;
   const ids: string[] = [];
@@ -413,7 +414,9 @@ async function main(): Promise<void> {
       `one process), joins ${env.BENCH_CONCURRENCY} in flight, then each fan polls every ${env.BENCH_POLL_INTERVAL_MS} ms ` +
       `for ${env.BENCH_POLL_SECONDS} s, admitting ${env.BENCH_ADMIT_PER_SECOND}/s; ` +
       `fan shards ${env.BENCH_FAN_SHARDS}${env.BENCH_FAN_SHARDS === 0 ? " (heartbeats on the event's slot)" : ""}` +
-      (env.BENCH_AIM_SHARD === "1" && env.BENCH_FAN_SHARDS > 0 ? ", every fan aimed at shard 0" : ""),
+      (env.BENCH_AIM_SHARD === "1" && env.BENCH_FAN_SHARDS > 0
+        ? ", every fan aimed at shard 0 by the public hash"
+        : ""),
     "Redis CPU = INFO cpu (user+sys) over the phase, less each master's idle CPU (cron, cluster bus) over the same time",
   ];
   for (const r of results) {

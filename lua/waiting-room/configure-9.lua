@@ -33,7 +33,9 @@
               they stay in `seen`), ARGV[21] their tags, comma-separated (placeFanShards in
               src/waiting-room/fan-shards.ts); stored when this call creates the room, never
               changed after
-  ARGV[22..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
+  ARGV[22]    the fan shards' key (16 hex digits; fanShardOf hashes a fan id under it), stored with
+              the tags as `fanShardKey`
+  ARGV[23..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
               take a place in the new room
 
   A room created in 'restore' mode is marked `restoredAt` (ms): it cannot tell a fan it never knew
@@ -75,8 +77,9 @@ if not r then
   local shards = tonumber(ARGV[20]) or 0
   if shards > 0 and (ARGV[21] or '') ~= '' then
     redis.call('HSET', K_ROOM, 'fanShards', int(shards), 'fanShardTags', ARGV[21])
+    if (ARGV[22] or '') ~= '' then redis.call('HSET', K_ROOM, 'fanShardKey', ARGV[22]) end
   end
-  for i = 22, #ARGV do
+  for i = 23, #ARGV do
     redis.call('HSETNX', KEYS[2], ARGV[i], 'r|0|0||0|0')
   end
   created = 1

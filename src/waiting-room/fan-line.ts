@@ -4,10 +4,10 @@
  * writer per room, and the sweeps the line hands to this process.
  *
  * A room's tags (`fanShardTags` in the room hash, placed by placeFanShards when the room was
- * created) never change while the room lives, so they are read once per room (one HMGET, with the
- * room's epoch) and kept until a reply names another epoch or count (`forget`): the room was
- * created again, perhaps with other tags. A room without shards (no tags) keeps its heartbeats in `seen`, and nothing
- * here is used for it.
+ * created) and its shard key (`fanShardKey`, which keys fanShardOf) never change while the room
+ * lives, so they are read once per room (one HMGET, with the room's epoch) and kept until a reply
+ * names another epoch or count (`forget`): the room was created again, perhaps with other tags. A
+ * room without shards (no tags) keeps its heartbeats in `seen`, and nothing here is used for it.
  */
 import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
@@ -56,7 +56,12 @@ export function createFanLine(
   const sweeping = new Set<string>();
 
   const read = async (eventId: string): Promise<ShardedRoom> => {
-    const [epoch, tagList] = await redis.hmget(waitingRoomKeys(eventId).room, "epoch", "fanShardTags");
+    const [epoch, tagList, shardKey] = await redis.hmget(
+      waitingRoomKeys(eventId).room,
+      "epoch",
+      "fanShardTags",
+      "fanShardKey",
+    );
     // No room: remembered for a second, so polls of an unknown event cost one Redis call, not two.
     // A room created meanwhile is learnt from the first reply that names it (a join batch answers
     // `reshard`, a poll or a view names its epoch).
@@ -70,7 +75,7 @@ export function createFanLine(
     const room: ShardedRoom = {
       epoch,
       shards: tags.length,
-      beats: tags.length > 0 ? createFanBeats(redis, { shards: tags.length, tagsOf: () => tags }) : null,
+      beats: tags.length > 0 ? createFanBeats(redis, { shards: tags.length, tagsOf: () => tags, shardKey }) : null,
     };
     if (known.size >= ROOMS_KEPT) known.clear();
     known.set(eventId, room);

@@ -16,6 +16,8 @@
  * slot ranges, so the K shards land evenly on the masters (K = 12: four per master on 3, two on 6)
  * instead of where the hash would put them. A few CRC16s per shard, once per event.
  */
+import { randomBytes } from "node:crypto";
+import { type HalfSipKey, halfSipHashString, halfSipKeyFromHex } from "../halfsiphash.js";
 import { type RedisClient, registerScripts, scriptFamily } from "../redis/scripts.js";
 import { isEventId } from "./keys.js";
 import { limitTable } from "./join-batch.js";
@@ -111,8 +113,18 @@ export function placeFanShards(
   });
 }
 
-/** The shard a fan belongs to: FNV-1a (32 bits) of the fan id, mod K. The same in every process. */
-export function fanShardOf(fanId: string, shards: number): number {
+/**
+ * The shard a fan belongs to, the same in every process: with the room's shard key (`fanShardKey`,
+ * 8 random bytes drawn when the room is created, kept in the room), HalfSipHash-2-4 of the fan id
+ * under it, mod K; without (a room created before the key, or a caller outside a room), FNV-1a
+ * (32 bits) of the fan id, mod K.
+ *
+ * Keyed, so that whoever chooses fan ids (an event whose `fanIds` is `any`) cannot choose their
+ * shards: with FNV-1a, which anyone can compute, an attacker could put every fan they join on one
+ * shard, and so on one master (docs/redis-cluster.md "Fans aimed at one shard").
+ */
+export function fanShardOf(fanId: string, shards: number, key?: HalfSipKey | null): number {
+  if (key) return halfSipHashString(key, fanId) % shards;
   let hash = 0x811c9dc5;
   for (let i = 0; i < fanId.length; i++) {
     hash ^= fanId.charCodeAt(i);
@@ -166,11 +178,16 @@ export function fanShardKeys(eventId: string, shards = DEFAULT_FAN_SHARDS): FanS
   return fanShardTags(eventId, shards).map((tag) => ({ beats: beatsKeyOf(tag) }));
 }
 
-/** Fan ids grouped by shard (only the shards named), in the order given within each. */
-export function byFanShard(fanIds: Iterable<string>, shards: number): Map<number, string[]> {
+/** A new room's shard key: 8 random bytes, 16 hex digits (configure-9.lua keeps it as `fanShardKey`). */
+export function newFanShardKey(): string {
+  return randomBytes(8).toString("hex");
+}
+
+/** Fan ids grouped by shard (only the shards named; `shardOf` a FanBeats's), in the order given within each. */
+export function byFanShard(fanIds: Iterable<string>, shardOf: (fanId: string) => number): Map<number, string[]> {
   const groups = new Map<number, string[]>();
   for (const fanId of fanIds) {
-    const k = fanShardOf(fanId, shards);
+    const k = shardOf(fanId);
     const group = groups.get(k);
     if (group) group.push(fanId);
     else groups.set(k, [fanId]);
@@ -315,13 +332,22 @@ export interface FanBeats {
    */
   unwrite(eventId: string, beats: readonly StaleBeat[]): Promise<number>;
   readonly shards: number;
+  /** The shard of a fan of this room (fanShardOf with the room's key). */
+  shardOf(fanId: string): number;
 }
 
 export function createFanBeats(
   redis: RedisClient,
-  options: { shards?: number; tagsOf?: (eventId: string) => readonly string[] } = {},
+  options: {
+    shards?: number;
+    tagsOf?: (eventId: string) => readonly string[];
+    /** The room's `fanShardKey` (16 hex digits); none: FNV-1a (a room created before the key). */
+    shardKey?: string | null;
+  } = {},
 ): FanBeats {
   const shards = options.shards ?? DEFAULT_FAN_SHARDS;
+  const key = options.shardKey ? halfSipKeyFromHex(options.shardKey) : null;
+  const shardOf = (fanId: string) => fanShardOf(fanId, shards, key);
   const run = registerScripts(redis, beatScripts);
   // The keys of an event's shards: the room's own tags (`tagsOf`), or computed once per event.
   const keysOf = new Map<string, FanShardKeys[]>();
@@ -347,7 +373,7 @@ export function createFanBeats(
   // its own, so one shard failing (its master failing over) fails only its fans.
   const each = (eventId: string, fanIds: readonly string[], mode: "join" | "keep", waitMs?: number) => {
     const parts: Promise<BeatsPart>[] = [];
-    for (const [shard, ids] of byFanShard(fanIds, shards)) {
+    for (const [shard, ids] of byFanShard(fanIds, shardOf)) {
       const key = beatsKey(eventId, shard);
       const busy = waitMs !== undefined && (keeping.get(key) ?? 0) > 0;
       for (let i = 0; i < ids.length; i += BEATS_PER_CALL) {
@@ -381,6 +407,7 @@ export function createFanBeats(
   };
   return {
     shards,
+    shardOf,
     async joined(eventId, fanIds) {
       const ages = new Map<string, number>();
       const written: StaleBeat[] = [];
@@ -420,7 +447,7 @@ export function createFanBeats(
       if (fanIds.length === 0) return found;
       // not counted as a `kept` in flight: a lookup never holds a shard's heartbeats back
       const parts: Promise<Pick<BeatsPart, "reply" | "error">>[] = [];
-      for (const [shard, ids] of byFanShard(fanIds, shards)) {
+      for (const [shard, ids] of byFanShard(fanIds, shardOf)) {
         const call = run<unknown[]>("beats", [beatsKey(eventId, shard)], ["look", recentMs, ...ids]);
         parts.push(settle(call, waitMs));
       }
@@ -430,7 +457,7 @@ export function createFanBeats(
       return found;
     },
     async poll(eventId, fanId) {
-      const reply = await run<unknown[]>("beats", [beatsKey(eventId, fanShardOf(fanId, shards))], ["poll", fanId]);
+      const reply = await run<unknown[]>("beats", [beatsKey(eventId, shardOf(fanId))], ["poll", fanId]);
       const age = reply[1];
       return { age: age === "" || age === null || age === undefined ? null : Number(age), beat: Number(reply[0]) };
     },
@@ -476,7 +503,7 @@ export function createFanBeats(
     async unwrite(eventId, beats) {
       const beatOf = new Map(beats.map((b) => [b.fanId, b.beat]));
       const calls: Promise<number>[] = [];
-      for (const [shard, ids] of byFanShard(beatOf.keys(), shards)) {
+      for (const [shard, ids] of byFanShard(beatOf.keys(), shardOf)) {
         for (let i = 0; i < ids.length; i += BEATS_PER_CALL) {
           const part = ids.slice(i, i + BEATS_PER_CALL).map((fanId) => ({ fanId, beat: beatOf.get(fanId) as number }));
           calls.push(forget(eventId, shard, part));

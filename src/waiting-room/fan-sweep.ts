@@ -142,7 +142,7 @@ async function sweepRound(
   const done = new Set((reply[5] as unknown[]).map(String));
   const beatOf = new Map<string, StaleBeat>(stale.map((s) => [s.fanId, s]));
   const removed = await Promise.all(
-    [...byFanShard(done, beats.shards)].map(([shard, ids]) =>
+    [...byFanShard(done, beats.shardOf)].map(([shard, ids]) =>
       beats.forget(
         eventId,
         shard,

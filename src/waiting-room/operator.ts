@@ -8,7 +8,7 @@ import { Cluster } from "ioredis";
 import { z } from "zod";
 import { ADMIT_RATE_RULE, isAdmitRate, withinAdmitRange } from "../admit-rate.js";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
-import { placeFanShards } from "./fan-shards.js";
+import { newFanShardKey, placeFanShards } from "./fan-shards.js";
 import { allKeys, lineKeysWithChanges } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
 import { AUTO_ADMIT_FIELDS, changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
@@ -173,7 +173,7 @@ export async function configureRoom(
       ...restoredLoop(how),
       how.settingsVersion ? String(Math.floor(how.settingsVersion)) : "",
       how.closed ? "1" : "0",
-      // the fan shards' tags, if this call creates the room (placed off the event's own master)
+      // the fan shards' tags and key, if this call creates the room (placed off the event's own master)
       ...(await shardArgs(ctx, eventId)),
       ...(how.revoked ?? []),
     ]);
@@ -196,10 +196,13 @@ export async function configureRoom(
   });
 }
 
-/** configure-9.lua's ARGV[20] (the count) and ARGV[21] (the tags, comma-separated); '0', '' for none. */
-async function shardArgs(ctx: RoomContext, eventId: string): Promise<[string, string]> {
+/**
+ * configure-9.lua's ARGV[20] (the count), ARGV[21] (the tags, comma-separated) and ARGV[22] (the
+ * shard key, fanShardOf's: new for each room); '0', '', '' for none.
+ */
+async function shardArgs(ctx: RoomContext, eventId: string): Promise<[string, string, string]> {
   const shards = ctx.fanShardsForNewRooms;
-  if (shards <= 0) return ["0", ""];
+  if (shards <= 0) return ["0", "", ""];
   // On a cluster, where each tag would live: the masters' slot ranges as the cluster says now
   // (CLUSTER SLOTS: [first, last, [host, port, id], replicas...] per range).
   let ownerOf: ((slot: number) => string | undefined) | undefined;
@@ -211,7 +214,7 @@ async function shardArgs(ctx: RoomContext, eventId: string): Promise<[string, st
     };
   }
   const tags = placeFanShards(eventId, shards, ownerOf);
-  return [String(tags.length), tags.join(",")];
+  return [String(tags.length), tags.join(","), newFanShardKey()];
 }
 
 function restoredLoop(how: ConfigureMode): string[] {

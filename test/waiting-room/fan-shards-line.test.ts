@@ -13,7 +13,7 @@ import { bucketShardOf, fanShardOf, shardBucketKey } from "../../src/waiting-roo
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
-import { eventId, fanOut, fans, lastBeat, ok, SECRET, shardKeysOf, sleep, until } from "./helpers.js";
+import { eventId, fanOut, fans, lastBeat, ok, SECRET, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
 
 const SHARDS = 6;
 /** includes/admission.lua SWEEP_LAG_MS: nobody is admitted past a sweep this old. */
@@ -78,9 +78,10 @@ async function openLine(room: WaitingRoom, evt: string, abandonSeconds: number, 
  * Redis; they are not polled), then 36 fans joined at once and polled until this process answers
  * them from its cache.
  */
-async function cachedLine(room: WaitingRoom, evt: string, prefix: string) {
+async function cachedLine(room: WaitingRoom, redis: Redis | Cluster, evt: string, prefix: string) {
+  const shardOf = await shardOfIn(redis, evt);
   const head = fans(40, `${prefix}head`)
-    .filter((fanId) => fanShardOf(fanId, SHARDS) !== 0)
+    .filter((fanId) => shardOf(fanId) !== 0)
     .slice(0, 2);
   for (const fanId of head) ok(await room.join(evt, fanId));
   const ids = fans(36, prefix);
@@ -270,6 +271,27 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     for (const key of shardKeys) expect(await redis.exists(key), key).toBe(0);
   });
 
+  it("fans aimed at one shard by the public hash land on every shard: the room's own key places them, the same in every gateway", async () => {
+    const [a, b] = [gateway(target, { lineCache: false }), gateway(target, { lineCache: false })];
+    const evt = eventId("fsaim");
+    await openLine(a.room, evt, 30);
+    const redis = raw(target);
+    const key = await redis.hget(waitingRoomKeys(evt).room, "fanShardKey");
+    expect(key).toMatch(/^[0-9a-f]{16}$/);
+    // An attacker on an event whose fanIds is `any` keeps only the ids FNV-1a puts on shard 0.
+    const aimed: string[] = [];
+    for (let i = 0; aimed.length < 120; i++) if (fanShardOf(`aim-${i}`, SHARDS) === 0) aimed.push(`aim-${i}`);
+    // Joined and polled through two gateways at once: both write each fan's beat to one shard.
+    (await fanOut([a.room, b.room], aimed, (r, fanId) => r.join(evt, fanId))).map(ok);
+    (await fanOut([b.room, a.room], aimed, (r, fanId) => r.statusOf(evt, fanId))).map(ok);
+    const shardKeys = await shardKeysOf(redis, evt);
+    const sizes = await Promise.all(shardKeys.map((k) => redis.zcard(k)));
+    expect(sizes.reduce((x, y) => x + y, 0)).toBe(aimed.length);
+    for (const size of sizes) expect(size).toBeGreaterThan(0);
+    const shardOf = await shardOfIn(redis, evt);
+    for (const fanId of aimed) expect(await redis.zscore(shardKeys[shardOf(fanId)]!, fanId), fanId).not.toBeNull();
+  });
+
   it("takes the per-IP join buckets on the shards: one client IP's joins through two gateways share one bucket; a refused join writes no beat and takes no place", async () => {
     const a = gateway(target, { lineCache: false });
     const b = gateway(target, { lineCache: false });
@@ -315,11 +337,12 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     const { room } = gateway(target);
     const evt = eventId("fsfail");
     await openLine(room, evt, 30);
-    const { head, ids, pollAll } = await cachedLine(room, evt, "sf");
     const redis = raw(target);
+    const { head, ids, pollAll } = await cachedLine(room, redis, evt, "sf");
     const shardKeys = await shardKeysOf(redis, evt);
+    const shardOf = await shardOfIn(redis, evt);
     const broken = shardKeys[0]!;
-    const onBroken = ids.filter((fanId) => fanShardOf(fanId, SHARDS) === 0);
+    const onBroken = ids.filter((fanId) => shardOf(fanId) === 0);
     expect(onBroken.length).toBeGreaterThan(0);
     // Shard 0 fails every call (as a master failing over would, but at once and for good): its
     // key is no longer a sorted set.
@@ -340,7 +363,7 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     // join (before: one failed beat failed the whole batch).
     const late = fans(24, "sflate");
     const joined = await Promise.all(late.map((fanId) => room.join(evt, fanId)));
-    const lateBroken = late.filter((fanId) => fanShardOf(fanId, SHARDS) === 0);
+    const lateBroken = late.filter((fanId) => shardOf(fanId) === 0);
     expect(lateBroken.length).toBeGreaterThan(0);
     expect(lateBroken.length).toBeLessThan(late.length);
     for (const [i, fanId] of late.entries()) {
@@ -397,7 +420,7 @@ describe("a line with fan shards, one shard's master slow (3-master cluster)", (
     const { room } = gateway("cluster");
     const evt = eventId("fsslow");
     await openLine(room, evt, 30);
-    const { pollAll } = await cachedLine(room, evt, "ss");
+    const { pollAll } = await cachedLine(room, onCluster, evt, "ss");
     // The master of shard 0 (not the event's: shards are placed off it) holds every write for 1.5 s.
     const shardKeys = await shardKeysOf(onCluster, evt);
     const slowAt = await ownerOf(onCluster, shardKeys[0]!);
@@ -456,7 +479,7 @@ describe("a line with fan shards: the count is the room's", () => {
     await openLine(creator.room, evt, 30);
     const joined = ok(await knew.room.join(evt, "after"));
     expect(joined.created).toBe(true);
-    const key = (await shardKeysOf(single, evt))[fanShardOf("after", SHARDS)]!;
+    const key = (await shardKeysOf(single, evt))[(await shardOfIn(single, evt))("after")]!;
     expect(await single.zscore(key, "after")).not.toBeNull();
     expect(await single.zcard(waitingRoomKeys(evt).seen)).toBe(0);
   });

@@ -8,6 +8,7 @@
 import type { Cluster, Redis } from "ioredis";
 import { Redis as RedisClientClass } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { halfSipHash24, halfSipHashString, halfSipKeyFromHex } from "../../src/halfsiphash.js";
 import {
   byFanShard,
   CLUSTER_SLOTS,
@@ -16,6 +17,7 @@ import {
   fanShardOf,
   fanShardTags,
   keySlot,
+  newFanShardKey,
   placeFanShards,
 } from "../../src/waiting-room/fan-shards.js";
 import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
@@ -107,14 +109,50 @@ describe("fan shards: keys and slots", () => {
     expect(placeFanShards("demo", 12)).toEqual(fanShardTags("demo", 12));
   });
 
-  it("spreads fans evenly over the shards", () => {
+  it("spreads fans evenly over the shards, with the room's key and without", () => {
     const fans = Array.from({ length: 24_000 }, (_, i) => `fan-${i}-${(i * 7919) % 1000}`);
-    const groups = byFanShard(fans, 12);
-    const sizes = [...groups.values()].map((g) => g.length);
-    expect(groups.size).toBe(12);
-    for (const size of sizes) expect(Math.abs(size - 2_000)).toBeLessThan(200);
+    const key = halfSipKeyFromHex(newFanShardKey());
+    for (const shardOf of [(f: string) => fanShardOf(f, 12), (f: string) => fanShardOf(f, 12, key)]) {
+      const groups = byFanShard(fans, shardOf);
+      const sizes = [...groups.values()].map((g) => g.length);
+      expect(groups.size).toBe(12);
+      for (const size of sizes) expect(Math.abs(size - 2_000)).toBeLessThan(200);
+    }
     expect(() => fanShardTags("demo", 0)).toThrow(RangeError);
     expect(() => fanShardTags("bad id!", 12)).toThrow(RangeError);
+  });
+
+  it("hashes under the key as the HalfSipHash-2-4 reference does (its 32-bit test vectors)", () => {
+    // The reference's vectors (github.com/veorq/SipHash, vectors.h vectors_hsip32): key bytes
+    // 0..7, input bytes 0..i-1, the output read little-endian. Lengths 0-22 cover every tail length.
+    const vectors = [
+      0x5b9f35a9, 0xb85a4727, 0x03a662fa, 0x04e7fe8a, 0x89466e2a, 0x69b6fac5, 0x23fc6358, 0xc563cf8b, 0x8f84b8d0,
+      0x79e706f8, 0x3479b094, 0x50300808, 0x2f87f057, 0xff63e677, 0x7cf8ffd6, 0x972bfe74, 0x84acb5d9, 0x5b6474c4,
+      0x9b8d5b46, 0x87e3ef7b, 0x45104de3, 0xb3623f61, 0xfe67f370,
+    ];
+    const key = halfSipKeyFromHex("0001020304050607");
+    const input = Uint8Array.from({ length: 64 }, (_, i) => i);
+    expect(vectors.map((_, i) => halfSipHash24(key, input, i))).toEqual(vectors);
+    // A string is hashed as its UTF-8 bytes, ASCII or not.
+    expect(halfSipHashString(key, "fan-é€")).toBe(halfSipHash24(key, Buffer.from("fan-é€", "utf8")));
+    expect(halfSipHashString(key, "\u0000\u0001\u0002")).toBe(vectors[3]);
+    expect(() => halfSipKeyFromHex("00010203")).toThrow(RangeError);
+  });
+
+  it("fans aimed at one shard by the public hash spread over every shard of a room with a key", () => {
+    // An attacker who chooses fan ids on an event whose `fanIds` is `any` can compute FNV-1a and
+    // join only ids whose FNV shard is 0; the room's shard key is not theirs to know.
+    const aimed: string[] = [];
+    for (let i = 0; aimed.length < 12_000; i++) if (fanShardOf(`bot-${i}`, 12) === 0) aimed.push(`bot-${i}`);
+    const roomKey = halfSipKeyFromHex(newFanShardKey());
+    const keyed = byFanShard(aimed, (f) => fanShardOf(f, 12, roomKey));
+    expect(keyed.size).toBe(12);
+    for (const group of keyed.values()) expect(Math.abs(group.length - 1_000)).toBeLessThan(150);
+    // Two rooms, two keys: the same fan lands on unrelated shards.
+    const [a, b] = [halfSipKeyFromHex(newFanShardKey()), halfSipKeyFromHex(newFanShardKey())];
+    const same = aimed.slice(0, 1_200).filter((f) => fanShardOf(f, 12, a) === fanShardOf(f, 12, b)).length;
+    expect(same).toBeGreaterThan(50);
+    expect(same).toBeLessThan(160);
   });
 });
 

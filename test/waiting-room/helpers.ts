@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
 import { type Cluster, Redis } from "ioredis";
 import { inject } from "vitest";
+import { halfSipKeyFromHex } from "../../src/halfsiphash.js";
 import { beatsKeyOf, fanShardOf } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
@@ -110,6 +111,15 @@ export async function shardKeysOf(redis: Redis | Cluster, eventId: string): Prom
   return tags ? tags.split(",").map(beatsKeyOf) : [];
 }
 
+/** The shard of a fan of a room with fan shards, as every gateway computes it: under the room's key. */
+export async function shardOfIn(redis: Redis | Cluster, eventId: string): Promise<(fanId: string) => number> {
+  const [tags, key] = await redis.hmget(waitingRoomKeys(eventId).room, "fanShardTags", "fanShardKey");
+  const shards = tags ? tags.split(",").length : 0;
+  if (shards === 0) throw new Error(`${eventId}: no fan shards`);
+  const sipKey = key ? halfSipKeyFromHex(key) : null;
+  return (fanId) => fanShardOf(fanId, shards, sipKey);
+}
+
 /**
  * A fan's last heartbeat as Redis holds it (ms), or null: in `seen`, or, for a room with fan
  * shards (`fanShards` in the room hash), in the fan's shard (src/waiting-room/fan-shards.ts).
@@ -117,7 +127,7 @@ export async function shardKeysOf(redis: Redis | Cluster, eventId: string): Prom
 export async function lastBeat(redis: Redis | Cluster, eventId: string, fanId: string): Promise<number | null> {
   const k = waitingRoomKeys(eventId);
   const tags = await shardKeysOf(redis, eventId);
-  const key = tags.length > 0 ? (tags[fanShardOf(fanId, tags.length)] as string) : k.seen;
+  const key = tags.length > 0 ? (tags[(await shardOfIn(redis, eventId))(fanId)] as string) : k.seen;
   const score = await redis.zscore(key, fanId);
   return score === null ? null : Number(score);
 }
