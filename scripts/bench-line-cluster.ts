@@ -217,6 +217,19 @@ function phaseOf(
   };
 }
 
+/**
+ * Goal 3's figure (issue 28): the busiest master's share of the joins' and the polls' Redis CPU
+ * together, each master's line ms of both phases summed.
+ */
+function joinsAndPollsShare(phases: readonly Phase[]): number {
+  const byMaster = new Map<number, number>();
+  for (const p of phases.filter((ph) => ph.name === "joins" || ph.name === "polls")) {
+    for (const m of p.masters) byMaster.set(m.port, (byMaster.get(m.port) ?? 0) + m.lineMs);
+  }
+  const total = [...byMaster.values()].reduce((a, b) => a + b, 0);
+  return total > 0 ? Math.max(...byMaster.values()) / total : 0;
+}
+
 async function oneCluster(masterCount: number): Promise<{ masters: number; phases: Phase[] }> {
   const cluster: SpawnedRedisCluster = await spawnRedisCluster({ masters: masterCount });
   const admins = cluster.masters.map((m) => new Redis({ host: "127.0.0.1", port: m.port, maxRetriesPerRequest: 1 }));
@@ -441,10 +454,10 @@ async function main(): Promise<void> {
   }
   lines.push(
     "",
-    `${"masters".padEnd(9)}${"joins/s".padStart(9)}${"join ceil/s".padStart(13)}${"busiest".padStart(9)}${"polls/s".padStart(9)}${"poll ceil/s".padStart(13)}${"busiest".padStart(9)}${"leave ceil/s".padStart(14)}${"busiest".padStart(9)}`,
+    `${"masters".padEnd(9)}${"joins/s".padStart(9)}${"join ceil/s".padStart(13)}${"busiest".padStart(9)}${"polls/s".padStart(9)}${"poll ceil/s".padStart(13)}${"busiest".padStart(9)}${"leave ceil/s".padStart(14)}${"busiest".padStart(9)}${"joins+polls busiest".padStart(21)}`,
     ...results.map((r) => {
       const [j, p, l] = r.phases as [Phase, Phase, Phase];
-      return `${String(r.masters).padEnd(9)}${Math.round(j.perSecond).toString().padStart(9)}${rate(j.ceilingPerSecond).padStart(13)}${pct(j.busiestShare).padStart(9)}${Math.round(p.perSecond).toString().padStart(9)}${rate(p.ceilingPerSecond).padStart(13)}${pct(p.busiestShare).padStart(9)}${rate(l.ceilingPerSecond).padStart(14)}${pct(l.busiestShare).padStart(9)}`;
+      return `${String(r.masters).padEnd(9)}${Math.round(j.perSecond).toString().padStart(9)}${rate(j.ceilingPerSecond).padStart(13)}${pct(j.busiestShare).padStart(9)}${Math.round(p.perSecond).toString().padStart(9)}${rate(p.ceilingPerSecond).padStart(13)}${pct(p.busiestShare).padStart(9)}${rate(l.ceilingPerSecond).padStart(14)}${pct(l.busiestShare).padStart(9)}${pct(joinsAndPollsShare(r.phases)).padStart(21)}`;
     }),
   );
   process.stdout.write(`${lines.join("\n")}\n`);
@@ -457,6 +470,7 @@ async function main(): Promise<void> {
       fanShards: env.BENCH_FAN_SHARDS,
       runs: results.map((r) => ({
         masters: r.masters,
+        joinsAndPollsBusiestShare: Number(joinsAndPollsShare(r.phases).toFixed(3)),
         ...Object.fromEntries(
           r.phases.map((p) => [
             p.name,
