@@ -23,17 +23,21 @@
                once, every one named by at least one fan
   ARGV[1]      n, the number of fans
   ARGV[2]      m, the number of buckets
-  ARGV[3]      s (nLimits), the number of distinct per-IP limits among them (1 when m > 0, as a rule: the
+  ARGV[3]      w, the arguments a fan (1, 2 or 4): the fewest that carry this batch (below)
+  ARGV[4]      s (nLimits), the number of distinct per-IP limits among them (1 when m > 0, as a rule: the
                gateway's setting)
-  ARGV[4..3+2s] each limit's rate (tokens/s, > 0) and burst
+  ARGV[5..4+2s] each limit's rate (tokens/s, > 0) and burst
   then         when s > 1, m: each bucket's limit (1..s), in KEYS order; none when s <= 1 (all the
                first). A limit goes once a batch, not once a fan or once a bucket
-  then         four per fan, in arrival order (fan i's from ARGV[F0 + 4(i - 1) + 1], F0 the count
+  then         w per fan, in arrival order (fan i's from ARGV[F0 + w(i - 1) + 1], F0 the count
                of the arguments before):
                  fanId,
-                 its IP bucket (an index into KEYS counted from KEYS[9] as 1; 0: no per-IP limit),
-                 bits of the proof of work the gateway checked (0: none),
-                 '1' when the gateway checked an operator's invite
+                 (w >= 2) its IP bucket (an index into KEYS counted from KEYS[9] as 1; 0: no per-IP
+                 limit; w = 1: none for any fan of the batch),
+                 (w = 4) bits of the proof of work the gateway checked (0: none), and '1' when the
+                 gateway checked an operator's invite (w < 4: neither for any fan of the batch)
+               An argument costs the call ~650 instructions (a '0' as much as a fan id, nearly:
+               bench:redis-instructions), so a batch sends none that say nothing
   then         the room's epoch and its fan shards, as the caller knows them (0: none): with shards,
                the caller wrote every fan's beat to the room's shards before this call (beats-1.lua
                'join'), and this script writes no heartbeat. A room with another count, or with
@@ -66,12 +70,11 @@
 --- @include "views"
 --- @include "token-bucket"
 
-local PER_FAN = 4
 -- read a few times a fan: a local, not a global's lookup each time
 local ARGV = ARGV
-local n, m, nLimits = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local n, m, PER_FAN, nLimits = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 -- fan i's arguments are ARGV[F0 + PER_FAN * (i - 1) + 1 ..]; the epoch, shards and ages follow them
-local F0 = 3 + 2 * nLimits + (nLimits > 1 and m or 0)
+local F0 = 4 + 2 * nLimits + (nLimits > 1 and m or 0)
 local TAIL = F0 + n * PER_FAN
 local now = now_ms()
 -- out[i] is fan i's reply; the view goes in front when the script returns
@@ -95,7 +98,7 @@ if m > 0 then
   local bucketOf, counts = {}, {}
   for b = 1, m do counts[b] = 0 end
   for i = 1, n do
-    local b = tonumber(ARGV[F0 + PER_FAN * (i - 1) + 2])
+    local b = PER_FAN >= 2 and tonumber(ARGV[F0 + PER_FAN * (i - 1) + 2]) or 0
     if b > 0 then
       bucketOf[i] = b
       counts[b] = counts[b] + 1
@@ -103,11 +106,11 @@ if m > 0 then
   end
   local rates, bursts, settingOf = {}, {}, nil
   for k = 1, nLimits do
-    rates[k], bursts[k] = tonumber(ARGV[2 + 2 * k]), tonumber(ARGV[3 + 2 * k])
+    rates[k], bursts[k] = tonumber(ARGV[3 + 2 * k]), tonumber(ARGV[4 + 2 * k])
   end
   if nLimits > 1 then
     settingOf = {}
-    for b = 1, m do settingOf[b] = tonumber(ARGV[3 + 2 * nLimits + b]) end
+    for b = 1, m do settingOf[b] = tonumber(ARGV[4 + 2 * nLimits + b]) end
   end
   local allowed, retry = take_tokens_batch(KEYS, 8, m, rates, bursts, settingOf, counts, now)
   local refusal = {}
@@ -187,9 +190,9 @@ for j, fanId in ipairs(ids) do
     end
   elseif r.closed ~= 0 then
     out[i] = -3
-  elseif r.powBits > 0 and r.powBits > (tonumber(ARGV[a + 3]) or 0) then
+  elseif r.powBits > 0 and r.powBits > (PER_FAN >= 4 and tonumber(ARGV[a + 3]) or 0) then
     out[i] = { 'refused', 'pow', 'powBits', int(r.powBits) }
-  elseif r.invites ~= 0 and ARGV[a + 4] ~= '1' then
+  elseif r.invites ~= 0 and (PER_FAN < 4 or ARGV[a + 4] ~= '1') then
     out[i] = { 'refused', 'invite' }
   else
     placed[#placed + 1] = i

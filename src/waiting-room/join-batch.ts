@@ -155,11 +155,14 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     onBatch?.(batch.length);
     // The batch's call: each client IP's bucket once in KEYS, numbered from 1 after the line's keys;
     // each distinct limit once (as a rule one: the gateway's setting), and each bucket's limit only
-    // when there are several; then four arguments a fan.
+    // when there are several; then one, two or four arguments a fan, the fewest that carry the
+    // batch: the fan id; its bucket when any fan has one; its proof's bits and invite when any fan
+    // brings either (an argument costs the script ~650 instructions, a '0' nearly as much as an id).
     const call = (fans: Pending[], tail: (string | number)[], bucketsTaken = false) => {
       const buckets = new Map<string, number>();
       const limits = limitTable();
-      const perFan: (string | number)[] = [];
+      const bucketOf: number[] = [];
+      let width = 1;
       for (const { request: j } of fans) {
         let bucket = 0;
         const rate = bucketsTaken ? 0 : (j.limit[0] ?? 0);
@@ -171,13 +174,21 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
             // a bucket's limit is its first fan's
             limits.add(rate, j.limit[1] ?? 0);
           }
+          width = Math.max(width, 2);
         }
-        perFan.push(j.fanId, bucket, j.proofBits, j.invite ? "1" : "0");
+        if (j.proofBits > 0 || j.invite) width = 4;
+        bucketOf.push(bucket);
+      }
+      const perFan: (string | number)[] = [];
+      for (const [i, { request: j }] of fans.entries()) {
+        if (width === 1) perFan.push(j.fanId);
+        else if (width === 2) perFan.push(j.fanId, bucketOf[i] as number);
+        else perFan.push(j.fanId, bucketOf[i] as number, j.proofBits, j.invite ? "1" : "0");
       }
       return run(
         "joinBatch",
         [...q.lineKeys, ...buckets.keys()],
-        [fans.length, buckets.size, ...limits.args(), ...perFan, ...tail],
+        [fans.length, buckets.size, width, ...limits.args(), ...perFan, ...tail],
       );
     };
     // Who goes in the call: the batch, less the joins a bucket taken by `prepare` refused (answered

@@ -224,9 +224,15 @@ describe("joins batched per event", () => {
     ok(await gw.room.updateSettings(evt, { powBits: 8 }));
     const refused = await Promise.all(fans(5).map((fanId) => gw.room.join(evt, fanId)));
     for (const r of refused) expect(r).toMatchObject({ ok: false, reason: "pow_required", powBits: 8 });
-    const withProof = await Promise.all(
-      fans(5, "proved").map((fanId) => gw.room.join(evt, fanId, { credentials: { proofBits: 8 } })),
-    );
+    // A batch with and without proofs (each fan's bits sent): only the fan without is refused. Not
+    // first: the first join of a burst goes alone (join-linger.test.ts), the rest together.
+    const [first, withoutProof, ...rest] = await Promise.all([
+      gw.room.join(evt, "proved-first", { credentials: { proofBits: 8 } }),
+      gw.room.join(evt, "unproved"),
+      ...fans(5, "proved").map((fanId) => gw.room.join(evt, fanId, { credentials: { proofBits: 8 } })),
+    ]);
+    const withProof = [first!, ...rest];
+    expect(withoutProof).toMatchObject({ ok: false, reason: "pow_required", powBits: 8 });
     expect(withProof.every((r) => r.ok && r.created)).toBe(true);
     ok(await gw.room.updateSettings(evt, { powBits: 0, invites: true }));
     const [uninvited, invited] = await Promise.all([

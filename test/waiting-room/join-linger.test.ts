@@ -13,11 +13,11 @@ const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 function recording() {
   const batches: { at: number; fans: string[] }[] = [];
   const run = async (_name: string, _keys: string[], args: (string | number)[]) => {
-    // join-batch-n.lua's ARGV: n, m buckets, s limits, their rates and bursts, each bucket's limit
-    // when s > 1, then four a fan
-    const [n, m, s] = [Number(args[0]), Number(args[1]), Number(args[2])];
-    const first = 3 + 2 * s + (s > 1 ? m : 0);
-    const fans = Array.from({ length: n }, (_, i) => String(args[first + i * 4]));
+    // join-batch-n.lua's ARGV: n, m buckets, w arguments a fan, s limits, their rates and bursts,
+    // each bucket's limit when s > 1, then w a fan
+    const [n, m, w, s] = [Number(args[0]), Number(args[1]), Number(args[2]), Number(args[3])];
+    const first = 4 + 2 * s + (s > 1 ? m : 0);
+    const fans = Array.from({ length: n }, (_, i) => String(args[first + i * w]));
     batches.push({ at: performance.now(), fans });
     return [[], ...fans.map(() => ["join"])];
   };
