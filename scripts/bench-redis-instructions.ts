@@ -242,6 +242,66 @@ async function main(): Promise<void> {
       );
     }
 
+    // The same joins into a room with fan shards, the event's slot's part alone: the call
+    // join-batch.ts sends there (one argument a fan: a sharded room takes its buckets and writes its
+    // beats on the shards first), so this row is what a join costs the event's master, the
+    // figure that bounds one event's join ceiling on a cluster (bench:line-cluster).
+    {
+      const size = 32;
+      const calls = Math.max(1, Math.round(env.BENCH_FANS / size));
+      const shardedRoom = createWaitingRoom({
+        redis,
+        secret: randomBytes(32).toString("hex"),
+        lineCache: false,
+        fanShards: 12,
+      });
+      const shardedEvent = `instr_${randomBytes(4).toString("hex")}`;
+      const made = await shardedRoom.configure(shardedEvent, {
+        onSaleAt: Date.now() - 1_000,
+        admitPerSecond: 0,
+        maxActive: 100,
+        sessionSeconds: 900,
+      });
+      if (!made.ok) throw new Error(`configure: ${JSON.stringify(made)}`);
+      const seed = await shardedRoom.join(shardedEvent, "first");
+      if (!seed.ok) throw new Error(`join: ${JSON.stringify(seed)}`);
+      const shardedKeys = lineKeys(waitingRoomKeys(shardedEvent));
+      const [epoch, shards] = await redis.hmget(waitingRoomKeys(shardedEvent).room, "epoch", "fanShards");
+      const runLine = registerScripts(redis, waitingRoomScripts);
+      const joinBatch = async (ids: string[]) => {
+        const reply = await runLine<unknown[]>("joinBatch", shardedKeys, [
+          ids.length,
+          0,
+          1,
+          0,
+          ...ids,
+          epoch ?? "",
+          shards ?? "0",
+        ]);
+        if (reply.length !== ids.length + 1 || !reply.slice(1).every((r) => typeof r === "number" && r > 0)) {
+          throw new Error(`joinBatch: every fan should be placed: ${JSON.stringify(reply.slice(1, 4))}`);
+        }
+      };
+      // A line past its first 512 fans first, as an on-sale's is: Redis keeps a hash of up to 512
+      // fields (hash-max-listpack-entries) as a listpack, where finding a fan is a scan (~35k
+      // instructions a fan at 256).
+      for (let c = 0; c < 20; c++) {
+        await joinBatch(Array.from({ length: size }, () => `warm-${fan++}-${randomBytes(6).toString("hex")}`));
+      }
+      rows.push(
+        await phase(
+          `join, ${size} new fans a batch, a room with 12 fan shards: the event's slot's call`,
+          calls,
+          calls * size,
+          async () => {
+            for (let c = 0; c < calls; c++) {
+              await joinBatch(Array.from({ length: size }, () => `fan-${fan++}-${randomBytes(6).toString("hex")}`));
+            }
+          },
+        ),
+      );
+    }
+
     const polled = waiting.slice(0, env.BENCH_POLLS);
     rows.push(
       await phase("status poll of a waiting fan (status-10.lua)", polled.length, polled.length, async () => {

@@ -44,9 +44,11 @@
                shards and another epoch (created again since), answers every fan { 'reshard', K }
                and touches nothing (not even the limits): the caller reads the room again and sends
                the fan again
-  then         with shards, one per fan in arrival order: how long ago (ms) its previous beat was
-               ('' none), as its shard answered the write: a known fan whose place lapsed meanwhile
-               goes to join-9.lua as { 'join', age }, which gives the place up and takes a new one
+  then         with shards, two for each fan whose shard found a previous beat (as a rule few: a
+               new fan has none), in any order: the fan's index in the batch (1..n) and how long ago
+               (ms) that beat was, as its shard answered the write. A known fan whose place lapsed
+               meanwhile goes to join-9.lua as { 'join', age }, which gives the place up and takes a
+               new one. No argument for a fan without one: a crowd of new fans sends none
 
   The limits are taken first, in arrival order per bucket, so a refused join touches nothing of
   the line (as join-9.lua: a fan handed on to join-9 has its limit taken already). All the buckets
@@ -88,6 +90,9 @@ local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', '
   'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt', 'fanShards' }
 local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
 local epochKnown, shardsKnown = ARGV[TAIL + 1] or '', tonumber(ARGV[TAIL + 2]) or 0
+-- fan index -> ms since its previous beat, for the fans that had one
+local ageOf = {}
+for p = TAIL + 3, #ARGV - 1, 2 do ageOf[tonumber(ARGV[p])] = ARGV[p + 1] end
 if v[1] and ((tonumber(v[17]) or 0) ~= shardsKnown or (shardsKnown > 0 and v[15] ~= epochKnown)) then
   for i = 1, n do out[i] = { 'reshard', int(tonumber(v[17]) or 0) } end
   return reply()
@@ -127,16 +132,25 @@ if m > 0 then
   end
 end
 
-local ids, at = {}, {}
-for i = 1, n do
-  if not out[i] then
-    ids[#ids + 1] = ARGV[F0 + PER_FAN * (i - 1) + 1]
-    at[#ids] = i
+-- ids: the fans the limits let through, at[j] the index in the batch of ids[j]. A batch of one
+-- argument a fan and no bucket (as a rule, a room with fan shards) refuses nobody here: its ids are
+-- ARGV's, taken in one table of the right size, and at[j] is j (a table grown one fan at a time is
+-- rehashed at every power of two: measurable in a call of 32).
+local ids, at
+if m == 0 and PER_FAN == 1 then
+  ids = { unpack(ARGV, F0 + 1, F0 + n) }
+else
+  ids, at = {}, {}
+  for i = 1, n do
+    if not out[i] then
+      ids[#ids + 1] = ARGV[F0 + PER_FAN * (i - 1) + 1]
+      at[#ids] = i
+    end
   end
 end
 
 local function answer_all(answer)
-  for _, i in ipairs(at) do out[i] = answer end
+  for j = 1, #ids do out[at and at[j] or j] = answer end
   return reply()
 end
 if #ids == 0 then return reply() end
@@ -153,8 +167,8 @@ end
 -- batch is join-9's too.
 local known = redis.call('HMGET', K_FANS, unpack(ids))
 local knownIds = {}
-for j, fanId in ipairs(ids) do
-  if known[j] then knownIds[#knownIds + 1] = fanId end
+for j = 1, #ids do
+  if known[j] then knownIds[#knownIds + 1] = ids[j] end
 end
 local seenAt = {}
 if #knownIds > 0 and not sharded(r) then
@@ -169,13 +183,13 @@ local function standing(fanId, f, i)
   if f.s ~= 'w' or r.openedAt == 0 or f.pos <= r.served then return false end
   if not sharded(r) then return not is_stale(r, seenAt[fanId], now) end
   -- a sharded room: the beat before this join's, as the shard said
-  local age = ARGV[TAIL + 2 + i] or ''
-  return age == '' or not is_stale(r, now - tonumber(age), now)
+  local age = ageOf[i]
+  return age == nil or not is_stale(r, now - tonumber(age), now)
 end
 
 local placed, again, seenHere = {}, {}, {}
-for j, fanId in ipairs(ids) do
-  local i = at[j]
+for j = 1, #ids do
+  local fanId, i = ids[j], at and at[j] or j
   local a = F0 + PER_FAN * (i - 1)
   if seenHere[fanId] then
     out[i] = { 'join' }
@@ -184,7 +198,7 @@ for j, fanId in ipairs(ids) do
     if standing(fanId, f, i) then
       again[#again + 1] = { i = i, fanId = fanId, f = f }
     elseif sharded(r) then
-      out[i] = { 'join', ARGV[TAIL + 2 + i] or '' }
+      out[i] = { 'join', ageOf[i] or '' }
     else
       out[i] = { 'join' }
     end
@@ -213,9 +227,9 @@ if k > 0 then
   end
 end
 -- A new fan's record (new_fan_text: one number converted a fan), the lists filled by index.
-local nowText, h = int(now), 0
-for j, i in ipairs(placed) do
-  local fanId = ARGV[F0 + PER_FAN * (i - 1) + 1]
+local nowText, h, shardedRoom = int(now), 0, sharded(r)
+for j = 1, k do
+  local fanId = ARGV[F0 + PER_FAN * (placed[j] - 1) + 1]
   local place = int(first + j)
   local o = 2 * j - 1
   if prequeue then
@@ -225,20 +239,24 @@ for j, i in ipairs(placed) do
     order[o], order[o + 1] = place, fanId
     records[o], records[o + 1] = fanId, new_fan_text('w', place)
   end
-  heartbeats[o], heartbeats[o + 1] = nowText, fanId
-  h = o + 1
+  if not shardedRoom then
+    heartbeats[o], heartbeats[o + 1] = nowText, fanId
+    h = o + 1
+  end
 end
 -- a repeat join counts as the poll that keeps the place (as join-9.lua)
-for _, g in ipairs(again) do
-  heartbeats[h + 1], heartbeats[h + 2] = nowText, g.fanId
-  h = h + 2
+if not shardedRoom then
+  for _, g in ipairs(again) do
+    heartbeats[h + 1], heartbeats[h + 2] = nowText, g.fanId
+    h = h + 2
+  end
 end
 if k > 0 then
   redis.call('ZADD', prequeue and K_PRE or K_FIFO, unpack(order))
   redis.call('HSET', K_FANS, unpack(records))
   redis.call('HINCRBY', K_ROOM, 'joined', k)
 end
-if h > 0 and not sharded(r) then redis.call('ZADD', K_SEEN, unpack(heartbeats)) end
+if h > 0 then redis.call('ZADD', K_SEEN, unpack(heartbeats)) end
 
 -- Every new place is at the back: the vacated places past the cursor are all ahead of it.
 local memo = { live = live_sessions(now) }
@@ -265,7 +283,7 @@ local view = append(fan_view(r, viewFan, viewRecord, now, memo), 'created', '1',
 -- place is at the back, past every vacated place, so its `ahead` is the view's plus the places
 -- between the two. One integer a fan instead of a list of three: turning a list into the reply is
 -- most of a fan's share of the script's reply.
-for j, i in ipairs(placed) do out[i] = first + j end
+for j = 1, k do out[placed[j]] = first + j end
 for _, g in ipairs(again) do
   local f = g.f
   if r.openedAt == 0 then

@@ -210,11 +210,14 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
             }
             if (going.length === 0) return { reply: [[]], prepared };
           }
-          const reply = await call(
-            going,
-            [epoch, shards, ...going.map((p) => ages.get(p.request.fanId) ?? "")],
-            bucketsTaken !== undefined,
-          );
+          // The ages only of the fans that had a beat, each after its index in the call (from 1): a
+          // crowd of new fans has none, and an argument costs the script as much as a fan id.
+          const aged: (string | number)[] = [];
+          for (const [i, p] of going.entries()) {
+            const age = ages.get(p.request.fanId);
+            if (age !== undefined) aged.push(i + 1, age);
+          }
+          const reply = await call(going, [epoch, shards, ...aged], bucketsTaken !== undefined);
           return { reply, prepared };
         })
       : call(batch, ["", 0]).then((reply) => ({ reply }));
