@@ -247,8 +247,6 @@ async function main(): Promise<void> {
     // beats on the shards first), so this row is what a join costs the event's master, the
     // figure that bounds one event's join ceiling on a cluster (bench:line-cluster).
     {
-      const size = 32;
-      const calls = Math.max(1, Math.round(env.BENCH_FANS / size));
       const shardedRoom = createWaitingRoom({
         redis,
         secret: randomBytes(32).toString("hex"),
@@ -286,20 +284,23 @@ async function main(): Promise<void> {
       // fields (hash-max-listpack-entries) as a listpack, where finding a fan is a scan (~35k
       // instructions a fan at 256).
       for (let c = 0; c < 20; c++) {
-        await joinBatch(Array.from({ length: size }, () => `warm-${fan++}-${randomBytes(6).toString("hex")}`));
+        await joinBatch(Array.from({ length: 32 }, () => `warm-${fan++}-${randomBytes(6).toString("hex")}`));
       }
-      rows.push(
-        await phase(
-          `join, ${size} new fans a batch, a room with 12 fan shards: the event's slot's call`,
-          calls,
-          calls * size,
-          async () => {
-            for (let c = 0; c < calls; c++) {
-              await joinBatch(Array.from({ length: size }, () => `fan-${fan++}-${randomBytes(6).toString("hex")}`));
-            }
-          },
-        ),
-      );
+      for (const size of env.BENCH_BATCHES) {
+        const calls = Math.max(1, Math.round(env.BENCH_FANS / size));
+        rows.push(
+          await phase(
+            `join, ${size} new fan${size === 1 ? "" : "s"} a batch, a room with 12 fan shards: the event's slot's call`,
+            calls,
+            calls * size,
+            async () => {
+              for (let c = 0; c < calls; c++) {
+                await joinBatch(Array.from({ length: size }, () => `fan-${fan++}-${randomBytes(6).toString("hex")}`));
+              }
+            },
+          ),
+        );
+      }
     }
 
     const polled = waiting.slice(0, env.BENCH_POLLS);
