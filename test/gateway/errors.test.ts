@@ -340,6 +340,15 @@ describe("401 unauthenticated and 403 forbidden", () => {
       "forbidden",
     );
   });
+  it("a purchase read checks the token first, even of an id the gateway never gives: 401, 403, then 404", async () => {
+    const made = "/v1/purchases/nope";
+    await expectError(await gw.request(made), 401, "unauthenticated");
+    await expectError(await gw.request(made, { token: "garbage" }), 401, "unauthenticated");
+    await expectError(await gw.request(made, { token: ADMIN_TOKEN }), 401, "unauthenticated");
+    await expectError(await gw.request(made, { token: alice.queueToken }), 403, "forbidden");
+    await expectError(await gw.request(made, { token: alice.accessToken }), 404, "not_found");
+    await expectError(await gw.request(made, { token: otherEventFan.accessToken }), 404, "not_found");
+  });
   it("a revoked session cannot hold, nor buy the hold it made before; it may still release it", async () => {
     const [dave] = await admitFans(gw, eventId, ["dave"]);
     const held = await gw.request(`/v1/events/${eventId}/holds`, {

@@ -74,6 +74,20 @@ export function verifiedAccessToken(
   return check.claims;
 }
 
+/**
+ * For a path whose event cannot be known (a purchase id the gateway never gave): throws what
+ * verifiedAccessToken would (401 without a token or with a bad one, 403 for a queue token) unless
+ * the token is a genuine access token, of whichever event (checked against no event, it fails only
+ * on its event), so the caller answers it as it answers any buyer.
+ */
+export function checkAccessTokenOfAnyEvent(c: Context<AppEnv>, options: { endedSessionReads?: boolean } = {}): void {
+  const token = bearerToken(c.req.header("authorization"));
+  if (!token) throw new ApiError("unauthenticated", "an access token is required (Authorization: Bearer <token>)");
+  const grace = options.endedSessionReads ? { expiredGraceSeconds: ENDED_SESSION_READ_SECONDS } : undefined;
+  const check = c.get("deps").waitingRoom.verifyAccessToken(token, "", grace);
+  if (!check.ok && check.reason !== "wrong_event") throw refuse(check.reason, "access");
+}
+
 /** The 401 for an expired token used for anything but an ended session's reads. */
 export const expiredToken = () => refuse("expired", "access");
 

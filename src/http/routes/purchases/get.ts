@@ -2,7 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { eventOfPurchase } from "../../../purchases/saga.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
-import { verifiedAccessToken } from "../../middleware/fan-auth.js";
+import { checkAccessTokenOfAnyEvent, verifiedAccessToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity } from "../../schemas.js";
 import { PurchaseView, purchaseView } from "./view.js";
 
@@ -35,7 +35,12 @@ const route = createRoute({
 export const getPurchaseRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => {
   const { purchaseId } = c.req.valid("param");
   const eventId = eventOfPurchase(purchaseId);
-  if (!eventId) throw new ApiError("not_found", `no purchase ${purchaseId}`);
+  if (!eventId) {
+    // Not an id the gateway gives: the token is still checked first, as for any purchase (401
+    // without one), then a buyer learns it is unknown.
+    checkAccessTokenOfAnyEvent(c, { endedSessionReads: true });
+    throw new ApiError("not_found", `no purchase ${purchaseId}`);
+  }
   // The buyer's token, even a day past its session: a purchase still pending as the session ran
   // out must be readable to the end.
   const claims = verifiedAccessToken(c, eventId, { endedSessionReads: true });
