@@ -266,7 +266,9 @@ async function main(): Promise<void> {
       const shardedKeys = lineKeys(waitingRoomKeys(shardedEvent));
       const [epoch, shards] = await redis.hmget(waitingRoomKeys(shardedEvent).room, "epoch", "fanShards");
       const runLine = registerScripts(redis, waitingRoomScripts);
-      const joinBatch = async (ids: string[]) => {
+      // `view`: '1' as a gateway without a fresh view of the line sends it, '0' as one with (the
+      // script then leaves the fan view out: the gateway answers the new places from its view).
+      const joinBatch = async (ids: string[], view: "0" | "1" = "1") => {
         const reply = await runLine<unknown[]>("joinBatch", shardedKeys, [
           ids.length,
           0,
@@ -275,9 +277,13 @@ async function main(): Promise<void> {
           ...ids,
           epoch ?? "",
           shards ?? "0",
+          view,
         ]);
         if (reply.length !== ids.length + 1 || !reply.slice(1).every((r) => typeof r === "number" && r > 0)) {
           throw new Error(`joinBatch: every fan should be placed: ${JSON.stringify(reply.slice(1, 4))}`);
+        }
+        if ((view === "0") !== (reply[0] as unknown[]).includes("viewless")) {
+          throw new Error(`joinBatch: view ${view}, reply ${JSON.stringify(reply[0]).slice(0, 80)}`);
         }
       };
       // A line past its first 512 fans first, as an on-sale's is: Redis keeps a hash of up to 512
@@ -286,20 +292,26 @@ async function main(): Promise<void> {
       for (let c = 0; c < 20; c++) {
         await joinBatch(Array.from({ length: 32 }, () => `warm-${fan++}-${randomBytes(6).toString("hex")}`));
       }
+      // Each size with and then without the view, one after the other: the line grows through the
+      // rows, and a longer line's writes cost a little more.
       for (const size of env.BENCH_BATCHES) {
-        const calls = Math.max(1, Math.round(env.BENCH_FANS / size));
-        rows.push(
-          await phase(
-            `join, ${size} new fan${size === 1 ? "" : "s"} a batch, a room with 12 fan shards: the event's slot's call`,
-            calls,
-            calls * size,
-            async () => {
-              for (let c = 0; c < calls; c++) {
-                await joinBatch(Array.from({ length: size }, () => `fan-${fan++}-${randomBytes(6).toString("hex")}`));
-              }
-            },
-          ),
-        );
+        for (const view of ["1", "0"] as const) {
+          const calls = Math.max(1, Math.round(env.BENCH_FANS / size));
+          const how = view === "1" ? "" : ", no fan view (the gateway's cache answers)";
+          rows.push(
+            await phase(
+              `join, ${size} new fan${size === 1 ? "" : "s"} a batch, 12 fan shards: the event's slot's call${how}`,
+              calls,
+              calls * size,
+              async () => {
+                for (let c = 0; c < calls; c++) {
+                  const ids = Array.from({ length: size }, () => `fan-${fan++}-${randomBytes(6).toString("hex")}`);
+                  await joinBatch(ids, view);
+                }
+              },
+            ),
+          );
+        }
       }
     }
 

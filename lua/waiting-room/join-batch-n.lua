@@ -44,6 +44,8 @@
                shards and another epoch (created again since), answers every fan { 'reshard', K }
                and touches nothing (not even the limits): the caller reads the room again and sends
                the fan again
+  then         '1' when the caller needs the fan view, '0' when it can answer a new waiting place
+               from its own cached view of the line (src/waiting-room/line-view.ts placeOfNewFan)
   then         with shards, two for each fan whose shard found a previous beat (as a rule few: a
                new fan has none), in any order: the fan's index in the batch (1..n) and how long ago
                (ms) that beat was, as its shard answered the write. A known fan whose place lapsed
@@ -55,7 +57,12 @@
   are read by one MGET and each written by one SET (take_tokens_batch): a crowd joins from as
   many addresses as fans, so a bucket a fan was most of a join's cost on the event's slot.
 
-  Returns { view, reply 1, ..., reply n }: `view` is the fan view (includes/views.lua fan_view) of
+  Returns { view, reply 1, ..., reply n }. With '0' (the caller's cached view), a batch whose every
+  fan is placed new, after the close and the draw, and at least VIEWLESS_SECONDS of admissions behind the
+  cursor, gets { 'epoch', <the room's>, 'invites', 0|1, 'viewless', 1 } in place of the view: the
+  caller answers each fan from its cache, as it answers their polls, and the script neither reads
+  the sessions and vacated places nor builds and sends the view (~66k instructions a call of the
+  ~300k a batch costs the event's slot, bench:redis-instructions). Otherwise `view` is the fan view (includes/views.lua fan_view) of
   the first fan placed, plus 'created' 1 and 'invites' (as join-9.lua; empty when nobody was placed): every fan placed in one
   batch sees the same room, so only its position and `ahead` differ, and the script does not build
   and send the 34-field view n times (that was most of its time). Then one reply per fan, in ARGV
@@ -72,6 +79,8 @@
 --- @include "views"
 --- @include "token-bucket"
 
+-- A viewless reply (below) only for places at least this many seconds of admissions from the cursor.
+local VIEWLESS_SECONDS = 3
 -- read a few times a fan: a local, not a global's lookup each time
 local ARGV = ARGV
 local n, m, PER_FAN, nLimits = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -90,9 +99,10 @@ local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', '
   'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt', 'fanShards' }
 local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
 local epochKnown, shardsKnown = ARGV[TAIL + 1] or '', tonumber(ARGV[TAIL + 2]) or 0
+local viewWanted = ARGV[TAIL + 3] ~= '0'
 -- fan index -> ms since its previous beat, for the fans that had one
 local ageOf = {}
-for p = TAIL + 3, #ARGV - 1, 2 do ageOf[tonumber(ARGV[p])] = ARGV[p + 1] end
+for p = TAIL + 4, #ARGV - 1, 2 do ageOf[tonumber(ARGV[p])] = ARGV[p + 1] end
 if v[1] and ((tonumber(v[17]) or 0) ~= shardsKnown or (shardsKnown > 0 and v[15] ~= epochKnown)) then
   for i = 1, n do out[i] = { 'reshard', int(tonumber(v[17]) or 0) } end
   return reply()
@@ -155,9 +165,16 @@ local function answer_all(answer)
 end
 if #ids == 0 then return reply() end
 if not v[1] then return answer_all(-1) end
-local r = { rateText = v[5] }
-for i, f in ipairs(FIELDS) do r[f] = tonumber(v[i]) or 0 end
-r.epoch = v[15] or ''
+-- One constructor: the table is made at its size, not rehashed at every power of two as fields
+-- are added (FIELDS' order).
+local r = {
+  onSaleAt = tonumber(v[1]) or 0, openedAt = tonumber(v[2]) or 0, closed = tonumber(v[3]) or 0,
+  paused = tonumber(v[4]) or 0, admitPerSecond = tonumber(v[5]) or 0, maxActive = tonumber(v[6]) or 0,
+  sessionSeconds = tonumber(v[7]) or 0, abandonSeconds = tonumber(v[8]) or 0, lastRate = tonumber(v[9]) or 0,
+  served = tonumber(v[10]) or 0, tail = tonumber(v[11]) or 0, powBits = tonumber(v[12]) or 0,
+  invites = tonumber(v[13]) or 0, drawn = tonumber(v[14]) or 0, epoch = v[15] or '',
+  drawnAt = tonumber(v[16]) or 0, fanShards = tonumber(v[17]) or 0, rateText = v[5],
+}
 if (r.openedAt == 0 and now >= r.onSaleAt) or (r.openedAt > 0 and r.served >= r.tail) then
   return answer_all({ 'join' })
 end
@@ -257,6 +274,16 @@ if k > 0 then
   redis.call('HINCRBY', K_ROOM, 'joined', k)
 end
 if h > 0 then redis.call('ZADD', K_SEEN, unpack(heartbeats)) end
+
+-- The caller answers from its cached view: every fan placed new, waiting (after the close) and far
+-- enough behind the cursor that the cache answers it (line-view.ts answers a fan whose turn is
+-- more than a second of admissions away; this margin is wider, so a view a few refreshes old
+-- agrees). The admission rate is the larger of the setting and the one measured.
+if not viewWanted and #again == 0 and k > 0 and not prequeue and r.drawn ~= 0
+  and first + 1 - r.served > 2 + VIEWLESS_SECONDS * math.max(r.admitPerSecond, r.lastRate) then
+  for j = 1, k do out[placed[j]] = first + j end
+  return reply({ 'epoch', r.epoch, 'invites', int(r.invites), 'viewless', '1' })
+end
 
 -- Every new place is at the back: the vacated places past the cursor are all ahead of it.
 local memo = { live = live_sessions(now) }

@@ -126,7 +126,7 @@ export function createRoomContext(
   const logDown = (op: string, eventId: string, message: string) => {
     if (downLogDue(op)) log?.warn({ op, eventId, err: message }, "waiting room unavailable: redis is not connected");
   };
-  return {
+  const ctx: RoomContext = {
     redis,
     log,
     tokens,
@@ -137,6 +137,9 @@ export function createRoomContext(
     fanShardsForNewRooms: 0,
     joins: createJoinBatcher(run, {
       ...(onJoinBatch ? { onBatch: onJoinBatch } : {}),
+      // A process whose cached view of the line answers new places (line-view.ts) asks Redis for
+      // no fan view: the batch's call is cheaper on the event's slot (join-batch-n.lua).
+      viewWanted: (eventId) => !(ctx.views?.answersNewPlaces(eventId) ?? false),
       // A room with fan shards: the batch's beats are on their shards before its places exist, so a
       // place is never without the beat its sweep needs (a gateway dying in between leaves a beat
       // without a place, which the sweep forgets).
@@ -191,4 +194,5 @@ export function createRoomContext(
       }
     },
   };
+  return ctx;
 }

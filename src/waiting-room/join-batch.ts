@@ -125,6 +125,12 @@ export interface JoinBatcherOptions {
    * shards here. Absent: 0, no ages.
    */
   prepare?: (eventId: string, joins: readonly BatchedJoin[]) => Promise<PreparedBatch>;
+  /**
+   * Asked for each batch: false when this process answers a new waiting place from its own cached
+   * view of the line (line-view.ts placeOfNewFan), so join-batch-n.lua may leave the fan view out
+   * of its reply. Absent: always true.
+   */
+  viewWanted?: (eventId: string) => boolean;
 }
 
 export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatcherOptions = {}): JoinBatcher {
@@ -134,6 +140,7 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     lingerFull = JOIN_LINGER_FULL,
     onBatch,
     prepare,
+    viewWanted,
   } = options;
   const events = new Map<string, EventQueue>();
   const counters: JoinBatchCounters = { batches: 0, joins: 0, largest: 0 };
@@ -194,6 +201,7 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     // Who goes in the call: the batch, less the joins a bucket taken by `prepare` refused (answered
     // now) and the fans `prepare` could not write a beat for (or take a bucket of: a 503 each).
     let going = batch;
+    const wanted = () => (viewWanted && !viewWanted(eventId) ? "0" : "1");
     const sent: Promise<{ reply: unknown; prepared?: PreparedBatch }> = prepare
       ? prepare(
           eventId,
@@ -217,10 +225,10 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
             const age = ages.get(p.request.fanId);
             if (age !== undefined) aged.push(i + 1, age);
           }
-          const reply = await call(going, [epoch, shards, ...aged], bucketsTaken !== undefined);
+          const reply = await call(going, [epoch, shards, wanted(), ...aged], bucketsTaken !== undefined);
           return { reply, prepared };
         })
-      : call(batch, ["", 0]).then((reply) => ({ reply }));
+      : call(batch, ["", 0, wanted()]).then((reply) => ({ reply }));
     sent
       .then(async ({ reply, prepared }) => {
         const replies = fanReplies(reply, going.length);
@@ -372,7 +380,8 @@ export function fanReplies(reply: unknown, fans: number): unknown[] {
     if (view === undefined) {
       if ((reply[0] as unknown[]).length === 0) throw new ReplyShapeError("joinBatch: a fan placed, no view");
       view = new Fields(reply[0]);
-      aheadOf = newPlaceAhead(view);
+      // A viewless reply (the caller's cached view answers the fans: line.ts) has no `ahead` to count from.
+      aheadOf = view.has("viewless") ? () => 0 : newPlaceAhead(view);
     }
     out[i] = placed
       ? new Fields(["position", own, "ahead", aheadOf(own), "created", 1], view)

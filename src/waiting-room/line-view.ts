@@ -134,6 +134,17 @@ export interface LineViews {
    * answers, too many lookups), or when the refresh did not find it: Redis answers then.
    */
   lookup(eventId: string, fanId: string): Promise<boolean>;
+  /**
+   * True when this process's view can answer a place taken now at the back of the line (fresh,
+   * the line open and drawn): its join batches ask Redis for no fan view (join-batch-n.lua).
+   */
+  answersNewPlaces(eventId: string): boolean;
+  /**
+   * A new waiting place (a join the batch placed without a view), from this process's view as a
+   * poll of that fan would be answered, or null when the view cannot say (the caller asks Redis).
+   * Owes no heartbeat: the join wrote the fan's.
+   */
+  placeOfNewFan(eventId: string, position: number, epoch: string): FanPlace | null;
   /** What Redis answered about a fan (join or poll), with the room's epoch. */
   learn(eventId: string, fanId: string, place: FanPlace, epoch: string): void;
   /**
@@ -142,10 +153,41 @@ export interface LineViews {
    * at their next refresh (VIEW_REFRESH_MS).
    */
   invalidate(eventId: string): void;
-  /** Figures for tests and the bench: polls answered here, and refreshes. */
-  counters(): { answered: number; refreshes: number; beats: number; missing: number; lookups: number; found: number };
+  /**
+   * Figures for tests and the bench: polls answered here, refreshes, and new places (joins placed
+   * without the fan view) answered here.
+   */
+  counters(): {
+    answered: number;
+    refreshes: number;
+    beats: number;
+    missing: number;
+    lookups: number;
+    found: number;
+    newPlaces: number;
+  };
   /** Stops every refresh (a gateway shutting down); the heartbeats owed are sent first. */
   close(): Promise<void>;
+}
+
+/**
+ * A waiting fan's place from the view, or null when Redis must answer: the line not open or not
+ * drawn, the place passed, or the fan's turn within NEAR_SECONDS of admissions (Redis admits it).
+ */
+function waitingPlace(view: View, position: number): FanPlace | null {
+  if (view.openedAt === 0 || !view.drawn || position <= view.served) return null;
+  const ahead = Math.max(0, position - view.served - 1 - goneBelow(view.gone, position));
+  if (ahead < Math.max(2, Math.ceil(view.rate * NEAR_SECONDS))) return null;
+  const advice = adviseFan({
+    status: "waiting",
+    ahead,
+    effectiveRate: view.rate,
+    roomFull: view.full,
+    admitPerSecond: view.admitPerSecond,
+    untilOnSaleSeconds: 0,
+    abandonSeconds: view.abandonSeconds,
+  });
+  return { status: "waiting", provisional: false, position, ahead, ...advice };
 }
 
 /** How many listed vacated places are below `position` (binary search). */
@@ -208,7 +250,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   const fansKept = options.fansKept ?? FANS_KEPT;
   const lines = new Map<string, EventLine>();
   const buckets = createLocalBuckets();
-  const counts = { answered: 0, refreshes: 0, beats: 0, missing: 0, lookups: 0, found: 0 };
+  const counts = { answered: 0, refreshes: 0, beats: 0, missing: 0, lookups: 0, found: 0, newPlaces: 0 };
   /** How long after a poll answered here the fan's place is certainly kept (see `answer`). */
   const keepMsOf = (view: View) => view.abandonSeconds * 1000 - 2 * refreshMs - 1_000;
 
@@ -447,19 +489,9 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           ...advice,
         };
       } else {
-        if (view.openedAt === 0 || !view.drawn || fan.position <= view.served) return null;
-        const ahead = Math.max(0, fan.position - view.served - 1 - goneBelow(view.gone, fan.position));
-        if (ahead < Math.max(2, Math.ceil(view.rate * NEAR_SECONDS))) return null;
-        const advice = adviseFan({
-          status: "waiting",
-          ahead,
-          effectiveRate: view.rate,
-          roomFull: view.full,
-          admitPerSecond: view.admitPerSecond,
-          untilOnSaleSeconds: 0,
-          abandonSeconds: view.abandonSeconds,
-        });
-        place = { status: "waiting", provisional: false, position: fan.position, ahead, ...advice };
+        const waiting = waitingPlace(view, fan.position);
+        if (!waiting) return null;
+        place = waiting;
       }
       const limited = takeLimits(eventId, fanId, limits);
       if (limited) return limited;
@@ -470,6 +502,26 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         line.beats.add(fanId);
       }
       counts.answered += 1;
+      return place;
+    },
+
+    answersNewPlaces(eventId) {
+      const view = lines.get(eventId)?.view;
+      return (
+        view !== null &&
+        view !== undefined &&
+        Date.now() - view.fetchedAt <= VIEW_STALE_MS &&
+        view.openedAt > 0 &&
+        view.drawn &&
+        redisReady(ctx.redis)
+      );
+    },
+
+    placeOfNewFan(eventId, position, epoch) {
+      const view = lines.get(eventId)?.view;
+      if (!view || Date.now() - view.fetchedAt > VIEW_STALE_MS || view.epoch !== epoch) return null;
+      const place = waitingPlace(view, position);
+      if (place) counts.newPlaces += 1;
       return place;
     },
 

@@ -120,9 +120,25 @@ async function joinOnce(
     if (outcome) throw new ReplyShapeError(`join: unexpected ${outcome}`);
     // A fan placed by a batch: its fields over the batch's view (join-batch.ts fanReplies).
     const f = reply instanceof Fields ? reply : new Fields(reply);
-    const queueToken = ctx.tokens.signQueueToken({ fanId, eventId, epoch: f.str("epoch") });
-    const place = ctx.placeFrom(f, eventId, fanId);
-    ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
+    const epoch = f.str("epoch");
+    const queueToken = ctx.tokens.signQueueToken({ fanId, eventId, epoch });
+    let place: FanPlace;
+    if (f.has("viewless")) {
+      // Placed without the fan view (this process's view answers new places: join-batch-n.lua):
+      // answered from that view as the fan's first poll would be. Should the view have gone stale
+      // meanwhile, Redis answers, as for a poll.
+      const cached = ctx.views?.placeOfNewFan(eventId, f.num("position"), epoch);
+      if (cached) place = cached;
+      else {
+        const polled = await statusOnce(ctx, k, eventId, fanId);
+        if (!polled.ok) {
+          if (polled.reason === "not_found" || polled.reason === "unavailable") return polled;
+          throw new ReplyShapeError(`join: a place just taken, then ${polled.reason}`);
+        }
+        return { ok: true as const, created: true, fanId, queueToken, place: polled.place, invites: f.flag("invites") };
+      }
+    } else place = ctx.placeFrom(f, eventId, fanId);
+    ctx.views?.learn(eventId, fanId, place, epoch);
     return { ok: true as const, created: f.flag("created"), fanId, queueToken, place, invites: f.flag("invites") };
   });
 }

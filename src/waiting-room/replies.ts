@@ -59,6 +59,11 @@ export class Fields {
   flag(name: string): boolean {
     return this.num(name) !== 0;
   }
+  /** A flag that only some replies carry: absent is false. */
+  has(name: string): boolean {
+    const v = this.map.get(name) ?? this.base?.map.get(name);
+    return v !== undefined && v !== "0";
+  }
   oneOf<T extends string>(name: string, values: readonly T[]): T {
     const v = this.str(name);
     if (!(values as readonly string[]).includes(v)) throw new ReplyShapeError(`${name} is ${v}`);

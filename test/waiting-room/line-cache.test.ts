@@ -136,6 +136,49 @@ describe("the line cache", () => {
     expect(returning.place.status).toBe("abandoned");
   });
 
+  it("answers joins behind a long line from the cache: the batch's call sends no fan view, and each answer is Redis's", async () => {
+    const evt = eventId("newplaces");
+    const room = gw.room;
+    ok(await room.configure(evt, oneSession));
+    const ahead = fans(30, "np");
+    for (const fanId of ahead) ok(await room.join(evt, fanId));
+    // This process's view of the line, read (its first refresh follows the first poll).
+    ok(await room.statusOf(evt, ahead[29]!));
+    await until(async () => (room.lineCacheCounters().refreshes > 0 ? true : undefined));
+
+    const before = room.lineCacheCounters().newPlaces;
+    const batches = room.joinBatchCounters().batches;
+    const ids = fans(20, "npj");
+    // 20 joins really in flight at once: one batch (or two), each placed without the view.
+    const joined = await Promise.all(ids.map((fanId) => room.join(evt, fanId)));
+    expect(room.joinBatchCounters().batches - batches).toBeLessThanOrEqual(2);
+    expect(room.lineCacheCounters().newPlaces - before).toBe(20);
+    const positions = joined.map((j) => ok(j).place.position).sort((a, b) => a - b);
+    expect(positions).toEqual(Array.from({ length: 20 }, (_, i) => 31 + i));
+    for (const [i, j] of joined.entries()) {
+      const placed = ok(j);
+      expect(placed.created).toBe(true);
+      // What Redis says of the same fan, asked by a process without a cache.
+      const fromRedis = ok(await plain.room.statusOf(evt, ids[i]!)).place;
+      expect(placed.place).toMatchObject({
+        status: "waiting",
+        position: fromRedis.position,
+        ahead: fromRedis.ahead,
+        pollAfterMs: fromRedis.pollAfterMs,
+      });
+      // The token names the fan and the room's epoch, as a join answered with the view does.
+      const token = room.verifyQueueToken(placed.queueToken, evt);
+      expect(token.ok && token.claims).toMatchObject({
+        fanId: ids[i],
+        epoch: await raw.hget(waitingRoomKeys(evt).room, "epoch"),
+      });
+    }
+
+    // A process without a cache asks for the view, as always.
+    const other = ok(await plain.room.join(evt, fans(1, "npplain")[0]!));
+    expect(other.place).toMatchObject({ status: "waiting", position: 51, ahead: 49 });
+  });
+
   it("keeps a place answered only from the cache: its heartbeats reach Redis in the batch", async () => {
     const evt = eventId("beats");
     const room = gw.room;
