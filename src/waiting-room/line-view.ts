@@ -155,7 +155,7 @@ export interface LineViews {
   invalidate(eventId: string): void;
   /**
    * Figures for tests and the bench: polls answered here, refreshes, and new places (joins placed
-   * without the fan view) answered here.
+   * without the fan view) answered here or declined (then Redis answers them, as polls).
    */
   counters(): {
     answered: number;
@@ -165,6 +165,7 @@ export interface LineViews {
     lookups: number;
     found: number;
     newPlaces: number;
+    newPlacesDeclined: number;
   };
   /** Stops every refresh (a gateway shutting down); the heartbeats owed are sent first. */
   close(): Promise<void>;
@@ -250,7 +251,16 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   const fansKept = options.fansKept ?? FANS_KEPT;
   const lines = new Map<string, EventLine>();
   const buckets = createLocalBuckets();
-  const counts = { answered: 0, refreshes: 0, beats: 0, missing: 0, lookups: 0, found: 0, newPlaces: 0 };
+  const counts = {
+    answered: 0,
+    refreshes: 0,
+    beats: 0,
+    missing: 0,
+    lookups: 0,
+    found: 0,
+    newPlaces: 0,
+    newPlacesDeclined: 0,
+  };
   /** How long after a poll answered here the fan's place is certainly kept (see `answer`). */
   const keepMsOf = (view: View) => view.abandonSeconds * 1000 - 2 * refreshMs - 1_000;
 
@@ -519,9 +529,10 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
 
     placeOfNewFan(eventId, position, epoch) {
       const view = lines.get(eventId)?.view;
-      if (!view || Date.now() - view.fetchedAt > VIEW_STALE_MS || view.epoch !== epoch) return null;
-      const place = waitingPlace(view, position);
+      const fresh = view && Date.now() - view.fetchedAt <= VIEW_STALE_MS && view.epoch === epoch;
+      const place = fresh ? waitingPlace(view, position) : null;
       if (place) counts.newPlaces += 1;
+      else counts.newPlacesDeclined += 1;
       return place;
     },
 

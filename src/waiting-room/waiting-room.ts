@@ -420,7 +420,16 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     },
     remove: async (eventId) => changed(eventId, await removeRoom(ctx, eventId)),
     lineCacheCounters: () =>
-      views?.counters() ?? { answered: 0, refreshes: 0, beats: 0, missing: 0, lookups: 0, found: 0, newPlaces: 0 },
+      views?.counters() ?? {
+        answered: 0,
+        refreshes: 0,
+        beats: 0,
+        missing: 0,
+        lookups: 0,
+        found: 0,
+        newPlaces: 0,
+        newPlacesDeclined: 0,
+      },
     joinBatchCounters: () => ctx.joins.counters(),
     joinBucketKey: (eventId, subject) => {
       const onEvent = limitKey(eventId, "ip:join", subject);
