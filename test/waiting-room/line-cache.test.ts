@@ -207,6 +207,9 @@ describe("the line cache", () => {
       const last = ok(await room.statusOf(evt, ahead[11]!));
       return !last.cached && last.place.ahead === 0 ? true : undefined;
     });
+    // and a refresh begun after that, so the view lists every vacated place
+    const refreshes = room.lineCacheCounters().refreshes;
+    await until(async () => (room.lineCacheCounters().refreshes >= refreshes + 2 ? true : undefined));
     const before = room.lineCacheCounters();
     const late = fans(1, "nnj")[0]!;
     const joined = ok(await room.join(evt, late));
