@@ -368,7 +368,7 @@ export function fanReplies(reply: unknown, fans: number): unknown[] {
     throw new ReplyShapeError(`joinBatch: ${fans} fans, reply ${JSON.stringify(reply)?.slice(0, 80)}`);
   }
   let view: Fields | undefined;
-  let aheadOf = (_position: number) => 0;
+  let aheadOf: ((position: number) => number) | null = null;
   const out: unknown[] = new Array(fans);
   for (let i = 0; i < fans; i++) {
     const own: unknown = reply[i + 1];
@@ -380,12 +380,15 @@ export function fanReplies(reply: unknown, fans: number): unknown[] {
     if (view === undefined) {
       if ((reply[0] as unknown[]).length === 0) throw new ReplyShapeError("joinBatch: a fan placed, no view");
       view = new Fields(reply[0]);
-      // A viewless reply (the caller's cached view answers the fans: line.ts) has no `ahead` to count from.
-      aheadOf = view.has("viewless") ? () => 0 : newPlaceAhead(view);
+      // A viewless reply has no `ahead` to count from: the caller's cached view answers (line.ts).
+      aheadOf = view.has("viewless") ? null : newPlaceAhead(view);
     }
-    out[i] = placed
-      ? new Fields(["position", own, "ahead", aheadOf(own), "created", 1], view)
-      : new Fields(["position", (own as number[])[0], "ahead", (own as number[])[1], "created", 0], view);
+    if (placed) {
+      out[i] = new Fields(
+        aheadOf ? ["position", own, "ahead", aheadOf(own), "created", 1] : ["position", own, "created", 1],
+        view,
+      );
+    } else out[i] = new Fields(["position", (own as number[])[0], "ahead", (own as number[])[1], "created", 0], view);
   }
   return out;
 }

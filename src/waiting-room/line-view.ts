@@ -157,19 +157,33 @@ export interface LineViews {
    * Figures for tests and the bench: polls answered here, refreshes, and new places (joins placed
    * without the fan view) answered here or declined (then Redis answers them, as polls).
    */
-  counters(): {
-    answered: number;
-    refreshes: number;
-    beats: number;
-    missing: number;
-    lookups: number;
-    found: number;
-    newPlaces: number;
-    newPlacesDeclined: number;
-  };
+  counters(): LineCacheCounters;
   /** Stops every refresh (a gateway shutting down); the heartbeats owed are sent first. */
   close(): Promise<void>;
 }
+
+/** What LineViews.counters answers; all 0 for a process without the cache. */
+export interface LineCacheCounters {
+  answered: number;
+  refreshes: number;
+  beats: number;
+  missing: number;
+  lookups: number;
+  found: number;
+  newPlaces: number;
+  newPlacesDeclined: number;
+}
+
+export const noLineCacheCounters = (): LineCacheCounters => ({
+  answered: 0,
+  refreshes: 0,
+  beats: 0,
+  missing: 0,
+  lookups: 0,
+  found: 0,
+  newPlaces: 0,
+  newPlacesDeclined: 0,
+});
 
 /**
  * A waiting fan's place from the view, or null when Redis must answer: the line not open or not
@@ -251,15 +265,11 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   const fansKept = options.fansKept ?? FANS_KEPT;
   const lines = new Map<string, EventLine>();
   const buckets = createLocalBuckets();
-  const counts = {
-    answered: 0,
-    refreshes: 0,
-    beats: 0,
-    missing: 0,
-    lookups: 0,
-    found: 0,
-    newPlaces: 0,
-    newPlacesDeclined: 0,
+  const counts = noLineCacheCounters();
+  /** The event's view when it is young enough to answer from (VIEW_STALE_MS), else null. */
+  const freshView = (eventId: string): View | null => {
+    const view = lines.get(eventId)?.view;
+    return view && Date.now() - view.fetchedAt <= VIEW_STALE_MS ? view : null;
   };
   /** How long after a poll answered here the fan's place is certainly kept (see `answer`). */
   const keepMsOf = (view: View) => view.abandonSeconds * 1000 - 2 * refreshMs - 1_000;
@@ -516,21 +526,13 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     },
 
     answersNewPlaces(eventId) {
-      const view = lines.get(eventId)?.view;
-      return (
-        view !== null &&
-        view !== undefined &&
-        Date.now() - view.fetchedAt <= VIEW_STALE_MS &&
-        view.openedAt > 0 &&
-        view.drawn &&
-        redisReady(ctx.redis)
-      );
+      const view = freshView(eventId);
+      return view !== null && view.openedAt > 0 && view.drawn && redisReady(ctx.redis);
     },
 
     placeOfNewFan(eventId, position, epoch) {
-      const view = lines.get(eventId)?.view;
-      const fresh = view && Date.now() - view.fetchedAt <= VIEW_STALE_MS && view.epoch === epoch;
-      const place = fresh ? waitingPlace(view, position) : null;
+      const view = freshView(eventId);
+      const place = view && view.epoch === epoch ? waitingPlace(view, position) : null;
       if (place) counts.newPlaces += 1;
       else counts.newPlacesDeclined += 1;
       return place;

@@ -35,7 +35,7 @@ import type { RoundSource } from "../lottery/drand-relay.js";
 import { type BeaconResult, recordBeacon } from "./beacon.js";
 import { type DrawResult, drawPreQueue } from "./draw.js";
 import type { FanSweepOptions } from "./fan-sweep.js";
-import { createLineViews, type LineViewOptions, type LineViews } from "./line-view.js";
+import { createLineViews, type LineViewOptions, type LineViews, noLineCacheCounters } from "./line-view.js";
 import { createRestorer } from "./restore.js";
 import { endSession, isSessionActive } from "./sessions.js";
 import { forgetCommitted, info, lotteryPage, roomInfo, stats } from "./snapshot.js";
@@ -419,17 +419,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       return result;
     },
     remove: async (eventId) => changed(eventId, await removeRoom(ctx, eventId)),
-    lineCacheCounters: () =>
-      views?.counters() ?? {
-        answered: 0,
-        refreshes: 0,
-        beats: 0,
-        missing: 0,
-        lookups: 0,
-        found: 0,
-        newPlaces: 0,
-        newPlacesDeclined: 0,
-      },
+    lineCacheCounters: () => views?.counters() ?? noLineCacheCounters(),
     joinBatchCounters: () => ctx.joins.counters(),
     joinBucketKey: (eventId, subject) => {
       const onEvent = limitKey(eventId, "ip:join", subject);

@@ -57,6 +57,20 @@ async function commandsNaming(needle: string, fn: () => Promise<void>): Promise<
   return seen;
 }
 
+/**
+ * The keepers poll (round-robin over the gateways) every 300 ms until every stopper's place is given
+ * up (its record lost), for at most a minute: true when they all were.
+ */
+async function keepPollingUntilGone(evt: string, keepers: string[], stoppers: Set<string>): Promise<boolean> {
+  const k = waitingRoomKeys(evt);
+  const abandoned = async () => (await raw.hmget(k.fans, ...stoppers)).every((r) => r?.startsWith("x|"));
+  for (let i = 0; i < 200 && !(await abandoned()); i++) {
+    await fanOut(gw.rooms, keepers, (r, fanId) => r.statusOf(evt, fanId));
+    await sleep(300);
+  }
+  return abandoned();
+}
+
 describe("the line cache", () => {
   it("answers a waiting fan whose turn has not come with no Redis call, as Redis would", async () => {
     const evt = eventId("cached");
@@ -111,16 +125,7 @@ describe("the line cache", () => {
     // Fans 3..6 stop polling and lose their places; the others keep polling.
     const stoppers = new Set(ids.slice(2, 6));
     const keepers = ids.filter((f) => !stoppers.has(f));
-    const k = waitingRoomKeys(evt);
-    const abandoned = async () => {
-      const records = await raw.hmget(k.fans, ...stoppers);
-      return records.every((r) => r?.startsWith("x|")) ? true : undefined;
-    };
-    for (let i = 0; i < 200 && !(await abandoned()); i++) {
-      await fanOut(gw.rooms, keepers, (r, fanId) => r.statusOf(evt, fanId));
-      await sleep(300);
-    }
-    expect(await abandoned()).toBe(true);
+    expect(await keepPollingUntilGone(evt, keepers, stoppers)).toBe(true);
     // The cache's view lists the vacated places: `ahead` is what Redis says.
     await sleep(250);
     const cached = ok(await room.statusOf(evt, back));
@@ -192,16 +197,7 @@ describe("the line cache", () => {
     // of it (too near to answer).
     const stoppers = new Set(ahead.slice(1, 11));
     const keepers = ahead.filter((f) => !stoppers.has(f));
-    const k = waitingRoomKeys(evt);
-    const abandoned = async () => {
-      const records = await raw.hmget(k.fans, ...stoppers);
-      return records.every((r) => r?.startsWith("x|")) ? true : undefined;
-    };
-    for (let i = 0; i < 200 && !(await abandoned()); i++) {
-      await fanOut(gw.rooms, keepers, (r, fanId) => r.statusOf(evt, fanId));
-      await sleep(300);
-    }
-    expect(await abandoned()).toBe(true);
+    expect(await keepPollingUntilGone(evt, keepers, stoppers)).toBe(true);
     // The view with them: the last fan's poll, one place from its turn, is no longer the cache's.
     await until(async () => {
       const last = ok(await room.statusOf(evt, ahead[11]!));
