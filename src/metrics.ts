@@ -12,7 +12,15 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 
 /** The line view's counters as `WaitingRoom.lineCacheCounters()` gives them (since the process began). */
 export type LineViewCounts = Record<(typeof LINE_VIEW_COUNTS)[number], number>;
-const LINE_VIEW_COUNTS = ["refreshes", "beats", "missing", "lookups", "found"] as const;
+const LINE_VIEW_COUNTS = [
+  "refreshes",
+  "beats",
+  "missing",
+  "lookups",
+  "found",
+  "staleAsked",
+  "failedRefreshes",
+] as const;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
@@ -131,7 +139,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
         "This process's view of the line (src/waiting-room/line-view.ts), read at each scrape: refreshes " +
         "(line-view-8.lua calls), beats (heartbeats of cache-answered polls sent with them), missing (fans a " +
         "refresh found no longer in line: their next poll goes to Redis), lookups (fans this process did not " +
-        "know, looked up by a refresh: polls spread over gateways) and found (of those, answered from the view)",
+        "know, looked up by a refresh: polls spread over gateways), found (of those, answered from the view), " +
+        "staleAsked (polls of known fans sent to Redis because the view was older than a second) and " +
+        "failedRefreshes (refreshes that failed on the event's slot: the view was dropped)",
       labelNames: ["what"] as const,
       registers: [registry],
       collect() {

@@ -172,6 +172,10 @@ export interface LineCacheCounters {
   found: number;
   newPlaces: number;
   newPlacesDeclined: number;
+  /** Polls of a fan this process knew, sent to Redis because the view was missing or older than VIEW_STALE_MS. */
+  staleAsked: number;
+  /** Refreshes that failed (Redis away or failing on the event's slot): the view was dropped. */
+  failedRefreshes: number;
 }
 
 export const noLineCacheCounters = (): LineCacheCounters => ({
@@ -183,6 +187,8 @@ export const noLineCacheCounters = (): LineCacheCounters => ({
   found: 0,
   newPlaces: 0,
   newPlacesDeclined: 0,
+  staleAsked: 0,
+  failedRefreshes: 0,
 });
 
 /**
@@ -407,6 +413,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       // The heartbeats may not have been recorded: those fans' next polls go to Redis, which
       // records them (or answers 503); the view answers nothing until a read succeeds.
       line.view = null;
+      counts.failedRefreshes += 1;
       for (const fanId of beats) {
         const known = line.fans.get(fanId);
         if (known) known.seenAt = 0;
@@ -482,7 +489,12 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       line.askedAt = now;
       const view = line.view;
       const fan = line.fans.get(fanId);
-      if (!view || !fan || now - view.fetchedAt > VIEW_STALE_MS || fan.epoch !== view.epoch) return null;
+      if (!fan) return null;
+      if (!view || now - view.fetchedAt > VIEW_STALE_MS) {
+        counts.staleAsked += 1;
+        return null;
+      }
+      if (fan.epoch !== view.epoch) return null;
       // Seen here recently enough that the place cannot have been lost (every poll answered here
       // reaches Redis within a refresh); otherwise Redis tells (and records this poll).
       if (fan.status === "redis" || now - fan.seenAt > keepMsOf(view)) return null;

@@ -372,6 +372,56 @@ describe("the line cache", () => {
     expect(twice).toEqual([[], []]);
   });
 
+  it("a view that cannot be refreshed answers nothing: dropped at a failed refresh, old after a second of a slow one", async () => {
+    const evt = eventId("stale");
+    const room = gw.room;
+    ok(await room.configure(evt, oneSession));
+    const ids = fans(12, "st");
+    for (const fanId of ids) ok(await room.join(evt, fanId));
+    const back = ids.slice(4);
+    const pollAll = () => Promise.all(back.map((fanId) => room.statusOf(evt, fanId)));
+    const allCached = async () => {
+      const polled = await pollAll();
+      return polled.every((p) => p.ok && p.cached) ? true : undefined;
+    };
+    await until(allCached, 5_000, 50);
+    const k = waitingRoomKeys(evt);
+
+    // The event's slot failing (a line key of the wrong type, as no code writes it): the first
+    // refresh that fails drops the view, and the polls go to Redis, which answers them 503.
+    const failed = room.lineCacheCounters();
+    await raw.set(k.gone, "not a zset");
+    try {
+      await until(async () => (room.lineCacheCounters().failedRefreshes > failed.failedRefreshes ? true : undefined));
+      const polled = await pollAll();
+      for (const p of polled) expect(p).toMatchObject({ ok: false, reason: "unavailable" });
+      const counted = room.lineCacheCounters();
+      expect(counted.staleAsked - failed.staleAsked).toBeGreaterThanOrEqual(back.length);
+      expect(counted.answered).toBe(failed.answered);
+    } finally {
+      await raw.del(k.gone);
+    }
+    // Mended: the next refresh makes a view again, and the polls are answered from it.
+    await until(allCached, 5_000, 50);
+
+    // The event's master slow (holding every write, the refresh's script included, for 1.5 s): the
+    // view is answered from for a second after its last refresh, then every poll goes to Redis
+    // (held with the rest until the pause ends) instead of being told a place a stale view gives.
+    const slow = room.lineCacheCounters();
+    await raw.call("CLIENT", "PAUSE", "1500", "WRITE");
+    const pausedAt = Date.now();
+    await sleep(1_100);
+    const polled = await pollAll();
+    const waited = Date.now() - pausedAt;
+    for (const p of polled) expect(ok(p).place.status).toBe("waiting");
+    const counted = room.lineCacheCounters();
+    expect(counted.staleAsked - slow.staleAsked, `${waited} ms`).toBe(back.length);
+    expect(counted.answered, `${waited} ms`).toBe(slow.answered);
+    expect(counted.failedRefreshes).toBe(slow.failedRefreshes);
+    expect(waited).toBeGreaterThanOrEqual(1_400);
+    await until(allCached, 5_000, 50);
+  });
+
   it("never exceeds maxActive with three gateways admitting at once, and admits every fan in place order", async () => {
     const evt = eventId("three");
     const maxActive = 8;
