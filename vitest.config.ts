@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
+    // REDIS_FUNCTIONS=false: the scripts through EVALSHA in every test file (.ci/run's second pass).
+    setupFiles: ["test/setup-scripts.ts"],
     pool: "forks",
     // Each worker process runs file after file, loading src/ and its libraries once: a file that
     // imports the gateway spent about 0.7 s of CPU loading them again (~90 of the parallel

@@ -26,7 +26,9 @@
  *     status-10.lua each;
  *   - for scale, a trivial script (`return 1`) on the event's slot.
  * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
- * BENCH_BEATS (default 200), REDIS_SERVER. Prints a table, then one JSON line.
+ * BENCH_BEATS (default 200), BENCH_FUNCTIONS (1, the default: the scripts as Redis Functions, as
+ * a gateway on Redis 7 runs them; 0: EVALSHA, as REDIS_FUNCTIONS=false), REDIS_SERVER. Prints a
+ * table, then one JSON line.
  *
  * Where the instructions go: BENCH_PROFILE_DIR=<dir> keeps each phase's callgrind dump there as
  * `<n>-<phase>.callgrind`; with a redis-server built with symbols (`make MALLOC=libc CFLAGS=-g` in
@@ -42,7 +44,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 import { z } from "zod";
 import { freePort, redisAnswers } from "../src/local/redis.js";
-import { registerScripts, scriptFamily } from "../src/redis/scripts.js";
+import { registerScripts, scriptFamily, useRedisFunctions } from "../src/redis/scripts.js";
 import { createWaitingRoom, waitingRoomKeys } from "../src/waiting-room/index.js";
 import { lineKeys } from "../src/waiting-room/keys.js";
 import { waitingRoomScripts } from "../src/waiting-room/scripts.js";
@@ -59,8 +61,11 @@ const env = z
     BENCH_POLLS: z.coerce.number().int().positive().default(1_000),
     BENCH_BEATS: z.coerce.number().int().min(1).max(2_000).default(200),
     BENCH_PROFILE_DIR: z.string().optional(),
+    /** 1 (default): the scripts as Redis Functions, as a gateway runs them; 0: EVALSHA (REDIS_FUNCTIONS=false). */
+    BENCH_FUNCTIONS: z.enum(["0", "1"]).default("1"),
   })
   .parse(process.env);
+useRedisFunctions(env.BENCH_FUNCTIONS === "1");
 
 interface Row {
   operation: string;

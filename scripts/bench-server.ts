@@ -44,6 +44,9 @@ if (env.MODE === "hello") {
   const { generateSigningKey } = (await import(
     `${root}/waiting-room/index.js`
   )) as typeof import("../src/waiting-room/index.js");
+  // REDIS_FUNCTIONS=false: the scripts through EVALSHA (as src/main.ts reads it), for a before/after.
+  const { useRedisFunctions } = (await import(`${root}/redis/scripts.js`)) as typeof import("../src/redis/scripts.js");
+  useRedisFunctions(!["false", "0", "no"].includes(process.env.REDIS_FUNCTIONS ?? "true"));
   const services = buildServices({
     redisUrl: env.REDIS_URL!,
     redisOptions: { enableAutoPipelining: true },

@@ -69,6 +69,11 @@ const gatewaySchema = z.object({
     .optional(),
   /** AUTH password of every cluster node. */
   REDIS_CLUSTER_PASSWORD: z.string().optional(),
+  /**
+   * Runs the Lua scripts as Redis Functions (FUNCTION LOAD once per master, then FCALL) where the
+   * server has them (Redis >= 7), EVALSHA otherwise (src/redis/functions.ts). false: EVALSHA always.
+   */
+  REDIS_FUNCTIONS: bool.default(true),
   /** TLS to every cluster node. */
   REDIS_CLUSTER_TLS: bool.default(false),
   /** Unset: the embedded local DynamoDB, data under DATA_DIR. */
@@ -280,6 +285,8 @@ export type GatewayConfig = {
   redisUrl: string | undefined;
   /** Set instead of `redisUrl` for a Redis Cluster (REDIS_CLUSTER_NODES). */
   redisCluster: RedisClusterNodes | undefined;
+  /** REDIS_FUNCTIONS: the scripts as Redis Functions where the server has them. */
+  redisFunctions: boolean;
   dynamodb: {
     endpoint: string | undefined;
     /** No endpoint outside production: bootstrap finds or starts the local DynamoDB. */
@@ -402,6 +409,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
     redisUrl: e.REDIS_URL,
+    redisFunctions: e.REDIS_FUNCTIONS,
     redisCluster: e.REDIS_CLUSTER_NODES
       ? {
           nodes: e.REDIS_CLUSTER_NODES,

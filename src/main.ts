@@ -16,6 +16,7 @@ import { derivedNotifySecret } from "./notify/service.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
 import { waitForRedis } from "./redis/availability.js";
 import { describeRedis } from "./redis/connect.js";
+import { useRedisFunctions } from "./redis/scripts.js";
 import { buildServices } from "./services.js";
 import { startWorkerHealthServer, type WorkerHealthServer } from "./workers/health-server.js";
 
@@ -35,6 +36,7 @@ function loadConfigOrExit(): GatewayConfig {
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
+  useRedisFunctions(config.redisFunctions);
   const log = createLogger({
     level: config.logLevel,
     format: chooseLogFormat({

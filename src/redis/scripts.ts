@@ -18,10 +18,17 @@
  * Replies: each family keeps one table of its scripts' numeric codes (`codeTable`), so a reply
  * is read as a named outcome in one place and an unknown code is an error, never a guess.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Cluster, Redis } from "ioredis";
+import {
+  buildLibrary,
+  type FunctionLibrary,
+  isAlreadyLoaded,
+  isFunctionNotFound,
+  isFunctionsUnsupported,
+} from "./functions.js";
 
 export type RedisClient = Redis | Cluster;
 
@@ -39,8 +46,11 @@ export interface ScriptFile {
   command: string;
   /** undefined: variable, the runner passes the number of keys it is given. */
   numberOfKeys: number | undefined;
-  /** The source with every include inlined. */
+  /** The source with every include inlined (what EVALSHA runs). */
   lua: string;
+  /** Its includes, inlined (each once), and the script without its include lines: a library's parts. */
+  includes: string;
+  body: string;
 }
 
 const INCLUDE = /^--- @include "([A-Za-z0-9_-]+)"[ \t]*$/gm;
@@ -110,6 +120,15 @@ export function dropUnusedFunctions(lua: string): string {
     .join("\n");
 }
 
+/** Every script file under lua/ (includes are not scripts), as `dir/name-keys`: for tests and tools. */
+export function scriptFileNames(dir = luaDir): string[] {
+  return readdirSync(dir).flatMap((entry) => {
+    const path = join(dir, entry);
+    if (statSync(path).isDirectory()) return entry === "includes" ? [] : scriptFileNames(path);
+    return entry.endsWith(".lua") ? [relative(luaDir, path).replace(/\.lua$/, "")] : [];
+  });
+}
+
 const camel = (s: string) => s.replace(/[-/]([a-z])/g, (_, c: string) => c.toUpperCase());
 
 const read = new Map<string, ScriptFile>();
@@ -122,11 +141,20 @@ export function readScript(file: string): ScriptFile {
   if (!match) throw new Error(`script file ${file} does not follow <name>-<keys>.lua`);
   const [, name, keys] = match as unknown as [string, string, string];
   const path = join(luaDir, `${file}.lua`);
+  const source = readFileSync(path, "utf8");
+  const done = new Set<string>();
+  let includes = "";
+  const body = source.replace(INCLUDE, (line) => {
+    includes += `${expandIncludes(line, dirname(path), [], done)}\n`;
+    return "";
+  });
   const script: ScriptFile = {
     file,
     command: camel(name),
     numberOfKeys: keys === "n" ? undefined : Number(keys),
-    lua: dropUnusedFunctions(expandIncludes(readFileSync(path, "utf8"), dirname(path), [], new Set())),
+    lua: dropUnusedFunctions(expandIncludes(source, dirname(path), [], new Set())),
+    includes,
+    body,
   };
   read.set(file, script);
   return script;
@@ -163,16 +191,110 @@ type ScriptMethod = (...args: (string | number)[]) => Promise<unknown>;
 interface Registered {
   method: ScriptMethod;
   numberOfKeys: number | undefined;
+  library: FunctionLibrary;
+  readOnly: boolean;
+}
+
+/** Whether this process runs its scripts as Redis Functions where the server has them (the default). */
+let functionsWanted = true;
+
+/**
+ * Redis Functions on or off for the clients registered from now on (REDIS_FUNCTIONS, src/config.ts;
+ * on by default). Off, every script runs through EVALSHA as before Redis 7.
+ */
+export function useRedisFunctions(on: boolean): void {
+  functionsWanted = on;
+}
+
+/**
+ * Per client: whether its server runs Functions (`unknown` until the first load answers), and the
+ * libraries loaded (or loading) on it. On a cluster a load goes to every master.
+ */
+interface ClientFunctions {
+  functions: "unknown" | "yes" | "no";
+  loads: Map<string, Promise<void>>;
+  /** The libraries whose load completed (the hot path calls these at once). */
+  loaded: Set<string>;
+}
+const clientFunctions = new WeakMap<RedisClient, ClientFunctions>();
+
+function functionsOf(redis: RedisClient): ClientFunctions {
+  let state = clientFunctions.get(redis);
+  if (!state) {
+    state = { functions: functionsWanted ? "unknown" : "no", loads: new Map(), loaded: new Set() };
+    clientFunctions.set(redis, state);
+  }
+  return state;
+}
+
+/**
+ * Loads `library` on the client's server (every master of a cluster; replicas take it from their
+ * master), once at a time: concurrent callers share the load. Resolves when it is there, or when
+ * the server turned out to have no Functions (`functions` then `no`); rejects with anything else
+ * (Redis away), and the next call tries again.
+ */
+function loadLibrary(redis: RedisClient, state: ClientFunctions, library: FunctionLibrary): Promise<void> {
+  const pending = state.loads.get(library.name);
+  if (pending) return pending;
+  const load = async () => {
+    const nodes: RedisClient[] = isCluster(redis) ? redis.nodes("master") : [redis];
+    try {
+      await Promise.all(
+        nodes.map((node) =>
+          node.call("FUNCTION", "LOAD", library.code).catch((err: unknown) => {
+            if (!isAlreadyLoaded(err)) throw err;
+          }),
+        ),
+      );
+      state.functions = "yes";
+      state.loaded.add(library.name);
+    } catch (err) {
+      if (!isFunctionsUnsupported(err)) throw err;
+      state.functions = "no";
+    }
+  };
+  const loading = load();
+  state.loads.set(library.name, loading);
+  // A failed load is forgotten, so the next call loads again.
+  loading.catch(() => {
+    if (state.loads.get(library.name) === loading) state.loads.delete(library.name);
+  });
+  return loading;
+}
+
+/**
+ * Loads `library` again after a server answered "Function not found" to a call made while `seen`
+ * was its load: once however many calls failed at once (a later load already under way is shared).
+ */
+function reloadLibrary(
+  redis: RedisClient,
+  state: ClientFunctions,
+  library: FunctionLibrary,
+  seen: Promise<void> | undefined,
+): Promise<void> {
+  if (state.loads.get(library.name) === seen) {
+    state.loads.delete(library.name);
+    state.loaded.delete(library.name);
+  }
+  return loadLibrary(redis, state, library);
 }
 
 /**
  * Defines the family's commands on `redis` once (a client that has a command already keeps it:
  * the name comes from the file, so it is the same script) and returns its runner.
+ *
+ * The runner calls each script as a Redis Function (FCALL, src/redis/functions.ts) when the server
+ * has them and `useRedisFunctions` did not turn them off, else through EVALSHA. A script's library
+ * is loaded at its first call on this client; a server that lost it (restarted without its data, a
+ * new master of a cluster) answers "Function not found", and the runner loads it again and calls
+ * once more, as ioredis does for EVALSHA's NOSCRIPT. A server without Functions (Redis < 7) answers
+ * the first load "unknown command", and that client runs EVALSHA from then on.
  */
 export function registerScripts<N extends string>(redis: RedisClient, family: ScriptFamily<N>): RunScript<N> {
   const methods = redis as unknown as Record<string, ScriptMethod | undefined>;
   const byName = new Map<string, Registered>();
   for (const script of familyScripts(family)) {
+    const readOnly = family.readOnly?.includes(script.name) ?? false;
     if (typeof methods[script.command] !== "function") {
       // A script whose key count varies (`-n`) is called as (numkeys, keys..., args...). On a
       // Cluster, ioredis's auto-pipelining groups a custom command by its first argument, taken
@@ -181,6 +303,7 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
       // pipeline fails ("All keys in the pipeline should belong to the same slots allocation
       // group", redis/ioredis#2109, still so in 6.1). Such scripts skip auto-pipelining and are
       // routed by their real keys; a fixed count's first argument is its first key, so those keep it.
+      // (FCALL is a command ioredis knows the keys of: it groups it by its first key.)
       if (script.numberOfKeys === undefined && isCluster(redis)) {
         const options = redis.options as { autoPipeliningIgnoredCommands?: string[] };
         options.autoPipeliningIgnoredCommands ??= [];
@@ -191,23 +314,75 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
       redis.defineCommand(script.command, {
         lua: script.lua,
         ...(script.numberOfKeys === undefined ? {} : { numberOfKeys: script.numberOfKeys }),
-        ...(family.readOnly?.includes(script.name) ? { readOnly: true } : {}),
+        ...(readOnly ? { readOnly: true } : {}),
       });
     }
     const method = methods[script.command];
     if (!method) throw new Error(`command ${script.command} was not defined`);
-    byName.set(script.name, { method, numberOfKeys: script.numberOfKeys });
+    byName.set(script.name, {
+      method,
+      numberOfKeys: script.numberOfKeys,
+      library: libraryOf(script, readOnly),
+      readOnly,
+    });
   }
+  const state = functionsOf(redis);
+  const viaEval = (script: Registered, keys: readonly string[], args: readonly (string | number)[]) =>
+    script.numberOfKeys === undefined
+      ? script.method.call(redis, keys.length, ...keys, ...args)
+      : script.method.call(redis, ...keys, ...args);
+  const fcall = (script: Registered, keys: readonly string[], args: readonly (string | number)[]) =>
+    script.readOnly
+      ? redis.fcall_ro(script.library.name, keys.length, ...keys, ...args)
+      : redis.fcall(script.library.name, keys.length, ...keys, ...args);
+  const viaFunction = async (script: Registered, keys: readonly string[], args: readonly (string | number)[]) => {
+    const { library } = script;
+    // A cluster that has not yet read its slots has no master to load on: this call goes through
+    // EVALSHA (queued until the cluster is ready, as every command is), the next loads.
+    if (isCluster(redis) && redis.nodes("master").length === 0) return viaEval(script, keys, args);
+    const seen = loadLibrary(redis, state, library);
+    await seen;
+    if (state.functions === "no") return viaEval(script, keys, args);
+    try {
+      return await fcall(script, keys, args);
+    } catch (err) {
+      if (!isFunctionNotFound(err)) throw err;
+      // Lost by that server (a restart without its data, a new master): loaded again, called once more.
+      await reloadLibrary(redis, state, library, seen);
+      return fcall(script, keys, args);
+    }
+  };
   const run = (name: N, keys: readonly string[], args: readonly (string | number)[] = []): Promise<unknown> => {
     const script = byName.get(name);
     if (!script) return Promise.reject(new Error(`unknown ${family.name} script ${name}`));
-    if (script.numberOfKeys === undefined) return script.method.call(redis, keys.length, ...keys, ...args);
-    if (keys.length !== script.numberOfKeys) {
+    if (script.numberOfKeys !== undefined && keys.length !== script.numberOfKeys) {
       return Promise.reject(new Error(`${name} takes ${script.numberOfKeys} keys, was given ${keys.length}`));
     }
-    return script.method.call(redis, ...keys, ...args);
+    if (state.functions === "no") return viaEval(script, keys, args);
+    // Loaded: FCALL at once (the hot path: nothing awaited before the command is queued).
+    const loaded = state.loaded.has(script.library.name) ? state.loads.get(script.library.name) : undefined;
+    if (loaded) {
+      return fcall(script, keys, args).catch(async (err: unknown) => {
+        if (!isFunctionNotFound(err)) throw err;
+        await reloadLibrary(redis, state, script.library, loaded);
+        return fcall(script, keys, args);
+      });
+    }
+    return viaFunction(script, keys, args);
   };
   return run as RunScript<N>;
+}
+
+/** The library of a script file, built once per process (per read-only flag). */
+const libraries = new Map<string, FunctionLibrary>();
+function libraryOf(script: ScriptFile, readOnly: boolean): FunctionLibrary {
+  const key = `${script.file}\n${readOnly}`;
+  let library = libraries.get(key);
+  if (!library) {
+    library = buildLibrary(script.command, script.includes, script.body, readOnly, dropUnusedFunctions);
+    libraries.set(key, library);
+  }
+  return library;
 }
 
 /** A script answered a code its family's table does not know: the script and its caller disagree. */

@@ -1,6 +1,4 @@
 /** The one Lua loader: file names, includes, the per-call key-count check and the code tables. */
-import { readdirSync, statSync } from "node:fs";
-import { join, relative } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { paymentScripts } from "../../src/payments/codes.js";
@@ -8,9 +6,9 @@ import {
   codeTable,
   dropUnusedFunctions,
   familyScripts,
-  luaDir,
   readScript,
   registerScripts,
+  scriptFileNames,
   scriptFamily,
   UnknownScriptCode,
 } from "../../src/redis/scripts.js";
@@ -18,16 +16,9 @@ import { WAITING_ROOM_CODES } from "../../src/waiting-room/codes.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
 
 /** Every script file under lua/ (includes are not scripts), as `dir/name-keys`. */
-function scriptFiles(dir = luaDir): string[] {
-  return readdirSync(dir).flatMap((entry) => {
-    const path = join(dir, entry);
-    if (statSync(path).isDirectory()) return entry === "includes" ? [] : scriptFiles(path);
-    return entry.endsWith(".lua") ? [relative(luaDir, path).replace(/\.lua$/, "")] : [];
-  });
-}
 
 describe("script files", () => {
-  const files = scriptFiles();
+  const files = scriptFileNames();
 
   it("are all named <name>-<keys>, with every include inlined and no key built inside Lua", () => {
     expect(files.length).toBeGreaterThanOrEqual(17);
@@ -144,7 +135,7 @@ describe("functions a script never calls", () => {
   it("leaves every script compiling on a real Redis, with what it calls", async () => {
     const live = new Redis("redis://127.0.0.1:6379", { maxRetriesPerRequest: 1 });
     try {
-      for (const file of scriptFiles()) {
+      for (const file of scriptFileNames()) {
         const { lua } = readScript(file);
         expect(String(await live.script("LOAD", lua)), file).toMatch(/^[0-9a-f]{40}$/);
       }

@@ -70,7 +70,8 @@ describe("joins batched per event", () => {
     const monitor = await monitorRedis(inject("redisUrl"));
     const calls: number[] = [];
     monitor.on(({ args }) => {
-      if (args[0]?.toLowerCase() === "evalsha" && args[3] === room) calls.push(Number(args[2]));
+      // a script call (EVALSHA, or FCALL of its Redis Function): the key count, then the keys
+      if (/^(?:evalsha|fcall)$/i.test(args[0] ?? "") && args[3] === room) calls.push(Number(args[2]));
     });
     try {
       await sleep(300);
