@@ -373,6 +373,19 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
   return run as RunScript<N>;
 }
 
+/**
+ * The names of this version's libraries: every script file's, read-only or not (a family decides
+ * which it is). A library on a server named otherwise is another version's (scripts/redis-functions.ts).
+ */
+export function currentLibraryNames(): Set<string> {
+  const names = new Set<string>();
+  for (const file of scriptFileNames()) {
+    const script = readScript(file);
+    for (const readOnly of [false, true]) names.add(libraryOf(script, readOnly).name);
+  }
+  return names;
+}
+
 /** The library of a script file, built once per process (per read-only flag). */
 const libraries = new Map<string, FunctionLibrary>();
 function libraryOf(script: ScriptFile, readOnly: boolean): FunctionLibrary {

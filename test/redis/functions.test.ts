@@ -5,6 +5,7 @@
  * FUNCTION (an older Redis) and REDIS_FUNCTIONS=false run EVALSHA, and a cluster's masters each
  * get the libraries they serve.
  */
+import { spawn } from "node:child_process";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SpawnedRedis, type SpawnedRedisCluster, spawnRedis, spawnRedisCluster } from "../../src/local/redis.js";
@@ -186,6 +187,61 @@ describe("registerScripts with Redis Functions", () => {
       expect(named(commands, "evalsha").length + named(commands, "eval").length).toBe(2);
     } finally {
       useRedisFunctions(true);
+      redis.disconnect();
+    }
+  });
+});
+
+describe("npm run redis:functions", () => {
+  const cli = (args: string[], env: Record<string, string>) =>
+    new Promise<{ code: number | null; out: string }>((resolve) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "scripts/redis-functions.ts", ...args], {
+        env: { ...process.env, REDIS_CLUSTER_NODES: "", ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+      });
+      child.stderr.on("data", (d: Buffer) => {
+        out += d.toString();
+      });
+      child.on("exit", (code) => resolve({ code, out }));
+    });
+
+  it("lists this version's libraries and others', and prunes only the others", async () => {
+    const redis = new Redis(server.url);
+    try {
+      const run = registerScripts(redis, waitingRoomScripts);
+      expect(await run("sessionActive", sessionKeys("fncli"), ["s", "e", "epoch"])).toBe(3);
+      const old = "onsale_waitingRoomSessionActive_0000000000000000";
+      await redis.call(
+        "FUNCTION",
+        "LOAD",
+        `#!lua name=${old}\nredis.register_function('${old}', function() return 1 end)`,
+      );
+      await redis.call(
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=theirs\nredis.register_function('theirs', function() return 1 end)",
+      );
+      const listed = await cli([], { REDIS_URL: server.url });
+      expect(listed.code).toBe(0);
+      expect(listed.out).toContain("1 of this version, 1 of others");
+      expect(listed.out).toContain(`other   ${old}`);
+      const pruned = await cli(["--prune"], { REDIS_URL: server.url });
+      expect(pruned.code).toBe(0);
+      expect(pruned.out).toContain(`deleted ${old}`);
+      const left = ((await redis.call("FUNCTION", "LIST")) as unknown[][]).map((lib) => String(lib[1])).sort();
+      // this version's kept, and a library not the gateway's never touched
+      expect(left).toHaveLength(2);
+      expect(left).toContain("theirs");
+      expect(left.find((name) => name !== "theirs")).toMatch(/^onsale_waitingRoomSessionActive_(?!0{16})/);
+      // and still called as before
+      expect(await run("sessionActive", sessionKeys("fncli"), ["s", "", "strict"])).toBe(0);
+      expect((await cli([], { REDIS_URL: "" })).code).toBe(2);
+    } finally {
+      await redis.call("FUNCTION", "FLUSH");
       redis.disconnect();
     }
   });
