@@ -229,29 +229,37 @@ function functionsOf(redis: RedisClient): ClientFunctions {
 
 /**
  * Loads `library` on the client's server (every master of a cluster; replicas take it from their
- * master), once at a time: concurrent callers share the load. Resolves when it is there, or when
- * the server turned out to have no Functions (`functions` then `no`); rejects with anything else
- * (Redis away), and the next call tries again.
+ * master), once at a time: concurrent callers share the load. Resolves when it is there (on every
+ * master that answered: one master down does not stop the others' events), or when the server
+ * turned out to have no Functions (`functions` then `no`); rejects when no master took it (Redis
+ * away), and the next call tries again.
  */
 function loadLibrary(redis: RedisClient, state: ClientFunctions, library: FunctionLibrary): Promise<void> {
   const pending = state.loads.get(library.name);
   if (pending) return pending;
   const load = async () => {
     const nodes: RedisClient[] = isCluster(redis) ? redis.nodes("master") : [redis];
-    try {
-      await Promise.all(
-        nodes.map((node) =>
+    const answers = await Promise.allSettled(
+      nodes.map((node) =>
+        withinMs(
           node.call("FUNCTION", "LOAD", library.code).catch((err: unknown) => {
             if (!isAlreadyLoaded(err)) throw err;
           }),
+          LOAD_WAIT_MS,
         ),
-      );
-      state.functions = "yes";
-      state.loaded.add(library.name);
-    } catch (err) {
-      if (!isFunctionsUnsupported(err)) throw err;
+      ),
+    );
+    const refused = answers.flatMap((a) => (a.status === "rejected" ? [a.reason as unknown] : []));
+    // Any master without Functions (a cluster half upgraded from Redis 6): EVALSHA for this client.
+    if (refused.some(isFunctionsUnsupported)) {
       state.functions = "no";
+      return;
     }
+    // Loaded where a master answered: one that did not (failing over, away) is given the library
+    // when a call it serves answers "Function not found". Nothing loaded anywhere: Redis is away.
+    if (refused.length === answers.length) throw refused[0] ?? new Error("no Redis master to load scripts on");
+    state.functions = "yes";
+    state.loaded.add(library.name);
   };
   const loading = load();
   state.loads.set(library.name, loading);
@@ -260,6 +268,22 @@ function loadLibrary(redis: RedisClient, state: ClientFunctions, library: Functi
     if (state.loads.get(library.name) === loading) state.loads.delete(library.name);
   });
   return loading;
+}
+
+/**
+ * How long a load waits for a master: one that hangs (stopped, partitioned) must not hold the
+ * other masters' calls. It is given the library later, when a call it serves finds it missing.
+ */
+const LOAD_WAIT_MS = 1_000;
+
+/** `promise`, or a rejection once `ms` have passed. */
+function withinMs<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 /**

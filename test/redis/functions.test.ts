@@ -335,4 +335,36 @@ describe("on a 3-master cluster", () => {
       client.disconnect();
     }
   });
+  it("loads on the masters that answer when one hangs: the other masters' events go on", async () => {
+    const client = new Cluster(
+      cluster.nodes.map((n) => ({ host: "127.0.0.1", port: n.port })),
+      { enableAutoPipelining: true, maxRedirections: 2, retryDelayOnClusterDown: 50 },
+    );
+    client.on("error", () => {});
+    try {
+      await new Promise((resolve) => client.once("ready", resolve));
+      const run = registerScripts(client, waitingRoomScripts);
+      // Rooms on every master, and which master serves each.
+      const tags = Array.from({ length: 30 }, (_, i) => `fndown${i}`);
+      const ownerOf = async (tag: string) => {
+        const slot = Number(await client.call("CLUSTER", "KEYSLOT", sessionKeys(tag)[0]!));
+        return (client.slots[slot] ?? [])[0];
+      };
+      const owners = await Promise.all(tags.map(ownerOf));
+      const down = cluster.masters[2]!;
+      const downAt = `127.0.0.1:${down.port}`;
+      expect(owners).toContain(downAt);
+      for (const node of client.nodes("master")) await node.call("FUNCTION", "FLUSH");
+      // Stopped, not closed: its connection stays open and nothing it is sent is answered.
+      down.child.kill("SIGSTOP");
+      // Not loaded anywhere, one master hanging: the first calls load it on the two that answer.
+      const up = tags.filter((_, i) => owners[i] !== downAt);
+      expect(up.length).toBeGreaterThan(0);
+      const replies = await Promise.all(up.map((tag) => run("sessionActive", sessionKeys(tag), ["s", "e", "epoch"])));
+      expect(replies).toEqual(up.map(() => 3));
+    } finally {
+      cluster.masters[2]!.child.kill("SIGCONT");
+      client.disconnect();
+    }
+  });
 });
