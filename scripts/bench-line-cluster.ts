@@ -37,6 +37,7 @@
  *
  * BENCH_FAN_SHARDS=12 creates the room with twelve fan shards (WAITING_ROOM_FAN_SHARDS): its
  * heartbeats, the joins' among them, and their sweeps go to the shards' masters.
+ * BENCH_FUNCTIONS=0 runs the scripts through EVALSHA instead of as Redis Functions (the default).
  * BENCH_JOIN_IPS=1 gives each join an address of its own under a per-IP join limit (a crowd: each
  * join takes a bucket of its own; with shards the buckets are on the shards).
  * BENCH_AIM_SHARD=1 (with shards) joins only fan ids whose shard by the public hash (FNV-1a, which
@@ -50,7 +51,7 @@ import { Redis } from "ioredis";
 import { z } from "zod";
 import { spawnRedisCluster, type SpawnedRedisCluster } from "../src/local/redis.js";
 import { connectRedis } from "../src/redis/connect.js";
-import type { RedisClient } from "../src/redis/scripts.js";
+import { type RedisClient, useRedisFunctions } from "../src/redis/scripts.js";
 import { fanShardOf } from "../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, waitingRoomKeys, type WaitingRoom } from "../src/waiting-room/index.js";
 import { forEachIndex } from "./lib/in-flight.js";
@@ -83,8 +84,11 @@ const env = z
      * (RATE_LIMIT_PER_IP 50/s, burst 100), as a crowd does: each join takes a bucket of its own.
      */
     BENCH_JOIN_IPS: z.enum(["0", "1"]).default("0"),
+    /** 1 (default): the scripts as Redis Functions, as a gateway on Redis 7 runs them; 0: EVALSHA. */
+    BENCH_FUNCTIONS: z.enum(["0", "1"]).default("1"),
   })
   .parse(process.env);
+useRedisFunctions(env.BENCH_FUNCTIONS === "1");
 
 /** The run's fan ids: `fan-<n>`, or with BENCH_AIM_SHARD=1 only those the public hash puts on shard 0. */
 function fanIdsFor(count: number): string[] {
