@@ -24,6 +24,8 @@
  *   - lookups: the first polls of fans a gateway does not know (they joined through another), which
  *     its next view refresh looks up (line-view-8.lua, BENCH_BEATS fans a call), instead of a
  *     status-10.lua each;
+ *   - a view refresh with 2,000 vacated places ahead of the cursor: the list sent, and not sent
+ *     again while nobody is given up (the gateway's version of it is the room's);
  *   - for scale, a trivial script (`return 1`) on the event's slot.
  * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
  * BENCH_BEATS (default 200), BENCH_FUNCTIONS (1, the default: the scripts as Redis Functions, as
@@ -364,7 +366,7 @@ async function main(): Promise<void> {
         beatCalls * beats.length,
         async () => {
           for (let c = 0; c < beatCalls; c++) {
-            const reply = await run<unknown[]>("lineView", keys, ["16", "0", "0", ...beats]);
+            const reply = await run<unknown[]>("lineView", keys, ["16", "0", "0", "", ...beats]);
             const missing = reply.indexOf("missing");
             if (missing < 0 || reply.length !== missing + 4 || (reply[missing + 1] as unknown[]).length !== 0) {
               throw new Error(`lineView: every fan should still be in line: ${JSON.stringify(reply.slice(missing))}`);
@@ -382,7 +384,7 @@ async function main(): Promise<void> {
         beatCalls * beats.length,
         async () => {
           for (let c = 0; c < beatCalls; c++) {
-            const reply = await run<unknown[]>("lineView", keys, ["16", beats.length, 60_000, ...beats]);
+            const reply = await run<unknown[]>("lineView", keys, ["16", beats.length, 60_000, "", ...beats]);
             const found = reply[reply.length - 1] as unknown[];
             if (
               reply[reply.length - 2] !== "found" ||
@@ -395,6 +397,38 @@ async function main(): Promise<void> {
         },
       ),
     );
+    // A gateway's refresh with no beats and 2,000 vacated places ahead of the cursor (the list's
+    // cap, as after a crowd left): the list sent, then not sent again (the gateway's version is the
+    // room's: nobody given up since). The places are written past the line's tail, where no fan's
+    // count meets them, and removed after.
+    const gone = waitingRoomKeys(eventId).gone;
+    const tailNow = Number(await redis.hget(waitingRoomKeys(eventId).room, "tail"));
+    const vacated = Array.from({ length: 2_000 }, (_, i) => tailNow + 1_000 + i);
+    await redis.zadd(gone, ...vacated.flatMap((p) => [p, p]));
+    const goneCalls = 20;
+    let goneVersion = "";
+    for (const [label, send] of [
+      ["sent", () => ""],
+      ["kept", () => goneVersion],
+    ] as const) {
+      rows.push(
+        await phase(
+          `a view refresh, 2,000 vacated places ahead, the list ${label} (line-view-8.lua)`,
+          goneCalls,
+          goneCalls,
+          async () => {
+            for (let c = 0; c < goneCalls; c++) {
+              const reply = await run<unknown[]>("lineView", keys, ["2000", "0", "0", send()]);
+              const listed = (reply[reply.length - 5] as unknown[]).length;
+              if (listed !== (label === "sent" ? 2_000 : 0))
+                throw new Error(`lineView: ${listed} vacated places listed`);
+              goneVersion = String(reply[reply.indexOf("goneVersion") + 1]);
+            }
+          },
+        ),
+      );
+    }
+    await redis.zrem(gone, ...vacated.map(String));
     // A fan shard's beats (a room with fan shards): 'join' for a batch of 32 joins, 'keep' for the
     // polls of one refresh. One key of its own, as a shard is.
     const shard = `wr:{bench-shard-${randomBytes(3).toString("hex")}}:beats`;

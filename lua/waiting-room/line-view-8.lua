@@ -8,9 +8,18 @@
   ARGV[1]     the most vacated places ahead of the cursor to list (the cache counts them in `ahead`)
   ARGV[2]     L, the number of lookups (0: none)
   ARGV[3]     how recent (ms) a looked-up fan's last beat must be
-  ARGV[4..3+L] lookups: fans that polled the caller, which does not know them (they joined or last
+  ARGV[4]     the version of the vacated places the caller holds ('' for none): when it is still the
+              room's, the list is not sent again (`goneSame` 1)
+  ARGV[5..4+L] lookups: fans that polled the caller, which does not know them (they joined or last
               polled through another process)
-  ARGV[4+L..] fan ids polled since the last call (at most a few thousand: the caller chunks)
+  ARGV[5+L..] fan ids polled since the last call (at most a few thousand: the caller chunks)
+
+  The vacated places' version is `<epoch>:<abandoned>`: a place is added to `gone` only when a fan
+  is given up (includes/fans.lua `abandon`, which counts it in `abandoned`), and the cursor passing
+  places only removes the ones behind it, which the caller drops itself. So a caller whose version
+  is the room's holds every place the list would give, less those the cursor passed: every gateway
+  reads its view ten times a second, and the list (up to ARGV[1] places) was most of a refresh's
+  cost once many fans had left.
 
   First the heartbeats: each fan still in line (a member of `seen`) is recorded as seen now (Redis
   time, so the place is kept to within one interval of the poll); a fan no longer there (admitted,
@@ -31,7 +40,8 @@
 
   Returns a flat key/value list: now, served, tail, preCount, preSize, openedAt, drawn, onSaleAt,
   roomState, rate, full, admitPerSecond, abandonSeconds, epoch, goneAhead (how many vacated places
-  are ahead of the cursor), fanShards, sweep (1: this caller runs the sweep now), then 'gone' and its list (ascending places, at most ARGV[1]),
+  are ahead of the cursor), goneVersion, goneSame (1: the caller's list stands, `gone` is empty),
+  fanShards, sweep (1: this caller runs the sweep now), then 'gone' and its list (ascending places, at most ARGV[1]),
   'missing' and its list and 'found' and its list (one a lookup, in ARGV order: 0 not found, else
   the fan's place, or its arrival number while the pre-queue is open: `openedAt` 0 says which),
   always the last six elements. Or
@@ -49,7 +59,7 @@ local now = now_ms()
 
 local lookups = tonumber(ARGV[2]) or 0
 local missing = {}
-if #ARGV > 3 + lookups and not sharded(r) then keep_beats(K_SEEN, int(now), missing, 4 + lookups) end
+if #ARGV > 4 + lookups and not sharded(r) then keep_beats(K_SEEN, int(now), missing, 5 + lookups) end
 
 tick(r, now)
 local sweep = sweep_due(r, now)
@@ -57,7 +67,7 @@ save_room(r)
 
 local found = {}
 if lookups > 0 then
-  local ids = { unpack(ARGV, 4, 3 + lookups) }
+  local ids = { unpack(ARGV, 5, 4 + lookups) }
   local records = redis.call('HMGET', K_FANS, unpack(ids))
   local shards = sharded(r)
   local beats = shards and {} or redis.call('ZMSCORE', K_SEEN, unpack(ids))
@@ -92,7 +102,9 @@ local live = live_sessions(now)
 local goneAhead = redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
 local gone = {}
 local cap = tonumber(ARGV[1]) or 0
-if goneAhead > 0 and cap > 0 then
+local goneVersion = r.epoch .. ':' .. int(r.abandoned)
+local goneSame = ARGV[4] == goneVersion
+if goneAhead > 0 and cap > 0 and not goneSame then
   gone = redis.call('ZRANGEBYSCORE', K_GONE, '(' .. int(r.served), '+inf', 'LIMIT', 0, cap)
 end
 local preSize = 0
@@ -102,5 +114,6 @@ return { 'now', int(now), 'served', int(r.served), 'tail', int(r.tail), 'preCoun
   'preSize', int(preSize), 'openedAt', int(r.openedAt), 'drawn', int(r.drawn), 'onSaleAt', int(r.onSaleAt),
   'roomState', room_state(r), 'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
   'admitPerSecond', r.rateText, 'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch,
-  'goneAhead', int(goneAhead), 'fanShards', int(r.fanShards), 'sweep', sweep and '1' or '0',
+  'goneAhead', int(goneAhead), 'goneVersion', goneVersion, 'goneSame', goneSame and '1' or '0',
+  'fanShards', int(r.fanShards), 'sweep', sweep and '1' or '0',
   'gone', gone, 'missing', missing, 'found', found }

@@ -95,6 +95,10 @@ interface View {
   epoch: string;
   /** Vacated places ahead of the cursor, ascending (at most GONE_LISTED). */
   gone: number[];
+  /** The room's version of its vacated places (line-view-8.lua): unchanged, the list is not sent again. */
+  goneVersion: string;
+  /** `gone` lists every vacated place ahead of the cursor (none past the GONE_LISTED cap). */
+  goneComplete: boolean;
 }
 
 interface KnownFan {
@@ -176,6 +180,8 @@ export interface LineCacheCounters {
   staleAsked: number;
   /** Refreshes that failed (Redis away or failing on the event's slot): the view was dropped. */
   failedRefreshes: number;
+  /** Refreshes whose vacated places were unchanged, so Redis did not send the list again. */
+  goneKept: number;
 }
 
 export const noLineCacheCounters = (): LineCacheCounters => ({
@@ -189,6 +195,7 @@ export const noLineCacheCounters = (): LineCacheCounters => ({
   newPlacesDeclined: 0,
   staleAsked: 0,
   failedRefreshes: 0,
+  goneKept: 0,
 });
 
 /**
@@ -211,6 +218,24 @@ function waitingPlace(view: View, position: number): FanPlace | null {
   return { status: "waiting", provisional: false, position, ahead, ...advice };
 }
 
+/** The vacated places past `served` (the list is ascending: one binary search, one slice). */
+function passedDropped(gone: readonly number[], served: number): number[] {
+  const passed = goneBelow(gone, served + 1);
+  return passed === 0 ? (gone as number[]) : gone.slice(passed);
+}
+
+/**
+ * The vacated places' version to send with a refresh ('' asks for the list): the view's, while its
+ * list is worth keeping. A list that held every vacated place ahead stays whole (the cursor only
+ * drops places from its front); one cut at GONE_LISTED is read again once the cursor has passed
+ * half of it, so the places past its end come into it (until then a fan behind its last place is
+ * told an `ahead` that counts them, on the safe side, as before).
+ */
+function goneVersionToSend(view: View | null): string {
+  if (!view) return "";
+  return view.goneComplete || view.gone.length >= GONE_LISTED / 2 ? view.goneVersion : "";
+}
+
 /** How many listed vacated places are below `position` (binary search). */
 function goneBelow(gone: readonly number[], position: number): number {
   let lo = 0;
@@ -226,7 +251,8 @@ function goneBelow(gone: readonly number[], position: number): number {
 function readView(
   reply: unknown,
   fetchedAt: number,
-): { view: View; missing: string[]; found: unknown[]; fanShards: number; sweep: boolean } {
+  previous: View | null,
+): { view: View; missing: string[]; found: unknown[]; fanShards: number; sweep: boolean; goneKept: boolean } {
   if (!Array.isArray(reply) || reply.length < 6) throw new ReplyShapeError("line-view: expected a list");
   const tail = reply.slice(-6);
   if (
@@ -241,11 +267,17 @@ function readView(
   }
   const f = new Fields(reply.slice(0, -6));
   const now = f.num("now");
+  const served = f.num("served");
+  const goneAhead = f.num("goneAhead");
+  // The list not sent again (the caller's version is the room's): the previous one, less the
+  // places the cursor has passed since. Nothing was added to it meanwhile.
+  const same = f.flag("goneSame") && previous !== null;
+  const gone = same ? passedDropped(previous.gone, served) : (tail[1] as unknown[]).map(Number);
   return {
     view: {
       fetchedAt,
       clockOffset: now - fetchedAt,
-      served: f.num("served"),
+      served,
       tail: f.num("tail"),
       preSize: f.num("preSize"),
       openedAt: f.num("openedAt"),
@@ -257,12 +289,15 @@ function readView(
       admitPerSecond: f.num("admitPerSecond"),
       abandonSeconds: f.num("abandonSeconds"),
       epoch: f.str("epoch"),
-      gone: (tail[1] as unknown[]).map(Number),
+      gone,
+      goneVersion: f.str("goneVersion"),
+      goneComplete: same ? previous.goneComplete : gone.length >= goneAhead,
     },
     missing: (tail[3] as unknown[]).map(String),
     found: tail[5] as unknown[],
     fanShards: f.num("fanShards"),
     sweep: f.flag("sweep"),
+    goneKept: same,
   };
 }
 
@@ -312,6 +347,9 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     line.lookups.clear();
     const lookupIds = line.view ? [...lookups.keys()] : [];
     const recentMs = line.view ? keepMsOf(line.view) : 0;
+    // The view this refresh starts from: its vacated places stand unless the room says they changed.
+    const previous = line.view;
+    const goneVersion = goneVersionToSend(previous);
     const foundHere = new Set<string>();
     try {
       const keys = lineKeys(k);
@@ -323,7 +361,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           // Lookups: the records from line-view-8, the beats from the shards ('look'): a fan is
           // found when both find it.
           const [view, kept, looked] = await Promise.all([
-            ctx.script("lineView", keys, [GONE_LISTED, lookupIds.length, recentMs, ...lookupIds]),
+            ctx.script("lineView", keys, [GONE_LISTED, lookupIds.length, recentMs, goneVersion, ...lookupIds]),
             beats.length > 0 ? room.beats.kept(eventId, beats, KEEP_WAIT_MS) : Promise.resolve(NOTHING_KEPT),
             room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
           ]);
@@ -337,7 +375,9 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
             ctx.script(
               "lineView",
               keys,
-              i === 0 ? [GONE_LISTED, lookupIds.length, recentMs, ...lookupIds, ...ids] : [GONE_LISTED, 0, 0, ...ids],
+              i === 0
+                ? [GONE_LISTED, lookupIds.length, recentMs, goneVersion, ...lookupIds, ...ids]
+                : [GONE_LISTED, 0, 0, goneVersion, ...ids],
             ),
           ),
         );
@@ -355,7 +395,8 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           return;
         }
         if (outcome) throw new ReplyShapeError(`line-view: unexpected ${outcome}`);
-        const { view, missing, found, fanShards, sweep } = readView(reply, fetchedAt);
+        const { view, missing, found, fanShards, sweep, goneKept } = readView(reply, fetchedAt, previous);
+        if (goneKept) counts.goneKept += 1;
         latest = view;
         missingAll = missingAll.concat(missing);
         const resharded = fanShards !== sent.room.shards || (fanShards > 0 && view.epoch !== sent.room.epoch);

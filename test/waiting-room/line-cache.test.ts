@@ -141,6 +141,69 @@ describe("the line cache", () => {
     expect(returning.place.status).toBe("abandoned");
   });
 
+  it("reads the vacated places again only when a fan is given up, and drops those the cursor passes", async () => {
+    const evt = eventId("gonekept");
+    const room = gw.room;
+    ok(await room.configure(evt, { ...oneSession, admitPerSecond: 50 }));
+    const ids = fans(24, "gk");
+    for (const fanId of ids) ok(await room.join(evt, fanId));
+    const back = ids[23]!;
+    const aheadBoth = async () => {
+      const cached = ok(await room.statusOf(evt, back));
+      const fromRedis = ok(await plain.room.statusOf(evt, back));
+      return { cached: cached.place.ahead, redis: fromRedis.place.ahead, fromCache: cached.cached === true };
+    };
+    // Places 3..7 given up; fan 1 holds the one session, the cursor at 1.
+    const stoppers = new Set(ids.slice(2, 7));
+    const keepers = ids.filter((f) => !stoppers.has(f));
+    expect(await keepPollingUntilGone(evt, keepers, stoppers)).toBe(true);
+    const nextRefresh = async () => {
+      const seen = room.lineCacheCounters().refreshes;
+      await until(async () => (room.lineCacheCounters().refreshes > seen + 1 ? true : undefined), 5_000, 5);
+    };
+    await nextRefresh();
+    expect(await aheadBoth()).toEqual({ cached: 24 - 1 - 1 - 5, redis: 24 - 1 - 1 - 5, fromCache: true });
+
+    // Nobody given up since: a second of refreshes keeps the list (Redis sends it no more).
+    const kept = room.lineCacheCounters().goneKept;
+    const refreshes = room.lineCacheCounters().refreshes;
+    for (let t = 0; t < 5; t++) {
+      await fanOut(gw.rooms, keepers, (r, fanId) => r.statusOf(evt, fanId));
+      await sleep(200);
+    }
+    const counted = room.lineCacheCounters();
+    expect(counted.refreshes - refreshes).toBeGreaterThanOrEqual(5);
+    expect(counted.goneKept - kept).toBeGreaterThanOrEqual(counted.refreshes - refreshes - 1);
+    expect(await aheadBoth()).toEqual({ cached: 17, redis: 17, fromCache: true });
+
+    // The cursor passes the vacated places (fan 1's session ends, fan 2 is admitted; fan 2's ends,
+    // the cursor skips 3..7 and admits fan 8). Nobody was given up, so the list is kept, less the
+    // places passed: counted still, the back fan would be told 5 fewer ahead than it has.
+    const first = ok(await plain.room.statusOf(evt, ids[0]!)).place;
+    ok(await room.completeSession(evt, (first as { sessionId: string }).sessionId));
+    const second = await until(async () => {
+      const p = ok(await plain.room.statusOf(evt, ids[1]!)).place;
+      return p.status === "admitted" ? p : undefined;
+    });
+    ok(await room.completeSession(evt, (second as { sessionId: string }).sessionId));
+    await until(async () => {
+      const p = ok(await plain.room.statusOf(evt, ids[7]!)).place;
+      return p.status === "admitted" ? true : undefined;
+    });
+    const keptBefore = room.lineCacheCounters().goneKept;
+    await nextRefresh();
+    expect(room.lineCacheCounters().goneKept).toBeGreaterThan(keptBefore);
+    // place 24, the cursor at 8, nothing vacated ahead
+    expect(await aheadBoth()).toEqual({ cached: 24 - 8 - 1, redis: 24 - 8 - 1, fromCache: true });
+
+    // A fan behind the cursor gives up: its place is read in the next refresh, and counted.
+    const leaver = ids[12]!;
+    const stillPolling = keepers.filter((f) => f !== leaver && ids.indexOf(f) > 7);
+    expect(await keepPollingUntilGone(evt, stillPolling, new Set([leaver]))).toBe(true);
+    await nextRefresh();
+    expect(await aheadBoth()).toEqual({ cached: 24 - 8 - 2, redis: 24 - 8 - 2, fromCache: true });
+  });
+
   it("answers joins behind a long line from the cache: the batch's call sends no fan view, and each place is Redis's", async () => {
     const evt = eventId("newplaces");
     const room = gw.room;
@@ -348,7 +411,7 @@ describe("the line cache", () => {
     const run = registerScripts(raw, waitingRoomScripts);
     const refresh = async (polled: string[]) => {
       // no lookups (0, recent 0), then the beats
-      const reply = await run<unknown[]>("lineView", lineKeys(k), ["16", "0", "0", ...polled]);
+      const reply = await run<unknown[]>("lineView", lineKeys(k), ["16", "0", "0", "", ...polled]);
       expect(reply[reply.length - 4]).toBe("missing");
       expect(reply.slice(-2)).toEqual(["found", []]);
       return (reply[reply.length - 3] as string[]).sort();
