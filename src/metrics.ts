@@ -20,6 +20,7 @@ const LINE_VIEW_COUNTS = [
   "found",
   "staleAsked",
   "failedRefreshes",
+  "goneKept",
 ] as const;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
@@ -140,8 +141,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
         "(line-view-8.lua calls), beats (heartbeats of cache-answered polls sent with them), missing (fans a " +
         "refresh found no longer in line: their next poll goes to Redis), lookups (fans this process did not " +
         "know, looked up by a refresh: polls spread over gateways), found (of those, answered from the view), " +
-        "staleAsked (polls of known fans sent to Redis because the view was older than a second) and " +
-        "failedRefreshes (refreshes that failed on the event's slot: the view was dropped)",
+        "staleAsked (polls of known fans sent to Redis because the view was older than a second), " +
+        "failedRefreshes (refreshes that failed on the event's slot: the view was dropped) and goneKept " +
+        "(refreshes that kept their vacated places: Redis did not send the list again)",
       labelNames: ["what"] as const,
       registers: [registry],
       collect() {
