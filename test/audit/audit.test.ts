@@ -4,7 +4,6 @@
  * provider) fails the check that names it. Every test has its own table, event and payment
  * namespace; nothing is flushed.
  */
-import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoDBDocumentClient, PutCommand, UpdateCommand } from "@aws-sdk/lib-dynamodb";
@@ -15,6 +14,7 @@ import { ensureTable } from "../../src/dynamodb/table.js";
 import { createInventory, type Hold, type HoldResult, type Inventory } from "../../src/inventory/index.js";
 import { keys, parseSeatId, purchaseShard } from "../../src/inventory/keys.js";
 import { type SpawnedRedis, spawnRedis } from "../../src/local/redis.js";
+import { type RunOutput, runToExit } from "../support/processes.js";
 import { createSimulatedProvider, type SimulatedPaymentProvider } from "../../src/payments/simulated.js";
 import { eventInput, type ManualClock, manualClock, uniqueEventId } from "../inventory/fixtures.js";
 import { createTestDynamoClient } from "../support/dynamo.js";
@@ -599,26 +599,8 @@ describe("audit of a corrupted sale", () => {
   });
 });
 
-function runCli(
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "scripts/audit.ts", ...args], {
-      env: { ...process.env, LOG_LEVEL: "silent", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      stderr += d.toString();
-    });
-    child.once("error", reject);
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
-  });
+function runCli(args: string[], env: Record<string, string>): Promise<RunOutput> {
+  return runToExit("scripts/audit.ts", args, { ...process.env, LOG_LEVEL: "silent", ...env });
 }
 
 describe("npm run audit (the CLI, as a child process)", () => {

@@ -3,14 +3,14 @@
  * embedded stand-ins; the compiled build (`dist/main.js`, what the image runs) serving the pages
  * and its probes; readiness off before the server closes on SIGTERM; the workers' health server.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { spawnLocalDynamoDB } from "../../src/local/dynamodb.js";
 import { eventInput } from "../gateway/harness.js";
-import { type MainProcess, startMainProcess } from "../support/processes.js";
+import { type MainProcess, runToExit, startMainProcess } from "../support/processes.js";
 import { type ClaimedDatabase, claimRedisDatabase } from "../support/worker-process.js";
 
 const run = promisify(execFile);
@@ -32,19 +32,7 @@ const secrets = {
 
 /** src/main.ts with exactly `env` (no inherited REDIS_URL or the like): exit code and output. */
 async function startRefused(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
-  return { code, out };
+  return runToExit("src/main.ts", [], { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env });
 }
 
 /** The URL a `--role=worker` process logged for its health server. */

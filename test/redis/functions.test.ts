@@ -5,7 +5,6 @@
  * FUNCTION (an older Redis) and REDIS_FUNCTIONS=false run EVALSHA, and a cluster's masters each
  * get the libraries they serve.
  */
-import { spawn } from "node:child_process";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SpawnedRedis, type SpawnedRedisCluster, spawnRedis, spawnRedisCluster } from "../../src/local/redis.js";
@@ -18,6 +17,7 @@ import {
   useRedisFunctions,
 } from "../../src/redis/scripts.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
+import { runToExit } from "../support/processes.js";
 
 /** The commands a server received while `fn` ran (MONITOR, closed after a marker is seen). */
 async function commandsDuring(url: string, fn: () => Promise<void>): Promise<string[][]> {
@@ -194,20 +194,7 @@ describe("registerScripts with Redis Functions", () => {
 
 describe("npm run redis:functions", () => {
   const cli = (args: string[], env: Record<string, string>) =>
-    new Promise<{ code: number | null; out: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "scripts/redis-functions.ts", ...args], {
-        env: { ...process.env, REDIS_CLUSTER_NODES: "", ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let out = "";
-      child.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-      });
-      child.stderr.on("data", (d: Buffer) => {
-        out += d.toString();
-      });
-      child.on("exit", (code) => resolve({ code, out }));
-    });
+    runToExit("scripts/redis-functions.ts", args, { ...process.env, REDIS_CLUSTER_NODES: "", ...env });
 
   it("lists this version's libraries and others', and prunes only the others", async () => {
     const redis = new Redis(server.url);

@@ -112,3 +112,35 @@ export async function startGatewayProcess(
   if (started.url === undefined) throw new Error("the gateway process gave no URL");
   return { ...started, url: started.url };
 }
+
+/** What `runToExit` collected: the exit code, each stream, and both in the order they arrived. */
+export interface RunOutput {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  out: string;
+}
+
+/**
+ * A TypeScript entry point (`scripts/audit.ts`, `src/main.ts`) run through tsx as a child process
+ * with exactly `env`, to its exit: for the tests of commands that print and exit.
+ */
+export function runToExit(file: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<RunOutput> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", file, ...args], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const got = { stdout: "", stderr: "", out: "" };
+    child.stdout.on("data", (d: Buffer) => {
+      got.stdout += d.toString();
+      got.out += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      got.stderr += d.toString();
+      got.out += d.toString();
+    });
+    child.once("error", reject);
+    child.once("close", (code) => resolve({ code, ...got }));
+  });
+}
