@@ -3,9 +3,9 @@
  * (`FUNCTION LOAD`), called with FCALL.
  *
  * Why: an EVALSHA runs the script's whole chunk on every call, and the chunk begins with its
- * includes, so every call makes each include's functions again (a closure each, its upvalues
- * bound): ~57,000 of the ~220,000 instructions a join batch's call costs the event's master, and
- * about as much of every status poll Redis answers (`npm run bench:redis-instructions`). A library
+ * includes, so every call makes each include function the script calls again (a closure each, its
+ * upvalues bound, ~1,500 instructions): ~54,000 of a status poll's 388,000 (36 functions), ~20,000
+ * of a join batch's call (16; `npm run bench:redis-instructions`, BENCHMARKS.md). A library
  * runs its chunk once, at `FUNCTION LOAD`: the includes' functions are made there and kept, and
  * each FCALL runs only the script's own body.
  *

@@ -367,15 +367,20 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
     const seen = loadLibrary(redis, state, library);
     await seen;
     if (state.functions === "no") return viaEval(script, keys, args);
-    try {
-      return await fcall(script, keys, args);
-    } catch (err) {
-      if (!isFunctionNotFound(err)) throw err;
-      // Lost by that server (a restart without its data, a new master): loaded again, called once more.
-      await reloadLibrary(redis, state, library, seen);
-      return fcall(script, keys, args);
-    }
+    return fcallReloading(script, keys, args, seen);
   };
+  /** FCALL; a server that lost the library (a restart without its data, a new master) gets it again, and the call once more. */
+  const fcallReloading = (
+    script: Registered,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    seen: Promise<void> | undefined,
+  ) =>
+    fcall(script, keys, args).catch(async (err: unknown) => {
+      if (!isFunctionNotFound(err)) throw err;
+      await reloadLibrary(redis, state, script.library, seen);
+      return fcall(script, keys, args);
+    });
   const run = (name: N, keys: readonly string[], args: readonly (string | number)[] = []): Promise<unknown> => {
     const script = byName.get(name);
     if (!script) return Promise.reject(new Error(`unknown ${family.name} script ${name}`));
@@ -385,13 +390,7 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
     if (state.functions === "no") return viaEval(script, keys, args);
     // Loaded: FCALL at once (the hot path: nothing awaited before the command is queued).
     const loaded = state.loaded.has(script.library.name) ? state.loads.get(script.library.name) : undefined;
-    if (loaded) {
-      return fcall(script, keys, args).catch(async (err: unknown) => {
-        if (!isFunctionNotFound(err)) throw err;
-        await reloadLibrary(redis, state, script.library, loaded);
-        return fcall(script, keys, args);
-      });
-    }
+    if (loaded) return fcallReloading(script, keys, args, loaded);
     return viaFunction(script, keys, args);
   };
   return run as RunScript<N>;
