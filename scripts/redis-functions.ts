@@ -13,7 +13,8 @@
  */
 import { parseArgs } from "node:util";
 import type { Redis } from "ioredis";
-import { connectRedis, parseClusterNodes, type RedisTarget } from "../src/redis/connect.js";
+import { redisTargetFromEnv } from "../src/config.js";
+import { connectRedis } from "../src/redis/connect.js";
 import { currentLibraryNames } from "../src/redis/scripts.js";
 
 const PREFIX = "onsale_";
@@ -21,20 +22,6 @@ const PREFIX = "onsale_";
 function usage(message: string): never {
   console.error(`${message}\nusage: npm run redis:functions [-- --prune]   (REDIS_URL or REDIS_CLUSTER_NODES)`);
   process.exit(2);
-}
-
-function targetFromEnv(env: NodeJS.ProcessEnv): RedisTarget {
-  if (env.REDIS_CLUSTER_NODES) {
-    if (env.REDIS_URL) usage("set REDIS_URL or REDIS_CLUSTER_NODES, not both");
-    return {
-      kind: "cluster",
-      nodes: parseClusterNodes(env.REDIS_CLUSTER_NODES),
-      ...(env.REDIS_CLUSTER_PASSWORD ? { password: env.REDIS_CLUSTER_PASSWORD } : {}),
-      ...(["true", "1", "yes"].includes(env.REDIS_CLUSTER_TLS ?? "") ? { tls: true } : {}),
-    };
-  }
-  if (!env.REDIS_URL) usage("REDIS_URL or REDIS_CLUSTER_NODES must name the gateway's Redis");
-  return { kind: "server", url: env.REDIS_URL };
 }
 
 /** `FUNCTION LIST LIBRARYNAME onsale_` of one node: the names. */
@@ -46,7 +33,8 @@ async function librariesOn(node: Redis): Promise<string[]> {
 const { values } = parseArgs({ options: { prune: { type: "boolean", default: false } } });
 let client: ReturnType<typeof connectRedis> | undefined;
 try {
-  const target = targetFromEnv(process.env);
+  const target = redisTargetFromEnv(process.env);
+  if (!target) usage("REDIS_URL or REDIS_CLUSTER_NODES must name the gateway's Redis");
   client = connectRedis(target, "commands", { maxRetriesPerRequest: 1, lazyConnect: true });
   client.on("error", () => {});
   await client.connect().catch((err: Error) => {

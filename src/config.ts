@@ -4,7 +4,7 @@
  */
 import { loadInvitePublicKey } from "./waiting-room/invites.js";
 import { z } from "zod";
-import { parseClusterNodes, type RedisClusterNodes } from "./redis/connect.js";
+import { parseClusterNodes, type RedisClusterNodes, type RedisTarget } from "./redis/connect.js";
 import { loadTokenSigning, type TokenSigningConfig } from "./waiting-room/token-config.js";
 
 const bool = z
@@ -374,6 +374,32 @@ function tokenSigningOrThrow(env: NodeJS.ProcessEnv): TokenSigningConfig {
 const truthy = new Set(["true", "1", "yes"]);
 
 /** `--role=<role>` on the command line wins over ROLE (npm run gateway / npm run worker use it). */
+/**
+ * The Redis that REDIS_URL or REDIS_CLUSTER_NODES (with REDIS_CLUSTER_PASSWORD, REDIS_CLUSTER_TLS)
+ * name, read as the gateway reads them (an empty value is unset), for a tool that needs only Redis
+ * (scripts/redis-functions.ts); undefined when neither is set. Throws, naming the variable, on a
+ * malformed value.
+ */
+export function redisTargetFromEnv(env: NodeJS.ProcessEnv = process.env): RedisTarget | undefined {
+  const parsed = gatewaySchema
+    .pick({ REDIS_URL: true, REDIS_CLUSTER_NODES: true, REDIS_CLUSTER_PASSWORD: true, REDIS_CLUSTER_TLS: true })
+    .safeParse(presentOf(env));
+  if (!parsed.success) {
+    throw new Error(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+  }
+  const e = parsed.data;
+  if (e.REDIS_URL && e.REDIS_CLUSTER_NODES) throw new Error("set REDIS_URL or REDIS_CLUSTER_NODES, not both");
+  if (e.REDIS_CLUSTER_NODES) {
+    return {
+      kind: "cluster",
+      nodes: e.REDIS_CLUSTER_NODES,
+      ...(e.REDIS_CLUSTER_PASSWORD ? { password: e.REDIS_CLUSTER_PASSWORD } : {}),
+      ...(e.REDIS_CLUSTER_TLS ? { tls: true } : {}),
+    };
+  }
+  return e.REDIS_URL ? { kind: "server", url: e.REDIS_URL } : undefined;
+}
+
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv): GatewayConfig {
   const roleFlag = argv.find((a) => a.startsWith("--role="))?.slice("--role=".length);
   const present = presentOf(roleFlag ? { ...env, ROLE: roleFlag } : env);
