@@ -16,7 +16,7 @@ import { derivedNotifySecret } from "./notify/service.js";
 import { signWebhookEvent, WEBHOOK_SIGNATURE_HEADER } from "./payments/webhook.js";
 import { waitForRedis } from "./redis/availability.js";
 import { describeRedis } from "./redis/connect.js";
-import { useRedisFunctions } from "./redis/scripts.js";
+import { loadScriptLibraries, type RedisClient, useRedisFunctions } from "./redis/scripts.js";
 import { buildServices } from "./services.js";
 import { startWorkerHealthServer, type WorkerHealthServer } from "./workers/health-server.js";
 
@@ -115,7 +115,8 @@ async function main(): Promise<void> {
       });
     },
   });
-  if (!(await waitForRedis(services.clients.redis, 10_000))) {
+  const redisAnswered = await waitForRedis(services.clients.redis, 10_000);
+  if (!redisAnswered) {
     log.warn(
       { redis: describeRedis(infra.redis) },
       "redis does not answer yet; starting anyway (waiting-room calls answer 503)",
@@ -138,6 +139,7 @@ async function main(): Promise<void> {
         { port: config.workerHealthPort, host: config.host },
       );
     }
+    if (!runGateway && redisAnswered) await loadLibraries(log, services.clients);
     log.info(
       {
         queues: workers.workers.map((w) => w.name),
@@ -158,6 +160,8 @@ async function main(): Promise<void> {
   let server: import("node:http").Server | undefined;
   if (runGateway) {
     const app = buildApp(services);
+    // Every script the app and the workers registered, loaded before the first request.
+    if (redisAnswered) await loadLibraries(log, services.clients);
     const listening = await listenApp({
       fetch: app.fetch,
       fastPath: app.fastPath,
@@ -191,6 +195,26 @@ async function main(): Promise<void> {
     await workerHealth?.close();
     await infra.stop();
   });
+}
+
+/**
+ * Loads the Redis Functions of every script registered so far on the process's Redis clients, so
+ * the first fans of an on-sale do not each wait for a library's load. A library not loaded here (Redis
+ * away, a master failing over) is loaded at its first call, as it would be without this.
+ */
+async function loadLibraries(log: Logger, clients: { redis: RedisClient; paymentRedis?: RedisClient }): Promise<void> {
+  const targets = [
+    clients.redis,
+    ...(clients.paymentRedis && clients.paymentRedis !== clients.redis ? [clients.paymentRedis] : []),
+  ];
+  for (const redis of targets) {
+    const done = await loadScriptLibraries(redis);
+    if (done.failed > 0) {
+      log.warn(done, "some Redis Functions were not loaded at start; each is loaded at its first call");
+    } else {
+      log.info(done, done.mode === "functions" ? "Redis Functions loaded" : "scripts run through EVALSHA");
+    }
+  }
 }
 
 /** Where the gateway answers, the demo's pages, and (only when made on this start) the operator token. */

@@ -215,13 +215,20 @@ interface ClientFunctions {
   loads: Map<string, Promise<void>>;
   /** The libraries whose load completed (the hot path calls these at once). */
   loaded: Set<string>;
+  /** Every library a family registered on this client has, by name (what `loadScriptLibraries` loads). */
+  registered: Map<string, FunctionLibrary>;
 }
 const clientFunctions = new WeakMap<RedisClient, ClientFunctions>();
 
 function functionsOf(redis: RedisClient): ClientFunctions {
   let state = clientFunctions.get(redis);
   if (!state) {
-    state = { functions: functionsWanted ? "unknown" : "no", loads: new Map(), loaded: new Set() };
+    state = {
+      functions: functionsWanted ? "unknown" : "no",
+      loads: new Map(),
+      loaded: new Set(),
+      registered: new Map(),
+    };
     clientFunctions.set(redis, state);
   }
   return state;
@@ -351,6 +358,7 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
     });
   }
   const state = functionsOf(redis);
+  for (const { library } of byName.values()) state.registered.set(library.name, library);
   const viaEval = (script: Registered, keys: readonly string[], args: readonly (string | number)[]) =>
     script.numberOfKeys === undefined
       ? script.method.call(redis, keys.length, ...keys, ...args)
@@ -394,6 +402,38 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
     return viaFunction(script, keys, args);
   };
   return run as RunScript<N>;
+}
+
+/** What `loadScriptLibraries` did. */
+export interface LibrariesLoaded {
+  /** `functions`: the scripts run as Redis Functions; `evalsha`: they run through EVALSHA (off, or a server without Functions). */
+  mode: "functions" | "evalsha";
+  /** Libraries loaded (on every master that answered). */
+  loaded: number;
+  /** Libraries no master took (Redis away): each is loaded again at its first call. */
+  failed: number;
+}
+
+/**
+ * Loads every library registered on `redis` so far (by `registerScripts`, any family), all at
+ * once: a gateway calls it at its start, so the first fans' calls run FCALL at once instead of each
+ * library waiting for its load at its first call. Never rejects: a library not loaded here is loaded
+ * at its first call, as without this.
+ */
+export async function loadScriptLibraries(redis: RedisClient): Promise<LibrariesLoaded> {
+  const state = functionsOf(redis);
+  if (state.functions === "no") return { mode: "evalsha", loaded: 0, failed: 0 };
+  // A cluster that has not read its slots yet has no master to load on: every library would fail.
+  if (isCluster(redis) && redis.nodes("master").length === 0) {
+    return { mode: "functions", loaded: 0, failed: state.registered.size };
+  }
+  const answers = await Promise.allSettled(
+    [...state.registered.values()].map((library) => loadLibrary(redis, state, library)),
+  );
+  // A load may have found a server without Functions (TypeScript narrowed `functions` before the await).
+  if ((state.functions as ClientFunctions["functions"]) === "no") return { mode: "evalsha", loaded: 0, failed: 0 };
+  const failed = answers.filter((a) => a.status === "rejected").length;
+  return { mode: "functions", loaded: answers.length - failed, failed };
 }
 
 /**

@@ -11,6 +11,8 @@ import { type SpawnedRedis, type SpawnedRedisCluster, spawnRedis, spawnRedisClus
 import { buildLibrary } from "../../src/redis/functions.js";
 import {
   dropUnusedFunctions,
+  familyScripts,
+  loadScriptLibraries,
   readScript,
   registerScripts,
   scriptFileNames,
@@ -169,6 +171,58 @@ describe("registerScripts with Redis Functions", () => {
     } finally {
       await redis.call("FUNCTION", "FLUSH");
       redis.disconnect();
+    }
+  });
+
+  it("loads every registered library at start (loadScriptLibraries), so the first calls run FCALL at once", async () => {
+    const redis = new Redis(server.url);
+    try {
+      const run = registerScripts(redis, waitingRoomScripts);
+      const libraries = familyScripts(waitingRoomScripts).length;
+      const commands = await commandsDuring(server.url, async () => {
+        expect(await loadScriptLibraries(redis)).toEqual({ mode: "functions", loaded: libraries, failed: 0 });
+      });
+      expect(loads(commands).length).toBe(libraries);
+      const listed = (await redis.call("FUNCTION", "LIST")) as unknown[][];
+      expect(listed.length).toBe(libraries);
+      // The first calls after it load nothing: FCALL straight away.
+      const calls = await commandsDuring(server.url, async () => {
+        const replies = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => run("sessionActive", sessionKeys(`fnpre${i}`), ["s", "e", "epoch"])),
+        );
+        expect(replies).toEqual(Array.from({ length: 10 }, () => 3));
+      });
+      expect(loads(calls)).toEqual([]);
+      expect(named(calls, "fcall_ro").length).toBe(10);
+      // Loading again costs no command: every library is loaded on this client already.
+      const again = await commandsDuring(server.url, async () => {
+        await loadScriptLibraries(redis);
+      });
+      expect(loads(again)).toEqual([]);
+    } finally {
+      await redis.call("FUNCTION", "FLUSH");
+      redis.disconnect();
+    }
+  });
+
+  it("loads nothing at start with REDIS_FUNCTIONS off, and reports a Redis that is away without failing", async () => {
+    useRedisFunctions(false);
+    const off = new Redis(server.url);
+    try {
+      registerScripts(off, waitingRoomScripts);
+      expect(await loadScriptLibraries(off)).toEqual({ mode: "evalsha", loaded: 0, failed: 0 });
+    } finally {
+      useRedisFunctions(true);
+      off.disconnect();
+    }
+    // A port nobody listens on: every load fails, and the call still resolves.
+    const away = new Redis({ port: 1, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    try {
+      registerScripts(away, waitingRoomScripts);
+      const libraries = familyScripts(waitingRoomScripts).length;
+      expect(await loadScriptLibraries(away)).toEqual({ mode: "functions", loaded: 0, failed: libraries });
+    } finally {
+      away.disconnect();
     }
   });
 
