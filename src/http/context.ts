@@ -19,6 +19,7 @@ import type { SectionPages } from "../seatmap/pages.js";
 import type { SeatChangeRelay } from "../seatmap/relay.js";
 import type { WaitingRoom } from "../waiting-room/index.js";
 import type { ActionLog } from "../operators/action-log.js";
+import type { VerifiedAccess } from "./middleware/fan-auth.js";
 import type { EventStats } from "../stats/index.js";
 import type { NamedOperatorToken, Operator } from "./middleware/admin-auth.js";
 import type { RateLimiter } from "./middleware/rate-limit.js";
@@ -120,6 +121,11 @@ export type AppEnv = {
     reads: CachedReads;
     /** Set on operator routes: whose token the request carried. */
     operator?: Operator;
+    /**
+     * Set on fan routes that check the access token before the request is validated
+     * (src/http/middleware/fan-auth.ts accessTokenFirst): the verified claims, for the handler.
+     */
+    accessToken?: VerifiedAccess;
   };
 };
 

@@ -298,6 +298,32 @@ describe("401 unauthenticated and 403 forbidden", () => {
       "invalid_request",
     );
   });
+  it("a fan's hold, purchase and release check the access token before the request: no schema details without it", async () => {
+    const holds = `/v1/events/${eventId}/holds`;
+    // A hold id over 64 characters is a schema violation.
+    const purchase = `${holds}/${"h".repeat(65)}/purchase`;
+    const release = `${holds}/${"h".repeat(65)}`;
+    // A bad body, a missing Idempotency-Key, a malformed hold id: without a token, 401 and nothing else.
+    for (const [path, init] of [
+      [holds, { method: "POST", json: { seats: "A-1-1" } }],
+      [purchase, { method: "POST", json: { paymentToken: 7 } }],
+      [release, { method: "DELETE" }],
+    ] as const) {
+      const body = await expectError(await gw.request(path, init), 401, "unauthenticated");
+      expect(body.error.details, path).toBeUndefined();
+      await expectError(await gw.request(path, { ...init, token: "garbage" }), 401, "unauthenticated");
+      // A token of the wrong kind or event: 403, still before the schema.
+      await expectError(await gw.request(path, { ...init, token: alice.queueToken }), 403, "forbidden");
+      await expectError(await gw.request(path, { ...init, token: otherEventFan.accessToken }), 403, "forbidden");
+      // The fan's own token: now the schema speaks.
+      const invalid = await expectError(
+        await gw.request(path, { ...init, token: alice.accessToken }),
+        400,
+        "invalid_request",
+      );
+      expect(invalid.error.details, path).toBeDefined();
+    }
+  });
   it("operator endpoints without or with a wrong token are 401", async () => {
     await expectError(await gw.request(`/v1/admin/events/${eventId}/stats`), 401, "unauthenticated");
     await expectError(

@@ -3,7 +3,7 @@ import { type BestRequest as BestInput, MAX_SEATS_PER_FAN } from "../../../inven
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
-import { sessionCheck, verifiedAccessToken } from "../../middleware/fan-auth.js";
+import { accessTokenFirst, sessionCheck, verifiedAccessToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, EventIdParam, ID, SeatId } from "../../schemas.js";
 
 /** Best available together: the order is src/inventory/best.ts's (docs/API.md "Best available"). */
@@ -55,6 +55,7 @@ const route = createRoute({
   tags: ["holds"],
   summary: "Hold seats (or general-admission places) for the fan; DynamoDB decides",
   security: bearerSecurity,
+  middleware: [accessTokenFirst()] as const,
   request: { params: EventIdParam, body: { required: true, content: { "application/json": { schema: HoldRequest } } } },
   responses: {
     201: { description: "held", content: { "application/json": { schema: Hold } } },

@@ -2,7 +2,7 @@ import { createRoute, OpenAPIHono } from "@hono/zod-openapi";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
-import { requireAccessToken } from "../../middleware/fan-auth.js";
+import { accessTokenFirst, requireAccessToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, HoldParams } from "../../schemas.js";
 
 const route = createRoute({
@@ -11,6 +11,7 @@ const route = createRoute({
   tags: ["holds"],
   summary: "Release a hold (idempotent)",
   security: bearerSecurity,
+  middleware: [accessTokenFirst()] as const,
   request: { params: HoldParams },
   responses: {
     204: { description: "released (or already released or expired)" },

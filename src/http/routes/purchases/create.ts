@@ -5,7 +5,7 @@ import type { AccessTokenClaims } from "../../../waiting-room/index.js";
 import { limitRequest } from "../../client-ip.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, ErrorBody } from "../../errors.js";
-import { verifiedAccessToken, expiredToken } from "../../middleware/fan-auth.js";
+import { accessTokenFirst, verifiedAccessToken, expiredToken } from "../../middleware/fan-auth.js";
 import { bearerSecurity, HoldParams } from "../../schemas.js";
 import { PurchaseView, purchaseView } from "./view.js";
 
@@ -29,6 +29,8 @@ const route = createRoute({
     "The same key with the same body returns the same result however often it is sent; the same key with " +
     "another body is 422. 202 means the payment outcome is not known yet: poll GET /v1/purchases/{purchaseId}.",
   security: bearerSecurity,
+  // The token first: a caller without one gets the 401, not a 400 for a missing Idempotency-Key.
+  middleware: [accessTokenFirst({ endedSessionReads: true })] as const,
   request: {
     params: HoldParams,
     headers: Headers,
