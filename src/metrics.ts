@@ -21,6 +21,7 @@ const LINE_VIEW_COUNTS = [
   "staleAsked",
   "failedRefreshes",
   "goneKept",
+  "beatsHeld",
 ] as const;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
@@ -142,8 +143,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
         "refresh found no longer in line: their next poll goes to Redis), lookups (fans this process did not " +
         "know, looked up by a refresh: polls spread over gateways), found (of those, answered from the view), " +
         "staleAsked (polls of known fans sent to Redis because the view was older than a second), " +
-        "failedRefreshes (refreshes that failed on the event's slot: the view was dropped) and goneKept " +
-        "(refreshes that kept their vacated places: Redis did not send the list again)",
+        "failedRefreshes (refreshes that failed on the event's slot: the view was dropped), goneKept " +
+        "(refreshes that kept their vacated places: Redis did not send the list again) and beatsHeld " +
+        "(refreshes of a room with fan shards that held their few heartbeats for a later one)",
       labelNames: ["what"] as const,
       registers: [registry],
       collect() {

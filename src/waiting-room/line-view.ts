@@ -64,6 +64,16 @@ const GONE_LISTED = 2_000;
  */
 const KEEP_WAIT_MS = 300;
 const NOTHING_KEPT: KeptBeats = { missing: [], unsent: [] };
+/**
+ * A room with fan shards: a refresh sends the heartbeats owed only once the oldest has waited this
+ * long, or BEATS_SENT_AT are owed. Each shard's call costs about as much as ten beats whatever it
+ * carries, and every gateway refreshes ten times a second: with many gateways on one event, each
+ * owing a few beats a refresh, most shard calls carried one (docs/scaling.md "Many gateways on one
+ * event"). The hold is taken from the keep time (keepMsOf), so a place answered here is still kept;
+ * a fan who stops is given up that much later at most.
+ */
+export const BEATS_HELD_MS = 400;
+const BEATS_SENT_AT = 128;
 /** Heartbeats per script call (Lua's unpack stack), the rest in further calls of the same refresh. */
 const BEATS_PER_CALL = 2_000;
 /** Fans remembered per event; the least recently learned go first (their next poll asks Redis). */
@@ -99,6 +109,8 @@ interface View {
   goneVersion: string;
   /** `gone` lists every vacated place ahead of the cursor (none past the GONE_LISTED cap). */
   goneComplete: boolean;
+  /** The room's fan shards (0: none): its heartbeats may be held for BEATS_HELD_MS. */
+  fanShards: number;
 }
 
 interface KnownFan {
@@ -115,6 +127,8 @@ interface EventLine {
   view: View | null;
   fans: Map<string, KnownFan>;
   beats: Set<string>;
+  /** Local clock when the oldest heartbeat still owed was owed (0: none owed). */
+  beatsSince: number;
   /** Unknown fans whose polls wait for the next refresh to look them up. */
   lookups: Map<string, ((found: boolean) => void)[]>;
   askedAt: number;
@@ -182,6 +196,8 @@ export interface LineCacheCounters {
   failedRefreshes: number;
   /** Refreshes whose vacated places were unchanged, so Redis did not send the list again. */
   goneKept: number;
+  /** Refreshes of a room with fan shards that held the heartbeats owed for a later one (BEATS_HELD_MS). */
+  beatsHeld: number;
 }
 
 export const noLineCacheCounters = (): LineCacheCounters => ({
@@ -196,6 +212,7 @@ export const noLineCacheCounters = (): LineCacheCounters => ({
   staleAsked: 0,
   failedRefreshes: 0,
   goneKept: 0,
+  beatsHeld: 0,
 });
 
 /**
@@ -292,6 +309,7 @@ function readView(
       gone,
       goneVersion: f.str("goneVersion"),
       goneComplete: same ? previous.goneComplete : gone.length >= goneAhead,
+      fanShards: f.num("fanShards"),
     },
     missing: (tail[3] as unknown[]).map(String),
     found: tail[5] as unknown[],
@@ -312,8 +330,19 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     const view = lines.get(eventId)?.view;
     return view && Date.now() - view.fetchedAt <= VIEW_STALE_MS ? view : null;
   };
-  /** How long after a poll answered here the fan's place is certainly kept (see `answer`). */
-  const keepMsOf = (view: View) => view.abandonSeconds * 1000 - 2 * refreshMs - 1_000;
+  /**
+   * How long after a poll answered here the fan's place is certainly kept (see `answer`): its beat
+   * reaches Redis within two refreshes (and the hold, with fan shards), so no sweep can have taken
+   * the place of a fan seen here within this time.
+   */
+  const keepMsOf = (view: View) =>
+    view.abandonSeconds * 1000 - 2 * refreshMs - (view.fanShards > 0 ? BEATS_HELD_MS : 0) - 1_000;
+
+  /** A heartbeat owed for `fanId` since `at` (the oldest owed sets when they must go). */
+  function owe(line: EventLine, fanId: string, at: number) {
+    if (line.beats.size === 0) line.beatsSince = at;
+    line.beats.add(fanId);
+  }
 
   /** What this process knows of a fan, with the LRU bound. */
   function remember(line: EventLine, fanId: string, fan: KnownFan) {
@@ -329,7 +358,14 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   }
   const unsentLogDue = onceEvery(10_000);
 
-  async function refresh(eventId: string, line: EventLine): Promise<void> {
+  /** The heartbeats owed wait for a later refresh (a room with fan shards, few owed, none old). */
+  const beatsHeld = (line: EventLine, now: number) =>
+    (line.view?.fanShards ?? 0) > 0 &&
+    line.beats.size > 0 &&
+    line.beats.size < BEATS_SENT_AT &&
+    now - line.beatsSince < BEATS_HELD_MS;
+
+  async function refresh(eventId: string, line: EventLine, sendBeats = false): Promise<void> {
     if (line.refreshing) return;
     const started = Date.now();
     if (started - line.askedAt > VIEW_IDLE_MS && line.beats.size === 0) {
@@ -340,8 +376,13 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     if (!k) return;
     line.refreshing = true;
     line.stale = false;
-    const beats = [...line.beats];
-    line.beats.clear();
+    const held = !sendBeats && beatsHeld(line, started);
+    const beats = held ? [] : [...line.beats];
+    if (held) counts.beatsHeld += 1;
+    else {
+      line.beats.clear();
+      line.beatsSince = 0;
+    }
     // The lookups go with the first call, when there is a view to say how recent a beat must be.
     const lookups = new Map(line.lookups);
     line.lookups.clear();
@@ -429,7 +470,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       // Heartbeats a shard did not take: still owed, with the next refresh. Those fans' places
       // cannot be lost meanwhile (no sweep completes without every shard, and the line admits
       // nobody once the last completed one is 3 s old); they keep being answered here.
-      for (const fanId of sent.unsent) if (line.fans.has(fanId)) line.beats.add(fanId);
+      for (const fanId of sent.unsent) if (line.fans.has(fanId)) owe(line, fanId, started);
       if (sent.unsent.length > 0 && unsentLogDue(eventId)) {
         ctx.log?.warn({ eventId, unsent: sent.unsent.length }, "a fan shard did not take its heartbeats: sent again");
       }
@@ -484,6 +525,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         view: null,
         fans: new Map(),
         beats: new Set(),
+        beatsSince: 0,
         lookups: new Map(),
         askedAt: Date.now(),
         timer: null,
@@ -572,7 +614,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       // (its seenAt is the refresh's start, before Redis recorded it).
       if (!lookedUp) {
         fan.seenAt = now;
-        line.beats.add(fanId);
+        owe(line, fanId, now);
       }
       counts.answered += 1;
       return place;
@@ -639,7 +681,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         settle(line.lookups, new Set());
         if (line.beats.size > 0) {
           line.askedAt = Date.now();
-          pending.push(refresh(eventId, line));
+          pending.push(refresh(eventId, line, true));
         }
       }
       await Promise.all(pending);

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { bucketShardOf, fanShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { BEATS_HELD_MS } from "../../src/waiting-room/line-view.js";
 import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
 import { eventId, fanOut, fans, lastBeat, ok, SECRET, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
 
@@ -152,6 +153,34 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     ok(await a.room.remove(evt));
     for (const key of shardKeys) expect(await redis.exists(key)).toBe(0);
   }, 60_000);
+
+  it("holds a few heartbeats for up to BEATS_HELD_MS before the shards take them, then sends them all", async () => {
+    const { room } = gateway(target);
+    const redis = raw(target);
+    const evt = eventId("fshold");
+    await openLine(room, evt, 3);
+    const { ids } = await cachedLine(room, redis, evt, "fshold");
+    // Every beat owed so far sent: the next polls start a new hold.
+    await until(async () => (room.lineCacheCounters().beatsHeld > 0 ? true : undefined), 2_000);
+    await sleep(BEATS_HELD_MS + 300);
+    const polled = ids.slice(0, 5);
+    const before = await Promise.all(polled.map((fanId) => lastBeat(redis, evt, fanId)));
+    const counted = room.lineCacheCounters();
+    const polledAt = Date.now();
+    for (const fanId of polled) expect(ok(await room.statusOf(evt, fanId)).place.status).toBe("waiting");
+    expect(room.lineCacheCounters().answered - counted.answered).toBe(polled.length);
+    // A refresh after the polls holds their five beats (fewer than BEATS_SENT_AT, none old)...
+    await until(async () => (room.lineCacheCounters().beatsHeld > counted.beatsHeld ? true : undefined), 2_000, 10);
+    // ...and sends them once the oldest has waited BEATS_HELD_MS: never sooner.
+    const sentAt = await until(
+      async () => (room.lineCacheCounters().beats - counted.beats >= polled.length ? Date.now() : undefined),
+      BEATS_HELD_MS + 2_000,
+      10,
+    );
+    expect(sentAt - polledAt).toBeGreaterThanOrEqual(BEATS_HELD_MS);
+    const after = await Promise.all(polled.map((fanId) => lastBeat(redis, evt, fanId)));
+    for (let i = 0; i < polled.length; i++) expect(after[i]!).toBeGreaterThan(before[i]!);
+  }, 30_000);
 
   it("admits nobody while the sweep lags, and admits the fans still there once a sweep completes", async () => {
     const { room } = gateway(target, { lineCache: false });

@@ -361,7 +361,8 @@ describe("the line cache", () => {
     expect(again.cached).toBe(true);
     expect(other.lineCacheCounters().lookups).toBe(after.lookups);
     const owed = other.lineCacheCounters();
-    await until(async () => (other.lineCacheCounters().refreshes > owed.refreshes + 1 ? true : undefined));
+    // (a room with fan shards holds a lone beat for BEATS_HELD_MS before its shard takes it)
+    await until(async () => (other.lineCacheCounters().beats > owed.beats ? true : undefined));
     expect(other.lineCacheCounters().beats - owed.beats).toBe(1);
 
     // A fan admitted (Redis's to answer) is looked up once, not found, and then asked of Redis
