@@ -20,18 +20,19 @@ import {
 } from "../../src/redis/scripts.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
 import { runToExit } from "../support/processes.js";
+import { monitorRedis } from "../support/redis-monitor.js";
 
 /** The commands a server received while `fn` ran (MONITOR, closed after a marker is seen). */
 async function commandsDuring(url: string, fn: () => Promise<void>): Promise<string[][]> {
-  const source = new Redis(url);
-  const monitor = await source.monitor();
+  // A plain socket, not ioredis' monitor() (test/support/redis-monitor.ts).
+  const monitor = await monitorRedis(url);
   const seen: string[][] = [];
   const marker = `marker-${Math.random()}`;
   let resolveMarker: () => void = () => {};
   const markerSeen = new Promise<void>((resolve) => {
     resolveMarker = resolve;
   });
-  monitor.on("monitor", (_time: string, args: string[], source: string) => {
+  monitor.on(({ args, source }) => {
     if (args[1] === marker) resolveMarker();
     else if (!source.startsWith("lua")) seen.push(args);
   });
@@ -43,8 +44,7 @@ async function commandsDuring(url: string, fn: () => Promise<void>): Promise<str
     return seen;
   } finally {
     admin.disconnect();
-    monitor.disconnect();
-    source.disconnect();
+    monitor.close();
   }
 }
 
