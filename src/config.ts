@@ -373,7 +373,20 @@ function tokenSigningOrThrow(env: NodeJS.ProcessEnv): TokenSigningConfig {
 }
 const truthy = new Set(["true", "1", "yes"]);
 
-/** `--role=<role>` on the command line wins over ROLE (npm run gateway / npm run worker use it). */
+/** REDIS_CLUSTER_NODES with its password and TLS, as one setting (undefined: no cluster). */
+function clusterNodesOf(e: {
+  REDIS_CLUSTER_NODES?: RedisClusterNodes["nodes"] | undefined;
+  REDIS_CLUSTER_PASSWORD?: string | undefined;
+  REDIS_CLUSTER_TLS: boolean;
+}): RedisClusterNodes | undefined {
+  if (!e.REDIS_CLUSTER_NODES) return undefined;
+  return {
+    nodes: e.REDIS_CLUSTER_NODES,
+    ...(e.REDIS_CLUSTER_PASSWORD ? { password: e.REDIS_CLUSTER_PASSWORD } : {}),
+    ...(e.REDIS_CLUSTER_TLS ? { tls: true } : {}),
+  };
+}
+
 /**
  * The Redis that REDIS_URL or REDIS_CLUSTER_NODES (with REDIS_CLUSTER_PASSWORD, REDIS_CLUSTER_TLS)
  * name, read as the gateway reads them (an empty value is unset), for a tool that needs only Redis
@@ -389,17 +402,12 @@ export function redisTargetFromEnv(env: NodeJS.ProcessEnv = process.env): RedisT
   }
   const e = parsed.data;
   if (e.REDIS_URL && e.REDIS_CLUSTER_NODES) throw new Error("set REDIS_URL or REDIS_CLUSTER_NODES, not both");
-  if (e.REDIS_CLUSTER_NODES) {
-    return {
-      kind: "cluster",
-      nodes: e.REDIS_CLUSTER_NODES,
-      ...(e.REDIS_CLUSTER_PASSWORD ? { password: e.REDIS_CLUSTER_PASSWORD } : {}),
-      ...(e.REDIS_CLUSTER_TLS ? { tls: true } : {}),
-    };
-  }
+  const cluster = clusterNodesOf(e);
+  if (cluster) return { kind: "cluster", ...cluster };
   return e.REDIS_URL ? { kind: "server", url: e.REDIS_URL } : undefined;
 }
 
+/** `--role=<role>` on the command line wins over ROLE (npm run gateway / npm run worker use it). */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: string[] = process.argv): GatewayConfig {
   const roleFlag = argv.find((a) => a.startsWith("--role="))?.slice("--role=".length);
   const present = presentOf(roleFlag ? { ...env, ROLE: roleFlag } : env);
@@ -436,13 +444,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     logLevel: e.LOG_LEVEL,
     redisUrl: e.REDIS_URL,
     redisFunctions: e.REDIS_FUNCTIONS,
-    redisCluster: e.REDIS_CLUSTER_NODES
-      ? {
-          nodes: e.REDIS_CLUSTER_NODES,
-          ...(e.REDIS_CLUSTER_PASSWORD ? { password: e.REDIS_CLUSTER_PASSWORD } : {}),
-          ...(e.REDIS_CLUSTER_TLS ? { tls: true } : {}),
-        }
-      : undefined,
+    redisCluster: clusterNodesOf(e),
     dynamodb: {
       endpoint: e.DYNAMODB_ENDPOINT,
       // Production with no endpoint is DynamoDB itself, in AWS_REGION; elsewhere no endpoint

@@ -152,7 +152,8 @@ export function readScript(file: string): ScriptFile {
     file,
     command: camel(name),
     numberOfKeys: keys === "n" ? undefined : Number(keys),
-    lua: dropUnusedFunctions(expandIncludes(source, dirname(path), [], new Set())),
+    // The includes (expanded once, above) then the script: what EVALSHA runs, in a library's order.
+    lua: dropUnusedFunctions(`${includes}${body}`),
     includes,
     body,
   };

@@ -269,7 +269,7 @@ function readView(
   reply: unknown,
   fetchedAt: number,
   previous: View | null,
-): { view: View; missing: string[]; found: unknown[]; fanShards: number; sweep: boolean; goneKept: boolean } {
+): { view: View; missing: string[]; found: unknown[]; sweep: boolean; goneKept: boolean } {
   if (!Array.isArray(reply) || reply.length < 6) throw new ReplyShapeError("line-view: expected a list");
   const tail = reply.slice(-6);
   if (
@@ -313,7 +313,6 @@ function readView(
     },
     missing: (tail[3] as unknown[]).map(String),
     found: tail[5] as unknown[],
-    fanShards: f.num("fanShards"),
     sweep: f.flag("sweep"),
     goneKept: same,
   };
@@ -436,11 +435,11 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           return;
         }
         if (outcome) throw new ReplyShapeError(`line-view: unexpected ${outcome}`);
-        const { view, missing, found, fanShards, sweep, goneKept } = readView(reply, fetchedAt, previous);
+        const { view, missing, found, sweep, goneKept } = readView(reply, fetchedAt, previous);
         if (goneKept) counts.goneKept += 1;
         latest = view;
         missingAll = missingAll.concat(missing);
-        const resharded = fanShards !== sent.room.shards || (fanShards > 0 && view.epoch !== sent.room.epoch);
+        const resharded = view.fanShards !== sent.room.shards || (view.fanShards > 0 && view.epoch !== sent.room.epoch);
         // Fans found by a lookup: their beat was recorded in this call, no earlier than `started`
         // (with fan shards: by their shard, beside it; none when the shards were not the room's).
         // `found` is one number a lookup, in order (0: not found); the status follows from the room.
