@@ -62,6 +62,8 @@ const env = z
       .pipe(z.array(z.number().int().min(1).max(256)).min(1)),
     BENCH_POLLS: z.coerce.number().int().positive().default(1_000),
     BENCH_BEATS: z.coerce.number().int().min(1).max(2_000).default(200),
+    /** Fans admitted in each of the admission phases (by name, by claims). */
+    BENCH_ADMITS: z.coerce.number().int().min(1).max(100_000).default(1_024),
     BENCH_PROFILE_DIR: z.string().optional(),
     /** 1 (default): the scripts as Redis Functions, as a gateway runs them; 0: EVALSHA (REDIS_FUNCTIONS=false). */
     BENCH_FUNCTIONS: z.enum(["0", "1"]).default("1"),
@@ -458,6 +460,69 @@ async function main(): Promise<void> {
         },
       ),
     );
+
+    // Admission, by name (the tick reads each place's fan and record and opens its session) and by
+    // claims (WAITING_ROOM_CLAIMS: the tick offers places by count, each fan's poll claims): the
+    // ticks that move the cursor over BENCH_ADMITS waiting fans, then every fan's poll that learns
+    // it is admitted. Each room's fans joined with the line stopped (rate 0), then the rate is set.
+    for (const claims of [false, true]) {
+      const admitter = createWaitingRoom({
+        redis,
+        secret: randomBytes(32).toString("hex"),
+        lineCache: false,
+        ...(claims ? { claims } : {}),
+      });
+      const evt = `instr_adm_${claims ? "c" : "n"}_${randomBytes(3).toString("hex")}`;
+      const made = await admitter.configure(evt, {
+        onSaleAt: Date.now() - 1_000,
+        admitPerSecond: 0,
+        maxActive: env.BENCH_ADMITS + 10,
+        sessionSeconds: 900,
+      });
+      if (!made.ok) throw new Error(`configure: ${JSON.stringify(made)}`);
+      const ids = Array.from({ length: env.BENCH_ADMITS }, (_, i) => `adm-${i}-${randomBytes(4).toString("hex")}`);
+      for (let i = 0; i < ids.length; i += 64) {
+        await Promise.all(ids.slice(i, i + 64).map((id) => admitter.join(evt, id)));
+      }
+      const set = await admitter.updateSettings(evt, { admitPerSecond: 100_000 });
+      if (!set.ok) throw new Error(`updateSettings: ${JSON.stringify(set)}`);
+      await sleep(Math.ceil((env.BENCH_ADMITS * 1000) / 100_000) + 20); // the budget for all of them
+      const how = claims ? "by claims (offers)" : "by name";
+      let ticks = 0;
+      rows.push(
+        await phase(
+          `admission ${how}: the ticks that reach ${env.BENCH_ADMITS} fans (snapshot-8.lua)`,
+          1,
+          ids.length,
+          async () => {
+            for (;;) {
+              const stats = await admitter.stats(evt);
+              if (!stats.ok) throw new Error(`stats: ${JSON.stringify(stats)}`);
+              ticks += 1;
+              if (stats.stats.admitted + stats.stats.offered >= ids.length) break;
+            }
+          },
+        ),
+      );
+      const tickRow = rows[rows.length - 1]!;
+      tickRow.instructionsPerCall = Math.round(tickRow.instructionsPerCall / ticks);
+      tickRow.calls = ticks;
+      rows.push(
+        await phase(
+          `admission ${how}: each fan's poll that learns it (status-10.lua)`,
+          ids.length,
+          ids.length,
+          async () => {
+            for (let i = 0; i < ids.length; i += 50) {
+              const polled = await Promise.all(ids.slice(i, i + 50).map((id) => admitter.statusOf(evt, id)));
+              for (const p of polled)
+                if (!p.ok || p.place.status !== "admitted") throw new Error(`poll: ${JSON.stringify(p)}`);
+            }
+          },
+        ),
+      );
+      await admitter.close();
+    }
 
     const version = (await redis.info("server")).match(/redis_version:(\S+)/)?.[1] ?? "?";
     process.stdout.write(

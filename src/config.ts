@@ -133,6 +133,12 @@ const gatewaySchema = z.object({
    */
   WAITING_ROOM_FAN_SHARDS: z.coerce.number().int().min(0).max(256).default(0),
   /**
+   * The waiting rooms this gateway creates admit by claims (docs/waiting-room.md "Admission by
+   * claims"): the cursor offers a session at each place it passes and the fan there claims it at
+   * its next poll, so admission reads no fan's record. Fixed per room at creation. Off by default.
+   */
+  WAITING_ROOM_CLAIMS: bool.default(false),
+  /**
    * drand relays (comma-separated base URLs, e.g. https://api.drand.sh,https://drand.cloudflare.com)
    * a draw waiting for its drand round fetches the round from (src/lottery/drand-relay.ts); only a
    * round that verifies is taken. Unset: the round is recorded through the operator's PUT only.
@@ -323,6 +329,8 @@ export type GatewayConfig = {
   drandRelays: string[];
   /** WAITING_ROOM_FAN_SHARDS: fan shards of the rooms this gateway creates (0: none). */
   fanShards: number;
+  /** WAITING_ROOM_CLAIMS: the rooms this gateway creates admit by claims. */
+  claims: boolean;
   httpKeepAliveTimeoutMs: number;
   sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
   demoEvent: boolean;
@@ -477,6 +485,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
     trustProxy: e.TRUST_PROXY,
     drandRelays: e.DRAND_RELAYS,
     fanShards: e.WAITING_ROOM_FAN_SHARDS,
+    claims: e.WAITING_ROOM_CLAIMS,
     httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     sse: {
       maxStreams: e.SSE_MAX_STREAMS,

@@ -67,6 +67,7 @@ async function main(): Promise<void> {
     ...(config.paymentRedisUrl ? { paymentRedisUrl: config.paymentRedisUrl } : {}),
     ...(config.drandRelays.length > 0 ? { drandRelays: config.drandRelays } : {}),
     ...(config.fanShards > 0 ? { fanShards: config.fanShards } : {}),
+    ...(config.claims ? { claims: true } : {}),
     dynamodb: {
       endpoint: infra.dynamoEndpoint,
       region: config.dynamodb.region,

@@ -35,7 +35,9 @@
               changed after
   ARGV[22]    the fan shards' key (16 hex digits; fanShardOf hashes a fan id under it), stored with
               the tags as `fanShardKey`
-  ARGV[23..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
+  ARGV[23]    claims '1' | '0': the cursor offers sessions that the fans claim (room.lua
+              claims), stored when this call creates the room, never changed after
+  ARGV[24..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
               take a place in the new room
 
   A room created in 'restore' mode is marked `restoredAt` (ms): it cannot tell a fan it never knew
@@ -79,7 +81,8 @@ if not r then
     redis.call('HSET', K_ROOM, 'fanShards', int(shards), 'fanShardTags', ARGV[21])
     if (ARGV[22] or '') ~= '' then redis.call('HSET', K_ROOM, 'fanShardKey', ARGV[22]) end
   end
-  for i = 23, #ARGV do
+  if ARGV[23] == '1' then redis.call('HSET', K_ROOM, 'claims', '1') end
+  for i = 24, #ARGV do
     redis.call('HSETNX', KEYS[2], ARGV[i], 'r|0|0||0|0')
   end
   created = 1

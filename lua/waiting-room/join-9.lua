@@ -50,7 +50,10 @@ local f = get_fan(fanId)
 if f and sharded(r) and (f.s == 'p' or f.s == 'w') and r.openedAt > 0 and (ARGV[6] or '') ~= '' then
   if is_stale(r, now - (tonumber(ARGV[6]) or 0), now) then abandon(r, fanId, f) end
 end
-if f then settle_fan(r, fanId, f, now) end
+if f then
+  settle_fan(r, fanId, f, now)
+  claim_passed(r, fanId, f, now)
+end
 if f and f.s == 'r' then
   save_room(r)
   return -4
@@ -90,7 +93,10 @@ else
   r.joined = r.joined + 1
   created = 1
   -- an arrival at the head of an empty line may be admitted at once
-  if r.openedAt > 0 and r.credit >= 1 and serve(r, now) > 0 then f = get_fan(fanId) end
+  if r.openedAt > 0 and r.credit >= 1 and serve(r, now) > 0 then
+    f = get_fan(fanId)
+    claim_passed(r, fanId, f, now)
+  end
 end
 
 save_room(r)

@@ -54,6 +54,7 @@ if sharded(r) and (f.s == 'p' or f.s == 'w') and r.openedAt > 0 and (ARGV[6] or 
   if is_stale(r, now - (tonumber(ARGV[6]) or 0), now) then abandon(r, fanId, f) end
 end
 settle_fan(r, fanId, f, now)
+claim_passed(r, fanId, f, now)
 -- The heartbeat that keeps the place (abandonment, docs/waiting-room.md): kept on every poll.
 -- It is one ZADD inside this call, not a round trip of its own, and without it a fan who closed
 -- the tab could not be told from one still watching: the line would admit absent fans into

@@ -54,6 +54,8 @@ export interface RoomContext {
   fanLine: FanLine;
   /** Fan shards of a room this process creates (configure-9.lua ARGV[20]; 0: none). */
   fanShardsForNewRooms: number;
+  /** A room this process creates offers sessions that its fans claim (configure-9.lua ARGV[23]). */
+  claimsForNewRooms: boolean;
   /** A script's reply, with its negative code read as an outcome (logged at debug). */
   script(
     name: ScriptName,
@@ -135,6 +137,7 @@ export function createRoomContext(
     run,
     fanLine,
     fanShardsForNewRooms: 0,
+    claimsForNewRooms: false,
     joins: createJoinBatcher(run, {
       ...(onJoinBatch ? { onBatch: onJoinBatch } : {}),
       // A process whose cached view of the line answers new places (line-view.ts) asks Redis for

@@ -177,6 +177,7 @@ export function statsFrom(f: Fields): WaitingRoomStats {
     preQueued: f.num("preCount"),
     drawing: f.num("openedAt") > 0 && !f.flag("drawn"),
     awaitingSweep: f.flag("awaitingSweep"),
+    offered: f.num("offered"),
     at: iso(f.num("now")),
   };
 }

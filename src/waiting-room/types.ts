@@ -105,6 +105,11 @@ export interface WaitingRoomStats {
    * old (a backlog of fans who left, or no gateway could sweep). Always false without shards.
    */
   awaitingSweep: boolean;
+  /**
+   * A room with claims (WAITING_ROOM_CLAIMS): sessions offered at places the line passed, not yet
+   * claimed by their fans. They count against maxActive beside `active`. Always 0 without claims.
+   */
+  offered: number;
   /** The pre-queue has closed and its draw is not done yet (waiting for its beacon, or running). */
   drawing: boolean;
   /** Redis time the figures were taken at. */

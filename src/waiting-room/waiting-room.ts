@@ -119,6 +119,13 @@ export interface WaitingRoomOptions {
    */
   fanShards?: number;
   /**
+   * The rooms this process creates (configure, restore) admit by claims: the cursor passes places
+   * by count and offers each a session, which the fan at that place claims at its next poll
+   * (lua/waiting-room/includes/admission.lua; docs/waiting-room.md "Admission by claims"). Fixed
+   * per room when it is created. Default false: the cursor admits the fan at each place by name.
+   */
+  claims?: boolean;
+  /**
    * How the fan shards' sweep reads (fan-sweep.ts): stale beats per shard per round
    * (SWEEP_PER_SHARD, 512) and how long one sweep keeps reading a backlog (SWEEP_BUDGET_MS, 1 s).
    * The defaults are for production; tests make them small to build a backlog from a few fans.
@@ -280,6 +287,7 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     options.fanSweep,
   );
   base.fanShardsForNewRooms = options.fanShards ?? 0;
+  base.claimsForNewRooms = options.claims ?? false;
   const restorer = createRestorer(base, options.restore, (eventId, input, kept) =>
     configureRoom(base, eventId, input, { mode: "restore", ...kept }),
   );

@@ -74,6 +74,13 @@ describe("config", () => {
     expect(() => loadGatewayConfig({ WAITING_ROOM_FAN_SHARDS: "1.5" }, [])).toThrow(/WAITING_ROOM_FAN_SHARDS/);
   });
 
+  it("takes WAITING_ROOM_CLAIMS: off by default, a boolean", () => {
+    expect(loadGatewayConfig({}, []).claims).toBe(false);
+    expect(loadGatewayConfig({ WAITING_ROOM_CLAIMS: "true" }, []).claims).toBe(true);
+    expect(loadGatewayConfig({ WAITING_ROOM_CLAIMS: "1" }, []).claims).toBe(true);
+    expect(() => loadGatewayConfig({ WAITING_ROOM_CLAIMS: "maybe" }, [])).toThrow(/WAITING_ROOM_CLAIMS/);
+  });
+
   it("stops with a message naming each bad variable", () => {
     const bad = () => loadGatewayConfig({ PORT: "eighty", ADMIN_TOKEN: "short", REDIS_URL: "not a url" }, []);
     expect(bad).toThrow(ConfigError);

@@ -340,6 +340,21 @@ describe("the console's poll", () => {
     s.model.disconnect();
   });
 
+  it("says how many sessions are offered and not yet claimed (a room with claims)", async () => {
+    const polledWith = (offered: number): Stats => ({
+      ...STATS,
+      waitingRoom: { state: "open", effectiveAdmitPerSecond: 5, servedThrough: 10, offered },
+    });
+    let polled = polledWith(3);
+    const s = setup(() => ok(polled));
+    await s.model.connect("evt");
+    expect(s.view.rooms.at(-1)?.inForce).toContain("3 offered, not yet claimed");
+    polled = polledWith(0);
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(s.view.rooms.at(-1)?.inForce).not.toContain("offered");
+    s.model.disconnect();
+  });
+
   it("plans the loop's bounds against the last poll's, and says what they are once applied", async () => {
     const autoAdmit = {
       enabled: true,

@@ -2,7 +2,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
 import { type Cluster, Redis } from "ioredis";
-import { inject } from "vitest";
+import { inject, onTestFinished } from "vitest";
 import { halfSipKeyFromHex } from "../../src/halfsiphash.js";
 import { beatsKeyOf, fanShardOf } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
@@ -42,6 +42,8 @@ export function gateways(
       secret: SECRET,
       ...(options.lineCache === undefined ? {} : options),
       ...(fanShards > 0 ? { fanShards } : {}),
+      // TEST_LINE_CLAIMS=1: the rooms admit by claims (WAITING_ROOM_CLAIMS), the whole suite in that mode
+      ...(process.env.TEST_LINE_CLAIMS === "1" ? { claims: true } : {}),
     }),
   );
   const room = rooms[0];
@@ -84,6 +86,45 @@ export function drawnEverywhere(rooms: WaitingRoom[], eventId: string, ids: stri
 
 // The platform's, re-exported for the tests that import it from here.
 export { sleep };
+
+/**
+ * The places the line has given a session: the fans admitted, and (a room with claims:
+ * TEST_LINE_CLAIMS) the sessions offered at places passed that their fans have not claimed yet.
+ * What the admission rate and maxActive bound, in either mode.
+ */
+export function moved(stats: { admitted: number; offered: number }): number {
+  return stats.admitted + stats.offered;
+}
+
+/**
+ * Reads `read` every `everyMs` while a test runs; `stop()` ends it and answers the largest value
+ * read. Stopped at the test's end too (onTestFinished), should the test fail first.
+ */
+export function sampleMax(read: () => Promise<number>, everyMs = 5): { stop(): Promise<number> } {
+  let most = 0;
+  let sampling = true;
+  const loop = (async () => {
+    while (sampling) {
+      most = Math.max(most, await read());
+      await sleep(everyMs);
+    }
+  })();
+  onTestFinished(() => {
+    sampling = false;
+  });
+  return {
+    async stop() {
+      sampling = false;
+      await loop;
+      return most;
+    },
+  };
+}
+
+/** Sessions open and offered: what counts against maxActive, in either mode. */
+export function occupied(stats: { active: number; offered: number }): number {
+  return stats.active + stats.offered;
+}
 
 /** Narrow an `ok` result or fail the test with what came back instead. */
 export function ok<T extends { ok: boolean }>(result: T): Extract<T, { ok: true }> {

@@ -458,6 +458,7 @@ export class ConsoleModel extends Observed<ConsoleView> {
     if (this.inForce.maxActive !== undefined) parts.push(`maxActive ${this.inForce.maxActive}`);
     if (stats.waitingRoom) parts.push(`effective ${rate(stats.waitingRoom.effectiveAdmitPerSecond)}/s`);
     if (stats.waitingRoom?.awaitingSweep) parts.push("admission waits for the sweep of fans who left");
+    if (stats.waitingRoom?.offered) parts.push(`${stats.waitingRoom.offered} offered, not yet claimed`);
     return {
       state: this.state,
       label: this.state === "paused" && rateZero && !paused ? "paused (rate 0)" : this.state || "unknown",

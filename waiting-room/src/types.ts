@@ -137,6 +137,8 @@ export interface Stats {
     servedThrough: number;
     /** A room with fan shards admits nobody until its sweep of lost places catches up. */
     awaitingSweep?: boolean;
+    /** A room with claims: sessions offered at places passed, not yet claimed (they count against maxActive). */
+    offered?: number;
     settings?: { admitPerSecond: number; maxActive: number; autoAdmit?: AutoAdmitSettings };
   };
   /** When seats, areas and purchases were counted (a shared snapshot, at most about 5 s old). */

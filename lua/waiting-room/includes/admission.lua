@@ -8,7 +8,10 @@
                             abandonSeconds after the draw), the budget, admissions, and
                             forgetting vacated places the cursor passed
            serve(r, now)    admissions alone (after a slot was freed or the line grew);
-                            returns how many fans it admitted
+                            returns how many fans it admitted (a room with claims: how many
+                            places it offered)
+           claim_passed(r, fanId, f, now)  a room with claims: the fan at a place passed takes
+                            its offer, or learns the place lost
   Needs    room, prequeue, fans, sessions
   Keys     K_PRE, K_FIFO, K_SEEN, K_GONE (and those of the includes it needs)
 ]]
@@ -26,6 +29,10 @@ local RATE_WINDOW_MS = 10000
 -- plus that lag. Kept in step with src/waiting-room/fan-sweep.ts.
 local SWEEP_EVERY_MS = 1000
 local SWEEP_LAG_MS = 3000
+-- A room with claims: an offer is given back this long after abandonSeconds, unclaimed. A fan who
+-- polls as advised (every abandonSeconds / 3 at most) claims long before; one who stopped has
+-- been given up by a sweep by then (the sweep's lag is within this), which gave the offer back.
+local OFFER_GRACE_MS = SWEEP_LAG_MS + 1000
 
 -- Places can be lost (the draw is done and the abandon time since the clock's start has passed),
 -- and no sweep completed within SWEEP_LAG_MS.
@@ -84,12 +91,51 @@ local function accrue(r, now)
   r.accruedAt = now
 end
 
+-- A room with claims (room.lua): the cursor passes up to `free` places not vacated, and offers
+-- each a session (a member of `active` scored with the time it is given back), spending the
+-- credit now; the fans claim them (claim_passed). No fan's record is read: the passing counts
+-- places. Returns the places offered and why it stopped.
+local function offer_places(r, now, free)
+  local steps, offered, stop = 0, 0, nil
+  local givenBack = int(now + r.abandonSeconds * 1000 + OFFER_GRACE_MS)
+  while true do
+    if r.served >= r.tail then stop = 'empty' break end
+    if offered >= free then stop = 'full' break end
+    if r.credit < 1 then stop = 'budget' break end
+    if steps >= MAX_STEPS then stop = 'bound' break end
+    if sweep_lagging(r, now) then stop = 'sweep' break end
+    if r.served < r.preCount and r.drawn == 0 then stop = 'draw' break end
+    local last = math.min(r.tail, r.served + MAX_STEPS - steps)
+    local vacated = {}
+    for _, p in ipairs(redis.call('ZRANGEBYSCORE', K_GONE, '(' .. int(r.served), int(last))) do
+      vacated[tonumber(p)] = true
+    end
+    local offers = {}
+    while r.served < last and offered < free and r.credit >= 1 do
+      r.served = r.served + 1
+      steps = steps + 1
+      if not vacated[r.served] then
+        offers[#offers + 1] = givenBack
+        offers[#offers + 1] = OFFER .. int(r.served)
+        offered = offered + 1
+        r.credit = r.credit - 1
+      end
+    end
+    if #offers > 0 then redis.call('ZADD', K_ACTIVE, unpack(offers)) end
+  end
+  r.offered = r.offered + offered
+  return offered, stop
+end
+
 local function serve(r, now)
   if room_state(r) ~= 'open' then return 0 end
   local free = r.maxActive - live_sessions(now)
   local steps, admitted = 0, 0
   local stop
-  while true do
+  if claims(r) then
+    admitted, stop = offer_places(r, now, free)
+  end
+  while not stop do
     if r.served >= r.tail then stop = 'empty' break end
     if admitted >= free then stop = 'full' break end
     if r.credit < 1 then stop = 'budget' break end
@@ -144,6 +190,25 @@ local function forget_passed(r)
   local behind = redis.call('ZCOUNT', K_GONE, '-inf', int(r.served))
   if behind > 0 then
     redis.call('ZREMRANGEBYRANK', K_GONE, 0, math.min(behind, MAX_STEPS) - 1)
+  end
+end
+
+-- A room with claims: the fan whose place the cursor passed takes the session offered to it (its
+-- poll or join, after settle_fan). An offer no longer there was given back (not claimed within
+-- abandonSeconds and OFFER_GRACE_MS): the place is lost, as any place not polled for.
+local function claim_passed(r, fanId, f, now)
+  if not claims(r) or f.s ~= 'w' or r.openedAt == 0 or f.pos > r.served then return end
+  local member = OFFER .. int(f.pos)
+  local givenBack = tonumber(redis.call('ZSCORE', K_ACTIVE, member))
+  if givenBack and givenBack > now then
+    redis.call('ZREM', K_ACTIVE, member)
+    r.offered = r.offered - 1
+    if f.pos > r.preCount then redis.call('ZREM', K_FIFO, fanId) end
+    -- admittedAt is the offer's time (the line's decision), read back from its expiry; an
+    -- abandonSeconds changed since moves it, never past now
+    admit(r, fanId, f, now, math.min(now, givenBack - r.abandonSeconds * 1000 - OFFER_GRACE_MS))
+  else
+    abandon(r, fanId, f)
   end
 end
 

@@ -15,10 +15,12 @@
            new_fan_text(s, placeText)   pack_fan of a fan just placed, its place given as text
            is_stale(r, seenAt, now)     the place was not polled for abandonSeconds (never
                                         while the draw is pending)
-           abandon(r, fanId, f)         gives the place up (the cursor will pass it)
+           abandon(r, fanId, f)         gives the place up (the cursor will pass it; a place it
+                                        passed gives its offer back: room.lua claims)
            settle_fan(r, fanId, f, now) brings the fan's own record up to date before it is shown
   Needs    room, prequeue
-  Keys     K_FANS, K_SEEN, K_GONE, K_FIFO; K_ACTIVE (settle_fan ends an expired session)
+  Keys     K_FANS, K_SEEN, K_GONE, K_FIFO; K_ACTIVE (settle_fan ends an expired session; abandon
+           gives an offer back)
 ]]
 --- @include "room"
 --- @include "prequeue"
@@ -69,7 +71,12 @@ local function abandon(r, fanId, f)
     f.s = 'x'
     f.pos = pos
     put_fan(fanId, f)
-    if pos > r.served then redis.call('ZADD', K_GONE, int(pos), int(pos)) end
+    if pos > r.served then
+      redis.call('ZADD', K_GONE, int(pos), int(pos))
+    elseif claims(r) and pos > 0 and redis.call('ZREM', K_ACTIVE, OFFER .. int(pos)) == 1 then
+      -- passed and offered, not claimed: the offer's slot is free at once
+      r.offered = r.offered - 1
+    end
     if pos > r.preCount then redis.call('ZREM', K_FIFO, fanId) end
     r.abandoned = r.abandoned + 1
   end

@@ -38,6 +38,7 @@
            save_room(r)                writes back the runtime fields that changed
            room_state(r)               'closed' | 'prequeue' | 'paused' | 'open'
            sharded(r)                  the room keeps its heartbeats in fan shards, not in `seen`
+           claims(r), OFFER            the cursor offers sessions the fans claim (below)
   Needs    now-ms
 ]]
 --- @include "now-ms"
@@ -50,7 +51,7 @@ local SETTINGS = { 'onSaleAt', 'admitPerSecond', 'maxActive', 'sessionSeconds', 
   'paused', 'closed', 'powBits', 'invites' }
 local RUNTIME = { 'openedAt', 'preCount', 'preSeq', 'tail', 'served', 'credit', 'accruedAt',
   'sessSeq', 'winStart', 'winCount', 'lastRate', 'joined', 'admitted', 'abandoned', 'completed',
-  'expired', 'revoked', 'drawn', 'drawnAt', 'fanShards', 'sweepAt', 'sweptAt' }
+  'expired', 'revoked', 'drawn', 'drawnAt', 'fanShards', 'sweepAt', 'sweptAt', 'claims', 'offered' }
 local FRACTIONAL = { credit = true, lastRate = true }
 
 -- Lua would print large numbers as 1.7e+12 when concatenated; every integer leaves through here.
@@ -83,13 +84,14 @@ local function new_room()
     paused = 0, closed = 0, powBits = 0, invites = 0,
     openedAt = 0, preCount = 0, preSeq = 0, tail = 0, served = 0, credit = 0, accruedAt = 0,
     sessSeq = 0, winStart = 0, winCount = 0, lastRate = 0, joined = 0, admitted = 0, abandoned = 0, completed = 0,
-    expired = 0, revoked = 0, drawn = 0, drawnAt = 0, fanShards = 0, sweepAt = 0, sweptAt = 0 }
+    expired = 0, revoked = 0, drawn = 0, drawnAt = 0, fanShards = 0, sweepAt = 0, sweptAt = 0, claims = 0, offered = 0 }
 end
 
 local function new_saved()
   return { openedAt = 0, preCount = 0, preSeq = 0, tail = 0, served = 0, credit = 0, accruedAt = 0,
     sessSeq = 0, winStart = 0, winCount = 0, lastRate = 0, joined = 0, admitted = 0, abandoned = 0, completed = 0,
-    expired = 0, revoked = 0, drawn = 0, drawnAt = 0, fanShards = 0, sweepAt = 0, sweptAt = 0 }
+    expired = 0, revoked = 0, drawn = 0, drawnAt = 0, fanShards = 0, sweepAt = 0, sweptAt = 0, claims = 0,
+    offered = 0 }
 end
 
 local function load_room()
@@ -138,6 +140,17 @@ end
 
 local function sharded(r)
   return r.fanShards > 0
+end
+
+-- A room created with `claims` (WAITING_ROOM_CLAIMS): the cursor passes places by count and offers
+-- each one a session, which the fan at that place claims at its next poll (admission.lua
+-- offer_places, claim_passed). An offer is a member of `active` (OFFER .. place, scored with the
+-- time it is given back), so it counts against maxActive as a session does until it is claimed,
+-- given up with its place, or given back. `offered` counts the offers outstanding.
+local OFFER = 'offer:'
+
+local function claims(r)
+  return r.claims > 0
 end
 
 local function room_state(r)

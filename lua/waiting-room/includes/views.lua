@@ -71,7 +71,7 @@ local function snapshot(r, now)
     'maxActive', int(r.maxActive), 'sessionSeconds', int(r.sessionSeconds),
     'abandonSeconds', int(r.abandonSeconds), 'paused', int(r.paused), 'closed', int(r.closed),
     'commitment', r.commitment, 'seed', seed, 'waiting', int(waiting_count(r)),
-    'active', int(live), 'rate', dec(effective_rate(r, live)), 'joined', int(r.joined),
+    'active', int(math.max(0, live - r.offered)), 'rate', dec(effective_rate(r, live)), 'joined', int(r.joined),
     'admitted', int(r.admitted), 'abandoned', int(r.abandoned), 'completed', int(r.completed),
     'expired', int(r.expired), 'revoked', int(r.revoked), 'preCount', int(r.preCount),
     'tail', int(r.tail), 'served', int(r.served), 'epoch', r.epoch, 'drawn', int(r.drawn),
@@ -83,5 +83,8 @@ local function snapshot(r, now)
     -- the settings' version (update-settings-9.lua); '' before the first change
     'settingsAt', room_raw(r).settingsAt or '',
     -- the fan shards the heartbeats live in (0: `seen`), fixed when the room was created
-    'fanShards', int(r.fanShards) }
+    'fanShards', int(r.fanShards),
+    -- a room with claims (room.lua): the sessions offered at places passed, not yet claimed
+    -- (counted against maxActive with `active`)
+    'claims', int(r.claims), 'offered', int(r.offered) }
 end

@@ -39,6 +39,14 @@ const Stats = z
           "A room with fan shards admits nobody now: its last completed sweep of lost places is over 3 s old " +
           "(a backlog of fans who left at once, or no gateway could sweep). Always false without fan shards.",
       }),
+      offered: z
+        .number()
+        .int()
+        .openapi({
+          description:
+            "A room with claims (WAITING_ROOM_CLAIMS): sessions offered at places the line passed and not yet claimed " +
+            "by their fans, counted against maxActive beside `active`. Always 0 without claims.",
+        }),
       settings: z
         .object({
           admitPerSecond: z.number(),
@@ -133,6 +141,7 @@ export const statsRoute = new OpenAPIHono<AppEnv>().openapi(route, async (c) => 
         effectiveAdmitPerSecond: queue?.effectiveAdmitPerSecond ?? 0,
         servedThrough: queue?.servedThrough ?? 0,
         awaitingSweep: queue?.awaitingSweep ?? false,
+        offered: queue?.offered ?? 0,
         ...(room.ok
           ? {
               settings: {
