@@ -27,7 +27,7 @@
  *   - a view refresh with 2,000 vacated places ahead of the cursor: the list sent, and not sent
  *     again while nobody is given up (the gateway's version of it is the room's);
  *   - for scale, a trivial script (`return 1`) on the event's slot.
- * Knobs: BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
+ * Knobs: BENCH_CLAIMS (1: the rooms admit by claims, so they keep no `fifo`), BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
  * BENCH_BEATS (default 200), BENCH_FUNCTIONS (1, the default: the scripts as Redis Functions, as
  * a gateway on Redis 7 runs them; 0: EVALSHA, as REDIS_FUNCTIONS=false), REDIS_SERVER. Prints a
  * table, then one JSON line.
@@ -62,6 +62,8 @@ const env = z
       .pipe(z.array(z.number().int().min(1).max(256)).min(1)),
     BENCH_POLLS: z.coerce.number().int().positive().default(1_000),
     BENCH_BEATS: z.coerce.number().int().min(1).max(2_000).default(200),
+    /** 1: the rooms of the join, poll and view phases admit by claims (WAITING_ROOM_CLAIMS); 0 (default): by name. */
+    BENCH_CLAIMS: z.enum(["0", "1"]).default("0"),
     /** Fans admitted in each of the admission phases (by name, by claims). */
     BENCH_ADMITS: z.coerce.number().int().min(1).max(100_000).default(1_024),
     BENCH_PROFILE_DIR: z.string().optional(),
@@ -179,7 +181,13 @@ async function main(): Promise<void> {
       };
     };
 
-    const room = createWaitingRoom({ redis, secret: randomBytes(32).toString("hex"), lineCache: false });
+    const claimsRooms = env.BENCH_CLAIMS === "1" ? { claims: true } : {};
+    const room = createWaitingRoom({
+      redis,
+      secret: randomBytes(32).toString("hex"),
+      lineCache: false,
+      ...claimsRooms,
+    });
     const eventId = `instr_${randomBytes(4).toString("hex")}`;
     // A line that is moving, where a join is placed by the batch: one fan in it, nobody admitted.
     const configured = await room.configure(eventId, {
@@ -261,6 +269,7 @@ async function main(): Promise<void> {
         secret: randomBytes(32).toString("hex"),
         lineCache: false,
         fanShards: 12,
+        ...claimsRooms,
       });
       const shardedEvent = `instr_${randomBytes(4).toString("hex")}`;
       const made = await shardedRoom.configure(shardedEvent, {

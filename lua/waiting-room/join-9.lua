@@ -86,7 +86,8 @@ else
   else
     r.tail = r.tail + 1
     f.pos = r.tail
-    redis.call('ZADD', K_FIFO, int(r.tail), fanId)
+    -- a room with claims keeps no `fifo`: its tick counts places (admission.lua)
+    if not claims(r) then redis.call('ZADD', K_FIFO, int(r.tail), fanId) end
   end
   put_fan(fanId, f)
   if not sharded(r) then redis.call('ZADD', K_SEEN, int(now), fanId) end

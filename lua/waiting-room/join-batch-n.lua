@@ -96,7 +96,8 @@ local function reply(view)
 end
 
 local FIELDS = { 'onSaleAt', 'openedAt', 'closed', 'paused', 'admitPerSecond', 'maxActive', 'sessionSeconds',
-  'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt', 'fanShards' }
+  'abandonSeconds', 'lastRate', 'served', 'tail', 'powBits', 'invites', 'drawn', 'epoch', 'drawnAt', 'fanShards',
+  'claims' }
 local v = redis.call('HMGET', K_ROOM, unpack(FIELDS))
 local epochKnown, shardsKnown = ARGV[TAIL + 1] or '', tonumber(ARGV[TAIL + 2]) or 0
 local viewWanted = ARGV[TAIL + 3] ~= '0'
@@ -174,6 +175,7 @@ local r = {
   served = tonumber(v[10]) or 0, tail = tonumber(v[11]) or 0, powBits = tonumber(v[12]) or 0,
   invites = tonumber(v[13]) or 0, drawn = tonumber(v[14]) or 0, epoch = v[15] or '',
   drawnAt = tonumber(v[16]) or 0, fanShards = tonumber(v[17]) or 0, rateText = v[5],
+  claims = tonumber(v[18]) or 0,
 }
 if (r.openedAt == 0 and now >= r.onSaleAt) or (r.openedAt > 0 and r.served >= r.tail) then
   return answer_all({ 'join' })
@@ -243,8 +245,10 @@ if k > 0 then
     first = redis.call('HINCRBY', K_ROOM, 'tail', k) - k
   end
 end
--- A new fan's record (new_fan_text: one number converted a fan), the lists filled by index.
+-- A new fan's record (new_fan_text: one number converted a fan), the lists filled by index. A
+-- room with claims keeps no `fifo`: its tick counts places and reads no fan at one (admission.lua).
 local nowText, h, shardedRoom = int(now), 0, sharded(r)
+local fifo = not prequeue and not claims(r)
 for j = 1, k do
   local fanId = ARGV[F0 + PER_FAN * (placed[j] - 1) + 1]
   local place = int(first + j)
@@ -253,7 +257,7 @@ for j = 1, k do
     order[o], order[o + 1] = '0', pre_member(r, fanId)
     records[o], records[o + 1] = fanId, new_fan_text('p', place)
   else
-    order[o], order[o + 1] = place, fanId
+    if fifo then order[o], order[o + 1] = place, fanId end
     records[o], records[o + 1] = fanId, new_fan_text('w', place)
   end
   if not shardedRoom then
@@ -269,7 +273,7 @@ if not shardedRoom then
   end
 end
 if k > 0 then
-  redis.call('ZADD', prequeue and K_PRE or K_FIFO, unpack(order))
+  if prequeue then redis.call('ZADD', K_PRE, unpack(order)) elseif fifo then redis.call('ZADD', K_FIFO, unpack(order)) end
   redis.call('HSET', K_FANS, unpack(records))
   redis.call('HINCRBY', K_ROOM, 'joined', k)
 end

@@ -55,8 +55,10 @@ describe("admission by claims", () => {
     const offered = Date.now();
     const k = waitingRoomKeys(evt);
     expect(await raw.zrange(k.active, "0", "-1")).toEqual(["offer:1", "offer:2", "offer:3", "offer:4", "offer:5"]);
-    // Records untouched until the fans poll: each still waiting at its place.
+    // Records untouched until the fans poll: each still waiting at its place. No `fifo`: nothing
+    // reads a place's fan any more, so the joins did not write it.
     expect((await raw.hget(k.fans, "of-3"))?.startsWith("w|3|")).toBe(true);
+    expect(await raw.exists(k.fifo)).toBe(0);
 
     await sleep(300);
     const claiming = Date.now();

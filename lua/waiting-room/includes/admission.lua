@@ -203,7 +203,6 @@ local function claim_passed(r, fanId, f, now)
   if givenBack and givenBack > now then
     redis.call('ZREM', K_ACTIVE, member)
     r.offered = r.offered - 1
-    if f.pos > r.preCount then redis.call('ZREM', K_FIFO, fanId) end
     -- admittedAt is the offer's time (the line's decision), read back from its expiry; an
     -- abandonSeconds changed since moves it, never past now
     admit(r, fanId, f, now, math.min(now, givenBack - r.abandonSeconds * 1000 - OFFER_GRACE_MS))

@@ -77,7 +77,7 @@ local function abandon(r, fanId, f)
       -- passed and offered, not claimed: the offer's slot is free at once
       r.offered = r.offered - 1
     end
-    if pos > r.preCount then redis.call('ZREM', K_FIFO, fanId) end
+    if pos > r.preCount and not claims(r) then redis.call('ZREM', K_FIFO, fanId) end
     r.abandoned = r.abandoned + 1
   end
 end
