@@ -37,6 +37,8 @@
  *
  * BENCH_FAN_SHARDS=12 creates the room with twelve fan shards (WAITING_ROOM_FAN_SHARDS): its
  * heartbeats, the joins' among them, and their sweeps go to the shards' masters.
+ * BENCH_CLAIMS=1 creates the room admitting by claims (WAITING_ROOM_CLAIMS): no fifo, the tick
+ * offers places by count and the fans claim them.
  * BENCH_FUNCTIONS=0 runs the scripts through EVALSHA instead of as Redis Functions (the default).
  * BENCH_JOIN_IPS=1 gives each join an address of its own under a per-IP join limit (a crowd: each
  * join takes a bucket of its own; with shards the buckets are on the shards).
@@ -75,6 +77,8 @@ const env = z
     BENCH_ABANDON_SECONDS: z.coerce.number().int().min(3).max(14).default(6),
     /** Fan shards of the room (WAITING_ROOM_FAN_SHARDS): 0 keeps the heartbeats on the event's slot. */
     BENCH_FAN_SHARDS: z.coerce.number().int().min(0).max(256).default(0),
+    /** 1: the room admits by claims (WAITING_ROOM_CLAIMS: no fifo, the tick offers, the fans claim). */
+    BENCH_CLAIMS: z.enum(["0", "1"]).default("0"),
     /** 1: every fan id on shard 0 (an attacker's choice of ids); needs BENCH_FAN_SHARDS. */
     BENCH_AIM_SHARD: z.enum(["0", "1"]).default("0"),
     /** 1: each of a fan's polls goes to the next gateway, not always to the one it joined through. */
@@ -241,7 +245,12 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
     connectRedis({ kind: "cluster", nodes: cluster.nodes }, "commands"),
   );
   const rooms: WaitingRoom[] = clients.map((redis) =>
-    createWaitingRoom({ redis, secret: randomBytes(32).toString("hex"), fanShards: env.BENCH_FAN_SHARDS }),
+    createWaitingRoom({
+      redis,
+      secret: randomBytes(32).toString("hex"),
+      fanShards: env.BENCH_FAN_SHARDS,
+      ...(env.BENCH_CLAIMS === "1" ? { claims: true } : {}),
+    }),
   );
   const eventId = `bench_${randomBytes(6).toString("hex")}`;
   try {
