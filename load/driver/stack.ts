@@ -105,6 +105,29 @@ export async function startStack(
   });
   const logs: string[] = [];
   gateway.stderr?.on("data", (d: Buffer) => logs.push(d.toString()));
+  // The driver exiting any other way than through stop() (a crash in a fan's journey, process.exit,
+  // a SIGTERM from `timeout` or a CI runner) takes its gateway and Redis with it: they would live on
+  // as orphans, holding ports and CPU under the next run (the local DynamoDB exits with its parent).
+  const own = [
+    gateway,
+    ...(redis ? [redis.child] : []),
+    ...(ownCluster ? ownCluster.masters.concat(ownCluster.replicas).map((n) => n.child) : []),
+  ];
+  const killOwn = () => {
+    for (const child of own) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    killOwn();
+    process.kill(process.pid, signal);
+  };
+  process.once("exit", killOwn);
+  process.once("SIGTERM", onSignal);
+  process.once("SIGINT", onSignal);
+  const forgetOwn = () => {
+    process.off("exit", killOwn);
+    process.off("SIGTERM", onSignal);
+    process.off("SIGINT", onSignal);
+  };
   const stopStores = async () => {
     await redis?.close();
     await ownCluster?.close();
@@ -117,6 +140,7 @@ export async function startStack(
   } catch (err) {
     gateway.kill("SIGKILL");
     await stopStores();
+    forgetOwn();
     throw err;
   }
   return {
@@ -136,6 +160,7 @@ export async function startStack(
         });
       }
       await stopStores();
+      forgetOwn();
     },
   };
 }
