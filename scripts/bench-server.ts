@@ -52,6 +52,11 @@ if (env.MODE === "hello") {
     redisOptions: { enableAutoPipelining: true },
     // LINE_CACHE=off: every poll asks Redis (the line before its cache, for a before/after).
     ...(process.env.LINE_CACHE === "off" ? { lineCache: false } : {}),
+    // WAITING_ROOM_CLAIMS=1 / WAITING_ROOM_FAN_SHARDS=K: the rooms as a gateway with those settings creates them.
+    ...(["true", "1", "yes"].includes(process.env.WAITING_ROOM_CLAIMS ?? "") ? { claims: true } : {}),
+    ...(Number(process.env.WAITING_ROOM_FAN_SHARDS ?? 0) > 0
+      ? { fanShards: Number(process.env.WAITING_ROOM_FAN_SHARDS) }
+      : {}),
     dynamodb: { endpoint: env.DYNAMODB_ENDPOINT, region: "us-east-1", table: env.DYNAMODB_TABLE },
     logger: pino({ level: "warn" }),
     metrics: createMetrics(),
