@@ -112,7 +112,9 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     const leavers = ids.filter((_, i) => i % 3 === 0);
     const joinedAt = Date.now();
     // The keepers poll every 400 ms for 6 s (twice the abandon time), half through each gateway.
+    const rounds: number[] = [];
     while (Date.now() - joinedAt < 6_000) {
+      rounds.push(Date.now());
       const polled = await fanOut([a.room, b.room], keepers, (r, fanId) => r.statusOf(evt, fanId));
       for (const p of polled) expect(ok(p).place.status).toBe("waiting");
       await sleep(400);
@@ -131,10 +133,13 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     const stats = ok(await a.room.stats(evt)).stats;
     expect(stats).toMatchObject({ abandoned: leavers.length, waiting: keepers.length });
     for (const fanId of keepers) expect((await redis.hget(k.fans, fanId))?.startsWith("w|")).toBe(true);
-    // Nothing in `seen`; every keeper's beat recent, on its shard.
+    // Nothing in `seen`; every keeper's beat on its shard, from its polls of the last rounds: at
+    // least the one before last (the last one's may still be held, BEATS_HELD_MS). Measured from
+    // the polls, not from now: the reads above take seconds on a loaded machine.
     expect(await redis.zcard(k.seen)).toBe(0);
+    const beforeLast = rounds.at(-2)!;
     for (const fanId of keepers.slice(0, 10)) {
-      expect(Date.now() - ((await lastBeat(redis, evt, fanId)) ?? 0)).toBeLessThan(2_000);
+      expect((await lastBeat(redis, evt, fanId)) ?? 0).toBeGreaterThanOrEqual(beforeLast - 50);
     }
     // A leaver's beat is forgotten once its place is given up.
     await until(async () => ((await lastBeat(redis, evt, leavers[0]!)) === null ? true : undefined), 3_000);
