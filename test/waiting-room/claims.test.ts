@@ -41,14 +41,21 @@ const statsOf = async (evt: string) => ok(await rooms[0]!.stats(evt)).stats;
 const placeOf = async (room: WaitingRoom, evt: string, fanId: string): Promise<FanPlace> =>
   ok(await room.statusOf(evt, fanId)).place;
 
+/**
+ * A line whose fans all joined while it stood still (rate 0: nobody offered at a join), then set
+ * moving at 1,000 a second, with 20 ms of budget for the next call's tick to spend.
+ */
+async function joinedThenMoving(evt: string, ids: string[], room: { maxActive: number; abandonSeconds?: number }) {
+  ok(await rooms[0]!.configure(evt, { onSaleAt: past(), admitPerSecond: 0, sessionSeconds: 60, ...room }));
+  for (const fanId of ids) ok(await rooms[0]!.join(evt, fanId));
+  ok(await rooms[0]!.updateSettings(evt, { admitPerSecond: 1_000 }));
+  await sleep(20);
+}
+
 describe("admission by claims", () => {
   it("offers the places in order without opening a session; each fan's next poll claims its own", async () => {
     const evt = eventId("offer");
-    ok(await rooms[0]!.configure(evt, { onSaleAt: past(), admitPerSecond: 0, maxActive: 100, sessionSeconds: 60 }));
-    const ids = fans(5, "of");
-    for (const fanId of ids) ok(await rooms[0]!.join(evt, fanId));
-    ok(await rooms[0]!.updateSettings(evt, { admitPerSecond: 1_000 }));
-    await sleep(20);
+    await joinedThenMoving(evt, fans(5, "of"), { maxActive: 100 });
     // The stats call ticks: every place passed and offered, no session opened, no record read.
     const offering = Date.now();
     expect(await statsOf(evt)).toMatchObject({ offered: 5, admitted: 0, active: 0, servedThrough: 5, waiting: 0 });
@@ -85,11 +92,7 @@ describe("admission by claims", () => {
 
   it("counts offers against maxActive: a slot freed by an ended session is offered to the next place", async () => {
     const evt = eventId("cap");
-    ok(await rooms[0]!.configure(evt, { onSaleAt: past(), admitPerSecond: 0, maxActive: 2, sessionSeconds: 60 }));
-    const ids = fans(5, "cp");
-    for (const fanId of ids) ok(await rooms[0]!.join(evt, fanId));
-    ok(await rooms[0]!.updateSettings(evt, { admitPerSecond: 1_000 }));
-    await sleep(20);
+    await joinedThenMoving(evt, fans(5, "cp"), { maxActive: 2 });
     expect(await statsOf(evt)).toMatchObject({ offered: 2, admitted: 0, servedThrough: 2 });
     const first = await placeOf(rooms[0]!, evt, "cp-1");
     const second = await placeOf(rooms[1]!, evt, "cp-2");
@@ -106,18 +109,7 @@ describe("admission by claims", () => {
 
   it("a fan given up after its place was passed gives its offer back at once, and learns the loss", async () => {
     const evt = eventId("gone");
-    ok(
-      await rooms[0]!.configure(evt, {
-        onSaleAt: past(),
-        admitPerSecond: 0,
-        maxActive: 1,
-        sessionSeconds: 60,
-        abandonSeconds: 2,
-      }),
-    );
-    for (const fanId of ["gn-1", "gn-2"]) ok(await rooms[0]!.join(evt, fanId));
-    ok(await rooms[0]!.updateSettings(evt, { admitPerSecond: 1_000 }));
-    await sleep(20);
+    await joinedThenMoving(evt, ["gn-1", "gn-2"], { maxActive: 1, abandonSeconds: 2 });
     expect(await statsOf(evt)).toMatchObject({ offered: 1, servedThrough: 1 });
     // gn-2 keeps polling; gn-1 never comes back for its offer.
     const k = waitingRoomKeys(evt);
@@ -144,10 +136,7 @@ describe("admission by claims", () => {
 
   it("an offer nobody claims is given back at its expiry: the slot goes to the next place, the late fan learns the loss", async () => {
     const evt = eventId("expiry");
-    ok(await rooms[0]!.configure(evt, { onSaleAt: past(), admitPerSecond: 0, maxActive: 1, sessionSeconds: 60 }));
-    for (const fanId of ["ex-1", "ex-2"]) ok(await rooms[0]!.join(evt, fanId));
-    ok(await rooms[0]!.updateSettings(evt, { admitPerSecond: 1_000 }));
-    await sleep(20);
+    await joinedThenMoving(evt, ["ex-1", "ex-2"], { maxActive: 1 });
     expect(await statsOf(evt)).toMatchObject({ offered: 1, servedThrough: 1 });
     // The offer's expiry (abandonSeconds and the grace, 34 s here) brought forward by hand: this
     // is the backstop for a place whose fan no sweep gave up (its heartbeat lives on, unclaimed).
