@@ -513,9 +513,11 @@ describe("a line with fan shards, one shard's master slow (3-master cluster)", (
       await sleep(Math.max(0, pausedAt + 1_500 - Date.now()) + 800);
       // Refreshes ran on, but each of that master's shards got one heartbeat call until it
       // answered, then one with what was owed meanwhile (the polls stopped before the pause
-      // ended): two a shard, not one per refresh (12 calls without that, in a run here).
+      // ended): two a shard, not one per refresh (12 calls without that, in a run here; the pause
+      // spans about 15 refreshes). On a loaded machine (CI's parallel part) a third a shard was
+      // seen once, the owed beats split over two calls after the pause: still not one per refresh.
       expect(calls).toBeGreaterThan(0);
-      expect(calls).toBeLessThanOrEqual(theirs.size * 2);
+      expect(calls).toBeLessThanOrEqual(theirs.size * 3);
     } finally {
       slow.disconnect();
       monitor.close();
