@@ -352,6 +352,8 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
     });
     const countersAfter = rooms.map((r) => r.lineCacheCounters());
     const refreshes = countersAfter.reduce((s, c, i) => s + c.refreshes - (countersBefore[i]?.refreshes ?? 0), 0);
+    // refreshes that read the view's copy on a shard instead of the event's slot (one admitter per event)
+    const fromCopy = countersAfter.reduce((s, c, i) => s + c.fromCopy - (countersBefore[i]?.fromCopy ?? 0), 0);
     const beats = countersAfter.reduce((s, c, i) => s + c.beats - (countersBefore[i]?.beats ?? 0), 0);
     const lookups = countersAfter.reduce((s, c, i) => s + (c.lookups ?? 0) - (countersBefore[i]?.lookups ?? 0), 0);
     const found = countersAfter.reduce((s, c, i) => s + (c.found ?? 0) - (countersBefore[i]?.found ?? 0), 0);
@@ -398,7 +400,7 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
           polls,
           `${cachedPolls} answered from the cached view, ${polls.ops - cachedPolls} by status-10; ` +
             `${lookups} fans looked up by a view refresh, ${found} found; ` +
-            `${refreshes} view refreshes carrying ${beats} heartbeats; ${admittedTotal} admitted; at most ${maxInFlight} in flight`,
+            `${refreshes} view refreshes (${fromCopy} from a shard's copy) carrying ${beats} heartbeats; ${admittedTotal} admitted; at most ${maxInFlight} in flight`,
         ),
         phaseOf(
           "leaves",

@@ -377,7 +377,7 @@ async function main(): Promise<void> {
         beatCalls * beats.length,
         async () => {
           for (let c = 0; c < beatCalls; c++) {
-            const reply = await run<unknown[]>("lineView", keys, ["16", "0", "0", "", ...beats]);
+            const reply = await run<unknown[]>("lineView", keys, ["16", "0", "0", "", "", ...beats]);
             const missing = reply.indexOf("missing");
             if (missing < 0 || reply.length !== missing + 4 || (reply[missing + 1] as unknown[]).length !== 0) {
               throw new Error(`lineView: every fan should still be in line: ${JSON.stringify(reply.slice(missing))}`);
@@ -395,7 +395,7 @@ async function main(): Promise<void> {
         beatCalls * beats.length,
         async () => {
           for (let c = 0; c < beatCalls; c++) {
-            const reply = await run<unknown[]>("lineView", keys, ["16", beats.length, 60_000, "", ...beats]);
+            const reply = await run<unknown[]>("lineView", keys, ["16", beats.length, 60_000, "", "", ...beats]);
             const found = reply[reply.length - 1] as unknown[];
             if (
               reply[reply.length - 2] !== "found" ||
@@ -429,7 +429,7 @@ async function main(): Promise<void> {
           goneCalls,
           async () => {
             for (let c = 0; c < goneCalls; c++) {
-              const reply = await run<unknown[]>("lineView", keys, ["2000", "0", "0", send()]);
+              const reply = await run<unknown[]>("lineView", keys, ["2000", "0", "0", send(), ""]);
               const listed = (reply[reply.length - 5] as unknown[]).length;
               if (listed !== (label === "sent" ? 2_000 : 0))
                 throw new Error(`lineView: ${listed} vacated places listed`);

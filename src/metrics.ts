@@ -22,6 +22,8 @@ const LINE_VIEW_COUNTS = [
   "failedRefreshes",
   "goneKept",
   "beatsHeld",
+  "fromCopy",
+  "asAdmitter",
 ] as const;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
@@ -139,13 +141,15 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       name: "gateway_queue_line_view_total",
       help:
         "This process's view of the line (src/waiting-room/line-view.ts), read at each scrape: refreshes " +
-        "(line-view-8.lua calls), beats (heartbeats of cache-answered polls sent with them), missing (fans a " +
+        "(line-view-8.lua calls, or copies read), beats (heartbeats of cache-answered polls sent with them), missing (fans a " +
         "refresh found no longer in line: their next poll goes to Redis), lookups (fans this process did not " +
         "know, looked up by a refresh: polls spread over gateways), found (of those, answered from the view), " +
         "staleAsked (polls of known fans sent to Redis because the view was older than a second), " +
         "failedRefreshes (refreshes that failed on the event's slot: the view was dropped), goneKept " +
-        "(refreshes that kept their vacated places: Redis did not send the list again) and beatsHeld " +
-        "(refreshes of a room with fan shards that held their few heartbeats for a later one)",
+        "(refreshes that kept their vacated places: Redis did not send the list again), beatsHeld " +
+        "(refreshes of a room with fan shards that held their few heartbeats for a later one), fromCopy " +
+        "(refreshes answered by the view's copy on a fan shard, no call on the event's slot) and asAdmitter " +
+        "(refreshes made as the room's admitter, which writes those copies)",
       labelNames: ["what"] as const,
       registers: [registry],
       collect() {

@@ -10,9 +10,20 @@
   ARGV[3]     how recent (ms) a looked-up fan's last beat must be
   ARGV[4]     the version of the vacated places the caller holds ('' for none): when it is still the
               room's, the list is not sent again (`goneSame` 1)
-  ARGV[5..4+L] lookups: fans that polled the caller, which does not know them (they joined or last
+  ARGV[5]     the caller's admitter id ('' for none): in a room with fan shards, the caller asks to be
+              the line's admitter (below)
+  ARGV[6..5+L] lookups: fans that polled the caller, which does not know them (they joined or last
               polled through another process)
-  ARGV[5+L..] fan ids polled since the last call (at most a few thousand: the caller chunks)
+  ARGV[6+L..] fan ids polled since the last call (at most a few thousand: the caller chunks)
+
+  The admitter (a room with fan shards): one gateway at a time holds the room's lease (`admitter`,
+  `admitterUntil` in the room hash, LEASE_MS of this master's clock, renewed by each of its calls;
+  taken by any caller once it has lapsed). It calls here every refresh and writes the view it gets
+  into copies on the room's first shards (view-copy-1.lua); every other gateway reads its view
+  from a copy, beside its heartbeats, and calls here only for its lookups, its first view, after
+  changing the room, or when the copy is older than a few refreshes (the admitter gone: its lease
+  lapses, and the next such caller takes it). So the event's slot runs the tick and the view about
+  ten times a second whatever the number of gateways (line-view.ts).
 
   The vacated places' version is `<epoch>:<abandoned>`: a place is added to `gone` only when a fan
   is given up (includes/fans.lua `abandon`, which counts it in `abandoned`), and the cursor passing
@@ -41,7 +52,7 @@
   Returns a flat key/value list: now, served, tail, preCount, preSize, openedAt, drawn, onSaleAt,
   roomState, rate, full, admitPerSecond, abandonSeconds, epoch, goneAhead (how many vacated places
   are ahead of the cursor), goneVersion, goneSame (1: the caller's list stands, `gone` is empty),
-  fanShards, sweep (1: this caller runs the sweep now), then 'gone' and its list (ascending places, at most ARGV[1]),
+  fanShards, sweep (1: this caller runs the sweep now), lease (1: this caller is the admitter), then 'gone' and its list (ascending places, at most ARGV[1]),
   'missing' and its list and 'found' and its list (one a lookup, in ARGV order: 0 not found, else
   the fan's place, or its arrival number while the pre-queue is open: `openedAt` 0 says which),
   always the last six elements. Or
@@ -52,6 +63,9 @@
 --- @include "keep-beats"
 
 local BYTE_W, BYTE_P = string.byte('w'), string.byte('p')
+-- How long the admitter's lease runs past its last call (this master's clock). Kept in step with
+-- src/waiting-room/line-view.ts (a copy older than COPY_MAX_AGE_MS sends its reader here).
+local LEASE_MS = 1000
 
 local r = load_room()
 if not r then return -1 end
@@ -59,15 +73,24 @@ local now = now_ms()
 
 local lookups = tonumber(ARGV[2]) or 0
 local missing = {}
-if #ARGV > 4 + lookups and not sharded(r) then keep_beats(K_SEEN, int(now), missing, 5 + lookups) end
+if #ARGV > 5 + lookups and not sharded(r) then keep_beats(K_SEEN, int(now), missing, 6 + lookups) end
 
 tick(r, now)
 local sweep = sweep_due(r, now)
 save_room(r)
 
+local lease = false
+local candidate = ARGV[5] or ''
+if candidate ~= '' and sharded(r) then
+  if (r.admitter or '') == '' or r.admitter == candidate or (r.admitterUntil or 0) <= now then
+    redis.call('HSET', K_ROOM, 'admitter', candidate, 'admitterUntil', int(now + LEASE_MS))
+    lease = true
+  end
+end
+
 local found = {}
 if lookups > 0 then
-  local ids = { unpack(ARGV, 5, 4 + lookups) }
+  local ids = { unpack(ARGV, 6, 5 + lookups) }
   local records = redis.call('HMGET', K_FANS, unpack(ids))
   local shards = sharded(r)
   local beats = shards and {} or redis.call('ZMSCORE', K_SEEN, unpack(ids))
@@ -115,5 +138,5 @@ return { 'now', int(now), 'served', int(r.served), 'tail', int(r.tail), 'preCoun
   'roomState', room_state(r), 'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
   'admitPerSecond', r.rateText, 'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch,
   'goneAhead', int(goneAhead), 'goneVersion', goneVersion, 'goneSame', goneSame and '1' or '0',
-  'fanShards', int(r.fanShards), 'sweep', sweep and '1' or '0',
+  'fanShards', int(r.fanShards), 'sweep', sweep and '1' or '0', 'lease', lease and '1' or '0',
   'gone', gone, 'missing', missing, 'found', found }

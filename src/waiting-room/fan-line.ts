@@ -11,7 +11,7 @@
  */
 import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
-import { beatsKeyOf, createFanBeats, type FanBeats } from "./fan-shards.js";
+import { beatsKeyOf, createFanBeats, type FanBeats, VIEW_COPIES, viewKeyOf } from "./fan-shards.js";
 import { type FanSweepOptions, sweepFanShards } from "./fan-sweep.js";
 import { waitingRoomKeys } from "./keys.js";
 
@@ -38,7 +38,7 @@ export interface FanLine {
   forget(eventId: string): void;
   /** Runs the room's sweep in the background, one at a time per event in this process. */
   sweep(eventId: string, room: ShardedRoom): void;
-  /** The keys of the room's shards, to remove with it (none without shards). */
+  /** The keys of the room's shards (beats, the view's copies), to remove with it (none without shards). */
   keysOf(eventId: string): Promise<string[]>;
 }
 
@@ -121,7 +121,9 @@ export function createFanLine(
     async keysOf(eventId) {
       known.delete(eventId);
       const tags = await redis.hget(waitingRoomKeys(eventId).room, "fanShardTags");
-      return tags ? tags.split(",").map(beatsKeyOf) : [];
+      if (!tags) return [];
+      const list = tags.split(",");
+      return [...list.map(beatsKeyOf), ...list.slice(0, VIEW_COPIES).map(viewKeyOf)];
     },
   };
 }

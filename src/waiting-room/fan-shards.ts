@@ -168,6 +168,31 @@ export function beatsKeyOf(tag: string): string {
   return `wr:{${tag}}:beats`;
 }
 
+/** The key of the line view's copy on a shard tag (lua/waiting-room/view-copy-1.lua). */
+export function viewKeyOf(tag: string): string {
+  return `wr:{${tag}}:view`;
+}
+
+/**
+ * The room's first this many shards hold a copy of the line's view, written by the room's admitter
+ * every refresh (line-view.ts). A reader reads one, chosen by its admitter id, so the reads of many
+ * gateways spread over up to this many masters; the writes cost the admitter this many small calls
+ * a refresh. (The join buckets' shards: placeFanShards puts them on distinct masters.)
+ */
+export const VIEW_COPIES = 4;
+
+/** A copy of the line's view as a shard answered it (view-copy-1.lua 'get'). */
+export interface ViewCopy {
+  /** How long ago (ms, the shard master's clock) the admitter wrote it. */
+  age: number;
+  /** The view's fields (JSON text, line-view.ts writes and reads it). */
+  head: string;
+  /** Which list of vacated places the copy holds. */
+  listId: string;
+  /** That list, or null when the reader holds it already. */
+  gone: number[] | null;
+}
+
 export interface FanShardKeys {
   /** ZSET: fanId -> last join or poll (ms, the shard master's clock), fans of this shard in line. */
   beats: string;
@@ -200,7 +225,11 @@ const BEATS_PER_CALL = 2_000;
 
 const beatScripts = scriptFamily({
   name: "fan-beats",
-  files: { beats: "waiting-room/beats-1", joinBuckets: "waiting-room/join-buckets-n" },
+  files: {
+    beats: "waiting-room/beats-1",
+    joinBuckets: "waiting-room/join-buckets-n",
+    viewCopy: "waiting-room/view-copy-1",
+  },
 });
 
 /** A client IP's join bucket as a batch takes it (join-buckets-n.lua): `count` joins want a token. */
@@ -331,6 +360,21 @@ export interface FanBeats {
    * shard nobody sweeps. Returns how many went.
    */
   unwrite(eventId: string, beats: readonly StaleBeat[]): Promise<number>;
+  /**
+   * The room's admitter writes the line's view into the copies (the first VIEW_COPIES shards), all
+   * at once; the list of vacated places goes to a shard only when it is not known to hold `listId`
+   * already. Resolves when every copy answered or `waitMs` passed; a copy that failed is only
+   * older for its readers (they call the event's slot once it is too old). Returns the copies written.
+   */
+  writeCopies(
+    eventId: string,
+    copy: { head: string; listId: string; gone: readonly number[] },
+    waitMs: number,
+  ): Promise<number>;
+  /** A copy of the line's view (copy `index` mod the copies); null when the shard has none. */
+  readCopy(eventId: string, index: number, listId: string): Promise<ViewCopy | null>;
+  /** How many copies of the view the room keeps (min(shards, VIEW_COPIES)). */
+  readonly copies: number;
   readonly shards: number;
   /** The shard of a fan of this room (fanShardOf with the room's key). */
   shardOf(fanId: string): number;
@@ -369,6 +413,18 @@ export function createFanBeats(
   };
   // `kept` calls still in flight (those given up on included), per shard key.
   const keeping = new Map<string, number>();
+  const copies = Math.min(shards, VIEW_COPIES);
+  const viewKey = (eventId: string, index: number) => {
+    const tags = options.tagsOf ? options.tagsOf(eventId) : fanShardTags(eventId, shards);
+    const tag = tags[index % copies];
+    if (tag === undefined) throw new RangeError(`view copy ${index} of ${copies}`);
+    return viewKeyOf(tag);
+  };
+  // The list each copy holds, as far as this process knows (it wrote it): the list goes again only
+  // when it changed, or the shard said it holds another (its copy expired, or another admitter's).
+  const listHeld = new Map<string, string>();
+  // Copies whose put is still in flight.
+  const writing = new Set<string>();
   // One call per shard touched (and per BEATS_PER_CALL fans), all at once; each part answered on
   // its own, so one shard failing (its master failing over) fails only its fans.
   const each = (eventId: string, fanIds: readonly string[], mode: "join" | "keep", waitMs?: number) => {
@@ -407,7 +463,53 @@ export function createFanBeats(
   };
   return {
     shards,
+    copies,
     shardOf,
+    async writeCopies(eventId, { head, listId, gone }, waitMs) {
+      let list: string | null = null;
+      const calls: Promise<Pick<BeatsPart, "reply" | "error">>[] = [];
+      for (let index = 0; index < copies; index++) {
+        const key = viewKey(eventId, index);
+        // A slow master is not sent a new put on top of one it has not answered (as `kept`).
+        if (writing.has(key)) continue;
+        const withList = listHeld.get(key) !== listId;
+        if (withList) list ??= gone.join(",");
+        const call = run<unknown>(
+          "viewCopy",
+          [key],
+          ["put", head, listId, withList ? "1" : "0", withList ? (list ?? "") : ""],
+        );
+        writing.add(key);
+        const done = () => writing.delete(key);
+        call.then(done, done);
+        calls.push(
+          settle(
+            call.then((reply) => {
+              if (Number(reply) === 1) {
+                if (listHeld.size >= 10_000) listHeld.clear();
+                listHeld.set(key, listId);
+              } else listHeld.delete(key);
+              return [reply];
+            }),
+            waitMs,
+          ),
+        );
+      }
+      const answers = await Promise.all(calls);
+      return answers.filter((a) => a.reply && Number(a.reply[0]) === 1).length;
+    },
+    async readCopy(eventId, index, listId) {
+      const reply = await run<unknown[]>("viewCopy", [viewKey(eventId, index)], ["get", listId]);
+      if (!Array.isArray(reply) || reply.length < 4) return null;
+      const list = reply[3];
+      return {
+        age: Number(reply[0]),
+        head: String(reply[1]),
+        listId: String(reply[2]),
+        gone:
+          list === null || list === undefined ? null : String(list) === "" ? [] : String(list).split(",").map(Number),
+      };
+    },
     async joined(eventId, fanIds) {
       const ages = new Map<string, number>();
       const written: StaleBeat[] = [];

@@ -21,6 +21,13 @@
  * the record comes from the same call and the beat from the fan's shard (beats-1.lua 'look', sent
  * beside it): found when both find the fan.
  *
+ * In a room with fan shards one gateway at a time is the room's admitter (a lease line-view-8.lua
+ * hands out): it refreshes on the event's slot and writes the view into copies on the room's first
+ * shards (view-copy-1.lua); every other gateway reads a copy, beside its heartbeats, and calls the
+ * event's slot only for its lookups, its first view, after changing the room, or when the copy is
+ * older than COPY_MAX_AGE_MS (the admitter gone: that call takes the lease once it has lapsed). So
+ * the event's slot runs about ten refreshes a second whatever the number of gateways.
+ *
  * A poll is answered here only when the answer cannot be one Redis would give differently except
  * by the view's age (at most VIEW_STALE_MS, typically one refresh): the fan is known here, was
  * seen here within the abandon time less two refreshes and a second (so its place cannot have
@@ -30,6 +37,7 @@
  * which admits the fan when its turn has come: the admission decisions stay in Redis, in one
  * place, and Redis is asked about O(admission rate) polls a second, not O(fans in line).
  */
+import { randomUUID } from "node:crypto";
 import { createLocalBuckets } from "../local-buckets.js";
 import { redisReady } from "../redis/availability.js";
 import { onceEvery } from "../throttle.js";
@@ -38,7 +46,7 @@ import type { RoomContext } from "./context.js";
 import { keysFor } from "./context.js";
 import { lineKeys } from "./keys.js";
 import { Fields, iso, ReplyShapeError, ROOM_STATES } from "./replies.js";
-import type { KeptBeats } from "./fan-shards.js";
+import type { KeptBeats, ViewCopy } from "./fan-shards.js";
 import type { FanPlace, RateLimited, RoomState, StatusLimits } from "./types.js";
 
 /** How often the view is read (and the heartbeats sent), per event, while it is polled. */
@@ -74,6 +82,13 @@ const NOTHING_KEPT: KeptBeats = { missing: [], unsent: [] };
  */
 export const BEATS_HELD_MS = 400;
 const BEATS_SENT_AT = 128;
+/**
+ * A room with fan shards: a gateway that is not the room's admitter reads its view from a copy on
+ * a shard (view-copy-1.lua), which the admitter writes every refresh. A copy older than this (the
+ * admitter stopped, or its writes fail) sends the reader to the event's slot, as before, where it
+ * takes the lease once the admitter's has lapsed (line-view-8.lua LEASE_MS, 1 s).
+ */
+export const COPY_MAX_AGE_MS = 300;
 /** Heartbeats per script call (Lua's unpack stack), the rest in further calls of the same refresh. */
 const BEATS_PER_CALL = 2_000;
 /** Fans remembered per event; the least recently learned go first (their next poll asks Redis). */
@@ -86,11 +101,8 @@ export interface LineViewOptions {
   fansKept?: number;
 }
 
-interface View {
-  /** Local clock (Date.now) when the view was answered. */
-  fetchedAt: number;
-  /** Redis time minus local time at that moment. */
-  clockOffset: number;
+/** The room's figures a view holds, as the event's slot answered them (and a copy carries them). */
+interface RoomFigures {
   served: number;
   tail: number;
   preSize: number;
@@ -103,14 +115,27 @@ interface View {
   admitPerSecond: number;
   abandonSeconds: number;
   epoch: string;
-  /** Vacated places ahead of the cursor, ascending (at most GONE_LISTED). */
-  gone: number[];
   /** The room's version of its vacated places (line-view-8.lua): unchanged, the list is not sent again. */
   goneVersion: string;
   /** `gone` lists every vacated place ahead of the cursor (none past the GONE_LISTED cap). */
   goneComplete: boolean;
   /** The room's fan shards (0: none): its heartbeats may be held for BEATS_HELD_MS. */
   fanShards: number;
+}
+
+interface View extends RoomFigures {
+  /** Local clock (Date.now) when the view was answered. */
+  fetchedAt: number;
+  /** Redis time minus local time at that moment. */
+  clockOffset: number;
+  /** Vacated places ahead of the cursor, ascending (at most GONE_LISTED). */
+  gone: number[];
+  /**
+   * Which list of vacated places `gone` is (the version, the cursor and the length when it was
+   * read from the event's slot): the view's copies on the shards send a list only to a reader that
+   * holds another.
+   */
+  goneListId: string;
 }
 
 interface KnownFan {
@@ -136,6 +161,12 @@ interface EventLine {
   refreshing: boolean;
   /** Invalidated while a refresh was in flight: that refresh's view is not taken. */
   stale: boolean;
+  /**
+   * The last call on the event's slot made this process the room's admitter (a room with fan
+   * shards): its refreshes call the event's slot and write the view's copies. Otherwise they read
+   * a copy.
+   */
+  admitter: boolean;
 }
 
 export interface LineViews {
@@ -198,6 +229,10 @@ export interface LineCacheCounters {
   goneKept: number;
   /** Refreshes of a room with fan shards that held the heartbeats owed for a later one (BEATS_HELD_MS). */
   beatsHeld: number;
+  /** Refreshes answered by a copy of the view on a fan shard: no call on the event's slot. */
+  fromCopy: number;
+  /** Refreshes made as the room's admitter (they call the event's slot and write the copies). */
+  asAdmitter: number;
 }
 
 export const noLineCacheCounters = (): LineCacheCounters => ({
@@ -213,6 +248,8 @@ export const noLineCacheCounters = (): LineCacheCounters => ({
   failedRefreshes: 0,
   goneKept: 0,
   beatsHeld: 0,
+  fromCopy: 0,
+  asAdmitter: 0,
 });
 
 /**
@@ -269,7 +306,7 @@ function readView(
   reply: unknown,
   fetchedAt: number,
   previous: View | null,
-): { view: View; missing: string[]; found: unknown[]; sweep: boolean; goneKept: boolean } {
+): { view: View; missing: string[]; found: unknown[]; sweep: boolean; goneKept: boolean; lease: boolean } {
   if (!Array.isArray(reply) || reply.length < 6) throw new ReplyShapeError("line-view: expected a list");
   const tail = reply.slice(-6);
   if (
@@ -290,6 +327,7 @@ function readView(
   // places the cursor has passed since. Nothing was added to it meanwhile.
   const same = f.flag("goneSame") && previous !== null;
   const gone = same ? passedDropped(previous.gone, served) : (tail[1] as unknown[]).map(Number);
+  const goneVersion = f.str("goneVersion");
   return {
     view: {
       fetchedAt,
@@ -307,15 +345,131 @@ function readView(
       abandonSeconds: f.num("abandonSeconds"),
       epoch: f.str("epoch"),
       gone,
-      goneVersion: f.str("goneVersion"),
+      goneVersion,
       goneComplete: same ? previous.goneComplete : gone.length >= goneAhead,
       fanShards: f.num("fanShards"),
+      goneListId: same ? previous.goneListId : `${goneVersion}/${served}/${gone.length}`,
     },
     missing: (tail[3] as unknown[]).map(String),
     found: tail[5] as unknown[],
     sweep: f.flag("sweep"),
     goneKept: same,
+    lease: f.flag("lease"),
   };
+}
+
+/** The fields of a view its copies carry (the rest is the list of vacated places, and the clock). */
+interface CopyHead extends RoomFigures {
+  /** Redis time on the event's slot when it answered the admitter. */
+  now: number;
+}
+
+const COPY_NUMBERS = [
+  "now",
+  "served",
+  "tail",
+  "preSize",
+  "openedAt",
+  "onSaleAt",
+  "rate",
+  "admitPerSecond",
+  "abandonSeconds",
+  "fanShards",
+] as const;
+
+/** The copy's head of a view the admitter holds (its Redis time: when the event's slot answered). */
+function copyHeadOf(view: View): string {
+  const head: CopyHead = {
+    now: view.fetchedAt + view.clockOffset,
+    served: view.served,
+    tail: view.tail,
+    preSize: view.preSize,
+    openedAt: view.openedAt,
+    drawn: view.drawn,
+    onSaleAt: view.onSaleAt,
+    roomState: view.roomState,
+    rate: view.rate,
+    full: view.full,
+    admitPerSecond: view.admitPerSecond,
+    abandonSeconds: view.abandonSeconds,
+    epoch: view.epoch,
+    goneVersion: view.goneVersion,
+    goneComplete: view.goneComplete,
+    fanShards: view.fanShards,
+  };
+  return JSON.stringify(head);
+}
+
+/**
+ * A view from a copy on a shard: taken `copy.age` ms before it was received (the shard's clock,
+ * both ends), so its age counts against VIEW_STALE_MS as a view read from the event's slot then
+ * would. The list of vacated places is the copy's, or the reader's own when the copy holds that one.
+ */
+function viewFromCopy(copy: ViewCopy, receivedAt: number, previous: View | null): View {
+  let head: Partial<Record<keyof CopyHead, unknown>>;
+  try {
+    head = JSON.parse(copy.head) as typeof head;
+  } catch {
+    throw new ReplyShapeError("view copy: not JSON");
+  }
+  for (const name of COPY_NUMBERS) {
+    if (typeof head[name] !== "number" || !Number.isFinite(head[name])) {
+      throw new ReplyShapeError(`view copy: no number ${name}`);
+    }
+  }
+  const roomState = head.roomState as RoomState;
+  if (
+    typeof head.epoch !== "string" ||
+    typeof head.goneVersion !== "string" ||
+    typeof head.drawn !== "boolean" ||
+    typeof head.full !== "boolean" ||
+    typeof head.goneComplete !== "boolean" ||
+    !(ROOM_STATES as readonly unknown[]).includes(roomState)
+  ) {
+    throw new ReplyShapeError("view copy: a field missing");
+  }
+  const h = head as CopyHead;
+  const fetchedAt = receivedAt - copy.age;
+  const same = copy.gone === null;
+  if (same && previous?.goneListId !== copy.listId) throw new ReplyShapeError("view copy: no list");
+  return {
+    fetchedAt,
+    clockOffset: h.now - fetchedAt,
+    served: h.served,
+    tail: h.tail,
+    preSize: h.preSize,
+    openedAt: h.openedAt,
+    drawn: h.drawn,
+    onSaleAt: h.onSaleAt,
+    roomState,
+    rate: h.rate,
+    full: h.full,
+    admitPerSecond: h.admitPerSecond,
+    abandonSeconds: h.abandonSeconds,
+    epoch: h.epoch,
+    gone: same && previous ? passedDropped(previous.gone, h.served) : (copy.gone ?? []),
+    goneVersion: h.goneVersion,
+    goneComplete: same && previous ? previous.goneComplete : h.goneComplete,
+    fanShards: h.fanShards,
+    goneListId: copy.listId,
+  };
+}
+
+/** A call's answer, or null when it fails or takes longer than `ms` (it runs on regardless). */
+function within<T>(call: Promise<T>, ms: number): Promise<T | null> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(null), ms);
+    call.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(null);
+      },
+    );
+  });
 }
 
 export function createLineViews(ctx: RoomContext, options: LineViewOptions = {}): LineViews {
@@ -324,6 +478,12 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
   const lines = new Map<string, EventLine>();
   const buckets = createLocalBuckets();
   const counts = noLineCacheCounters();
+  /**
+   * This process's name for the rooms' admitter leases (line-view-8.lua), and which copy of a
+   * room's view it reads (so the reads of many gateways spread over the copies).
+   */
+  const admitterId = randomUUID();
+  const copyIndex = Number.parseInt(admitterId.slice(0, 8), 16);
   /** The event's view when it is young enough to answer from (VIEW_STALE_MS), else null. */
   const freshView = (eventId: string): View | null => {
     const view = lines.get(eventId)?.view;
@@ -398,14 +558,44 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       const sent = await ctx.guarded("lineView", eventId, async () => {
         const room = await ctx.fanLine.roomOf(eventId);
         if (room.beats) {
+          const keeping =
+            beats.length > 0 ? room.beats.kept(eventId, beats, KEEP_WAIT_MS) : Promise.resolve(NOTHING_KEPT);
+          // Not the admitter, nothing to look up, a view to start from: the view from a copy on a
+          // shard, beside the heartbeats; the event's slot only when the copy is missing or old.
+          if (previous && previous.fanShards > 0 && !line.admitter && lookupIds.length === 0) {
+            const [copy, kept] = await Promise.all([
+              within(room.beats.readCopy(eventId, copyIndex, previous.goneListId), KEEP_WAIT_MS),
+              keeping,
+            ]);
+            if (copy && copy.age <= COPY_MAX_AGE_MS) {
+              return { room, replies: [], copy, receivedAt: Date.now(), ...kept, looked: undefined };
+            }
+            const view = await ctx.script("lineView", keys, [GONE_LISTED, 0, recentMs, goneVersion, admitterId]);
+            return { room, replies: [view], copy: null, receivedAt: 0, ...kept, looked: undefined };
+          }
           // Lookups: the records from line-view-8, the beats from the shards ('look'): a fan is
           // found when both find it.
           const [view, kept, looked] = await Promise.all([
-            ctx.script("lineView", keys, [GONE_LISTED, lookupIds.length, recentMs, goneVersion, ...lookupIds]),
-            beats.length > 0 ? room.beats.kept(eventId, beats, KEEP_WAIT_MS) : Promise.resolve(NOTHING_KEPT),
+            ctx.script("lineView", keys, [
+              GONE_LISTED,
+              lookupIds.length,
+              recentMs,
+              goneVersion,
+              admitterId,
+              ...lookupIds,
+            ]),
+            keeping,
             room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
           ]);
-          return { room, replies: [view], missing: kept.missing, unsent: kept.unsent, looked };
+          return {
+            room,
+            replies: [view],
+            copy: null,
+            receivedAt: 0,
+            missing: kept.missing,
+            unsent: kept.unsent,
+            looked,
+          };
         }
         const chunks: string[][] = [];
         for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
@@ -416,17 +606,28 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
               "lineView",
               keys,
               i === 0
-                ? [GONE_LISTED, lookupIds.length, recentMs, goneVersion, ...lookupIds, ...ids]
-                : [GONE_LISTED, 0, 0, goneVersion, ...ids],
+                ? [GONE_LISTED, lookupIds.length, recentMs, goneVersion, "", ...lookupIds, ...ids]
+                : [GONE_LISTED, 0, 0, goneVersion, "", ...ids],
             ),
           ),
         );
-        return { room, replies, missing: [] as string[], unsent: [] as string[], looked: undefined };
+        const none: string[] = [];
+        return { room, replies, copy: null, receivedAt: 0, missing: none, unsent: none, looked: undefined };
       });
       if ("ok" in sent) throw new Error(sent.message);
       const fetchedAt = Date.now();
       let latest: View | null = null;
       let missingAll = sent.missing;
+      let lease = false;
+      if (sent.copy) {
+        latest = viewFromCopy(sent.copy, sent.receivedAt, previous);
+        counts.fromCopy += 1;
+        if (latest.fanShards !== sent.room.shards || latest.epoch !== sent.room.epoch) {
+          // not the room this process knows (created again): read it again, and the event's slot next
+          ctx.fanLine.forget(eventId);
+          latest = null;
+        }
+      }
       for (const { reply, outcome } of sent.replies) {
         if (outcome === "not_found") {
           // No room (removed, or Redis lost it): nothing is answered here until Redis says more.
@@ -435,8 +636,9 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           return;
         }
         if (outcome) throw new ReplyShapeError(`line-view: unexpected ${outcome}`);
-        const { view, missing, found, sweep, goneKept } = readView(reply, fetchedAt, previous);
+        const { view, missing, found, sweep, goneKept, lease: held } = readView(reply, fetchedAt, previous);
         if (goneKept) counts.goneKept += 1;
+        lease = held;
         latest = view;
         missingAll = missingAll.concat(missing);
         const resharded = view.fanShards !== sent.room.shards || (view.fanShards > 0 && view.epoch !== sent.room.epoch);
@@ -480,6 +682,18 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         foundHere.clear();
       }
       line.view = line.stale ? null : latest;
+      // The admitter writes its view into the copies the other gateways read (each waits at most
+      // KEEP_WAIT_MS: a copy not written is only older, and its readers call the event's slot).
+      line.admitter = lease;
+      if (lease && line.view && sent.room.beats) {
+        counts.asAdmitter += 1;
+        const { goneListId, gone } = line.view;
+        await sent.room.beats.writeCopies(
+          eventId,
+          { head: copyHeadOf(line.view), listId: goneListId, gone },
+          KEEP_WAIT_MS,
+        );
+      }
       counts.lookups += lookups.size;
       counts.found += foundHere.size;
       // Not found: Redis answers these fans' polls (and the next ones, within the keep time).
@@ -494,6 +708,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       // The heartbeats may not have been recorded: those fans' next polls go to Redis, which
       // records them (or answers 503); the view answers nothing until a read succeeds.
       line.view = null;
+      line.admitter = false;
       counts.failedRefreshes += 1;
       for (const fanId of beats) {
         const known = line.fans.get(fanId);
@@ -530,6 +745,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         timer: null,
         refreshing: false,
         stale: false,
+        admitter: false,
       };
       lines.set(eventId, line);
     }

@@ -442,7 +442,7 @@ describe("the line cache", () => {
     const run = registerScripts(raw, waitingRoomScripts);
     const refresh = async (polled: string[]) => {
       // no lookups (0, recent 0), then the beats
-      const reply = await run<unknown[]>("lineView", lineKeys(k), ["16", "0", "0", "", ...polled]);
+      const reply = await run<unknown[]>("lineView", lineKeys(k), ["16", "0", "0", "", "", ...polled]);
       expect(reply[reply.length - 4]).toBe("missing");
       expect(reply.slice(-2)).toEqual(["found", []]);
       return (reply[reply.length - 3] as string[]).sort();

@@ -7,7 +7,9 @@
 
     KEYS[1] room      HASH  settings, lottery (seed, commitment), epoch, cursor, budget, counters,
                             openedAt (the close), drawnAt (the draw: no abandon clock starts
-                            before it; lottery-drawn-8.lua)
+                            before it; lottery-drawn-8.lua), admitter and admitterUntil (a room
+                            with fan shards: the gateway whose refreshes write the view's copies,
+                            line-view-8.lua)
     KEYS[2] fans      HASH  fanId -> place record "s|pos|n|sid|exp|at" (see fans.lua)
     KEYS[3] pre       ZSET  the pre-queue: member the plain fan id (prequeue.lua pre_member),
                             score 0 until the draw writes each fan's place as its score; its
@@ -69,7 +71,7 @@ local function append(list, ...)
 end
 
 local NOT_NUMERIC = { seed = true, commitment = true, epoch = true, membershipHash = true, beacon = true,
-  drawKey = true }
+  drawKey = true, admitter = true }
 
 -- The room as a table: every field of SETTINGS and RUNTIME 0 until the hash says otherwise, the
 -- text fields ''. Written as constructors that name each field (test/waiting-room/unit.test.ts

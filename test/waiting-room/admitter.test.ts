@@ -1,0 +1,227 @@
+/**
+ * One admitter per event (issue 28; src/waiting-room/line-view.ts, lua/waiting-room/line-view-8.lua
+ * and view-copy-1.lua): in a room with fan shards, one gateway at a time holds the room's lease,
+ * calls the event's slot every refresh (the tick, the view) and writes the view into copies on the
+ * room's first shards; every other gateway reads its view from a copy. So the event's slot sees
+ * one refresh an interval, not one a gateway. When the admitter dies, another gateway takes the
+ * lease and nobody's view goes old. Three gateways polling at once, on one server and on a 3-master
+ * cluster.
+ */
+import type { Cluster } from "ioredis";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { VIEW_COPIES } from "../../src/waiting-room/fan-shards.js";
+import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
+import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import type { LineCacheCounters } from "../../src/waiting-room/line-view.js";
+import { clusterClient, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
+import { eventId, fanOut, fans, ok, SECRET, sleep, until } from "./helpers.js";
+
+const SHARDS = 6;
+
+let cluster: SpawnedRedisCluster;
+let onCluster: Cluster;
+const single = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
+const opened: { room: WaitingRoom; client: Redis | Cluster }[] = [];
+
+beforeAll(async () => {
+  cluster = await spawnRedisCluster({ masters: 3 });
+  onCluster = await clusterClient(cluster);
+}, 120_000);
+
+afterAll(async () => {
+  for (const { room, client } of opened) {
+    await room.close().catch(() => undefined);
+    client.disconnect();
+  }
+  single.disconnect();
+  onCluster?.disconnect();
+  await cluster?.close();
+});
+
+/** A gateway process: its own connection (so it can die alone) and waiting room. */
+function gateway(target: "single" | "cluster", fanShards = SHARDS) {
+  const client =
+    target === "single"
+      ? new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 })
+      : (onCluster.duplicate() as Cluster);
+  const room = createWaitingRoom({ redis: client, secret: SECRET, fanShards });
+  const g = { room, client };
+  opened.push(g);
+  return g;
+}
+
+const raw = (target: "single" | "cluster"): Redis | Cluster => (target === "single" ? single : onCluster);
+
+/** A line open and moving slowly: most fans wait, so their polls are answered from the caches. */
+async function openLine(room: WaitingRoom, evt: string, admitPerSecond: number) {
+  ok(
+    await room.configure(evt, {
+      onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+      admitPerSecond,
+      maxActive: 1_000,
+      sessionSeconds: 60,
+      abandonSeconds: 30,
+    }),
+  );
+}
+
+const diff = (after: LineCacheCounters, before: LineCacheCounters) => ({
+  refreshes: after.refreshes - before.refreshes,
+  fromCopy: after.fromCopy - before.fromCopy,
+  asAdmitter: after.asAdmitter - before.asAdmitter,
+  answered: after.answered - before.answered,
+  staleAsked: after.staleAsked - before.staleAsked,
+});
+
+/**
+ * Three gateways, each with its own 30 fans (joined and polled through it: affinity), polling all
+ * at once every 200 ms until `ms` have passed. Returns what each gateway's fans were told last.
+ */
+async function pollFor(gws: { room: WaitingRoom }[], groups: string[][], evt: string, ms: number) {
+  const started = Date.now();
+  let last: { fanId: string; position: number; ahead: number; status: string }[][] = [];
+  while (Date.now() - started < ms) {
+    last = await Promise.all(
+      gws.map(async (g, i) => {
+        const polled = await Promise.all((groups[i] as string[]).map((fanId) => g.room.statusOf(evt, fanId)));
+        return polled.map((p, j) => {
+          const place = ok(p).place;
+          return {
+            fanId: (groups[i] as string[])[j] as string,
+            status: place.status,
+            position: "position" in place ? (place.position as number) : 0,
+            ahead: "ahead" in place ? (place.ahead as number) : 0,
+          };
+        });
+      }),
+    );
+    await sleep(200);
+  }
+  return last;
+}
+
+/**
+ * Three gateways on one line moving at `admitPerSecond`, each with its own 30 fans joined through
+ * it, then polled through it for `warmMs` (the caches learn their fans, the lease settles).
+ */
+async function lineOfThree(target: "single" | "cluster", tag: string, admitPerSecond: number, warmMs: number) {
+  const gws = [gateway(target), gateway(target), gateway(target)];
+  const evt = eventId(tag);
+  await openLine(gws[0]!.room, evt, admitPerSecond);
+  const groups = gws.map((_, i) => fans(30, `${tag}${i}-`));
+  await Promise.all(gws.map(async (g, i) => (await fanOut([g.room], groups[i]!, (r, f) => r.join(evt, f))).map(ok)));
+  await pollFor(gws, groups, evt, warmMs);
+  return { gws, evt, groups };
+}
+
+describe.each(["single", "cluster"] as const)("one admitter per event, on %s", (target) => {
+  it("one gateway holds the lease and calls the event's slot; the others read the view's copies and answer the same places", async () => {
+    // The caches learn their fans and the lease settles, then three seconds are measured.
+    const { gws, evt, groups } = await lineOfThree(target, "admitter", 2, 1_000);
+    const before = gws.map((g) => g.room.lineCacheCounters());
+    const last = await pollFor(gws, groups, evt, 3_000);
+    const redis = raw(target);
+    const served = Number(await redis.hget(waitingRoomKeys(evt).room, "served"));
+    const d = gws.map((g, i) => diff(g.room.lineCacheCounters(), before[i]!));
+    const said = JSON.stringify(d);
+
+    // One admitter: it made (nearly) every one of its refreshes as the admitter; nobody else any.
+    const admitters = d.filter((c) => c.asAdmitter > 0);
+    expect(admitters.length, said).toBe(1);
+    const admitter = admitters[0]!;
+    expect(admitter.asAdmitter, said).toBeGreaterThanOrEqual(admitter.refreshes - 2);
+    expect(admitter.fromCopy, said).toBe(0);
+    // The others read copies: every refresh but a few (a copy found older than COPY_MAX_AGE_MS on
+    // a loaded machine sends its reader to the event's slot once).
+    for (const c of d.filter((x) => x !== admitter)) {
+      expect(c.refreshes, said).toBeGreaterThan(10);
+      expect(c.fromCopy, said).toBeGreaterThanOrEqual(Math.floor(c.refreshes * 0.8));
+      expect(c.staleAsked, said).toBe(0);
+      expect(c.answered, said).toBeGreaterThan(0);
+    }
+    // The event's slot saw about one refresh an interval, not three.
+    const onEventSlot = d.reduce((sum, c) => sum + c.refreshes - c.fromCopy, 0);
+    expect(onEventSlot, said).toBeLessThan(
+      admitter.refreshes + 0.2 * (d[0]!.refreshes + d[1]!.refreshes + d[2]!.refreshes - admitter.refreshes) + 3,
+    );
+
+    // Every gateway told its waiting fans a place that agrees with Redis's cursor: ahead = position
+    // - served - 1 (nobody left), within what the line admits in a view's age (2/s). The fans the
+    // cursor passed (the first few of the first gateway's) were admitted.
+    for (const group of last) {
+      for (const fan of group) {
+        if (fan.status !== "waiting") {
+          expect(fan.status).toBe("admitted");
+          continue;
+        }
+        expect(Math.abs(fan.position - 1 - fan.ahead - served), JSON.stringify(fan)).toBeLessThanOrEqual(2);
+      }
+    }
+    // the last two gateways' fans are all behind the cursor (2/s for about 4 s, 30 fans ahead)
+    for (const group of last.slice(1)) expect(group.every((fan) => fan.status === "waiting")).toBe(true);
+    // The copies, in Redis: the room's first shards, each with the cursor.
+    const tags = ((await redis.hget(waitingRoomKeys(evt).room, "fanShardTags")) ?? "").split(",");
+    expect(tags.length).toBe(SHARDS);
+    for (const tag of tags.slice(0, VIEW_COPIES)) {
+      const head = await redis.hget(`wr:{${tag}}:view`, "head");
+      expect(head, tag).not.toBeNull();
+      expect(Math.abs((JSON.parse(head as string) as { served: number }).served - served)).toBeLessThanOrEqual(2);
+    }
+    for (const tag of tags.slice(VIEW_COPIES)) expect(await redis.exists(`wr:{${tag}}:view`)).toBe(0);
+  }, 60_000);
+
+  it("the admitter dies: another gateway takes the lease within about a second, nobody's view goes old, and the line keeps moving", async () => {
+    const { gws, evt, groups } = await lineOfThree(target, "admdies", 4, 1_500);
+    const redis = raw(target);
+    const k = waitingRoomKeys(evt);
+    const holder = await redis.hget(k.room, "admitter");
+    expect(holder).not.toBeNull();
+    const counters = gws.map((g) => g.room.lineCacheCounters());
+    const dead = counters.findIndex(
+      (c, i) => c.asAdmitter > 0 && counters.every((o, j) => j === i || o.asAdmitter === 0),
+    );
+    expect(dead, JSON.stringify(counters)).toBeGreaterThanOrEqual(0);
+    // The admitter dies between two refreshes: its connection cut, nothing handed over.
+    gws[dead]!.client.disconnect();
+    const diedAt = Date.now();
+    const rest = gws.filter((_, i) => i !== dead);
+    const restGroups = groups.filter((_, i) => i !== dead);
+    const before = rest.map((g) => g.room.lineCacheCounters());
+    const servedBefore = Number(await redis.hget(k.room, "served"));
+    // Polls go on through the other two; another takes the lease once the dead one's lapsed (1 s).
+    const takenAt = until(
+      async () => {
+        const now = await redis.hget(k.room, "admitter");
+        return now !== null && now !== holder ? Date.now() : undefined;
+      },
+      10_000,
+      20,
+    );
+    await pollFor(rest, restGroups, evt, 4_000);
+    const took = (await takenAt) - diedAt;
+    // LEASE_MS (1 s) after the dead one's last call, found by a reader whose copy went old
+    // (COPY_MAX_AGE_MS); a loaded machine adds its delays.
+    expect(took).toBeLessThan(3_000);
+    const d = rest.map((g, i) => diff(g.room.lineCacheCounters(), before[i]!));
+    const said = JSON.stringify({ took, d });
+    expect(d.filter((c) => c.asAdmitter > 0).length, said).toBe(1);
+    // Nobody's view went old: a reader whose copy aged read the event's slot instead.
+    for (const c of d) expect(c.staleAsked, said).toBe(0);
+    // The line moved under the new admitter (4/s for 4 s, less the takeover).
+    expect(Number(await redis.hget(k.room, "served")) - servedBefore, said).toBeGreaterThanOrEqual(6);
+  }, 60_000);
+});
+
+describe("a room without fan shards", () => {
+  it("has no admitter: every gateway reads the event's slot", async () => {
+    const gws = [gateway("single", 0), gateway("single", 0)];
+    const evt = eventId("noadm");
+    await openLine(gws[0]!.room, evt, 2);
+    const groups = gws.map((_, i) => fans(10, `na${i}-`));
+    await Promise.all(gws.map(async (g, i) => (await fanOut([g.room], groups[i]!, (r, f) => r.join(evt, f))).map(ok)));
+    await pollFor(gws, groups, evt, 1_500);
+    for (const g of gws) expect(g.room.lineCacheCounters()).toMatchObject({ fromCopy: 0, asAdmitter: 0 });
+    expect(await single.hget(waitingRoomKeys(evt).room, "admitter")).toBeNull();
+  }, 30_000);
+});
