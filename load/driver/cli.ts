@@ -1,11 +1,12 @@
 /**
  * `npm run load -- <scenario> [--fans N] [--rate R] [--duration S] [--base-url URL] [--event ID]
  *  [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S] [--coarse-polls]
- *  [--threshold EXPR]... [--out DIR] [--json] [--redis-cluster | --redis-cluster-nodes HOST:PORT,...]`
+ *  [--threshold EXPR]... [--out DIR] [--json] [--redis-cluster | --redis-cluster-nodes HOST:PORT,...] [--gateways N]`
  *
  * scenarios: spike, hot-seat, abandon, bots, soak, best (scenarios/*.ts). --base-url takes several gateways,
  * comma-separated (each request goes to the next in turn). Without --base-url it starts its own gateway
- * (redis-server, local DynamoDB, src/main.ts) and audits the event at the end. `--redis-cluster`
+ * (redis-server, local DynamoDB, src/main.ts; `--gateways N`: N of them on the same stores, each request
+ * to the next in turn, as several --base-url) and audits the event at the end. `--redis-cluster`
  * puts that gateway on a local Redis Cluster of 3 masters started for the run;
  * `--redis-cluster-nodes` on the cluster whose seed nodes are given (REDIS_CLUSTER_NODES). Each run's record
  * goes to its own file, <out>/load-<scenario>-<time>.json. Exit 1 when the audit fails or a bot
@@ -18,13 +19,14 @@ import { parseArgs } from "node:util";
 import { runFileName } from "../run-record.js";
 import { renderResult, runScenario, toRunRecord } from "./run.js";
 import { isScenarioName, SCENARIO_NAMES, SCENARIOS } from "./scenarios/index.js";
+import { MAX_OWN_GATEWAYS } from "./stack.js";
 import { exitCodeFor, parseThreshold, type Threshold } from "./thresholds.js";
 
 export const USAGE = `usage: npm run load -- <${SCENARIO_NAMES.join("|")}> [--fans N] [--rate R] [--duration S] [--base-url URL[,URL...]]
        [--event ID] [--admin-token T] [--load-test-token T] [--seats N] [--connections N] [--max-poll S] [--coarse-polls]
        [--pow-bits N (bots: the join's proof-of-work cost; default 10, 0 off)]
        [--threshold 'http_req_failed<0.01'] [--threshold 'p(99)<500'] ... [--out DIR] [--json]
-       [--redis-cluster | --redis-cluster-nodes host:port,...]`;
+       [--redis-cluster | --redis-cluster-nodes host:port,...] [--gateways N (its own gateways, 1 to 8)]`;
 
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
@@ -47,6 +49,7 @@ const { values, positionals } = parseArgs({
     json: { type: "boolean", default: false },
     "redis-cluster": { type: "boolean", default: false },
     "redis-cluster-nodes": { type: "string" },
+    gateways: { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -82,6 +85,16 @@ if ((values["redis-cluster"] || values["redis-cluster-nodes"]) && values["base-u
   process.exit(2);
 }
 
+if (values.gateways !== undefined && values["base-url"]) {
+  process.stderr.write(`--gateways is for the driver's own gateways, not with --base-url\n${USAGE}\n`);
+  process.exit(2);
+}
+const gatewayCount = values.gateways === undefined ? 1 : num(values.gateways, 1);
+if (!Number.isInteger(gatewayCount) || gatewayCount > MAX_OWN_GATEWAYS) {
+  process.stderr.write(`--gateways: 1 to ${MAX_OWN_GATEWAYS}\n${USAGE}\n`);
+  process.exit(2);
+}
+
 const result = await runScenario({
   scenario,
   fans: values.fans ? num(values.fans, d.fans) : d.fans,
@@ -101,6 +114,7 @@ const result = await runScenario({
   ...(values["coarse-polls"] ? { coarsePolls: true } : {}),
   ...(values["redis-cluster"] ? { redisCluster: true } : {}),
   ...(values["redis-cluster-nodes"] ? { redisCluster: values["redis-cluster-nodes"] } : {}),
+  ...(gatewayCount > 1 ? { gateways: gatewayCount } : {}),
   progress: (line) => process.stdout.write(`${line}\n`),
 });
 const run = toRunRecord(result, {

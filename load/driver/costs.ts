@@ -62,14 +62,16 @@ export const IDLE_SECONDS = 3;
 export async function measureCosts(stack: Stack): Promise<{ stop(requests: number): Promise<RunCosts> }> {
   const redis = connectRedis(stack.redis, "commands", { maxRetriesPerRequest: 1 });
   if ("nodes" in redis) await new Promise<void>((resolve) => redis.once("ready", () => resolve()));
-  const pid = stack.gateway.pid!;
+  const pids = stack.gateways.map((g) => g.pid!);
   const snapshot = async (): Promise<Snapshot> => {
     const usage = process.cpuUsage();
+    // every gateway's CPU and polls, summed (the driver's own gateways: one or more)
+    const polls = await Promise.all(stack.urls.map(pollsAnswered));
     return {
-      gatewayMicros: processCpuMicros(pid) ?? Number.NaN,
+      gatewayMicros: pids.reduce((sum, pid) => sum + (processCpuMicros(pid) ?? Number.NaN), 0),
       redisSeconds: await redisCpu(redis),
       driverMicros: usage.user + usage.system,
-      polls: await pollsAnswered(stack.url),
+      polls: polls.reduce((a, b) => ({ cache: a.cache + b.cache, redis: a.redis + b.redis })),
     };
   };
   const quiet = await snapshot();

@@ -74,6 +74,8 @@ export interface RunOptions {
   /** Its own gateway on a Redis Cluster: `true` starts a local one (3 masters); a string: seed nodes. */
   redisCluster?: boolean | string;
   dynamoEndpoint?: string;
+  /** Gateway processes of its own (default 1), sharing its stores; requests go to each in turn. */
+  gateways?: number;
   progress?: (line: string) => void;
 }
 
@@ -136,6 +138,7 @@ function startOwnStack(o: RunOptions): Promise<Stack> | undefined {
     ...(o.redisUrl ? { redisUrl: o.redisUrl } : {}),
     ...(o.redisCluster ? { redisCluster: o.redisCluster } : {}),
     ...(o.dynamoEndpoint ? { dynamoEndpoint: o.dynamoEndpoint } : {}),
+    ...(o.gateways ? { gateways: o.gateways } : {}),
   });
 }
 

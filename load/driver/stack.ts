@@ -1,7 +1,8 @@
 /**
  * A gateway of the driver's own: a free-port redis-server (or, with `redisCluster`, a Redis
  * Cluster: one started here, 3 masters, or the seed nodes given), the local DynamoDB, and
- * src/main.ts in a child process (PORT=0, no demo event). Its rate limits are on, at their defaults: the
+ * src/main.ts in a child process (PORT=0, no demo event); with `gateways` N, N such processes on the
+ * same stores, whose URLs the driver takes in turn (as several --base-url). Its rate limits are on, at their defaults: the
  * driver carries the gateway's load-test token, which lifts the per-IP limit (every fan comes
  * from this one host) and leaves the per-fan one, as fans meet it.
  */
@@ -17,7 +18,9 @@ import { type SpawnedRedis, type SpawnedRedisCluster, spawnRedis, spawnRedisClus
 import { parseClusterNodes, type RedisTarget } from "../../src/redis/connect.js";
 
 export interface Stack {
+  /** The gateways' URLs, comma-separated (one unless `gateways` was more). */
   url: string;
+  urls: string[];
   adminToken: string;
   /** The gateway's LOAD_TEST_TOKEN. */
   loadTestToken: string;
@@ -25,9 +28,12 @@ export interface Stack {
   redis: RedisTarget;
   dynamoEndpoint: string;
   table: string;
-  gateway: ChildProcess;
+  gateways: ChildProcess[];
   stop(): Promise<void>;
 }
+
+/** At most this many gateway processes of the driver's own. */
+export const MAX_OWN_GATEWAYS = 8;
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -60,9 +66,15 @@ export async function startStack(
     redisCluster?: boolean | string;
     dynamoEndpoint?: string;
     env?: Record<string, string>;
+    /** Gateway processes on the same stores (default 1). */
+    gateways?: number;
   } = {},
 ): Promise<Stack> {
   if (options.redisUrl && options.redisCluster) throw new Error("give a Redis URL or a Redis Cluster, not both");
+  const count = options.gateways ?? 1;
+  if (!Number.isInteger(count) || count < 1 || count > MAX_OWN_GATEWAYS) {
+    throw new Error(`gateways: 1 to ${MAX_OWN_GATEWAYS}, not ${count}`);
+  }
   const ownCluster: SpawnedRedisCluster | undefined =
     options.redisCluster === true ? await spawnRedisCluster({ masters: 3 }) : undefined;
   const redis: SpawnedRedis | undefined = options.redisUrl || options.redisCluster ? undefined : await spawnRedis();
@@ -82,34 +94,44 @@ export async function startStack(
   const adminToken = `load_${randomBytes(12).toString("hex")}`;
   const loadTestToken = `loadgen_${randomBytes(12).toString("hex")}`;
   const table = `load_${Date.now().toString(36)}`;
-  const dataDir = mkdtempSync(join(tmpdir(), "load-gw-"));
-  const gateway = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: root,
-    env: {
-      ...process.env,
-      PORT: "0",
-      HOST: "127.0.0.1",
-      LOG_LEVEL: "info",
-      LOAD_TEST_TOKEN: loadTestToken,
-      DEMO_EVENT: "false",
-      ...redisEnv,
-      DYNAMODB_ENDPOINT: dynamoEndpoint,
-      DYNAMODB_TABLE: table,
-      ADMIN_TOKEN: adminToken,
-      GATEWAY_SECRET: randomBytes(32).toString("hex"),
-      DATA_DIR: dataDir,
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
-      ...options.env,
-    },
-    stdio: ["ignore", "pipe", "pipe"],
+  const gatewaySecret = randomBytes(32).toString("hex");
+  const dataDirs: string[] = [];
+  // Every gateway alike (one secret, one admin token): a fan's requests go to each in turn.
+  const spawnGateway = () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "load-gw-"));
+    dataDirs.push(dataDir);
+    return spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: root,
+      env: {
+        ...process.env,
+        PORT: "0",
+        HOST: "127.0.0.1",
+        LOG_LEVEL: "info",
+        LOAD_TEST_TOKEN: loadTestToken,
+        DEMO_EVENT: "false",
+        ...redisEnv,
+        DYNAMODB_ENDPOINT: dynamoEndpoint,
+        DYNAMODB_TABLE: table,
+        ADMIN_TOKEN: adminToken,
+        GATEWAY_SECRET: gatewaySecret,
+        DATA_DIR: dataDir,
+        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
+        ...options.env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  };
+  const gateways = Array.from({ length: count }, spawnGateway);
+  const logs = gateways.map((gateway) => {
+    const lines: string[] = [];
+    gateway.stderr?.on("data", (d: Buffer) => lines.push(d.toString()));
+    return lines;
   });
-  const logs: string[] = [];
-  gateway.stderr?.on("data", (d: Buffer) => logs.push(d.toString()));
   // The driver exiting any other way than through stop() (a crash in a fan's journey, process.exit,
   // a SIGTERM from `timeout` or a CI runner) takes its gateway and Redis with it: they would live on
   // as orphans, holding ports and CPU under the next run (the local DynamoDB exits with its parent).
   const own = [
-    gateway,
+    ...gateways,
     ...(redis ? [redis.child] : []),
     ...(ownCluster ? ownCluster.masters.concat(ownCluster.replicas).map((n) => n.child) : []),
   ];
@@ -132,33 +154,37 @@ export async function startStack(
     await redis?.close();
     await ownCluster?.close();
     await dynamo?.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
   };
-  let url: string;
+  let urls: string[];
   try {
-    url = await listeningUrl(gateway, logs);
+    urls = await Promise.all(gateways.map((gateway, i) => listeningUrl(gateway, logs[i] as string[])));
   } catch (err) {
-    gateway.kill("SIGKILL");
+    for (const gateway of gateways) gateway.kill("SIGKILL");
     await stopStores();
     forgetOwn();
     throw err;
   }
   return {
-    url,
+    url: urls.join(","),
+    urls,
     adminToken,
     loadTestToken,
     redis: target,
     dynamoEndpoint,
     table,
-    gateway,
+    gateways,
     stop: async () => {
-      if (gateway.exitCode === null && gateway.signalCode === null) {
-        await new Promise<void>((resolve) => {
-          gateway.once("exit", () => resolve());
-          gateway.kill("SIGTERM");
-          setTimeout(() => gateway.kill("SIGKILL"), 10_000).unref();
-        });
-      }
+      await Promise.all(
+        gateways.map(async (gateway) => {
+          if (gateway.exitCode !== null || gateway.signalCode !== null) return;
+          await new Promise<void>((resolve) => {
+            gateway.once("exit", () => resolve());
+            gateway.kill("SIGTERM");
+            setTimeout(() => gateway.kill("SIGKILL"), 10_000).unref();
+          });
+        }),
+      );
       await stopStores();
       forgetOwn();
     },

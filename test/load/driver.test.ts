@@ -131,6 +131,38 @@ describe("load driver", () => {
       text,
     ).toBeUndefined();
   }, 120_000);
+
+  it("runs a spike on two gateways of its own (--gateways 2): each takes every other request, the costs count both, the audit passes", async () => {
+    const db = await claimRedisDatabase();
+    const result = await runScenario({
+      scenario: "spike",
+      fans: 40,
+      seats: 30,
+      rate: 40,
+      duration: 5,
+      onSaleDelaySeconds: 8,
+      maxPollSeconds: 0.5,
+      thinkMs: 50,
+      connections: 32,
+      gateways: 2,
+      thresholds: ["sales_confirmed>0"].map(parseThreshold),
+      redisUrl: db.url,
+      dynamoEndpoint: inject("dynamoEndpoint"),
+    }).finally(() => db.release());
+    const text = renderResult(result);
+    expect(result.audit?.ok, text).toBe(true);
+    expect(result.sales, text).toBeGreaterThan(0);
+    expect(result.admitted, text).toBe(40);
+    // Two gateways, each taking every other request (a fan's join, polls and purchase on both).
+    const targets = result.targets ?? [];
+    expect(targets.length, text).toBe(2);
+    const [a, b] = targets.map((t) => t.requests);
+    expect(Math.abs((a ?? 0) - (b ?? 0)), text).toBeLessThanOrEqual(1);
+    expect(new Set(targets.map((t) => t.url)).size).toBe(2);
+    // Both gateways' polls counted: every status poll was answered by one of them.
+    const polls = result.endpoints.find((e) => e.endpoint === "status")?.requests ?? 0;
+    expect((result.costs?.pollsFromCache ?? 0) + (result.costs?.pollsByRedis ?? 0), text).toBe(polls);
+  }, 120_000);
 });
 
 // The root tsconfig does not include load/: this type reference has the CLI type-checked too.
