@@ -44,7 +44,7 @@
 
   Then the lookups, after the tick (so against the cursor as it now stands): a fan is `found`, and
   its beat recorded now as any heartbeat's, when its record is waiting behind the cursor (or
-  pre-queued while the pre-queue is open) and its last beat is younger than ARGV[3], which the
+  pre-queued while the pre-queue is open, or pre-queued with a drawn place behind the cursor) and its last beat is younger than ARGV[3], which the
   caller sets so that no sweep can have given the place up meanwhile (a fan whose beat is older
   may be losing it: Redis answers that poll, status-10.lua). The caller learns the fans found and
   answers their polls from its view; it sends the others' polls here as before.
@@ -106,8 +106,13 @@ if lookups > 0 then
       if opened then
         if letter == BYTE_W then
           place = tonumber(string.match(raw, '^w|(%d+)')) or 0
-          if place <= served then place = 0 end
+        elseif letter == BYTE_P and r.drawn ~= 0 then
+          -- pre-queued, drawn, the place not yet looked up by a poll of its own (fans.lua
+          -- settle_fan): the draw's, as place_of reads it. After the draw every pre-queued fan's
+          -- next poll is such a lookup, not a status-10.lua call each (the on-sale's herd)
+          place = tonumber(redis.call('ZSCORE', K_PRE, fanId)) or 0
         end
+        if place <= served then place = 0 end
       elseif letter == BYTE_P then
         place = tonumber(string.match(raw, '^p|%d+|(%d+)')) or 0
       end

@@ -866,9 +866,14 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       const now = Date.now();
       if (now - view.fetchedAt > VIEW_STALE_MS) return Promise.resolve(false);
       // Only a fan this process does not know, or has not seen lately: one it knows and declined
-      // (near its turn, Redis's to answer) asks Redis at once.
+      // (near its turn, Redis's to answer) asks Redis at once. Except a pre-queued fan once the
+      // line is drawn: its drawn place is looked up (a lookup a fan, batched in a refresh, where a
+      // status-10.lua call each was the whole pre-queue's herd at the on-sale).
       const known = line.fans.get(fanId);
-      if (known && known.epoch === view.epoch && now - known.seenAt <= keepMsOf(view)) return Promise.resolve(false);
+      const drawnPlace = known?.status === "prequeue" && view.openedAt > 0 && view.drawn;
+      if (known && !drawnPlace && known.epoch === view.epoch && now - known.seenAt <= keepMsOf(view)) {
+        return Promise.resolve(false);
+      }
       // Only where the view could answer: a drawn line, or a pre-queue before the on-sale.
       if (!(view.roomState === "prequeue" || (view.openedAt > 0 && view.drawn))) return Promise.resolve(false);
       const waiting = line.lookups.get(fanId);

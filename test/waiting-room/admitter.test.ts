@@ -103,14 +103,17 @@ async function pollFor(gws: { room: WaitingRoom }[], groups: string[][], evt: st
 
 /**
  * Three gateways on one line moving at `admitPerSecond`, each with its own 30 fans joined through
- * it, then polled through it for `warmMs` (the caches learn their fans, the lease settles).
+ * it (the first gateway's first), then polled through it for `warmMs` (the caches learn their
+ * fans, the lease settles).
  */
 async function lineOfThree(target: "single" | "cluster", tag: string, admitPerSecond: number, warmMs: number) {
   const gws = [gateway(target), gateway(target), gateway(target)];
   const evt = eventId(tag);
   await openLine(gws[0]!.room, evt, admitPerSecond);
   const groups = gws.map((_, i) => fans(30, `${tag}${i}-`));
-  await Promise.all(gws.map(async (g, i) => (await fanOut([g.room], groups[i]!, (r, f) => r.join(evt, f))).map(ok)));
+  // Gateway by gateway (each its 30 at once): the first gateway's fans hold places 1-30, so the
+  // line admits only them during the test.
+  for (const [i, g] of gws.entries()) (await fanOut([g.room], groups[i]!, (r, f) => r.join(evt, f))).map(ok);
   await pollFor(gws, groups, evt, warmMs);
   return { gws, evt, groups };
 }

@@ -429,6 +429,46 @@ describe("the line cache", () => {
     }
   });
 
+  it("after the draw, a pre-queued fan's next poll is a lookup of its drawn place, not a Redis poll of its own", async () => {
+    const evt = eventId("drawnlook");
+    const room = gw.rooms[0]!;
+    ok(await room.configure(evt, { ...oneSession, onSaleAt: Date.now() + 60_000 }));
+    const ids = fans(30, "dl");
+    (await fanOut([room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
+    // Known here as pre-queued (provisional arrival numbers), then the close and the draw.
+    for (const p of await Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)))) {
+      expect(ok(p).place.status).toBe("prequeue");
+    }
+    ok(await room.openNow(evt));
+    const refreshed = room.lineCacheCounters().refreshes;
+    await until(async () => (room.lineCacheCounters().refreshes > refreshed + 1 ? true : undefined));
+
+    // Every fan polls at once, as the pre-queue does after the draw.
+    const before = room.lineCacheCounters();
+    const polls = (await Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)))).map(ok);
+    const after = room.lineCacheCounters();
+    const said = JSON.stringify({ before, after });
+    // One session (maxActive 1, 1/s): the fan at place 1 is admitted, place 2's turn is near (Redis
+    // answers both); every other fan's drawn place is looked up and answered from the view.
+    const cached = polls.filter((p) => p.cached === true);
+    expect(cached.length, said).toBeGreaterThanOrEqual(ids.length - 3);
+    expect(after.lookups - before.lookups, said).toBeGreaterThanOrEqual(ids.length - 3);
+    // found: every one behind the cursor (those near their turn then declined by the view, as polls)
+    expect(after.found - before.found, said).toBeGreaterThanOrEqual(cached.length);
+    // The places are the draw's: what Redis answers for each fan (a gateway without the cache).
+    const plainRoom = plain.rooms[0]!;
+    for (const [i, fanId] of ids.entries()) {
+      const fromRedis = ok(await plainRoom.statusOf(evt, fanId)).place;
+      const p = polls[i]!;
+      if (p.cached !== true) continue;
+      expect(p.place.status).toBe("waiting");
+      expect(p.place, fanId).toMatchObject({ status: fromRedis.status, position: fromRedis.position });
+    }
+    // Every drawn place is once: a permutation of 1..30.
+    const places = ids.map((fanId, i) => (polls[i]!.cached ? polls[i]!.place.position : -1)).filter((x) => x > 0);
+    expect(new Set(places).size).toBe(places.length);
+  });
+
   it("a refresh moves the beats of the fans in line and names the others missing, whether or not any is", async () => {
     // A room whose beats are in `seen` (no fan shards, whatever TEST_FAN_SHARDS says): this is
     // line-view-8.lua's own heartbeat path.
