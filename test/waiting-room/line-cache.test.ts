@@ -464,9 +464,10 @@ describe("the line cache", () => {
       expect(p.place.status).toBe("waiting");
       expect(p.place, fanId).toMatchObject({ status: fromRedis.status, position: fromRedis.position });
     }
-    // Every drawn place is once: a permutation of 1..30.
-    const places = ids.map((fanId, i) => (polls[i]!.cached ? polls[i]!.place.position : -1)).filter((x) => x > 0);
+    // Each drawn place answered is one fan's (the draw is a permutation of 1..30).
+    const places = polls.filter((p) => p.cached).map((p) => (p.place as { position: number }).position);
     expect(new Set(places).size).toBe(places.length);
+    for (const place of places) expect(place >= 1 && place <= ids.length).toBe(true);
   });
 
   it("a refresh moves the beats of the fans in line and names the others missing, whether or not any is", async () => {
