@@ -380,7 +380,7 @@ const COPY_NUMBERS = [
 /** The copy's head of a view the admitter holds (its Redis time: when the event's slot answered). */
 function copyHeadOf(view: View): string {
   const head: CopyHead = {
-    now: view.fetchedAt + view.clockOffset,
+    now: redisNow(view),
     served: view.served,
     tail: view.tail,
     preSize: view.preSize,
@@ -454,6 +454,9 @@ function viewFromCopy(copy: ViewCopy, receivedAt: number, previous: View | null)
     goneListId: copy.listId,
   };
 }
+
+/** The event's slot's clock when the view was read there (a copy's: when the admitter read it). */
+const redisNow = (view: View) => view.fetchedAt + view.clockOffset;
 
 /** A call's answer, or null when it fails or takes longer than `ms` (it runs on regardless). */
 function within<T>(call: Promise<T>, ms: number): Promise<T | null> {
@@ -626,6 +629,12 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           // not the room this process knows (created again): read it again, and the event's slot next
           ctx.fanLine.forget(eventId);
           latest = null;
+        } else if (previous && previous.epoch === latest.epoch && redisNow(latest) < redisNow(previous)) {
+          // The copy was read from the event's slot before the view this process holds (it read the
+          // slot itself since: its first view, or after changing the room): the view stands, so a
+          // change made through this process is never answered as it was before. The next copies
+          // are newer.
+          latest = previous;
         }
       }
       for (const { reply, outcome } of sent.replies) {
