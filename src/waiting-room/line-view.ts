@@ -32,8 +32,9 @@
  * by the view's age (at most VIEW_STALE_MS, typically one refresh): the fan is known here, was
  * seen here within the abandon time less two refreshes and a second (so its place cannot have
  * been lost: every poll answered here is in Redis within a refresh), the room is drawn (or the
- * pre-queue is open and the on-sale more than a second away), and the fan's turn is more than
- * NEAR_SECONDS of admissions away. Every other poll goes to Redis as before (status-10.lua),
+ * pre-queue is open and the on-sale more than a second away, or closed with its draw pending: a
+ * pre-queued fan's answer then holds no place), and the fan's turn is more than NEAR_SECONDS of
+ * admissions away. Every other poll goes to Redis as before (status-10.lua),
  * which admits the fan when its turn has come: the admission decisions stay in Redis, in one
  * place, and Redis is asked about O(admission rate) polls a second, not O(fans in line).
  */
@@ -106,6 +107,8 @@ interface RoomFigures {
   served: number;
   tail: number;
   preSize: number;
+  /** The pre-queue's size frozen at the close (0 before it). */
+  preCount: number;
   openedAt: number;
   drawn: boolean;
   onSaleAt: number;
@@ -272,6 +275,26 @@ function waitingPlace(view: View, position: number): FanPlace | null {
   return { status: "waiting", provisional: false, position, ahead, ...advice };
 }
 
+/**
+ * A pre-queued fan's place once the pre-queue has closed and before the draw: its arrival number,
+ * the whole frozen pre-queue but itself possibly ahead, the draw's advice (advice.ts
+ * adviseDrawPending), as status-10.lua and places.ts answer it.
+ */
+function drawPendingPlace(view: View, position: number, redisNow: number): FanPlace {
+  const ahead = Math.max(0, view.preCount - 1);
+  const advice = adviseFan({
+    status: "prequeue",
+    ahead,
+    effectiveRate: view.rate,
+    roomFull: view.full,
+    admitPerSecond: view.admitPerSecond,
+    untilOnSaleSeconds: 0,
+    abandonSeconds: view.abandonSeconds,
+    drawPendingMs: Math.max(0, redisNow - view.onSaleAt),
+  });
+  return { status: "prequeue", provisional: true, onSaleAt: iso(view.onSaleAt), position, ahead, ...advice };
+}
+
 /** The vacated places past `served` (the list is ascending: one binary search, one slice). */
 function passedDropped(gone: readonly number[], served: number): number[] {
   const passed = goneBelow(gone, served + 1);
@@ -335,6 +358,7 @@ function readView(
       served,
       tail: f.num("tail"),
       preSize: f.num("preSize"),
+      preCount: f.num("preCount"),
       openedAt: f.num("openedAt"),
       drawn: f.flag("drawn"),
       onSaleAt: f.num("onSaleAt"),
@@ -369,6 +393,7 @@ const COPY_NUMBERS = [
   "served",
   "tail",
   "preSize",
+  "preCount",
   "openedAt",
   "onSaleAt",
   "rate",
@@ -384,6 +409,7 @@ function copyHeadOf(view: View): string {
     served: view.served,
     tail: view.tail,
     preSize: view.preSize,
+    preCount: view.preCount,
     openedAt: view.openedAt,
     drawn: view.drawn,
     onSaleAt: view.onSaleAt,
@@ -438,6 +464,7 @@ function viewFromCopy(copy: ViewCopy, receivedAt: number, previous: View | null)
     served: h.served,
     tail: h.tail,
     preSize: h.preSize,
+    preCount: h.preCount,
     openedAt: h.openedAt,
     drawn: h.drawn,
     onSaleAt: h.onSaleAt,
@@ -807,7 +834,12 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       if (fan.status === "redis" || now - fan.seenAt > keepMsOf(view)) return null;
       const redisNow = now + view.clockOffset;
       let place: FanPlace;
-      if (fan.status === "prequeue") {
+      if (fan.status === "prequeue" && view.openedAt > 0 && !view.drawn) {
+        // The close has passed and the draw is pending: the answer is the pre-queue's size and
+        // the draw's advice, which the view holds (the whole pre-queue polls at the on-sale).
+        if (view.roomState === "closed") return null;
+        place = drawPendingPlace(view, fan.position, redisNow);
+      } else if (fan.status === "prequeue") {
         if (view.roomState !== "prequeue" || redisNow >= view.onSaleAt - NEAR_ON_SALE_MS) return null;
         const ahead = Math.max(0, view.preSize - 1);
         const advice = adviseFan({

@@ -379,7 +379,12 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     status: async (eventId, queueToken) => afterPlace(eventId, await status(ctx, eventId, queueToken)),
     statusOf: async (eventId, fanId, statusOptions) =>
       afterPlace(eventId, await statusOf(ctx, eventId, fanId, statusOptions)),
-    cachedStatus: (eventId, fanId, limits) => cachedStatus(ctx, eventId, fanId, limits),
+    // A pre-queued fan answered from the cache after the on-sale kicks the draw as a poll Redis
+    // answers does (afterPlace): the HTTP fast path answers through here alone.
+    cachedStatus: (eventId, fanId, limits) => {
+      const cached = cachedStatus(ctx, eventId, fanId, limits);
+      return cached ? afterPlace(eventId, cached) : null;
+    },
     info: async (eventId) => {
       const result = await info(ctx, eventId);
       if (result.ok && result.info.state !== "prequeue" && result.info.lottery.seed === undefined) {

@@ -429,6 +429,60 @@ describe("the line cache", () => {
     }
   });
 
+  it("while the draw is pending, a pre-queued fan's poll is answered from the view, and still kicks the draw", async () => {
+    const evt = eventId("drawpend");
+    const room = gw.rooms[0]!;
+    const onSaleAt = Date.now() + 1_500;
+    ok(await room.configure(evt, { ...oneSession, abandonSeconds: 30, onSaleAt }));
+    // Another process holds the draw (its lock, draw.ts): the draw stays pending after the close.
+    const lock = `${waitingRoomKeys(evt).room}:draw-lock`;
+    await raw.set(lock, "another-process", "PX", 60_000);
+    const ids = fans(20, "dp");
+    (await fanOut([room], ids, (r, fanId) => r.join(evt, fanId))).map(ok);
+    for (const p of await Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)))) {
+      expect(ok(p).place.status).toBe("prequeue");
+    }
+    // Past the on-sale, and this process's view has seen the close.
+    await until(async () => {
+      const p = room.cachedStatus(evt, ids[0]!);
+      return p && "place" in p && p.place.status === "prequeue" && Date.now() > onSaleAt + 200 ? true : undefined;
+    });
+    const polls = (await Promise.all(ids.map((fanId) => room.statusOf(evt, fanId)))).map(ok);
+    const cached = polls.filter((p) => p.cached === true);
+    expect(cached.length, JSON.stringify(polls[0])).toBeGreaterThanOrEqual(ids.length - 1);
+    // As Redis answers them (a gateway without the cache): the arrival number, the whole
+    // pre-queue but the fan ahead, no place yet, the draw's advice (its ETA moves with the time
+    // since the close, so it is not compared: these Redis polls come later).
+    const plainRoom = plain.rooms[0]!;
+    for (const [i, fanId] of ids.entries()) {
+      const p = polls[i]!;
+      if (p.cached !== true) continue;
+      const fromRedis = ok(await plainRoom.statusOf(evt, fanId)).place;
+      expect(p.place, fanId).toMatchObject({
+        status: "prequeue",
+        provisional: true,
+        onSaleAt: new Date(onSaleAt).toISOString(),
+        position: fromRedis.position,
+        ahead: fromRedis.ahead,
+      });
+      expect(fromRedis.ahead).toBe(ids.length - 1);
+      expect(p.place.pollAfterMs).toBeGreaterThanOrEqual(100);
+    }
+    // The lock goes: the polls answered from the cache alone (as the HTTP fast path answers them)
+    // kick the draw, and the fans learn their places.
+    await raw.del(lock);
+    const drawn = await until(
+      async () => {
+        for (const fanId of ids) room.cachedStatus(evt, fanId);
+        const stats = ok(await room.stats(evt)).stats;
+        return stats.drawing ? undefined : stats;
+      },
+      10_000,
+      100,
+    );
+    expect(drawn.drawing).toBe(false);
+  });
+
   it("after the draw, a pre-queued fan's next poll is a lookup of its drawn place, not a Redis poll of its own", async () => {
     const evt = eventId("drawnlook");
     const room = gw.rooms[0]!;
