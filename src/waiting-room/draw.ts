@@ -122,6 +122,9 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
         await pipeline.exec();
       }
       const result = await finish(ctx, eventId, k, inputs.seed, m, sealed.beacon, key);
+      // This process's cached view still shows the draw pending (its pre-queued fans would be told
+      // their arrival numbers for a refresh): read again before answering from it.
+      if (result.ok) ctx.views?.invalidate(eventId);
       if (result.ok && result.changed) {
         ctx.log?.info({ eventId, size: order.length, membershipHash: m, beacon: sealed.beacon }, "pre-queue drawn");
       }
