@@ -364,17 +364,15 @@ export interface FanBeats {
    * The room's admitter writes the line's view into the copies (the first VIEW_COPIES shards), all
    * at once; the list of vacated places goes to a shard only when it is not known to hold `listId`
    * already. Resolves when every copy answered or `waitMs` passed; a copy that failed is only
-   * older for its readers (they call the event's slot once it is too old). Returns the copies written.
+   * older for its readers (they call the event's slot once it is too old).
    */
   writeCopies(
     eventId: string,
     copy: { head: string; listId: string; gone: readonly number[] },
     waitMs: number,
-  ): Promise<number>;
+  ): Promise<void>;
   /** A copy of the line's view (copy `index` mod the copies); null when the shard has none. */
   readCopy(eventId: string, index: number, listId: string): Promise<ViewCopy | null>;
-  /** How many copies of the view the room keeps (min(shards, VIEW_COPIES)). */
-  readonly copies: number;
   readonly shards: number;
   /** The shard of a fan of this room (fanShardOf with the room's key). */
   shardOf(fanId: string): number;
@@ -463,7 +461,6 @@ export function createFanBeats(
   };
   return {
     shards,
-    copies,
     shardOf,
     async writeCopies(eventId, { head, listId, gone }, waitMs) {
       let list: string | null = null;
@@ -495,8 +492,7 @@ export function createFanBeats(
           ),
         );
       }
-      const answers = await Promise.all(calls);
-      return answers.filter((a) => a.reply && Number(a.reply[0]) === 1).length;
+      await Promise.all(calls);
     },
     async readCopy(eventId, index, listId) {
       const reply = await run<unknown[]>("viewCopy", [viewKey(eventId, index)], ["get", listId]);

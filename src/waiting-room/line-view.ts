@@ -276,21 +276,23 @@ function waitingPlace(view: View, position: number): FanPlace | null {
 }
 
 /**
- * A pre-queued fan's place once the pre-queue has closed and before the draw: its arrival number,
- * the whole frozen pre-queue but itself possibly ahead, the draw's advice (advice.ts
- * adviseDrawPending), as status-10.lua and places.ts answer it.
+ * A pre-queued fan's place from the view, as status-10.lua and places.ts answer it: its arrival
+ * number, everyone else in the pre-queue possibly ahead (its size while open, frozen at the close),
+ * and the advice: come back at the on-sale, or, once closed and before the draw, the draw's
+ * (advice.ts adviseDrawPending).
  */
-function drawPendingPlace(view: View, position: number, redisNow: number): FanPlace {
-  const ahead = Math.max(0, view.preCount - 1);
+function prequeuePlace(view: View, position: number, redisNow: number): FanPlace {
+  const closed = view.openedAt > 0;
+  const ahead = Math.max(0, (closed ? view.preCount : view.preSize) - 1);
   const advice = adviseFan({
     status: "prequeue",
     ahead,
     effectiveRate: view.rate,
     roomFull: view.full,
     admitPerSecond: view.admitPerSecond,
-    untilOnSaleSeconds: 0,
+    untilOnSaleSeconds: Math.max(0, (view.onSaleAt - redisNow) / 1000),
     abandonSeconds: view.abandonSeconds,
-    drawPendingMs: Math.max(0, redisNow - view.onSaleAt),
+    ...(closed ? { drawPendingMs: Math.max(0, redisNow - view.onSaleAt) } : {}),
   });
   return { status: "prequeue", provisional: true, onSaleAt: iso(view.onSaleAt), position, ahead, ...advice };
 }
@@ -617,15 +619,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
             keeping,
             room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
           ]);
-          return {
-            room,
-            replies: [view],
-            copy: null,
-            receivedAt: 0,
-            missing: kept.missing,
-            unsent: kept.unsent,
-            looked,
-          };
+          return { room, replies: [view], copy: null, receivedAt: 0, ...kept, looked };
         }
         const chunks: string[][] = [];
         for (let i = 0; i < beats.length; i += BEATS_PER_CALL) chunks.push(beats.slice(i, i + BEATS_PER_CALL));
@@ -834,31 +828,14 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       if (fan.status === "redis" || now - fan.seenAt > keepMsOf(view)) return null;
       const redisNow = now + view.clockOffset;
       let place: FanPlace;
-      if (fan.status === "prequeue" && view.openedAt > 0 && !view.drawn) {
-        // The close has passed and the draw is pending: the answer is the pre-queue's size and
-        // the draw's advice, which the view holds (the whole pre-queue polls at the on-sale).
-        if (view.roomState === "closed") return null;
-        place = drawPendingPlace(view, fan.position, redisNow);
-      } else if (fan.status === "prequeue") {
-        if (view.roomState !== "prequeue" || redisNow >= view.onSaleAt - NEAR_ON_SALE_MS) return null;
-        const ahead = Math.max(0, view.preSize - 1);
-        const advice = adviseFan({
-          status: "prequeue",
-          ahead,
-          effectiveRate: view.rate,
-          roomFull: view.full,
-          admitPerSecond: view.admitPerSecond,
-          untilOnSaleSeconds: Math.max(0, (view.onSaleAt - redisNow) / 1000),
-          abandonSeconds: view.abandonSeconds,
-        });
-        place = {
-          status: "prequeue",
-          provisional: true,
-          onSaleAt: iso(view.onSaleAt),
-          position: fan.position,
-          ahead,
-          ...advice,
-        };
+      if (fan.status === "prequeue") {
+        // Before the close: unless the on-sale is within NEAR_ON_SALE_MS (the close and the draw
+        // are Redis's). After it, while the draw is pending (the whole pre-queue polls at the
+        // on-sale): the view holds the frozen pre-queue's size and the draw's advice.
+        const open = view.roomState === "prequeue" && redisNow < view.onSaleAt - NEAR_ON_SALE_MS;
+        const drawing = view.openedAt > 0 && !view.drawn && view.roomState !== "closed";
+        if (!open && !drawing) return null;
+        place = prequeuePlace(view, fan.position, redisNow);
       } else {
         const waiting = waitingPlace(view, fan.position);
         if (!waiting) return null;
