@@ -10,7 +10,7 @@ import { ensureTable } from "../../src/dynamodb/table.js";
 import { createLotteryStore, type LotteryStore } from "../../src/lottery/store.js";
 import { entryOf, verifyDraw } from "../../src/lottery/draw.js";
 import { commitmentOf, createWaitingRoom, lotteryOrder, type WaitingRoom } from "../../src/waiting-room/index.js";
-import { eventId as freshEventId, SECRET, ok } from "./helpers.js";
+import { drawnEverywhere, eventId as freshEventId, SECRET, ok } from "./helpers.js";
 
 const settings = { onSaleAt: Date.now() + 3_600_000, admitPerSecond: 10, maxActive: 10, sessionSeconds: 60 };
 
@@ -80,6 +80,9 @@ describe("the lottery commitment in DynamoDB", () => {
     };
     expect(verifyDraw({ ...draw, entries: honest.map(entryOf) }).pass).toBe(true);
     expect(honest).toEqual(lotteryOrder(lottery.seed!, fanIds));
+    // rooms[2]'s view shows the draw (one that has not yet answers its pre-queued fans with their
+    // arrival numbers, the draw pending, for up to a refresh).
+    await drawnEverywhere([rooms[2]!], evt, fanIds.slice(0, 200));
     const statuses = await Promise.all(fanIds.slice(0, 200).map((fanId) => rooms[2]!.statusOf(evt, fanId)));
     for (const s of statuses) expect(ok(s).place.position).toBe(honest.indexOf(ok(s).fanId) + 1);
 

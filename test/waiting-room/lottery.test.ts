@@ -125,6 +125,9 @@ describe("pre-queue lottery", () => {
     const order = lotteryOrder(info.lottery.seed!, early);
     const late = ok(await room.join(evt, "late"));
     expect(late.place.position).toBe(51);
+    // Every gateway's view shows the draw (one that has not yet tells its pre-queued fans the draw
+    // is pending, with their arrival numbers, for up to a refresh: a CI run read one such answer).
+    await drawnEverywhere(gw.rooms, evt, early);
     const statuses = (await fanOut(gw.rooms, early, (r, fanId) => r.statusOf(evt, fanId))).map(ok);
     for (const s of statuses) expect(s.place.position).toBe(order.indexOf(s.fanId) + 1);
   });
