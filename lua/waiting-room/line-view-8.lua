@@ -39,7 +39,10 @@
   A room with fan shards (`fanShards` > 0) takes no heartbeats here: the caller sends them to the
   shards (lua/waiting-room/beats-1.lua 'keep') beside this call, and the beats are ignored; its
   lookups are answered from the records alone (the beats are the shards': beats-1.lua 'look',
-  sent beside this call, checks and records them, and a fan is found when both find it). One
+  sent beside this call, checks and records them, and a fan is found when both find it). Since
+  2026-12-06 night a gateway reads a sharded room's records for its lookups by plain commands
+  beside its refresh (line-view.ts lookUpRecords) and sends none here; they are still answered for
+  a gateway of an earlier version. One
   caller per second is handed the shards' sweep (`sweep` 1: src/waiting-room/fan-sweep.ts).
 
   Then the lookups, after the tick (so against the cursor as it now stands): a fan is `found`, and

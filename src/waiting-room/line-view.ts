@@ -18,14 +18,15 @@
  * records the beat, so the poll is answered here when the fan is waiting behind the cursor and
  * polled lately (line-view-8.lua's lookups). One status-10.lua a fan a process was what a fan
  * whose polls go round a few processes cost Redis on each of its polls. In a room with fan shards
- * the record comes from the same call and the beat from the fan's shard (beats-1.lua 'look', sent
- * beside it): found when both find the fan.
+ * the beat comes from the fan's shard (beats-1.lua 'look') and the record from the event's slot by
+ * plain commands (lookUpRecords), both beside the refresh, which may then read its view from a copy
+ * (below): found when both find the fan.
  *
  * In a room with fan shards one gateway at a time is the room's admitter (a lease line-view-8.lua
  * hands out): it refreshes on the event's slot and writes the view into copies on the room's first
- * shards (view-copy-1.lua); every other gateway reads a copy, beside its heartbeats, and calls the
- * event's slot only for its lookups, its first view, after changing the room, or when the copy is
- * older than COPY_MAX_AGE_MS (the admitter gone: that call takes the lease once it has lapsed). So
+ * shards (view-copy-1.lua); every other gateway reads a copy, beside its heartbeats and its
+ * lookups, and calls the line-view script only for its first view, after changing the room, or when
+ * the copy is older than COPY_MAX_AGE_MS (the admitter gone: that call takes the lease once it has lapsed). So
  * the event's slot runs about ten refreshes a second whatever the number of gateways.
  *
  * A poll is answered here only when the answer cannot be one Redis would give differently except
@@ -45,7 +46,7 @@ import { onceEvery } from "../throttle.js";
 import { adviseFan } from "./advice.js";
 import type { RoomContext } from "./context.js";
 import { keysFor } from "./context.js";
-import { lineKeys } from "./keys.js";
+import { lineKeys, type WaitingRoomKeys } from "./keys.js";
 import { Fields, iso, ReplyShapeError, ROOM_STATES } from "./replies.js";
 import type { KeptBeats, ViewCopy } from "./fan-shards.js";
 import type { FanPlace, RateLimited, RoomState, StatusLimits } from "./types.js";
@@ -504,6 +505,41 @@ function within<T>(call: Promise<T>, ms: number): Promise<T | null> {
   });
 }
 
+/**
+ * The records of fans looked up in a room with fan shards, read on the event's slot by plain
+ * commands in one MULTI (lookUpRecords): the room's epoch, each fan's record, and, once the line is
+ * drawn, each one's drawn place in the pre-queue.
+ */
+interface LookedRecords {
+  epoch: string;
+  records: (string | null)[];
+  /** ZMSCORE of the pre-queue, when the view the lookups went with was drawn; else null. */
+  drawnPlaces: (string | null)[] | null;
+}
+
+/**
+ * A looked-up fan's place from its record, against the view this process will answer it from (as
+ * line-view-8.lua's lookups read it, and the same cases found): waiting behind the cursor; pre-queued
+ * before the close (the arrival number), or after it with the draw pending; pre-queued with a drawn
+ * place behind the cursor. Null for anything else (admitted, given up, ended, revoked, a drawn place
+ * not read): Redis answers that fan.
+ */
+function lookedPlace(
+  view: View,
+  raw: string | null,
+  drawnPlace: string | null | undefined,
+): Pick<KnownFan, "status" | "position"> | null {
+  if (!raw) return null;
+  const [letter, pos, n] = raw.split("|", 3);
+  if (view.openedAt === 0 || !view.drawn) {
+    if (letter !== "p") return null;
+    const arrival = Number(n);
+    return arrival > 0 ? { status: "prequeue", position: arrival } : null;
+  }
+  const position = letter === "w" ? Number(pos) : letter === "p" ? Number(drawnPlace ?? 0) : 0;
+  return position > view.served ? { status: "waiting", position } : null;
+}
+
 export function createLineViews(ctx: RoomContext, options: LineViewOptions = {}): LineViews {
   const refreshMs = options.refreshMs ?? VIEW_REFRESH_MS;
   const fansKept = options.fansKept ?? FANS_KEPT;
@@ -556,6 +592,31 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
     line.beats.size < BEATS_SENT_AT &&
     now - line.beatsSince < BEATS_HELD_MS;
 
+  /**
+   * A room with fan shards: the looked-up fans' records on the event's slot, read by plain commands
+   * (HGET, HMGET, ZMSCORE in one MULTI: a few µs of Redis, not a line-view-8.lua call), so a
+   * gateway that reads its view from a copy looks fans up without a script on the event's slot.
+   * The beats are the shards' (beats-1.lua 'look', beside it).
+   */
+  async function lookUpRecords(keys: Readonly<WaitingRoomKeys>, ids: string[], view: View): Promise<LookedRecords> {
+    const drawn = view.openedAt > 0 && view.drawn && view.preCount > 0;
+    const multi = ctx.redis
+      .multi()
+      .hget(keys.room, "epoch")
+      .hmget(keys.fans, ...ids);
+    if (drawn) multi.zmscore(keys.pre, ...ids);
+    const replies = await multi.exec();
+    if (!replies) throw new ReplyShapeError("lookups: the transaction was discarded");
+    for (const [err] of replies) if (err) throw err;
+    const [epoch, records, drawnPlaces] = replies.map(([, value]) => value);
+    if (!Array.isArray(records) || records.length !== ids.length) throw new ReplyShapeError("lookups: no records");
+    return {
+      epoch: typeof epoch === "string" ? epoch : "",
+      records: records as (string | null)[],
+      drawnPlaces: drawn && Array.isArray(drawnPlaces) ? (drawnPlaces as (string | null)[]) : null,
+    };
+  }
+
   async function refresh(eventId: string, line: EventLine, sendBeats = false): Promise<void> {
     if (line.refreshing) return;
     const started = Date.now();
@@ -592,32 +653,39 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         if (room.beats) {
           const keeping =
             beats.length > 0 ? room.beats.kept(eventId, beats, KEEP_WAIT_MS) : Promise.resolve(NOTHING_KEPT);
-          // Not the admitter, nothing to look up, a view to start from: the view from a copy on a
-          // shard, beside the heartbeats; the event's slot only when the copy is missing or old.
-          if (previous && previous.fanShards > 0 && !line.admitter && lookupIds.length === 0) {
-            const [copy, kept] = await Promise.all([
+          // Lookups: the records from the event's slot (plain commands, no script), the beats from
+          // the shards ('look'): a fan is found when both find it. Neither needs the line-view
+          // call, so a gateway that reads copies looks fans up without one (polls spread over many
+          // gateways are lookups on most of them). Lookups that fail or take longer than a view
+          // may be old find nobody (Redis answers those polls); the refresh stands.
+          const looking =
+            lookupIds.length > 0 && previous
+              ? within(
+                  Promise.all([
+                    lookUpRecords(k, lookupIds, previous),
+                    room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
+                  ]),
+                  VIEW_STALE_MS,
+                )
+              : Promise.resolve(null);
+          // Not the admitter, a view to start from: the view from a copy on a shard, beside the
+          // heartbeats; the event's slot only when the copy is missing or old.
+          if (previous && previous.fanShards > 0 && !line.admitter) {
+            const [copy, kept, looked] = await Promise.all([
               within(room.beats.readCopy(eventId, copyIndex, previous.goneListId), KEEP_WAIT_MS),
               keeping,
+              looking,
             ]);
             if (copy && copy.age <= COPY_MAX_AGE_MS) {
-              return { room, replies: [], copy, receivedAt: Date.now(), ...kept, looked: undefined };
+              return { room, replies: [], copy, receivedAt: Date.now(), ...kept, looked };
             }
             const view = await ctx.script("lineView", keys, [GONE_LISTED, 0, recentMs, goneVersion, admitterId]);
-            return { room, replies: [view], copy: null, receivedAt: 0, ...kept, looked: undefined };
+            return { room, replies: [view], copy: null, receivedAt: 0, ...kept, looked };
           }
-          // Lookups: the records from line-view-8, the beats from the shards ('look'): a fan is
-          // found when both find it.
           const [view, kept, looked] = await Promise.all([
-            ctx.script("lineView", keys, [
-              GONE_LISTED,
-              lookupIds.length,
-              recentMs,
-              goneVersion,
-              admitterId,
-              ...lookupIds,
-            ]),
+            ctx.script("lineView", keys, [GONE_LISTED, 0, recentMs, goneVersion, admitterId]),
             keeping,
-            room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
+            looking,
           ]);
           return { room, replies: [view], copy: null, receivedAt: 0, ...kept, looked };
         }
@@ -636,7 +704,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           ),
         );
         const none: string[] = [];
-        return { room, replies, copy: null, receivedAt: 0, missing: none, unsent: none, looked: undefined };
+        return { room, replies, copy: null, receivedAt: 0, missing: none, unsent: none, looked: null };
       });
       if ("ok" in sent) throw new Error(sent.message);
       const fetchedAt = Date.now();
@@ -672,14 +740,14 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         latest = view;
         missingAll = missingAll.concat(missing);
         const resharded = view.fanShards !== sent.room.shards || (view.fanShards > 0 && view.epoch !== sent.room.epoch);
-        // Fans found by a lookup: their beat was recorded in this call, no earlier than `started`
-        // (with fan shards: by their shard, beside it; none when the shards were not the room's).
-        // `found` is one number a lookup, in order (0: not found); the status follows from the room.
+        // Fans found by a lookup (a room without fan shards): their beat was recorded in this call,
+        // no earlier than `started`. `found` is one number a lookup, in order (0: not found); the
+        // status follows from the room.
         const status = view.openedAt > 0 ? "waiting" : "prequeue";
         for (let i = 0; i < found.length && !resharded; i++) {
           const position = Number(found[i]);
           const fanId = lookupIds[i];
-          if (!(position > 0) || fanId === undefined || (sent.looked && !sent.looked.has(fanId))) continue;
+          if (!(position > 0) || fanId === undefined) continue;
           remember(line, fanId, { status, position, epoch: view.epoch, seenAt: started });
           foundHere.add(fanId);
         }
@@ -694,6 +762,21 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           }
         } else if (sweep) {
           ctx.fanLine.sweep(eventId, sent.room);
+        }
+      }
+      // Fans found by a lookup in a room with fan shards: a record the view can answer (of the
+      // room the view is of: not one created again meanwhile) and a beat their shard found recent and
+      // recorded in this refresh, no earlier than `started`.
+      if (sent.looked && latest && latest.fanShards === sent.room.shards && latest.epoch === sent.room.epoch) {
+        const [records, beatsFound] = sent.looked;
+        if (records.epoch === latest.epoch) {
+          for (const [i, fanId] of lookupIds.entries()) {
+            if (!beatsFound.has(fanId)) continue;
+            const place = lookedPlace(latest, records.records[i] ?? null, records.drawnPlaces?.[i]);
+            if (!place) continue;
+            remember(line, fanId, { ...place, epoch: latest.epoch, seenAt: started });
+            foundHere.add(fanId);
+          }
         }
       }
       counts.missing += missingAll.length;
@@ -892,8 +975,13 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       if (known && !drawnPlace && known.epoch === view.epoch && now - known.seenAt <= keepMsOf(view)) {
         return Promise.resolve(false);
       }
-      // Only where the view could answer: a drawn line, or a pre-queue before the on-sale.
-      if (!(view.roomState === "prequeue" || (view.openedAt > 0 && view.drawn))) return Promise.resolve(false);
+      // Only where the view could answer: a drawn line, or a pre-queue before the on-sale; in a room
+      // with fan shards also a closed pre-queue whose draw is pending (its lookups read the records
+      // directly: lookedPlace).
+      const drawPending = view.fanShards > 0 && view.openedAt > 0 && !view.drawn && view.roomState !== "closed";
+      if (!(view.roomState === "prequeue" || (view.openedAt > 0 && view.drawn) || drawPending)) {
+        return Promise.resolve(false);
+      }
       const waiting = line.lookups.get(fanId);
       if (waiting) return new Promise((resolve) => waiting.push(resolve));
       if (line.lookups.size >= LOOKUPS_PER_REFRESH) return Promise.resolve(false);

@@ -174,6 +174,104 @@ describe.each(["single", "cluster"] as const)("one admitter per event, on %s", (
     for (const tag of tags.slice(VIEW_COPIES)) expect(await redis.exists(`wr:{${tag}}:view`)).toBe(0);
   }, 60_000);
 
+  it("polls spread over the gateways: a reader looks its new fans up beside a copy, with no line-view call, and answers the places Redis holds", async () => {
+    const { gws, evt } = await lineOfThree(target, "admspread", 2, 1_000);
+    const redis = raw(target);
+    const k = waitingRoomKeys(evt);
+    const before = gws.map((g) => g.room.lineCacheCounters());
+    // Ten rounds: new fans join through each gateway and poll through the next (a balancer that
+    // spreads requests), so every gateway has lookups to make in most of its refreshes.
+    const told = new Map<string, { status: string; position: number; cached: boolean }>();
+    for (let round = 0; round < 10; round++) {
+      const fresh = gws.map((_, i) => fans(6, `as${round}-${i}-`));
+      await Promise.all(gws.map(async (g, i) => (await fanOut([g.room], fresh[i]!, (r, f) => r.join(evt, f))).map(ok)));
+      await Promise.all(
+        gws.map(async (_, i) => {
+          const g = gws[(i + 1) % gws.length]!;
+          for (const [j, p] of (await Promise.all(fresh[i]!.map((f) => g.room.statusOf(evt, f)))).entries()) {
+            const { place, cached } = ok(p) as { place: { status: string; position?: number }; cached?: boolean };
+            told.set(fresh[i]![j]!, { status: place.status, position: place.position ?? 0, cached: cached === true });
+          }
+        }),
+      );
+      await sleep(120);
+    }
+    const d = gws.map((g, i) => {
+      const now = g.room.lineCacheCounters();
+      return {
+        ...diff(now, before[i]!),
+        lookups: now.lookups - before[i]!.lookups,
+        found: now.found - before[i]!.found,
+      };
+    });
+    const said = JSON.stringify(d);
+    const admitter = d.find((c) => c.asAdmitter > 0);
+    expect(admitter, said).toBeDefined();
+    for (const c of d.filter((x) => x !== admitter)) {
+      // Its new fans were looked up and found (all are far behind the cursor)...
+      expect(c.lookups, said).toBeGreaterThanOrEqual(50);
+      expect(c.found, said).toBeGreaterThanOrEqual(c.lookups - 3);
+      // ...while its view came from a copy: a lookup no longer takes the refresh to the event's
+      // slot (before, a refresh with lookups was a line-view call there: about half of these).
+      expect(c.fromCopy, said).toBeGreaterThanOrEqual(c.refreshes - 3);
+    }
+    // Every answer, from the cache or from Redis, is the place Redis holds.
+    const ids = [...told.keys()];
+    const records = await redis.hmget(k.fans, ...ids);
+    let cached = 0;
+    for (const [i, fanId] of ids.entries()) {
+      const fan = told.get(fanId)!;
+      expect(fan.status, fanId).toBe("waiting");
+      expect(fan.position, fanId).toBe(Number(records[i]!.split("|")[1]));
+      if (fan.cached) cached += 1;
+    }
+    expect(cached).toBeGreaterThanOrEqual(ids.length - 10);
+  }, 60_000);
+
+  it("a pre-queued fan polling a gateway that does not know it, while the draw is pending, is looked up and answered from the view", async () => {
+    const gws = [gateway(target), gateway(target)];
+    const evt = eventId("admdrawp");
+    const onSaleAt = Date.now() + 1_500;
+    ok(
+      await gws[0]!.room.configure(evt, {
+        onSaleAt: new Date(onSaleAt).toISOString(),
+        admitPerSecond: 2,
+        maxActive: 1_000,
+        sessionSeconds: 60,
+        abandonSeconds: 30,
+      }),
+    );
+    const redis = raw(target);
+    // Another process holds the draw (its lock, draw.ts): the draw stays pending after the close.
+    await redis.set(`${waitingRoomKeys(evt).room}:draw-lock`, "another-process", "PX", 60_000);
+    const ids = fans(20, "adp");
+    (await fanOut([gws[0]!.room], ids, (r, f) => r.join(evt, f))).map(ok);
+    // The second gateway learns the room from one fan's poll (Redis answers it), then waits past
+    // the close for its view to show it.
+    const [first, ...rest] = ids as [string, ...string[]];
+    expect(ok(await gws[1]!.room.statusOf(evt, first)).place.status).toBe("prequeue");
+    await until(async () => {
+      const p = gws[1]!.room.cachedStatus(evt, first);
+      return p && "place" in p && Date.now() > onSaleAt + 300 ? true : undefined;
+    });
+    const found = gws[1]!.room.lineCacheCounters().found;
+    const polls = (await Promise.all(rest.map((f) => gws[1]!.room.statusOf(evt, f)))).map(ok);
+    expect(gws[1]!.room.lineCacheCounters().found - found).toBeGreaterThanOrEqual(rest.length - 2);
+    const records = await redis.hmget(waitingRoomKeys(evt).fans, ...rest);
+    let cached = 0;
+    for (const [i, p] of polls.entries()) {
+      // the arrival number Redis holds, the frozen pre-queue less the fan ahead
+      expect(p.place, rest[i]).toMatchObject({
+        status: "prequeue",
+        position: Number(records[i]!.split("|")[2]),
+        ahead: ids.length - 1,
+      });
+      if (p.cached === true) cached += 1;
+    }
+    expect(cached).toBeGreaterThanOrEqual(rest.length - 2);
+    expect(ok(await gws[1]!.room.stats(evt)).stats.drawing).toBe(true);
+  }, 30_000);
+
   it("the admitter dies: another gateway takes the lease within about a second, nobody's view goes old, and the line keeps moving", async () => {
     const { gws, evt, groups } = await lineOfThree(target, "admdies", 4, 1_500);
     const redis = raw(target);
