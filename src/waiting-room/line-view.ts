@@ -177,7 +177,8 @@ export interface LineViews {
   /**
    * The fan's place from this process's view, or null when Redis must answer (see above).
    * `lookedUp`: the poll waited for a lookup that found the fan, and that lookup recorded the
-   * fan's beat after the poll arrived, so the answer owes no heartbeat.
+   * fan's beat after the poll arrived (or, with fan shards, owed it from then), so the answer owes
+   * no heartbeat of its own.
    */
   answer(eventId: string, fanId: string, limits?: StatusLimits, lookedUp?: boolean): FanPlace | RateLimited | null;
   /**
@@ -765,8 +766,10 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         }
       }
       // Fans found by a lookup in a room with fan shards: a record the view can answer (of the
-      // room the view is of: not one created again meanwhile) and a beat their shard found recent and
-      // recorded in this refresh, no earlier than `started`.
+      // room the view is of: not one created again meanwhile) and a beat their shard found younger
+      // than the keep time. Their beats are owed from `started`, as a poll answered here then would
+      // owe one: the shard's beat is younger than the keep time now, and this one reaches it within
+      // two refreshes and the hold, which keepMsOf leaves room for before any sweep could take it.
       if (sent.looked && latest && latest.fanShards === sent.room.shards && latest.epoch === sent.room.epoch) {
         const [records, beatsFound] = sent.looked;
         if (records.epoch === latest.epoch) {
@@ -775,6 +778,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
             const place = lookedPlace(latest, records.records[i] ?? null, records.drawnPlaces?.[i]);
             if (!place) continue;
             remember(line, fanId, { ...place, epoch: latest.epoch, seenAt: started });
+            owe(line, fanId, started);
             foundHere.add(fanId);
           }
         }
@@ -926,8 +930,8 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       }
       const limited = takeLimits(eventId, fanId, limits);
       if (limited) return limited;
-      // The beat this answer owes goes with the next refresh; a lookup's own is recorded already
-      // (its seenAt is the refresh's start, before Redis recorded it).
+      // The beat this answer owes goes with the next refresh; a lookup's own is recorded or owed
+      // already (its seenAt is the refresh's start).
       if (!lookedUp) {
         fan.seenAt = now;
         owe(line, fanId, now);

@@ -15,7 +15,7 @@ import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/inde
 import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import type { LineCacheCounters } from "../../src/waiting-room/line-view.js";
 import { clusterClient, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
-import { eventId, fanOut, fans, ok, SECRET, sleep, until } from "./helpers.js";
+import { eventId, fanOut, fans, lastBeat, ok, SECRET, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
 
 const SHARDS = 6;
 
@@ -270,6 +270,44 @@ describe.each(["single", "cluster"] as const)("one admitter per event, on %s", (
     }
     expect(cached).toBeGreaterThanOrEqual(rest.length - 2);
     expect(ok(await gws[1]!.room.stats(evt)).stats.drawing).toBe(true);
+  }, 30_000);
+
+  it("a fan looked up through another gateway has its beat sent with that gateway's heartbeats; one whose beat is older than the keep time is not found", async () => {
+    const gws = [gateway(target), gateway(target)];
+    const evt = eventId("admlook");
+    await openLine(gws[0]!.room, evt, 1);
+    const redis = raw(target);
+    const ids = fans(20, "al");
+    (await fanOut([gws[0]!.room], ids, (r, f) => r.join(evt, f))).map(ok);
+    // The second gateway learns the room from one fan's poll (Redis answers it); the fans polled
+    // through it are far from the cursor (1/s), so the caches answer them.
+    const [first, ...rest] = ids.slice(10).reverse() as [string, ...string[]];
+    ok(await gws[1]!.room.statusOf(evt, first));
+    await until(async () => (gws[1]!.room.cachedStatus(evt, first) ? true : undefined));
+    // The last fan's beat made older than the keep time (abandonSeconds 30 less 1.6 s), not yet
+    // older than abandonSeconds: its shard still holds it, but a lookup must not take it.
+    const old = rest.pop()!;
+    const key = (await shardKeysOf(redis, evt))[(await shardOfIn(redis, evt))(old)]!;
+    const reference = (await lastBeat(redis, evt, first))!;
+    await redis.zadd(key, "XX", reference - 28_800, old);
+    const before = await Promise.all(rest.map((f) => lastBeat(redis, evt, f)));
+    const counted = gws[1]!.room.lineCacheCounters();
+    const polls = (await Promise.all(rest.map((f) => gws[1]!.room.statusOf(evt, f)))).map(ok);
+    expect(polls.filter((p) => p.cached === true).length).toBe(rest.length);
+    // Their beats go with the gateway's next heartbeats (within the hold): each one newer.
+    await until(
+      async () => {
+        const now = await Promise.all(rest.map((f) => lastBeat(redis, evt, f)));
+        return now.every((b, i) => b !== null && b > before[i]!) ? true : undefined;
+      },
+      3_000,
+      50,
+    );
+    expect(gws[1]!.room.lineCacheCounters().beats - counted.beats).toBeGreaterThanOrEqual(rest.length);
+    // The old beat: not found, Redis answers (the place still stands: younger than abandonSeconds).
+    const late = ok(await gws[1]!.room.statusOf(evt, old));
+    expect(late.cached).toBeUndefined();
+    expect(late.place.status).toBe("waiting");
   }, 30_000);
 
   it("the admitter dies: another gateway takes the lease within about a second, nobody's view goes old, and the line keeps moving", async () => {
