@@ -18,10 +18,7 @@
               was (ms, this master's clock), so the line's script can tell a place lapsed meanwhile.
     'look'    ARGV[2] how recent (ms) a beat must be, ARGV[3..] fan ids a gateway did not know, looked
               up (line-view.ts): each whose beat is that recent is recorded as seen now (ZADD XX GT)
-              and returned; the others are left as they are (their polls go to Redis). Since
-              2026-12-06 night a gateway reads the beats by plain commands instead (fan-shards.ts
-              looked: ZMSCORE and TIME) and sends the found fans' beats with its heartbeats
-              ('keep'); this mode answers gateways of an earlier version.
+              and returned; the others are left as they are (their polls go to Redis).
     'stale'   ARGV[2] abandon time (ms), ARGV[3] the clock's start (ms: the draw; nobody is stale
               before it plus the abandon time), ARGV[4] at most this many: the fans whose last beat
               is older than now - abandon time, with their beats, oldest first.

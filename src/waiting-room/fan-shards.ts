@@ -327,10 +327,9 @@ export interface FanBeats {
    */
   kept(eventId: string, fanIds: readonly string[], waitMs: number): Promise<KeptBeats>;
   /**
-   * Lookups (line-view.ts): each fan whose beat is younger than `recentMs` (its shard's clock) is
-   * returned, and nothing is written: the caller owes those fans' beats, sent with its heartbeats
-   * (`kept`). A shard that fails or does not answer within `waitMs` finds none of its fans (their
-   * polls go to Redis).
+   * Lookups (line-view.ts): each fan whose beat is younger than `recentMs` recorded as seen now
+   * and returned; a shard that fails or does not answer within `waitMs` finds none of its fans
+   * (their polls go to Redis).
    */
   looked(eventId: string, fanIds: readonly string[], recentMs: number, waitMs: number): Promise<Set<string>>;
   /**
@@ -544,27 +543,10 @@ export function createFanBeats(
     async looked(eventId, fanIds, recentMs, waitMs) {
       const found = new Set<string>();
       if (fanIds.length === 0) return found;
-      // Read only, by plain commands (a MULTI of ZMSCORE and the shard's TIME, the clock its beats
-      // are written with): a script call cost the shard several times as much, once per shard
-      // touched per gateway per refresh, which with polls spread over many gateways made the
-      // shards' masters the busiest. The caller owes the found fans' beats ('keep', with its
-      // heartbeats). Not counted as a `kept` in flight: a lookup never holds a shard's beats back.
+      // not counted as a `kept` in flight: a lookup never holds a shard's heartbeats back
       const parts: Promise<Pick<BeatsPart, "reply" | "error">>[] = [];
       for (const [shard, ids] of byFanShard(fanIds, shardOf)) {
-        const call = redis
-          .multi()
-          .zmscore(beatsKey(eventId, shard), ...ids)
-          .time()
-          .exec()
-          .then((replies) => {
-            const [scores, time] = (replies ?? []).map(([err, value]) => {
-              if (err) throw err;
-              return value;
-            });
-            if (!Array.isArray(scores) || !Array.isArray(time)) throw new Error("fan shard: no beats read");
-            const recent = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000) - recentMs;
-            return [0, ...ids.filter((_, i) => scores[i] !== null && Number(scores[i]) > recent)];
-          });
+        const call = run<unknown[]>("beats", [beatsKey(eventId, shard)], ["look", recentMs, ...ids]);
         parts.push(settle(call, waitMs));
       }
       for (const { reply } of await Promise.all(parts)) {

@@ -177,8 +177,7 @@ export interface LineViews {
   /**
    * The fan's place from this process's view, or null when Redis must answer (see above).
    * `lookedUp`: the poll waited for a lookup that found the fan, and that lookup recorded the
-   * fan's beat after the poll arrived (or, with fan shards, owed it from then), so the answer owes
-   * no heartbeat of its own.
+   * fan's beat after the poll arrived, so the answer owes no heartbeat.
    */
   answer(eventId: string, fanId: string, limits?: StatusLimits, lookedUp?: boolean): FanPlace | RateLimited | null;
   /**
@@ -766,10 +765,8 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         }
       }
       // Fans found by a lookup in a room with fan shards: a record the view can answer (of the
-      // room the view is of: not one created again meanwhile) and a beat their shard found younger
-      // than the keep time. Their beats are owed from `started`, as a poll answered here then would
-      // owe one: the shard's beat is younger than the keep time now, and this one reaches it within
-      // two refreshes and the hold, which keepMsOf leaves room for before any sweep could take it.
+      // room the view is of: not one created again meanwhile) and a beat their shard found recent and
+      // recorded in this refresh, no earlier than `started`.
       if (sent.looked && latest && latest.fanShards === sent.room.shards && latest.epoch === sent.room.epoch) {
         const [records, beatsFound] = sent.looked;
         if (records.epoch === latest.epoch) {
@@ -778,7 +775,6 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
             const place = lookedPlace(latest, records.records[i] ?? null, records.drawnPlaces?.[i]);
             if (!place) continue;
             remember(line, fanId, { ...place, epoch: latest.epoch, seenAt: started });
-            owe(line, fanId, started);
             foundHere.add(fanId);
           }
         }
@@ -930,8 +926,8 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       }
       const limited = takeLimits(eventId, fanId, limits);
       if (limited) return limited;
-      // The beat this answer owes goes with the next refresh; a lookup's own is recorded or owed
-      // already (its seenAt is the refresh's start).
+      // The beat this answer owes goes with the next refresh; a lookup's own is recorded already
+      // (its seenAt is the refresh's start, before Redis recorded it).
       if (!lookedUp) {
         fan.seenAt = now;
         owe(line, fanId, now);
