@@ -298,6 +298,9 @@ function prequeuePlace(view: View, position: number, redisNow: number): FanPlace
   return { status: "prequeue", provisional: true, onSaleAt: iso(view.onSaleAt), position, ahead, ...advice };
 }
 
+/** The pre-queue has closed and its draw is pending (the room not closed for good). */
+const drawPending = (view: View) => view.openedAt > 0 && !view.drawn && view.roomState !== "closed";
+
 /** The vacated places past `served` (the list is ascending: one binary search, one slice). */
 function passedDropped(gone: readonly number[], served: number): number[] {
   const passed = goneBelow(gone, served + 1);
@@ -916,8 +919,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         // are Redis's). After it, while the draw is pending (the whole pre-queue polls at the
         // on-sale): the view holds the frozen pre-queue's size and the draw's advice.
         const open = view.roomState === "prequeue" && redisNow < view.onSaleAt - NEAR_ON_SALE_MS;
-        const drawing = view.openedAt > 0 && !view.drawn && view.roomState !== "closed";
-        if (!open && !drawing) return null;
+        if (!open && !drawPending(view)) return null;
         place = prequeuePlace(view, fan.position, redisNow);
       } else {
         const waiting = waitingPlace(view, fan.position);
@@ -978,8 +980,8 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       // Only where the view could answer: a drawn line, or a pre-queue before the on-sale; in a room
       // with fan shards also a closed pre-queue whose draw is pending (its lookups read the records
       // directly: lookedPlace).
-      const drawPending = view.fanShards > 0 && view.openedAt > 0 && !view.drawn && view.roomState !== "closed";
-      if (!(view.roomState === "prequeue" || (view.openedAt > 0 && view.drawn) || drawPending)) {
+      const drawing = view.fanShards > 0 && drawPending(view);
+      if (!(view.roomState === "prequeue" || (view.openedAt > 0 && view.drawn) || drawing)) {
         return Promise.resolve(false);
       }
       const waiting = line.lookups.get(fanId);

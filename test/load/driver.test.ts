@@ -5,15 +5,32 @@
  * lets 50 fans polling twice a second from one address past the per-IP one.
  */
 import { describe, expect, inject, it } from "vitest";
-import { renderResult, runScenario, toRunRecord } from "../../load/driver/run.js";
+import { type RunOptions, renderResult, runScenario, toRunRecord } from "../../load/driver/run.js";
 import { exitCodeFor, parseThreshold } from "../../load/driver/thresholds.js";
 import { claimRedisDatabase } from "../support/worker-process.js";
 
+/**
+ * A small run on a Redis database of its own (the gateway child runs workers: so it takes no other
+ * file's jobs), with the polls capped and short thinks: what every run here shares.
+ */
+async function smallRun(
+  options: Pick<RunOptions, "scenario" | "fans" | "seats" | "rate" | "duration" | "onSaleDelaySeconds" | "thresholds"> &
+    Partial<RunOptions>,
+) {
+  const db = await claimRedisDatabase();
+  return runScenario({
+    maxPollSeconds: 0.5,
+    thinkMs: 50,
+    connections: 32,
+    redisUrl: db.url,
+    dynamoEndpoint: inject("dynamoEndpoint"),
+    ...options,
+  }).finally(() => db.release());
+}
+
 describe("load driver", () => {
   it("runs a tiny spike end to end: the audit passes, seats sell, tau is a correlation", async () => {
-    // The gateway child runs workers: on a Redis database of its own, so it takes no other file's jobs.
-    const db = await claimRedisDatabase();
-    const result = await runScenario({
+    const result = await smallRun({
       scenario: "spike",
       fans: 50,
       seats: 40,
@@ -22,15 +39,10 @@ describe("load driver", () => {
       // Long enough for the cold child's first joins to land before the draw, with other test
       // files busy on the same cores (4 s was not, three files at a time).
       onSaleDelaySeconds: 8,
-      maxPollSeconds: 0.5,
-      thinkMs: 50,
-      connections: 32,
       thresholds: ["sales_confirmed>0", "http_req_failed{endpoint:join}<0.01", "http_req_duration p(99)<60000"].map(
         parseThreshold,
       ),
-      redisUrl: db.url,
-      dynamoEndpoint: inject("dynamoEndpoint"),
-    }).finally(() => db.release());
+    });
     const text = renderResult(result);
     expect(result.audit?.ok, text).toBe(true);
     expect(result.sales, text).toBeGreaterThan(0);
@@ -105,21 +117,15 @@ describe("load driver", () => {
   }, 120_000);
 
   it("runs best available end to end: every fan asks for 2 best in Floor, the audit passes, no seat stranded", async () => {
-    const db = await claimRedisDatabase();
-    const result = await runScenario({
+    const result = await smallRun({
       scenario: "best",
       fans: 60,
       seats: 40,
       rate: 60,
       duration: 5,
       onSaleDelaySeconds: 4,
-      maxPollSeconds: 0.5,
-      thinkMs: 50,
-      connections: 32,
       thresholds: ["sales_confirmed>0"].map(parseThreshold),
-      redisUrl: db.url,
-      dynamoEndpoint: inject("dynamoEndpoint"),
-    }).finally(() => db.release());
+    });
     const text = renderResult(result);
     expect(result.audit?.ok, text).toBe(true);
     expect(result.sales, text).toBeGreaterThan(0);
@@ -133,22 +139,16 @@ describe("load driver", () => {
   }, 120_000);
 
   it("runs a spike on two gateways of its own (--gateways 2): each takes every other request, the costs count both, the audit passes", async () => {
-    const db = await claimRedisDatabase();
-    const result = await runScenario({
+    const result = await smallRun({
       scenario: "spike",
       fans: 40,
       seats: 30,
       rate: 40,
       duration: 5,
       onSaleDelaySeconds: 8,
-      maxPollSeconds: 0.5,
-      thinkMs: 50,
-      connections: 32,
       gateways: 2,
       thresholds: ["sales_confirmed>0"].map(parseThreshold),
-      redisUrl: db.url,
-      dynamoEndpoint: inject("dynamoEndpoint"),
-    }).finally(() => db.release());
+    });
     const text = renderResult(result);
     expect(result.audit?.ok, text).toBe(true);
     expect(result.sales, text).toBeGreaterThan(0);
