@@ -41,6 +41,8 @@ export interface GeneratorRecord {
   droppedIterations?: number;
   /** Requests the generator gave up on, unanswered (k6: error_code 1050 or 1211; the driver: 60 s). */
   clientTimeouts?: number;
+  /** The driver on Linux: the share of the whole machine's CPU busy over the window (0..1). */
+  machineBusyShare?: number;
 }
 
 export interface RunRecord {

@@ -49,6 +49,9 @@ export class RunFigures {
   /** Each admitted fan's queue position, and the order in which it saw `admitted`. */
   readonly positions: number[] = [];
   readonly admissionOrder: number[] = [];
+  /** The positions of the admitted fans whose answer carried `admittedAt`, and those decision times (epoch ms). */
+  readonly decidedPositions: number[] = [];
+  readonly decidedAt: number[] = [];
   /** Epoch ms of the first admission and of the purchase of the last seat (null: not yet). */
   firstAdmitAt: number | null = null;
   soldOutAt: number | null = null;
@@ -69,7 +72,11 @@ export class RunFigures {
    */
   readonly admissionAskDelaysMs: number[] = [];
 
-  admitted(position: number, delayMs?: number, askDelayMs?: number): void {
+  admitted(position: number, delayMs?: number, askDelayMs?: number, decidedAt?: number): void {
+    if (decidedAt !== undefined && Number.isFinite(decidedAt)) {
+      this.decidedPositions.push(position);
+      this.decidedAt.push(decidedAt);
+    }
     if (delayMs !== undefined && Number.isFinite(delayMs)) this.admissionDelaysMs.push(Math.max(0, delayMs));
     if (askDelayMs !== undefined && Number.isFinite(askDelayMs))
       this.admissionAskDelaysMs.push(Math.max(0, askDelayMs));

@@ -7,7 +7,9 @@
  * one core), its event loop's delay (perf_hooks), and how late each planned arrival started; and
  * `judgeGenerator` says, from those numbers alone, whether the run measured the generator.
  */
+import { availableParallelism } from "node:os";
 import { type IntervalHistogram, monitorEventLoopDelay } from "node:perf_hooks";
+import { machineCpuTicks } from "./proc.js";
 
 /** When the figures are the generator's. */
 export const GENERATOR_LIMITS = {
@@ -44,6 +46,12 @@ export interface GeneratorMeasurement {
   requests: number;
   /** Requests that got no answer within the client's 60 s (status 0): reported, not judged. */
   clientTimeouts: number;
+  /**
+   * The whole machine's CPU over the window (Linux /proc/stat; absent elsewhere): the share of all
+   * its cores busy, and how many. Reported, not judged: a driver that runs its own gateway shares
+   * the machine with it and its stores, and a machine near 100% answers late whoever's fault it is.
+   */
+  machine?: { busyShare: number; cores: number };
 }
 
 /** The measurement, per request and per fan, and the verdict. */
@@ -98,6 +106,7 @@ const DELAY_RESOLUTION_MS = 10;
 export class GeneratorMonitor {
   private readonly delay: IntervalHistogram = monitorEventLoopDelay({ resolution: DELAY_RESOLUTION_MS });
   private readonly cpuAtStart = process.cpuUsage();
+  private readonly machineAtStart = machineCpuTicks();
   private readonly startedAt = performance.now();
   private late = 0;
   private maxLateMs = 0;
@@ -121,6 +130,15 @@ export class GeneratorMonitor {
     const ms = (ns: number) => (Number.isFinite(ns) ? Math.max(0, ns / 1e6 - DELAY_RESOLUTION_MS) : 0);
     // The histogram's values are ns; with no sample at all its percentiles are NaN or huge.
     const sampled = this.delay.count > 0;
+    const machineNow = machineCpuTicks();
+    const start = this.machineAtStart;
+    const machine =
+      start && machineNow && machineNow.total > start.total
+        ? {
+            busyShare: (machineNow.busy - start.busy) / (machineNow.total - start.total),
+            cores: availableParallelism(),
+          }
+        : undefined;
     return judgeGenerator(
       {
         seconds: (performance.now() - this.startedAt) / 1000,
@@ -131,6 +149,7 @@ export class GeneratorMonitor {
         arrivals: { planned: this.plannedArrivals, late: this.late, maxLateMs: this.maxLateMs },
         requests,
         clientTimeouts,
+        ...(machine ? { machine } : {}),
       },
       this.limits,
     );
@@ -140,11 +159,27 @@ export class GeneratorMonitor {
 /** The report's words for the generator: the banner when it was saturated, else one line of figures. */
 export function generatorLines(g: GeneratorFigures): string[] {
   const figures = `the driver's CPU ${g.cpuSeconds.toFixed(1)} s over ${g.seconds.toFixed(1)} s (${pct(g.cpuCores)} of a core; ${g.cpuMicrosPerRequest.toFixed(0)} µs/request, ${(g.cpuMicrosPerFan / 1000).toFixed(2)} ms/fan), event-loop delay p99 ${g.eventLoopDelayMs.p99.toFixed(0)} ms, arrivals late ${g.arrivals.late} of ${g.arrivals.planned} (latest ${g.arrivals.maxLateMs.toFixed(0)} ms), client timeouts ${g.clientTimeouts}`;
-  if (!g.saturated) return [`load generator kept up: ${figures}`];
+  if (!g.saturated) return [`load generator kept up: ${figures}`, ...machineLines(g)];
   return [
     "GENERATOR SATURATED: the figures measure the load generator, not the gateway",
     ...g.reasons.map((r) => `  ${r}`),
     `  ${figures}`,
     "  run the driver on a machine of its own, or with fewer fans a second (load/README.md, where to run the load)",
+    ...machineLines(g),
+  ];
+}
+
+/** At or above this share of the machine's CPU busy, the report says the machine was the limit. */
+export const MACHINE_BUSY_SHARE = 0.9;
+
+/** The machine's CPU over the window, and a warning when it was near full. */
+function machineLines(g: GeneratorFigures): string[] {
+  if (!g.machine) return [];
+  const { busyShare, cores } = g.machine;
+  const line = `the machine: ${pct(busyShare)} of its ${cores} cores busy over the window`;
+  if (busyShare < MACHINE_BUSY_SHARE) return [line];
+  return [
+    `${line}: MACHINE NEAR FULL. Everything on it (gateways, stores, driver) queued for CPU, so latencies and`,
+    "  the order fans saw their admission in are the machine's; the line's own order, under fairness, is what the line decided",
   ];
 }

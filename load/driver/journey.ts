@@ -98,6 +98,7 @@ async function waitForAdmission(run: FanRun, i: number, behaviour: FanBehaviour)
         s.body.position,
         decidedAt === undefined ? undefined : Date.now() - decidedAt,
         decidedAt === undefined ? undefined : askedAt - decidedAt,
+        decidedAt,
       );
       return s.body.accessToken;
     }

@@ -21,3 +21,17 @@ export function processCpuMicros(pid: number): number | undefined {
     return undefined;
   }
 }
+
+/** The machine's CPU time from /proc/stat, all cores added: busy and total, in ticks (undefined off Linux). */
+export function machineCpuTicks(): { busy: number; total: number } | undefined {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0] ?? "";
+    // cpu user nice system idle iowait irq softirq steal ...: idle and iowait are the idle time
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    if (f.length < 4 || f.some((x) => !Number.isFinite(x))) return undefined;
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { busy: total - (f[3] ?? 0) - (f[4] ?? 0), total };
+  } catch {
+    return undefined;
+  }
+}

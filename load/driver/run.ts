@@ -21,7 +21,7 @@ import { fanJourney } from "./journey.js";
 import type { FanRun, Scenario } from "./scenario.js";
 import { SCENARIOS, type ScenarioName } from "./scenarios/index.js";
 import { type Stack, startStack } from "./stack.js";
-import { kendallTau, type LatencySummary, summarize } from "./stats.js";
+import { kendallTau, type LatencySummary, outOfOrder, summarize } from "./stats.js";
 import {
   evaluateThresholds,
   GENERATOR_SATURATED_EXIT_CODE,
@@ -102,6 +102,17 @@ export interface RunResult extends Tally {
   sellOutSeconds: number | null;
   /** Kendall's tau-b between queue positions and admission order; NaN with fewer than 2 admitted. */
   tau: number;
+  /**
+   * Kendall's tau-b between queue positions and the line's decisions (the status `admittedAt`): the
+   * line's own order, apart from how long the answers took to reach the fans. NaN without them.
+   */
+  tauDecided: number;
+  /**
+   * The fans the line decided to admit before some fan ahead of them (by `admittedAt`, strictly
+   * earlier): 0 when the line kept its order. Of `decided`, the admitted whose answer carried it.
+   */
+  decidedOutOfOrder: number;
+  decided: number;
   /** Milliseconds from the line's decision to admit a fan to the fan's seeing it (status `admittedAt`). */
   admissionDelayMs: LatencySummary;
   /** The part of it before the fan's poll was sent (the rest is the answer's time). */
@@ -281,6 +292,9 @@ function resultOf(
     salesPerSecond: t.sales / sinceOnSale,
     sellOutSeconds: figures.soldOutAt === null ? null : (figures.soldOutAt - onSaleAt) / 1000,
     tau: kendallTau(figures.positions, figures.admissionOrder),
+    tauDecided: kendallTau(figures.decidedPositions, figures.decidedAt),
+    decidedOutOfOrder: outOfOrder(figures.decidedPositions, figures.decidedAt),
+    decided: figures.decidedAt.length,
     admissionDelayMs: summarize(figures.admissionDelaysMs),
     admissionAskDelayMs: summarize(figures.admissionAskDelaysMs),
     pollsPerFan: pollsPerFan(endpointRows(run.client), played.fans),
@@ -391,6 +405,11 @@ export function renderResult(r: RunResult): string {
   if (r.targets) lines.push(`requests per gateway: ${r.targets.map((t) => `${t.url} ${t.requests}`).join(", ")}`);
   lines.push(...(SCENARIOS[r.scenario].report?.lines?.(r) ?? []));
   lines.push(`fairness: Kendall's tau (queue position vs admission order) = ${fmt(r.tau, 4)} (1.0 = strict FIFO)`);
+  if (r.decided > 1) {
+    lines.push(
+      `  the line's own order (position vs its decision, admittedAt): ${r.decidedOutOfOrder} of ${r.decided} admitted before a fan ahead of them; tau ${fmt(r.tauDecided, 4)} (a batch decided in one ms ties, so below 1 even in order)`,
+    );
+  }
   if (r.admissionDelayMs.count > 0) {
     const d = r.admissionDelayMs;
     lines.push(
@@ -471,6 +490,7 @@ export function toRunRecord(r: RunResult, settings: RunRecord["settings"] = {}):
       lateArrivals: r.generator.arrivals.late,
       plannedArrivals: r.generator.arrivals.planned,
       clientTimeouts: r.generator.clientTimeouts,
+      ...(r.generator.machine ? { machineBusyShare: r.generator.machine.busyShare } : {}),
     },
   };
 }

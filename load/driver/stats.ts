@@ -3,6 +3,28 @@
  * scipy uses) and latency percentiles.
  */
 
+/**
+ * How many items come strictly before (in `y`) an item strictly before them in `x`: for a line,
+ * the fans admitted before some fan ahead of them. 0 when `y` never decreases along `x`, ties
+ * allowed (tau-b is below 1 then whenever several items tie in `y` alone: fans admitted in one
+ * batch share a millisecond). O(n log n).
+ */
+export function outOfOrder(x: readonly number[], y: readonly number[]): number {
+  if (x.length !== y.length) throw new Error(`outOfOrder: lengths differ (${x.length} vs ${y.length})`);
+  const idx = Array.from({ length: x.length }, (_, i) => i).sort((a, b) => x[a]! - x[b]! || y[a]! - y[b]!);
+  let count = 0;
+  // the largest y of the items strictly before in x; those tied in x with the current one wait
+  let maxBefore = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < idx.length; ) {
+    let j = i;
+    while (j < idx.length && x[idx[j]!] === x[idx[i]!]) j++;
+    for (let k = i; k < j; k++) if (y[idx[k]!]! < maxBefore) count++;
+    for (let k = i; k < j; k++) maxBefore = Math.max(maxBefore, y[idx[k]!]!);
+    i = j;
+  }
+  return count;
+}
+
 /** Number of pairs among `t` tied items. */
 const pairs = (t: number) => (t * (t - 1)) / 2;
 

@@ -51,6 +51,14 @@ describe("load driver", () => {
     expect(result.prequeued).toBeGreaterThan(0);
     expect(result.tau).toBeGreaterThanOrEqual(-1);
     expect(result.tau).toBeLessThanOrEqual(1);
+    // The line's own decisions (admittedAt) follow the places, whatever the answers' delays did to
+    // the order the fans saw them in.
+    expect(result.decided).toBe(50);
+    expect(result.decidedOutOfOrder, text).toBe(0);
+    expect(result.tauDecided, text).toBeGreaterThanOrEqual(0.99);
+    expect(text).toContain(
+      "the line's own order (position vs its decision, admittedAt): 0 of 50 admitted before a fan ahead of them",
+    );
     expect(text).toContain("audit: PASS");
     expect(result.loadTestToken).toBe(true);
     // Limits on, and none hit: the per-IP one is lifted by the token, the per-fan one not reached.
@@ -111,7 +119,11 @@ describe("load driver", () => {
       lateArrivals: g.arrivals.late,
       plannedArrivals: 50,
       clientTimeouts: 0,
+      machineBusyShare: g.machine?.busyShare,
     });
+    // Linux: the whole machine's CPU over the window, a share
+    expect(g.machine?.busyShare).toBeGreaterThan(0);
+    expect(g.machine?.busyShare).toBeLessThanOrEqual(1);
     // Thresholds met: exit 0 whether or not the generator kept up.
     expect(exitCodeFor(result)).toBe(0);
   }, 120_000);

@@ -11,6 +11,7 @@ import {
   GeneratorMonitor,
   generatorLines,
   judgeGenerator,
+  MACHINE_BUSY_SHARE,
 } from "../../load/driver/generator.js";
 import {
   evaluateThresholds,
@@ -100,6 +101,17 @@ describe("the report's words for the generator", () => {
     expect(saturated[1]).toMatch(/CPU was 98% of a core/);
     expect(saturated.join("\n")).toContain("µs/request");
   });
+
+  it("the machine's CPU after the driver's: one line, and the warning when it was near full", () => {
+    const calmMachine = generatorLines(judgeGenerator({ ...calm, machine: { busyShare: 0.5, cores: 2 } }));
+    expect(calmMachine).toHaveLength(2);
+    expect(calmMachine[1]).toBe("the machine: 50% of its 2 cores busy over the window");
+    const full = generatorLines(judgeGenerator({ ...calm, machine: { busyShare: MACHINE_BUSY_SHARE, cores: 2 } }));
+    expect(full[1]).toMatch(/^the machine: 90% of its 2 cores busy over the window: MACHINE NEAR FULL/);
+    expect(full[2]).toMatch(/the line.s own order, under fairness, is what the line decided$/);
+    // off Linux there is no figure, and no line
+    expect(generatorLines(judgeGenerator(calm))).toHaveLength(1);
+  });
 });
 
 describe("GeneratorMonitor", () => {
@@ -120,6 +132,10 @@ describe("GeneratorMonitor", () => {
     expect(g.cpuSeconds).toBeGreaterThan(0);
     expect(g.requests).toBe(123);
     expect(g.clientTimeouts).toBe(2);
+    // the machine was busy at least while this process held the loop (400 of ~550 ms, on one of its cores)
+    expect(g.machine?.cores).toBeGreaterThanOrEqual(1);
+    expect(g.machine?.busyShare).toBeGreaterThan(0.3 / (g.machine?.cores ?? 1));
+    expect(g.machine?.busyShare).toBeLessThanOrEqual(1);
     // Two of four arrivals late: saturated, whatever the loop and the CPU measured on a shared box.
     expect(g.saturated).toBe(true);
     expect(g.reasons.join("\n")).toMatch(/2 of 4 arrivals started 1 s or more late/);

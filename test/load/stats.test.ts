@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { kendallTau, kendallTauNaive, quantile, summarize } from "../../load/driver/stats.js";
+import { kendallTau, kendallTauNaive, outOfOrder, quantile, summarize } from "../../load/driver/stats.js";
 
 describe("kendallTau", () => {
   it("is 1 for the same order and -1 for the reverse", () => {
@@ -69,5 +69,36 @@ describe("quantiles", () => {
     expect(quantile(v, 0.99)).toBe(99);
     expect(quantile([], 0.5)).toBe(0);
     expect(summarize([3, 1, 2])).toEqual({ count: 3, p50: 2, p95: 3, p99: 3, max: 3 });
+  });
+});
+
+describe("outOfOrder", () => {
+  it("counts the items before an item ahead of them, ties allowed, where tau-b falls below 1", () => {
+    // a batch decided in one millisecond: in order, though tau-b says otherwise
+    expect(outOfOrder([1, 2, 3, 4], [10, 10, 10, 11])).toBe(0);
+    expect(kendallTau([1, 2, 3, 4], [10, 10, 10, 11])).toBeLessThan(1);
+    // place 4 decided before places 2 and 3: one fan out of order
+    expect(outOfOrder([1, 2, 3, 4], [10, 20, 30, 15])).toBe(1);
+    // the input's order does not matter; items tied in x are never out of order with each other
+    expect(outOfOrder([4, 3, 2, 1], [15, 30, 20, 10])).toBe(1);
+    expect(outOfOrder([1, 1, 2], [30, 10, 20])).toBe(1);
+    expect(outOfOrder([3, 2, 1], [1, 2, 3])).toBe(2);
+    expect(outOfOrder([], [])).toBe(0);
+    expect(() => outOfOrder([1], [])).toThrow(/lengths differ/);
+  });
+
+  it("agrees with the definition on random inputs", () => {
+    let seed = 7;
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    for (let round = 0; round < 50; round++) {
+      const n = 1 + Math.floor(rand() * 40);
+      const x = Array.from({ length: n }, () => Math.floor(rand() * 10));
+      const y = Array.from({ length: n }, () => Math.floor(rand() * 10));
+      const slow = x.filter((xi, i) => x.some((xj, j) => xj < xi && y[j]! > y[i]!)).length;
+      expect(outOfOrder(x, y)).toBe(slow);
+    }
   });
 });
