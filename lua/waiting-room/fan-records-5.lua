@@ -1,0 +1,274 @@
+--[[
+  A fan shard's half of the line's records (issue 28 steps 2 and 3): the records, the pre-queue
+  and the beats of the fans whose shard this is, on one slot, so a record and its beat are
+  checked and written in one call. docs/redis-cluster.md "Steps 2 and 3, call by call" is the
+  protocol; each mode below names its step there. Built ahead of its callers: no room uses it yet
+  (the event's slot's half, `range`, `claim` and `gone`, and the gateway's calls come next), and
+  test/waiting-room/fan-records.test.ts holds it to the protocol.
+
+  KEYS[1]  wr:{<tag>}:beats   ZSET fanId -> last join or poll (ms, this master's clock): step 1's
+  KEYS[2]  wr:{<tag>}:fans    HASH fanId -> record "s|pos|n|sid|exp|at" (includes/fans.lua's text)
+  KEYS[3]  wr:{<tag>}:pre     ZSET the shard's pre-queued fans: score 0, then the drawn place
+  KEYS[4]  wr:{<tag>}:given   ZSET places given up here and not yet told to the event's slot
+                              (member = score = place): the sweep's `gone` call carries them and
+                              then acknowledges them ('ack'), so a gateway dying in between loses none
+  KEYS[5]  wr:{<tag>}:frozen  STRING set by the draw: the shard's pre-queue takes nobody more
+
+  The clock of a verdict: `abandonMs` and `startMs` come from the event's slot (the room's
+  abandonSeconds, and max(openedAt, drawnAt) once the line is drawn; '' or 0 while the draw is
+  pending, when no place lapses), compared with this master's clock, as beats-1.lua 'stale' does.
+
+  ARGV[1] mode:
+    'join'     ARGV[2] abandonMs, ARGV[3] startMs, then triples: fanId, 'w' or 'p', the place or
+               the arrival number the event's slot reserved for it (step 1 of the protocol). Per fan:
+                 no record: the reservation is its record ('new'), with its beat, and a pre-queued
+                   fan enters `pre`; but on a frozen shard a pre-queued reservation writes nothing
+                   ('frozen': the caller reserves again, after the close)
+                 waiting or pre-queued, not lapsed: kept ('again'), its beat written (a repeat join
+                   is a poll)
+                 lapsed, or ended (x abandoned, e expired, c completed): replaced by the
+                   reservation ('rejoin'); a lapsed waiting place goes to `given`
+                 admitted (a): kept ('admitted': the event's slot knows whether its session
+                   lives; the caller then writes the reservation by 'cas' when it ended, or
+                   'vacate's it)
+                 revoked (r): kept ('revoked')
+               A reserved place not taken ('again', 'revoked') goes to `given`. A fan twice in one
+               call: the second finds the first's record.
+    'poll'     ARGV[2] abandonMs, ARGV[3] startMs, ARGV[4] fanId (step 2): the record settled as a
+               poll sees it (a lapsed place given up: x, its place to `given`; a pre-queued fan,
+               once drawn, waiting at its drawn place), its beat written when it is in line
+    'cas'      ARGV[2] fanId, ARGV[3] the record read, ARGV[4] the record to write: written only
+               while the record is still the one read (steps 2, 4); a record out of line (neither
+               waiting nor pre-queued) drops the fan's beat
+    'revoke'   ARGV[2] fanId (step 5): the record to r whatever it was (written when absent), its
+               beat dropped, the place of a fan in line to `given`
+    'vacate'   ARGV[2..] places reserved and not taken (an admitted fan's join): to `given`
+    'give-up'  ARGV[2] abandonMs, ARGV[3] startMs, then the fan ids 'stale' read (step 3): each
+               fan whose beat, as it is now, lapsed and whose record is waiting or pre-queued is
+               given up (x), its beat dropped, its place to `given` (a beat kept or a rejoin since
+               the read is younger: spared); a fan no longer in line has its beat dropped
+    'given'    ARGV[2] at most this many: the places in `given`, lowest first
+    'ack'      ARGV[2..] places the event's slot took: removed from `given`
+    'freeze'   (step 6) the shard's pre-queue takes nobody more
+    'members'  ARGV[2] from, ARGV[3] count: the pre-queued fan ids, in byte order (the draw pages them)
+    'place'    ARGV[2..] pairs fanId, drawn place: written into `pre` for fans there (ZADD XX)
+
+  Returns { now, ... }:
+    join     per fan, in ARGV order: outcome, the record now, the previous beat's age (ms; '' none),
+             the place given up by a rejoin (0 none)
+    poll     the record ('' none), the previous beat's age ('' none)
+    cas      1, or 0 and the record now ('' none)
+    revoke   the record before ('' none)
+    give-up  the places given up
+    given    places        ack  removed        vacate  places added   freeze  1 newly frozen, 0 already
+    members  fan ids       place  places changed
+]]
+--- @include "now-ms"
+
+local K_BEATS, K_FANS, K_PRE, K_GIVEN, K_FROZEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now = now_ms()
+local nowText = string.format('%d', now)
+local mode = ARGV[1]
+
+local function text(n)
+  return string.format('%d', n)
+end
+
+local function unpack_record(raw)
+  local s, pos, n, sid, exp, at = string.match(raw, '^(%a)|(%d+)|(%d+)|([^|]*)|(%d+)|(%d+)$')
+  return { s = s, pos = tonumber(pos), n = tonumber(n), sid = sid, exp = exp, at = at }
+end
+
+local function pack_record(f)
+  return f.s .. '|' .. text(f.pos) .. '|' .. text(f.n) .. '|' .. f.sid .. '|' .. f.exp .. '|' .. f.at
+end
+
+local function in_line(f)
+  return f.s == 'w' or f.s == 'p'
+end
+
+-- The place a record holds: a pre-queued fan's is its drawn place (0 before the draw).
+local function place_of(fanId, f)
+  if f.s == 'p' then return tonumber(redis.call('ZSCORE', K_PRE, fanId)) or 0 end
+  return f.pos
+end
+
+local function give(place)
+  if place > 0 then redis.call('ZADD', K_GIVEN, place, place) end
+end
+
+-- A place not polled for the abandon time since the clock's start is lost (includes/fans.lua
+-- is_stale); nobody's before the draw (startMs 0).
+local function lapsed(beat, abandonMs, startMs)
+  if startMs <= 0 then return false end
+  return math.max(beat or 0, startMs) < now - abandonMs
+end
+
+-- Gives the fan's place up: the record to x at its place, the beat dropped, the place to `given`.
+local function give_up(fanId, f)
+  f.pos = place_of(fanId, f)
+  f.s = 'x'
+  redis.call('HSET', K_FANS, fanId, pack_record(f))
+  redis.call('ZREM', K_BEATS, fanId)
+  give(f.pos)
+  return f.pos
+end
+
+if mode == 'join' then
+  local abandonMs, startMs = tonumber(ARGV[2]), tonumber(ARGV[3]) or 0
+  local out = { now }
+  local frozen = redis.call('EXISTS', K_FROZEN) == 1
+  for i = 4, #ARGV - 2, 3 do
+    local fanId, kind, number = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+    local fresh
+    if kind == 'p' then fresh = 'p|0|' .. text(number) .. '||0|0' else fresh = 'w|' .. text(number) .. '|0||0|0' end
+    local raw = redis.call('HGET', K_FANS, fanId)
+    local before = redis.call('ZSCORE', K_BEATS, fanId)
+    local age = before and text(math.max(0, now - tonumber(before))) or ''
+    local outcome, old = nil, 0
+    local f = raw and unpack_record(raw)
+    if kind == 'p' and frozen and (not f or not in_line(f)) then
+      outcome = 'frozen'
+    elseif not f then
+      outcome = 'new'
+    elseif in_line(f) and not lapsed(tonumber(before), abandonMs, startMs) then
+      outcome = 'again'
+    elseif in_line(f) then
+      outcome = 'rejoin'
+      old = give_up(fanId, f)
+    elseif f.s == 'a' then
+      outcome = 'admitted'
+    elseif f.s == 'r' then
+      outcome = 'revoked'
+    else
+      outcome = 'rejoin'
+    end
+    if outcome == 'new' or outcome == 'rejoin' then
+      redis.call('HSET', K_FANS, fanId, fresh)
+      redis.call('ZADD', K_BEATS, 'GT', nowText, fanId)
+      if kind == 'p' then redis.call('ZADD', K_PRE, 0, fanId) end
+      raw = fresh
+    else
+      if outcome == 'again' then redis.call('ZADD', K_BEATS, 'GT', nowText, fanId) end
+      if kind == 'w' and (outcome == 'again' or outcome == 'revoked') then give(number) end
+    end
+    out[#out + 1] = outcome
+    out[#out + 1] = raw or ''
+    out[#out + 1] = age
+    out[#out + 1] = old
+  end
+  return out
+end
+
+if mode == 'poll' then
+  local abandonMs, startMs, fanId = tonumber(ARGV[2]), tonumber(ARGV[3]) or 0, ARGV[4]
+  local raw = redis.call('HGET', K_FANS, fanId)
+  if not raw then return { now, '', '' } end
+  local f = unpack_record(raw)
+  local before = redis.call('ZSCORE', K_BEATS, fanId)
+  local age = before and text(math.max(0, now - tonumber(before))) or ''
+  if in_line(f) then
+    if lapsed(tonumber(before), abandonMs, startMs) then
+      give_up(fanId, f)
+    else
+      redis.call('ZADD', K_BEATS, 'GT', nowText, fanId)
+      if f.s == 'p' and startMs > 0 then
+        local place = place_of(fanId, f)
+        if place > 0 then
+          f.s = 'w'
+          f.pos = place
+          redis.call('HSET', K_FANS, fanId, pack_record(f))
+        end
+      end
+    end
+  end
+  return { now, pack_record(f), age }
+end
+
+if mode == 'cas' then
+  local fanId, old, new = ARGV[2], ARGV[3], ARGV[4]
+  local raw = redis.call('HGET', K_FANS, fanId)
+  if (raw or '') ~= old then return { now, 0, raw or '' } end
+  redis.call('HSET', K_FANS, fanId, new)
+  if not in_line(unpack_record(new)) then redis.call('ZREM', K_BEATS, fanId) end
+  return { now, 1 }
+end
+
+if mode == 'revoke' then
+  local fanId = ARGV[2]
+  local raw = redis.call('HGET', K_FANS, fanId)
+  local f = raw and unpack_record(raw) or { s = 'r', pos = 0, n = 0, sid = '', exp = '0', at = '0' }
+  if raw and f.s ~= 'r' then
+    if in_line(f) then
+      f.pos = place_of(fanId, f)
+      give(f.pos)
+    end
+    f.s = 'r'
+  end
+  redis.call('HSET', K_FANS, fanId, pack_record(f))
+  redis.call('ZREM', K_BEATS, fanId)
+  return { now, raw or '' }
+end
+
+if mode == 'give-up' then
+  local abandonMs, startMs = tonumber(ARGV[2]), tonumber(ARGV[3]) or 0
+  local out = { now }
+  for i = 4, #ARGV do
+    local fanId = ARGV[i]
+    local score = tonumber(redis.call('ZSCORE', K_BEATS, fanId))
+    if score and lapsed(score, abandonMs, startMs) then
+      local raw = redis.call('HGET', K_FANS, fanId)
+      local f = raw and unpack_record(raw)
+      if f and in_line(f) then
+        local place = give_up(fanId, f)
+        if place > 0 then out[#out + 1] = place end
+      else
+        redis.call('ZREM', K_BEATS, fanId)
+      end
+    end
+  end
+  return out
+end
+
+if mode == 'given' then
+  local out = { now }
+  for _, p in ipairs(redis.call('ZRANGE', K_GIVEN, 0, tonumber(ARGV[2]) - 1)) do out[#out + 1] = tonumber(p) end
+  return out
+end
+
+if mode == 'ack' then
+  if #ARGV < 2 then return { now, 0 } end
+  return { now, redis.call('ZREM', K_GIVEN, unpack(ARGV, 2)) }
+end
+
+if mode == 'vacate' then
+  local added = 0
+  for i = 2, #ARGV do
+    local place = tonumber(ARGV[i]) or 0
+    if place > 0 then added = added + redis.call('ZADD', K_GIVEN, place, place) end
+  end
+  return { now, added }
+end
+
+if mode == 'freeze' then
+  return { now, redis.call('SET', K_FROZEN, nowText, 'NX') and 1 or 0 }
+end
+
+if mode == 'members' then
+  local from, count = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local out = { now }
+  for _, fanId in ipairs(redis.call('ZRANGE', K_PRE, from, from + count - 1)) do out[#out + 1] = fanId end
+  return out
+end
+
+if mode == 'place' then
+  local args = { 'XX', 'CH' }
+  for i = 2, #ARGV - 1, 2 do
+    args[#args + 1] = ARGV[i + 1]
+    args[#args + 1] = ARGV[i]
+  end
+  if #args == 2 then return { now, 0 } end
+  return { now, redis.call('ZADD', K_PRE, unpack(args)) }
+end
+
+return redis.error_reply('fan-records: unknown mode ' .. tostring(mode))

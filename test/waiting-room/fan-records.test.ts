@@ -1,0 +1,273 @@
+/**
+ * A fan shard's half of the line's records (lua/waiting-room/fan-records-5.lua), held to the
+ * protocol of docs/redis-cluster.md "Steps 2 and 3, call by call" on a real Redis, the racing
+ * calls really in flight at once from connections of their own: two tabs joining at once, a poll
+ * or a rejoin racing the sweep, a claim's write racing a revocation. No room calls the script yet
+ * (its callers are the next step of issue 28); what it must decide on its slot alone is pinned here.
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { registerScripts, type RunScript, scriptFamily } from "../../src/redis/scripts.js";
+import { uniqueId } from "../gateway/harness.js";
+
+const family = scriptFamily({ name: "fan-records-test", files: { records: "waiting-room/fan-records-5" } });
+
+let clients: Redis[] = [];
+let runs: RunScript<"records">[] = [];
+
+beforeAll(() => {
+  clients = Array.from({ length: 8 }, () => new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 }));
+  runs = clients.map((c) => registerScripts(c, family));
+});
+
+afterAll(() => {
+  for (const c of clients) c.disconnect();
+});
+
+/** One shard's five keys, under a tag of its own. */
+function shard() {
+  const tag = `{${uniqueId("shard")}}`;
+  const keys = ["beats", "fans", "pre", "given", "frozen"].map((k) => `wr:${tag}:${k}`);
+  const redis = clients[0]!;
+  const on =
+    (i: number) =>
+    (...args: (string | number)[]) =>
+      runs[i % runs.length]!<unknown[]>("records", keys, args.map(String));
+  return {
+    keys,
+    call: on(0),
+    on,
+    record: (fanId: string) => redis.hget(keys[1]!, fanId),
+    beat: async (fanId: string) => {
+      const s = await redis.zscore(keys[0]!, fanId);
+      return s === null ? null : Number(s);
+    },
+    setBeat: (fanId: string, ms: number) => redis.zadd(keys[0]!, String(ms), fanId),
+    given: async () => (await redis.zrange(keys[3]!, "0", "-1")).map(Number),
+    pre: (fanId: string) => redis.zscore(keys[2]!, fanId),
+  };
+}
+
+/** A join's reply, per fan: outcome, record, previous beat's age, old place given up. */
+function joined(reply: unknown[]) {
+  const out: { outcome: string; record: string; age: string; old: number }[] = [];
+  for (let i = 1; i < reply.length; i += 4) {
+    out.push({
+      outcome: String(reply[i]),
+      record: String(reply[i + 1]),
+      age: String(reply[i + 2]),
+      old: Number(reply[i + 3]),
+    });
+  }
+  return out;
+}
+
+const ABANDON = 3_000;
+/** A line drawn a minute ago: places lapse after ABANDON without a beat. */
+const drawnSince = () => Date.now() - 60_000;
+
+describe("fan records: the join (step 1)", () => {
+  it("writes a new fan's reservation with its beat, keeps a standing one's, gives unused places back", async () => {
+    const s = shard();
+    const first = joined(await s.call("join", ABANDON, drawnSince(), "f1", "w", 101, "f2", "w", 102));
+    expect(first.map((j) => j.outcome)).toEqual(["new", "new"]);
+    expect(first[0]).toMatchObject({ record: "w|101|0||0|0", age: "", old: 0 });
+    expect(await s.record("f2")).toBe("w|102|0||0|0");
+    expect(await s.beat("f1")).toBeGreaterThan(Date.now() - 5_000);
+
+    // a repeat join (a reload): the record stands, the new reservation is given back
+    const again = joined(await s.call("join", ABANDON, drawnSince(), "f1", "w", 150));
+    expect(again[0]).toMatchObject({ outcome: "again", record: "w|101|0||0|0", old: 0 });
+    expect(Number(again[0]!.age)).toBeGreaterThanOrEqual(0);
+    expect(await s.given()).toEqual([150]);
+
+    // a fan twice in one call: the second finds the first's record
+    const twice = joined(await s.call("join", ABANDON, drawnSince(), "f3", "w", 160, "f3", "w", 161));
+    expect(twice.map((j) => j.outcome)).toEqual(["new", "again"]);
+    expect(await s.record("f3")).toBe("w|160|0||0|0");
+    expect(await s.given()).toEqual([150, 161]);
+  });
+
+  it("enters pre-queued fans in the shard's pre-queue; an arrival number is never a place to give back", async () => {
+    const s = shard();
+    const first = joined(await s.call("join", ABANDON, 0, "p1", "p", 1, "p2", "p", 2));
+    expect(first.map((j) => j.record)).toEqual(["p|0|1||0|0", "p|0|2||0|0"]);
+    expect(await s.pre("p1")).toBe("0");
+    const again = joined(await s.call("join", ABANDON, 0, "p1", "p", 7));
+    expect(again[0]).toMatchObject({ outcome: "again", record: "p|0|1||0|0" });
+    expect(await s.given()).toEqual([]);
+  });
+
+  it("two tabs of one fan joining at once hold one place; every other reservation is given back", async () => {
+    const s = shard();
+    const places = Array.from({ length: 24 }, (_, i) => 500 + i);
+    const replies = await Promise.all(places.map((p, i) => s.on(i)("join", ABANDON, drawnSince(), "tabs", "w", p)));
+    const outcomes = replies.map((r) => joined(r)[0]!);
+    const won = outcomes.filter((o) => o.outcome === "new");
+    expect(won).toHaveLength(1);
+    const record = won[0]!.record;
+    // every tab is answered the one record
+    expect(new Set(outcomes.map((o) => o.record))).toEqual(new Set([record]));
+    const place = Number(record.split("|")[1]);
+    expect(await s.given()).toEqual(places.filter((p) => p !== place));
+  });
+
+  it("a lapsed place is given up and the rejoin takes its reservation; never before the draw", async () => {
+    const s = shard();
+    await s.call("join", ABANDON, drawnSince(), "late", "w", 10);
+    await s.setBeat("late", Date.now() - ABANDON - 2_000);
+    const re = joined(await s.call("join", ABANDON, drawnSince(), "late", "w", 90));
+    expect(re[0]).toMatchObject({ outcome: "rejoin", record: "w|90|0||0|0", old: 10 });
+    expect(Number(re[0]!.age)).toBeGreaterThanOrEqual(ABANDON + 2_000);
+    expect(await s.given()).toEqual([10]);
+    expect(await s.beat("late")).toBeGreaterThan(Date.now() - 5_000);
+
+    // the same old beat while the draw is pending (startMs 0): nobody lapses
+    await s.call("join", ABANDON, 0, "early", "p", 3);
+    await s.setBeat("early", Date.now() - 600_000);
+    const kept = joined(await s.call("join", ABANDON, 0, "early", "p", 9));
+    expect(kept[0]).toMatchObject({ outcome: "again", record: "p|0|3||0|0" });
+  });
+
+  it("a revoked fan is refused and its reservation given back; an admitted one's is left to the caller", async () => {
+    const s = shard();
+    await s.call("join", ABANDON, drawnSince(), "rev", "w", 5, "adm", "w", 6);
+    await s.call("revoke", "rev");
+    await s.call("cas", "adm", "w|6|0||0|0", "a|6|0|e1.1|999|888");
+    const replies = joined(await s.call("join", ABANDON, drawnSince(), "rev", "w", 40, "adm", "w", 41));
+    expect(replies.map((j) => j.outcome)).toEqual(["revoked", "admitted"]);
+    expect(replies[1]!.record).toBe("a|6|0|e1.1|999|888");
+    // the revoked fan's place 5 and its reservation 40; 41 waits for the caller, who vacates it
+    expect(await s.given()).toEqual([5, 40]);
+    expect(await s.call("vacate", 41)).toEqual([expect.any(Number), 1]);
+    expect(await s.given()).toEqual([5, 40, 41]);
+  });
+
+  it("after the draw's freeze a new pre-queued reservation writes nothing; a member's repeat join stands", async () => {
+    const s = shard();
+    await s.call("join", ABANDON, 0, "in", "p", 1);
+    expect((await s.call("freeze"))[1]).toBe(1);
+    expect((await s.call("freeze"))[1]).toBe(0);
+    const replies = joined(await s.call("join", ABANDON, 0, "straggler", "p", 2, "in", "p", 3));
+    expect(replies.map((j) => j.outcome)).toEqual(["frozen", "again"]);
+    expect(await s.record("straggler")).toBeNull();
+    expect(await s.pre("straggler")).toBeNull();
+    expect(await s.beat("straggler")).toBeNull();
+    // the caller reserves again after the close: a place at the back, which a frozen shard takes
+    const back = joined(await s.call("join", ABANDON, 0, "straggler", "w", 77));
+    expect(back[0]).toMatchObject({ outcome: "new", record: "w|77|0||0|0" });
+  });
+});
+
+describe("fan records: the poll and the claim's write (step 2)", () => {
+  it("settles a drawn pre-queued fan at its place, gives a lapsed place up, knows no stranger", async () => {
+    const s = shard();
+    await s.call("join", ABANDON, 0, "a", "p", 1, "b", "p", 2);
+    const members = (await s.call("members", 0, 10)).slice(1);
+    expect(members).toEqual(["a", "b"]);
+    expect((await s.call("place", "a", 2, "b", 1, "nobody", 3))[1]).toBe(2);
+    expect(await s.pre("nobody")).toBeNull();
+
+    // before the draw's start is known to the caller, the place stays unknown
+    expect((await s.call("poll", ABANDON, 0, "a"))[1]).toBe("p|0|1||0|0");
+    expect((await s.call("poll", ABANDON, drawnSince(), "a"))[1]).toBe("w|2|1||0|0");
+    expect(await s.record("a")).toBe("w|2|1||0|0");
+
+    await s.setBeat("b", Date.now() - ABANDON - 1_000);
+    const lost = await s.call("poll", ABANDON, drawnSince(), "b");
+    expect(lost[1]).toBe("x|1|2||0|0");
+    expect(Number(lost[2])).toBeGreaterThanOrEqual(ABANDON + 1_000);
+    expect(await s.beat("b")).toBeNull();
+    expect(await s.given()).toEqual([1]);
+
+    expect((await s.call("poll", ABANDON, drawnSince(), "stranger")).slice(1)).toEqual(["", ""]);
+  });
+
+  it("of many writes from one record at once, exactly one lands; the others read the winner's", async () => {
+    const s = shard();
+    await s.call("join", ABANDON, drawnSince(), "c", "w", 3);
+    const writes = Array.from({ length: 16 }, (_, i) => `a|3|0|e1.${i}|999|888`);
+    const replies = await Promise.all(writes.map((w, i) => s.on(i)("cas", "c", "w|3|0||0|0", w)));
+    const landed = replies.filter((r) => r[1] === 1);
+    expect(landed).toHaveLength(1);
+    const winner = writes[replies.findIndex((r) => r[1] === 1)]!;
+    expect(await s.record("c")).toBe(winner);
+    for (const r of replies.filter((r) => r[1] === 0)) expect(r[2]).toBe(winner);
+    // admitted: out of line, so no beat for a sweep to judge
+    expect(await s.beat("c")).toBeNull();
+  });
+
+  it("a revocation racing a claim's write: whichever lands first, the record ends revoked", async () => {
+    for (let round = 0; round < 10; round++) {
+      const s = shard();
+      await s.call("join", ABANDON, drawnSince(), "r", "w", 8);
+      const [cas, revoke] = await Promise.all([
+        s.on(round)("cas", "r", "w|8|0||0|0", "a|8|0|e1.1|999|888"),
+        s.on(round + 1)("revoke", "r"),
+      ]);
+      const record = await s.record("r");
+      expect(record?.startsWith("r|8|")).toBe(true);
+      if (cas[1] === 1) {
+        // the claim landed first: the revocation saw the admitted record (E then ends its session)
+        expect(revoke[1]).toBe("a|8|0|e1.1|999|888");
+        expect(await s.given()).toEqual([]);
+      } else {
+        // the revocation first: the claim's write fails on r (its session is ended by the caller)
+        expect(cas[2]).toBe(record);
+        expect(await s.given()).toEqual([8]);
+      }
+    }
+  });
+});
+
+describe("fan records: the sweep (step 3)", () => {
+  it("gives up a fan whose beat is the one read; spares one whose beat was kept since, or who rejoined", async () => {
+    const s = shard();
+    await s.call("join", ABANDON, drawnSince(), "gone", "w", 1, "back", "w", 2, "rejoined", "w", 3, "done", "w", 4);
+    const old = Date.now() - ABANDON - 5_000;
+    for (const f of ["gone", "back", "rejoined", "done"]) await s.setBeat(f, old);
+    // the sweep has read the four beats ('stale'); meanwhile one's beat is kept (a poll a gateway
+    // answered from its cache within the abandon time, its beat sent after: beats-1.lua 'keep'),
+    // one rejoins, one is admitted
+    await s.setBeat("back", Date.now());
+    await s.call("join", ABANDON, drawnSince(), "rejoined", "w", 30);
+    await s.call("cas", "done", "w|4|0||0|0", "a|4|0|e1.1|999|888");
+    await s.setBeat("done", old); // a beat left behind: given no place, only dropped
+    const given = await s.call("give-up", ABANDON, drawnSince(), "gone", "back", "rejoined", "done");
+    expect(given.slice(1)).toEqual([1]);
+    expect(await s.record("gone")).toBe("x|1|0||0|0");
+    expect(await s.record("back")).toBe("w|2|0||0|0");
+    expect(await s.record("rejoined")).toBe("w|30|0||0|0");
+    expect(await s.beat("done")).toBeNull();
+    // the rejoin gave its lapsed place 3 up itself; the sweep gave 1
+    expect(await s.given()).toEqual([1, 3]);
+  });
+
+  it("a poll and the give-up of one fan racing: the fan is either polling at its place or given up, never both", async () => {
+    for (let round = 0; round < 10; round++) {
+      const s = shard();
+      await s.call("join", ABANDON, drawnSince(), "f", "w", 12);
+      const old = Date.now() - ABANDON - 100;
+      await s.setBeat("f", old);
+      const [poll, giveUp] = await Promise.all([
+        s.on(round)("poll", ABANDON, drawnSince(), "f"),
+        s.on(round + 1)("give-up", ABANDON, drawnSince(), "f"),
+      ]);
+      const record = await s.record("f");
+      // the poll finds the beat lapsed either way: it gives the place up itself, or reads the give-up's
+      expect(record).toBe("x|12|0||0|0");
+      expect(poll[1]).toBe("x|12|0||0|0");
+      expect(giveUp.slice(1).length).toBeLessThanOrEqual(1);
+      expect(await s.given()).toEqual([12]);
+    }
+  });
+
+  it("hands the given places over until the event's slot acknowledges them", async () => {
+    const s = shard();
+    await s.call("vacate", 9, 4, 7, 0);
+    expect((await s.call("given", 2)).slice(1)).toEqual([4, 7]);
+    expect((await s.call("ack", 4, 7, 99))[1]).toBe(2);
+    expect((await s.call("given", 10)).slice(1)).toEqual([9]);
+    await expect(s.call("nonsense")).rejects.toThrow(/unknown mode/);
+  });
+});
