@@ -38,6 +38,12 @@ export interface WaitingRoomKeys {
   sessions: string;
   /** STREAM: capped log of settings changes. */
   changes: string;
+  /**
+   * HASH: place -> its claim, in a room whose records live on the fan shards (room.lua
+   * shard_records, lua/waiting-room/claims-9.lua): "sid|exp|at" of the session the place's fan
+   * claimed, `x` a place lost, `r` a place revoked. Empty in every other room.
+   */
+  claims: string;
 }
 
 export function isEventId(eventId: string): boolean {
@@ -62,12 +68,18 @@ export function waitingRoomKeys(eventId: string): WaitingRoomKeys {
     sessions: key("sessions"),
     changes: key("changes"),
     identities: key("identities"),
+    claims: key("claims"),
   };
 }
 
 /** KEYS[1..8] of every line script (lua/waiting-room/includes/room.lua), in that order. */
 export function lineKeys(k: WaitingRoomKeys): string[] {
   return [k.room, k.fans, k.pre, k.fifo, k.seen, k.gone, k.active, k.sessions];
+}
+
+/** KEYS[1..9] of claims-9.lua: the line keys and the claims. */
+export function lineKeysWithClaims(k: WaitingRoomKeys): string[] {
+  return [...lineKeys(k), k.claims];
 }
 
 /** KEYS[1..9]: the line keys and the settings-change log. */
@@ -87,5 +99,5 @@ export function limitKey(eventId: string, limit: string, subject: string): strin
 }
 
 export function allKeys(k: WaitingRoomKeys): string[] {
-  return [...lineKeysWithChanges(k), k.identities];
+  return [...lineKeysWithChanges(k), k.identities, k.claims];
 }

@@ -8,7 +8,10 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { registerScripts, type RunScript, scriptFamily } from "../../src/redis/scripts.js";
+import { createWaitingRoom, type WaitingRoom, waitingRoomKeys } from "../../src/waiting-room/index.js";
+import { lineKeys, lineKeysWithClaims } from "../../src/waiting-room/keys.js";
 import { uniqueId } from "../gateway/harness.js";
+import { eventId as roomEventId, ok, SECRET, sleep } from "./helpers.js";
 
 const family = scriptFamily({ name: "fan-records-test", files: { records: "waiting-room/fan-records-5" } });
 
@@ -269,5 +272,198 @@ describe("fan records: the sweep (step 3)", () => {
     expect((await s.call("ack", 4, 7, 99))[1]).toBe(2);
     expect((await s.call("given", 10)).slice(1)).toEqual([9]);
     await expect(s.call("nonsense")).rejects.toThrow(/unknown mode/);
+  });
+});
+
+/**
+ * The event's slot's half (lua/waiting-room/line-range-8.lua, claims-9.lua): a room made with fan
+ * shards and claims, then switched to records on the shards (`claims` 2) by hand, since no
+ * gateway creates such a room yet.
+ */
+describe("the event's slot's half: ranges, claims, give-ups", () => {
+  const slotFamily = scriptFamily({
+    name: "shard-records-slot-test",
+    files: { range: "waiting-room/line-range-8", claims: "waiting-room/claims-9" },
+  });
+  let slotRuns: RunScript<"range" | "claims">[] = [];
+  let room: WaitingRoom;
+  beforeAll(() => {
+    slotRuns = clients.map((c) => registerScripts(c, slotFamily));
+    room = createWaitingRoom({ redis: clients[0]!, secret: SECRET, claims: true, fanShards: 4, lineCache: false });
+  });
+  afterAll(async () => {
+    await room?.close();
+  });
+
+  /** A room of records on the shards; `onSaleAt` in the past unless said. */
+  async function slot(
+    settings: { admitPerSecond?: number; maxActive?: number; onSaleAt?: number; abandonSeconds?: number } = {},
+  ) {
+    const evt = roomEventId("slot");
+    ok(
+      await room.configure(evt, {
+        onSaleAt: new Date(settings.onSaleAt ?? Date.now() - 1_000).toISOString(),
+        admitPerSecond: settings.admitPerSecond ?? 0,
+        maxActive: settings.maxActive ?? 100,
+        sessionSeconds: 60,
+        abandonSeconds: settings.abandonSeconds ?? 30,
+      }),
+    );
+    const k = waitingRoomKeys(evt);
+    const redis = clients[0]!;
+    await redis.hset(k.room, "claims", "2");
+    const [epoch, shards] = await redis.hmget(k.room, "epoch", "fanShards");
+    const field = async (name: string) => Number(await redis.hget(k.room, name));
+    return {
+      k,
+      field,
+      range: (i: number, n: number, perFan: (string | number)[] = []) =>
+        slotRuns[i % slotRuns.length]!<unknown>("range", lineKeys(k), [
+          n,
+          epoch ?? "",
+          shards ?? "0",
+          perFan.length > 0 ? 2 : 0,
+          ...perFan,
+        ]),
+      claims: (i: number, ...args: (string | number)[]) =>
+        slotRuns[i % slotRuns.length]!<unknown[]>("claims", lineKeysWithClaims(k), args.map(String)),
+      rate: (admitPerSecond: number) => room.updateSettings(evt, { admitPerSecond }),
+    };
+  }
+
+  it("gives concurrent batches ranges that never overlap and cover the line, with no fan id sent", async () => {
+    const s = await slot();
+    const sizes = Array.from({ length: 64 }, (_, i) => 1 + ((i * 7) % 32));
+    const replies = (await Promise.all(sizes.map((n, i) => s.range(i, n)))) as unknown[][];
+    const taken: number[] = [];
+    for (const [i, reply] of replies.entries()) {
+      expect(reply.slice(0, 2)).toEqual(["range", "w"]);
+      const first = Number(reply[2]);
+      for (let j = 1; j <= sizes[i]!; j++) taken.push(first + j);
+      expect(reply.slice(7)).toEqual(Array(sizes[i]).fill(0));
+    }
+    const total = sizes.reduce((a, b) => a + b, 0);
+    expect(taken.sort((a, b) => a - b)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+    expect(await s.field("tail")).toBe(total);
+    expect(await s.field("joined")).toBe(total);
+    // no record, no fifo, no pre-queue member on the event's slot
+    for (const key of [s.k.fans, s.k.fifo, s.k.pre]) expect(await clients[0]!.exists(key)).toBe(0);
+  });
+
+  it("numbers the pre-queue's arrivals and closes it at onSaleAt counting every number given", async () => {
+    const s = await slot({ onSaleAt: Date.now() + 1_500 });
+    const early = (await s.range(0, 5)) as unknown[];
+    expect(early.slice(0, 4)).toEqual(["range", "p", "0", "0"]);
+    await s.range(1, 3);
+    await sleep(1_600);
+    const after = (await s.range(2, 2)) as unknown[];
+    // the close froze the pre-queue at 8 arrival numbers: the next places follow them
+    expect(after.slice(0, 3)).toEqual(["range", "w", "8"]);
+    expect(await s.field("preCount")).toBe(8);
+    // the draw is pending: nobody's place can lapse yet
+    expect(after[3]).toBe("0");
+  });
+
+  it("refuses by the room's own settings, per fan, and takes nothing for the refused", async () => {
+    const s = await slot();
+    await clients[0]!.hset(s.k.room, "powBits", "8", "invites", "1");
+    const reply = (await s.range(0, 3, [8, "1", 4, "1", 9, "0"])) as unknown[];
+    expect(reply.slice(7)).toEqual([0, "pow", "invite"]);
+    expect(await s.field("tail")).toBe(1);
+    await clients[0]!.hset(s.k.room, "closed", "1");
+    expect(await s.range(0, 1)).toBe(-3);
+    expect(await s.range(0, 1, [])).toBe(-3);
+  });
+
+  it("answers every claim of one passed place with the one session, opened once", async () => {
+    const s = await slot({ maxActive: 10 });
+    await s.range(0, 3);
+    expect((await s.claims(0, "claim", 2, "f2"))[0]).toBe("ahead");
+    ok(await s.rate(1_000));
+    await sleep(20);
+    const replies = await Promise.all(Array.from({ length: 16 }, (_, i) => s.claims(i, "claim", 2, "f2")));
+    const sessions = new Set(replies.map((r) => JSON.stringify(r)));
+    expect(sessions.size).toBe(1);
+    const [kind, sid] = replies[0]!;
+    expect(kind).toBe("session");
+    expect(await clients[0]!.hget(s.k.sessions, String(sid))).toBe("f2");
+    expect(await s.field("admitted")).toBe(1);
+    // three places offered, one claimed: two offers and one session hold the cap
+    expect(await s.field("offered")).toBe(2);
+    expect(await clients[0]!.zcard(s.k.active)).toBe(3);
+  });
+
+  it("never holds more than maxActive offers and sessions, three gateways claiming at once", async () => {
+    const s = await slot({ maxActive: 5 });
+    await s.range(0, 40);
+    ok(await s.rate(2_000));
+    const claimed = new Set<string>();
+    for (let round = 0; round < 30; round++) {
+      const served = await s.field("served");
+      const claims = Array.from({ length: 3 * 4 }, (_, i) => {
+        // the places at the cursor (a claim's tick moves it; place 1 while it stands at 0)
+        const place = Math.max(1, served - (i % 4));
+        return s.claims(i, "claim", place, `f${place}`);
+      });
+      for (const reply of await Promise.all(claims)) if (reply[0] === "session") claimed.add(String(reply[1]));
+      // a session claimed a moment ago ends (a purchase), freeing a slot for the cursor
+      const live = await clients[0]!.zrangebyscore(s.k.active, `(${Date.now()}`, "+inf");
+      const sessionsLive = live.filter((m) => !m.startsWith("offer:"));
+      expect(live.length).toBeLessThanOrEqual(5);
+      expect(Number(await s.field("offered")) + sessionsLive.length).toBe(live.length);
+      if (sessionsLive.length > 0) await clients[0]!.zrem(s.k.active, sessionsLive[0]!);
+      await sleep(5);
+    }
+    expect(claimed.size).toBeGreaterThan(5);
+  });
+
+  it("gives up places: ahead of the cursor vacated, passed lost with its offer back, claimed kept", async () => {
+    const s = await slot({ maxActive: 10 });
+    await s.range(0, 6);
+    ok(await s.rate(1_000));
+    await sleep(20);
+    await s.claims(0, "claim", 1, "f1");
+    ok(await s.rate(0));
+    const served = await s.field("served");
+    expect(served).toBeGreaterThanOrEqual(3);
+    // a place ahead only if the line has one left: 6 > served when the cursor stopped early
+    const ahead = served < 6 ? [6] : [];
+    const reply = await s.claims(0, "gone", 2, "1", 1, 2, ...ahead);
+    expect(reply).toEqual([
+      "vacated",
+      String(ahead.length),
+      "offersBack",
+      "1",
+      "claimed",
+      "1",
+      "sweptAt",
+      expect.any(String),
+    ]);
+    expect(await clients[0]!.zscore(s.k.gone, "6")).toBe(ahead.length > 0 ? "6" : null);
+    // the lost place's fan claims after (a poll that read its record before the give-up): lost
+    expect((await s.claims(1, "claim", 2, "f2"))[0]).toBe("lost");
+    expect(await s.field("abandoned")).toBe(2);
+    // the claimed place's session stands
+    expect((await s.claims(2, "claim", 1, "f1"))[0]).toBe("session");
+  });
+
+  it("bars a revoked fan's place: a claim after is refused, a session there is ended", async () => {
+    const s = await slot({ maxActive: 10 });
+    await s.range(0, 4);
+    ok(await s.rate(1_000));
+    await sleep(20);
+    const session = await s.claims(0, "claim", 1, "f1");
+    expect(session[0]).toBe("session");
+    expect(await s.claims(0, "revoke", 1)).toEqual(["ended", session[1]]);
+    expect(await clients[0]!.zscore(s.k.active, String(session[1]))).toBeNull();
+    expect(await s.claims(0, "revoke", 2)).toEqual(["barred"]);
+    expect(await s.claims(1, "claim", 2, "f2")).toEqual(["revoked"]);
+    // a place never passed is vacated for the cursor to skip
+    ok(await s.rate(0));
+    const served = await s.field("served");
+    await s.range(0, 3);
+    expect(await s.claims(0, "revoke", served + 2)).toEqual(["barred"]);
+    expect(await clients[0]!.zscore(s.k.gone, String(served + 2))).toBe(String(served + 2));
+    expect(await s.field("revoked")).toBe(3);
   });
 });

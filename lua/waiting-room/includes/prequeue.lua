@@ -31,7 +31,9 @@ end
 local function open_if_due(r, now)
   if r.openedAt > 0 or now < r.onSaleAt then return end
   r.openedAt = r.onSaleAt
-  r.preCount = redis.call('ZCARD', K_PRE)
+  -- records on the shards: every arrival number given is counted (one never written, a gateway
+  -- lost mid-join, is a place nobody holds, vacated at the draw)
+  if shard_records(r) then r.preCount = r.preSeq else r.preCount = redis.call('ZCARD', K_PRE) end
   r.tail = r.preCount
   r.served = 0
   r.credit = 0

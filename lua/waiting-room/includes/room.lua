@@ -41,6 +41,7 @@
            room_state(r)               'closed' | 'prequeue' | 'paused' | 'open'
            sharded(r)                  the room keeps its heartbeats in fan shards, not in `seen`
            claims(r), OFFER            the cursor offers sessions the fans claim (below)
+           shard_records(r)            the fans' records live on the fan shards, not in `fans`
   Needs    now-ms
 ]]
 --- @include "now-ms"
@@ -153,6 +154,14 @@ local OFFER = 'offer:'
 
 local function claims(r)
   return r.claims > 0
+end
+
+-- `claims` 2 (issue 28 steps 2 and 3, docs/redis-cluster.md "Steps 2 and 3, call by call"): the
+-- fans' records, the pre-queue and the beats live on the fan shards (fan-records-5.lua), and the
+-- event's slot holds none: it reserves ranges of places (line-range-8.lua) and keeps the claims
+-- (claims-9.lua). No room is created so yet: its callers are being built.
+local function shard_records(r)
+  return r.claims == 2
 end
 
 local function room_state(r)
