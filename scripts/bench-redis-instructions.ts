@@ -26,6 +26,10 @@
  *     status-10.lua each;
  *   - a view refresh with 2,000 vacated places ahead of the cursor: the list sent, and not sent
  *     again while nobody is given up (the gateway's version of it is the room's);
+ *   - a join batch of 32 in a room with 12 fan shards and claims, beside the same batch's calls when
+ *     the records live on the shards (issue 28 steps 2 and 3, not yet called by a gateway): the
+ *     event's slot's range (line-range-8.lua) and a shard's records (fan-records-5.lua 'join', 32
+ *     fans a call and 3);
  *   - for scale, a trivial script (`return 1`) on the event's slot.
  * Knobs: BENCH_CLAIMS (1: the rooms admit by claims, so they keep no `fifo`), BENCH_FANS (default 3,200), BENCH_BATCHES (default 1,8,32), BENCH_POLLS (default 1,000),
  * BENCH_BEATS (default 200), BENCH_FUNCTIONS (1, the default: the scripts as Redis Functions, as
@@ -469,6 +473,92 @@ async function main(): Promise<void> {
         },
       ),
     );
+
+    // A join in a room with 12 fan shards and claims, today (the event's slot's join-batch-n.lua
+    // call of a batch of 32, the gateway's view answering: `viewless`), beside the same batch under
+    // issue 28 steps 2 and 3 (docs/redis-cluster.md "Steps 2 and 3, call by call"): the event's
+    // slot's range (line-range-8.lua, no fan id) and a shard's records (fan-records-5.lua 'join'),
+    // a call of 32 fans and one of 3 (32 over 12 shards). The shard beats' calls of today's join
+    // are the 'join' row above.
+    {
+      const sharded = createWaitingRoom({
+        redis,
+        secret: randomBytes(32).toString("hex"),
+        claims: true,
+        fanShards: 12,
+      });
+      const evt = `instr_shr_${randomBytes(3).toString("hex")}`;
+      const made = await sharded.configure(evt, {
+        onSaleAt: Date.now() - 1_000,
+        admitPerSecond: 0,
+        maxActive: 100,
+        sessionSeconds: 900,
+      });
+      if (!made.ok) throw new Error(`configure: ${JSON.stringify(made)}`);
+      const firstIn = await sharded.join(evt, "first");
+      if (!firstIn.ok) throw new Error(`join: ${JSON.stringify(firstIn)}`);
+      // a first view for the batches to be answered from, as a gateway serving the line has
+      await sharded.statusOf(evt, "first");
+      rows.push(
+        await phase(
+          "12 fan shards, today: a join batch of 32 (join-batch-n.lua and beats-1.lua 'join')",
+          100,
+          3_200,
+          async () => {
+            for (let c = 0; c < 100; c++) {
+              const ids = Array.from({ length: 32 }, () => `shr-${fan++}-${randomBytes(6).toString("hex")}`);
+              const joined = await Promise.all(ids.map((id) => sharded.join(evt, id)));
+              for (const j of joined) if (!j.ok || !j.created) throw new Error(`join: ${JSON.stringify(j)}`);
+            }
+          },
+        ),
+      );
+      await sharded.close();
+      const k = waitingRoomKeys(evt);
+      await redis.hset(k.room, "claims", "2");
+      const [epoch, shards] = await redis.hmget(k.room, "epoch", "fanShards");
+      const runNew = registerScripts(
+        redis,
+        scriptFamily({
+          name: "bench-shard-records",
+          files: { range: "waiting-room/line-range-8", records: "waiting-room/fan-records-5" },
+        }),
+      );
+      rows.push(
+        await phase(
+          "records on the shards: the event's slot's range for 32 (line-range-8.lua)",
+          100,
+          3_200,
+          async () => {
+            for (let c = 0; c < 100; c++) {
+              const reply = await runNew<unknown[]>("range", lineKeys(k), [32, epoch ?? "", shards ?? "0", 0]);
+              if (reply[0] !== "range") throw new Error(`range: ${JSON.stringify(reply)}`);
+            }
+          },
+        ),
+      );
+      const tag = `{bench-records-${randomBytes(3).toString("hex")}}`;
+      const recordKeys = ["beats", "fans", "pre", "given", "frozen"].map((name) => `wr:${tag}:${name}`);
+      let place = 0;
+      for (const size of [32, 3]) {
+        rows.push(
+          await phase(
+            `records on the shards: a shard's records and beats, ${size} fans a call (fan-records-5.lua 'join')`,
+            100,
+            100 * size,
+            async () => {
+              for (let c = 0; c < 100; c++) {
+                const args: (string | number)[] = ["join", 30_000, Date.now() - 60_000];
+                for (let i = 0; i < size; i++)
+                  args.push(`rec-${fan++}-${randomBytes(6).toString("hex")}`, "w", ++place);
+                const reply = await runNew<unknown[]>("records", recordKeys, args);
+                if (reply[1] !== 1) throw new Error(`records join: ${JSON.stringify(reply.slice(0, 5))}`);
+              }
+            },
+          ),
+        );
+      }
+    }
 
     // Admission, by name (the tick reads each place's fan and record and opens its session) and by
     // claims (WAITING_ROOM_CLAIMS: the tick offers places by count, each fan's poll claims): the

@@ -54,8 +54,9 @@
     'place'    ARGV[2..] pairs fanId, drawn place: written into `pre` for fans there (ZADD XX)
 
   Returns { now, ... }:
-    join     per fan, in ARGV order: outcome, the record now, the previous beat's age (ms; '' none),
-             the place given up by a rejoin (0 none)
+    join     per fan, in ARGV order: 1 for a new fan (its reservation is its record), else
+             { outcome, the record now, the previous beat's age (ms; '' none), the place given up
+             by a rejoin (0 none) }
     poll     the record ('' none), the previous beat's age ('' none)
     cas      1, or 0 and the record now ('' none)
     revoke   the record before ('' none)
@@ -118,20 +119,35 @@ if mode == 'join' then
   local abandonMs, startMs = tonumber(ARGV[2]), tonumber(ARGV[3]) or 0
   local out = { now }
   local frozen = redis.call('EXISTS', K_FROZEN) == 1
-  for i = 4, #ARGV - 2, 3 do
-    local fanId, kind, number = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-    local fresh
-    if kind == 'p' then fresh = 'p|0|' .. text(number) .. '||0|0' else fresh = 'w|' .. text(number) .. '|0||0|0' end
-    local raw = redis.call('HGET', K_FANS, fanId)
-    local before = redis.call('ZSCORE', K_BEATS, fanId)
-    local age = before and text(math.max(0, now - tonumber(before))) or ''
+  -- Every fan's record and beat read at once, and every write of the call made at once below
+  -- (one HSET, one ZADD of beats, of pre-queue members, of places given): a command a fan was
+  -- most of this call's cost (bench:redis-instructions). `rec` and `beatOf` follow the call's own
+  -- writes, so a fan twice in one call finds its first reservation.
+  local ids = {}
+  for i = 4, #ARGV - 2, 3 do ids[#ids + 1] = ARGV[i] end
+  if #ids == 0 then return out end
+  local raws = redis.call('HMGET', K_FANS, unpack(ids))
+  local scores = redis.call('ZMSCORE', K_BEATS, unpack(ids))
+  local rec, beatOf = {}, {}
+  for j, fanId in ipairs(ids) do
+    if rec[fanId] == nil then
+      rec[fanId] = raws[j] or false
+      beatOf[fanId] = tonumber(scores[j]) or false
+    end
+  end
+  local records, beats, members, given = {}, { 'GT' }, {}, {}
+  for j, fanId in ipairs(ids) do
+    local a = 4 + 3 * (j - 1)
+    local kind, numberText = ARGV[a + 1], ARGV[a + 2]
+    local raw, before = rec[fanId], beatOf[fanId]
+    local age = before and text(math.max(0, now - before)) or ''
     local outcome, old = nil, 0
     local f = raw and unpack_record(raw)
     if kind == 'p' and frozen and (not f or not in_line(f)) then
       outcome = 'frozen'
     elseif not f then
       outcome = 'new'
-    elseif in_line(f) and not lapsed(tonumber(before), abandonMs, startMs) then
+    elseif in_line(f) and not lapsed(before or 0, abandonMs, startMs) then
       outcome = 'again'
     elseif in_line(f) then
       outcome = 'rejoin'
@@ -144,19 +160,31 @@ if mode == 'join' then
       outcome = 'rejoin'
     end
     if outcome == 'new' or outcome == 'rejoin' then
-      redis.call('HSET', K_FANS, fanId, fresh)
-      redis.call('ZADD', K_BEATS, 'GT', nowText, fanId)
-      if kind == 'p' then redis.call('ZADD', K_PRE, 0, fanId) end
-      raw = fresh
-    else
-      if outcome == 'again' then redis.call('ZADD', K_BEATS, 'GT', nowText, fanId) end
-      if kind == 'w' and (outcome == 'again' or outcome == 'revoked') then give(number) end
+      if kind == 'p' then raw = 'p|0|' .. numberText .. '||0|0' else raw = 'w|' .. numberText .. '|0||0|0' end
+      records[#records + 1] = fanId
+      records[#records + 1] = raw
+      rec[fanId] = raw
+      if kind == 'p' then
+        members[#members + 1] = '0'
+        members[#members + 1] = fanId
+      end
+    elseif kind == 'w' and (outcome == 'again' or outcome == 'revoked') then
+      given[#given + 1] = numberText
+      given[#given + 1] = numberText
     end
-    out[#out + 1] = outcome
-    out[#out + 1] = raw or ''
-    out[#out + 1] = age
-    out[#out + 1] = old
+    if outcome == 'new' or outcome == 'rejoin' or outcome == 'again' then
+      beats[#beats + 1] = nowText
+      beats[#beats + 1] = fanId
+      beatOf[fanId] = now
+    end
+    -- a new fan's answer is 1 (its reservation, which the caller knows, is its record): one
+    -- integer, as most of a crowd is new, not four fields to turn into a reply
+    if outcome == 'new' then out[j + 1] = 1 else out[j + 1] = { outcome, raw or '', age, old } end
   end
+  if #records > 0 then redis.call('HSET', K_FANS, unpack(records)) end
+  if #beats > 1 then redis.call('ZADD', K_BEATS, unpack(beats)) end
+  if #members > 0 then redis.call('ZADD', K_PRE, unpack(members)) end
+  if #given > 0 then redis.call('ZADD', K_GIVEN, unpack(given)) end
   return out
 end
 

@@ -36,10 +36,16 @@ function shard() {
     (i: number) =>
     (...args: (string | number)[]) =>
       runs[i % runs.length]!<unknown[]>("records", keys, args.map(String));
+  const joinOn =
+    (i: number) =>
+    async (...args: (string | number)[]) =>
+      joined(await on(i)("join", ...args), ["join", ...args]);
   return {
     keys,
     call: on(0),
     on,
+    join: joinOn(0),
+    joinOn,
     record: (fanId: string) => redis.hget(keys[1]!, fanId),
     beat: async (fanId: string) => {
       const s = await redis.zscore(keys[0]!, fanId);
@@ -51,16 +57,22 @@ function shard() {
   };
 }
 
-/** A join's reply, per fan: outcome, record, previous beat's age, old place given up. */
-function joined(reply: unknown[]) {
+/**
+ * A join's reply, per fan: outcome, record, previous beat's age, old place given up. A new fan's is
+ * 1 (its record is its reservation): read back from the call's arguments, `args` as sent.
+ */
+function joined(reply: unknown[], args: readonly (string | number)[]) {
   const out: { outcome: string; record: string; age: string; old: number }[] = [];
-  for (let i = 1; i < reply.length; i += 4) {
-    out.push({
-      outcome: String(reply[i]),
-      record: String(reply[i + 1]),
-      age: String(reply[i + 2]),
-      old: Number(reply[i + 3]),
-    });
+  for (let j = 1; j < reply.length; j++) {
+    const r = reply[j];
+    if (r === 1) {
+      const kind = String(args[3 + 3 * (j - 1) + 1]);
+      const n = String(args[3 + 3 * (j - 1) + 2]);
+      out.push({ outcome: "new", record: kind === "p" ? `p|0|${n}||0|0` : `w|${n}|0||0|0`, age: "", old: 0 });
+    } else {
+      const [outcome, record, age, old] = r as unknown[];
+      out.push({ outcome: String(outcome), record: String(record), age: String(age), old: Number(old) });
+    }
   }
   return out;
 }
@@ -72,20 +84,20 @@ const drawnSince = () => Date.now() - 60_000;
 describe("fan records: the join (step 1)", () => {
   it("writes a new fan's reservation with its beat, keeps a standing one's, gives unused places back", async () => {
     const s = shard();
-    const first = joined(await s.call("join", ABANDON, drawnSince(), "f1", "w", 101, "f2", "w", 102));
+    const first = await s.join(ABANDON, drawnSince(), "f1", "w", 101, "f2", "w", 102);
     expect(first.map((j) => j.outcome)).toEqual(["new", "new"]);
     expect(first[0]).toMatchObject({ record: "w|101|0||0|0", age: "", old: 0 });
     expect(await s.record("f2")).toBe("w|102|0||0|0");
     expect(await s.beat("f1")).toBeGreaterThan(Date.now() - 5_000);
 
     // a repeat join (a reload): the record stands, the new reservation is given back
-    const again = joined(await s.call("join", ABANDON, drawnSince(), "f1", "w", 150));
+    const again = await s.join(ABANDON, drawnSince(), "f1", "w", 150);
     expect(again[0]).toMatchObject({ outcome: "again", record: "w|101|0||0|0", old: 0 });
     expect(Number(again[0]!.age)).toBeGreaterThanOrEqual(0);
     expect(await s.given()).toEqual([150]);
 
     // a fan twice in one call: the second finds the first's record
-    const twice = joined(await s.call("join", ABANDON, drawnSince(), "f3", "w", 160, "f3", "w", 161));
+    const twice = await s.join(ABANDON, drawnSince(), "f3", "w", 160, "f3", "w", 161);
     expect(twice.map((j) => j.outcome)).toEqual(["new", "again"]);
     expect(await s.record("f3")).toBe("w|160|0||0|0");
     expect(await s.given()).toEqual([150, 161]);
@@ -93,10 +105,10 @@ describe("fan records: the join (step 1)", () => {
 
   it("enters pre-queued fans in the shard's pre-queue; an arrival number is never a place to give back", async () => {
     const s = shard();
-    const first = joined(await s.call("join", ABANDON, 0, "p1", "p", 1, "p2", "p", 2));
+    const first = await s.join(ABANDON, 0, "p1", "p", 1, "p2", "p", 2);
     expect(first.map((j) => j.record)).toEqual(["p|0|1||0|0", "p|0|2||0|0"]);
     expect(await s.pre("p1")).toBe("0");
-    const again = joined(await s.call("join", ABANDON, 0, "p1", "p", 7));
+    const again = await s.join(ABANDON, 0, "p1", "p", 7);
     expect(again[0]).toMatchObject({ outcome: "again", record: "p|0|1||0|0" });
     expect(await s.given()).toEqual([]);
   });
@@ -104,8 +116,9 @@ describe("fan records: the join (step 1)", () => {
   it("two tabs of one fan joining at once hold one place; every other reservation is given back", async () => {
     const s = shard();
     const places = Array.from({ length: 24 }, (_, i) => 500 + i);
-    const replies = await Promise.all(places.map((p, i) => s.on(i)("join", ABANDON, drawnSince(), "tabs", "w", p)));
-    const outcomes = replies.map((r) => joined(r)[0]!);
+    const outcomes = (await Promise.all(places.map((p, i) => s.joinOn(i)(ABANDON, drawnSince(), "tabs", "w", p)))).map(
+      (r) => r[0]!,
+    );
     const won = outcomes.filter((o) => o.outcome === "new");
     expect(won).toHaveLength(1);
     const record = won[0]!.record;
@@ -119,7 +132,7 @@ describe("fan records: the join (step 1)", () => {
     const s = shard();
     await s.call("join", ABANDON, drawnSince(), "late", "w", 10);
     await s.setBeat("late", Date.now() - ABANDON - 2_000);
-    const re = joined(await s.call("join", ABANDON, drawnSince(), "late", "w", 90));
+    const re = await s.join(ABANDON, drawnSince(), "late", "w", 90);
     expect(re[0]).toMatchObject({ outcome: "rejoin", record: "w|90|0||0|0", old: 10 });
     expect(Number(re[0]!.age)).toBeGreaterThanOrEqual(ABANDON + 2_000);
     expect(await s.given()).toEqual([10]);
@@ -128,7 +141,7 @@ describe("fan records: the join (step 1)", () => {
     // the same old beat while the draw is pending (startMs 0): nobody lapses
     await s.call("join", ABANDON, 0, "early", "p", 3);
     await s.setBeat("early", Date.now() - 600_000);
-    const kept = joined(await s.call("join", ABANDON, 0, "early", "p", 9));
+    const kept = await s.join(ABANDON, 0, "early", "p", 9);
     expect(kept[0]).toMatchObject({ outcome: "again", record: "p|0|3||0|0" });
   });
 
@@ -137,7 +150,7 @@ describe("fan records: the join (step 1)", () => {
     await s.call("join", ABANDON, drawnSince(), "rev", "w", 5, "adm", "w", 6);
     await s.call("revoke", "rev");
     await s.call("cas", "adm", "w|6|0||0|0", "a|6|0|e1.1|999|888");
-    const replies = joined(await s.call("join", ABANDON, drawnSince(), "rev", "w", 40, "adm", "w", 41));
+    const replies = await s.join(ABANDON, drawnSince(), "rev", "w", 40, "adm", "w", 41);
     expect(replies.map((j) => j.outcome)).toEqual(["revoked", "admitted"]);
     expect(replies[1]!.record).toBe("a|6|0|e1.1|999|888");
     // the revoked fan's place 5 and its reservation 40; 41 waits for the caller, who vacates it
@@ -151,13 +164,13 @@ describe("fan records: the join (step 1)", () => {
     await s.call("join", ABANDON, 0, "in", "p", 1);
     expect((await s.call("freeze"))[1]).toBe(1);
     expect((await s.call("freeze"))[1]).toBe(0);
-    const replies = joined(await s.call("join", ABANDON, 0, "straggler", "p", 2, "in", "p", 3));
+    const replies = await s.join(ABANDON, 0, "straggler", "p", 2, "in", "p", 3);
     expect(replies.map((j) => j.outcome)).toEqual(["frozen", "again"]);
     expect(await s.record("straggler")).toBeNull();
     expect(await s.pre("straggler")).toBeNull();
     expect(await s.beat("straggler")).toBeNull();
     // the caller reserves again after the close: a place at the back, which a frozen shard takes
-    const back = joined(await s.call("join", ABANDON, 0, "straggler", "w", 77));
+    const back = await s.join(ABANDON, 0, "straggler", "w", 77);
     expect(back[0]).toMatchObject({ outcome: "new", record: "w|77|0||0|0" });
   });
 });
