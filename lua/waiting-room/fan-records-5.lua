@@ -9,9 +9,12 @@
   KEYS[1]  wr:{<tag>}:beats   ZSET fanId -> last join or poll (ms, this master's clock): step 1's
   KEYS[2]  wr:{<tag>}:fans    HASH fanId -> record "s|pos|n|sid|exp|at" (includes/fans.lua's text)
   KEYS[3]  wr:{<tag>}:pre     ZSET the shard's pre-queued fans: score 0, then the drawn place
-  KEYS[4]  wr:{<tag>}:given   ZSET places given up here and not yet told to the event's slot
-                              (member = score = place): the sweep's `gone` call carries them and
-                              then acknowledges them ('ack'), so a gateway dying in between loses none
+  KEYS[4]  wr:{<tag>}:given   ZSET places given up here and not yet told to the event's slot,
+                              scored with the place: member 'x:<place>' for a fan given up (the
+                              room counts it abandoned), '<place>' for a place vacated (a
+                              reservation not taken, a revoked fan's). The sweep's `gone` call
+                              carries them and then acknowledges them ('ack'), so a gateway dying
+                              in between loses none
   KEYS[5]  wr:{<tag>}:frozen  STRING set by the draw: the shard's pre-queue takes nobody more
 
   The clock of a verdict: `abandonMs` and `startMs` come from the event's slot (the room's
@@ -47,8 +50,8 @@
                fan whose beat, as it is now, lapsed and whose record is waiting or pre-queued is
                given up (x), its beat dropped, its place to `given` (a beat kept or a rejoin since
                the read is younger: spared); a fan no longer in line has its beat dropped
-    'given'    ARGV[2] at most this many: the places in `given`, lowest first
-    'ack'      ARGV[2..] places the event's slot took: removed from `given`
+    'given'    ARGV[2] at most this many: the members of `given`, lowest place first
+    'ack'      ARGV[2..] members the event's slot took: removed from `given`
     'freeze'   (step 6) the shard's pre-queue takes nobody more
     'members'  ARGV[2] from, ARGV[3] count: the pre-queued fan ids, in byte order (the draw pages them)
     'place'    ARGV[2..] pairs fanId, drawn place: written into `pre` for fans there (ZADD XX)
@@ -61,7 +64,7 @@
     cas      1, or 0 and the record now ('' none)
     revoke   the record before ('' none)
     give-up  the places given up
-    given    places        ack  removed        vacate  places added   freeze  1 newly frozen, 0 already
+    given    members       ack  removed        vacate  places added   freeze  1 newly frozen, 0 already
     members  fan ids       place  places changed
 ]]
 --- @include "now-ms"
@@ -94,8 +97,9 @@ local function place_of(fanId, f)
   return f.pos
 end
 
-local function give(place)
-  if place > 0 then redis.call('ZADD', K_GIVEN, place, place) end
+-- A place to tell the event's slot: `abandoned` when its fan was given up (counted there).
+local function give(place, abandoned)
+  if place > 0 then redis.call('ZADD', K_GIVEN, place, abandoned and 'x:' .. text(place) or text(place)) end
 end
 
 -- A place not polled for the abandon time since the clock's start is lost (includes/fans.lua
@@ -111,7 +115,7 @@ local function give_up(fanId, f)
   f.s = 'x'
   redis.call('HSET', K_FANS, fanId, pack_record(f))
   redis.call('ZREM', K_BEATS, fanId)
-  give(f.pos)
+  give(f.pos, true)
   return f.pos
 end
 
@@ -260,7 +264,7 @@ end
 
 if mode == 'given' then
   local out = { now }
-  for _, p in ipairs(redis.call('ZRANGE', K_GIVEN, 0, tonumber(ARGV[2]) - 1)) do out[#out + 1] = tonumber(p) end
+  for _, m in ipairs(redis.call('ZRANGE', K_GIVEN, 0, tonumber(ARGV[2]) - 1)) do out[#out + 1] = m end
   return out
 end
 
@@ -273,7 +277,7 @@ if mode == 'vacate' then
   local added = 0
   for i = 2, #ARGV do
     local place = tonumber(ARGV[i]) or 0
-    if place > 0 then added = added + redis.call('ZADD', K_GIVEN, place, place) end
+    if place > 0 then added = added + redis.call('ZADD', K_GIVEN, place, text(place)) end
   end
   return { now, added }
 end

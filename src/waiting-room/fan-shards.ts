@@ -168,6 +168,15 @@ export function beatsKeyOf(tag: string): string {
   return `wr:{${tag}}:beats`;
 }
 
+/**
+ * A shard's five keys of lua/waiting-room/fan-records-5.lua (issue 28 steps 2 and 3: a room whose
+ * records live on the fan shards), from its beats key: beats, fans, pre, given, frozen.
+ */
+export function recordKeysOfBeats(beatsKey: string): string[] {
+  const base = beatsKey.slice(0, -"beats".length);
+  return ["beats", "fans", "pre", "given", "frozen"].map((name) => `${base}${name}`);
+}
+
 /** The key of the line view's copy on a shard tag (lua/waiting-room/view-copy-1.lua). */
 export function viewKeyOf(tag: string): string {
   return `wr:{${tag}}:view`;
@@ -229,6 +238,7 @@ const beatScripts = scriptFamily({
     beats: "waiting-room/beats-1",
     joinBuckets: "waiting-room/join-buckets-n",
     viewCopy: "waiting-room/view-copy-1",
+    records: "waiting-room/fan-records-5",
   },
 });
 
@@ -373,9 +383,40 @@ export interface FanBeats {
   ): Promise<void>;
   /** A copy of the line's view (copy `index` mod the copies); null when the shard has none. */
   readCopy(eventId: string, index: number, listId: string): Promise<ViewCopy | null>;
+  /** A room whose records live on the fan shards (`claims` 2): the shards' calls of its records. */
+  readonly records: ShardRecords;
   readonly shards: number;
   /** The shard of a fan of this room (fanShardOf with the room's key). */
   shardOf(fanId: string): number;
+}
+
+/** The abandon clock a shard judges beats by: the room's abandon time and its start (0: the draw is pending). */
+export interface AbandonClock {
+  abandonMs: number;
+  startMs: number;
+}
+
+/**
+ * The calls of lua/waiting-room/fan-records-5.lua that a room whose records live on the fan shards
+ * makes (docs/redis-cluster.md "Steps 2 and 3, call by call"). The sweep's, so far: the gateway's
+ * join, poll and revocation in such a room come next.
+ */
+export interface ShardRecords {
+  /** Gives up the fans of one shard whose beats lapsed and who are still in line; returns the places given up. */
+  giveUp(eventId: string, shard: number, fanIds: readonly string[], clock: AbandonClock): Promise<number[]>;
+  /**
+   * One shard's places to tell the event's slot, lowest first, at most `limit`: `member` as the
+   * shard keeps it (for `ack`), `abandoned` when a fan was given up there (else a place vacated).
+   */
+  given(eventId: string, shard: number, limit: number): Promise<GivenPlace[]>;
+  /** The event's slot took these (`member`s of `given`): the shard forgets them. */
+  ack(eventId: string, shard: number, members: readonly string[]): Promise<number>;
+}
+
+export interface GivenPlace {
+  member: string;
+  place: number;
+  abandoned: boolean;
 }
 
 export function createFanBeats(
@@ -408,6 +449,32 @@ export function createFanBeats(
     const k = keys(eventId)[shard];
     if (!k) throw new RangeError(`fan shard ${shard} of ${shards}`);
     return k.beats;
+  };
+  const recordKeys = (eventId: string, shard: number) => recordKeysOfBeats(beatsKey(eventId, shard));
+  const records: ShardRecords = {
+    async giveUp(eventId, shard, fanIds, clock) {
+      if (fanIds.length === 0) return [];
+      const reply = await run<unknown[]>("records", recordKeys(eventId, shard), [
+        "give-up",
+        clock.abandonMs,
+        clock.startMs,
+        ...fanIds,
+      ]);
+      return reply.slice(1).map(Number);
+    },
+    async given(eventId, shard, limit) {
+      const reply = await run<unknown[]>("records", recordKeys(eventId, shard), ["given", limit]);
+      return reply.slice(1).map((m) => {
+        const member = String(m);
+        const abandoned = member.startsWith("x:");
+        return { member, place: Number(abandoned ? member.slice(2) : member), abandoned };
+      });
+    },
+    async ack(eventId, shard, members) {
+      if (members.length === 0) return 0;
+      const reply = await run<unknown[]>("records", recordKeys(eventId, shard), ["ack", ...members]);
+      return Number(reply[1]);
+    },
   };
   // `kept` calls still in flight (those given up on included), per shard key.
   const keeping = new Map<string, number>();
@@ -462,6 +529,7 @@ export function createFanBeats(
   return {
     shards,
     shardOf,
+    records,
     async writeCopies(eventId, { head, listId, gone }, waitMs) {
       let list: string | null = null;
       const calls: Promise<Pick<BeatsPart, "reply" | "error">>[] = [];

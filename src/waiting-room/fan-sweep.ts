@@ -18,8 +18,8 @@
  * after 3 s), instead of admitting fans whose beats say they left.
  */
 import { type RedisClient, registerScripts, type RunScript } from "../redis/scripts.js";
-import { byFanShard, type FanBeats, type StaleBeat } from "./fan-shards.js";
-import { lineKeys, waitingRoomKeys } from "./keys.js";
+import { type AbandonClock, byFanShard, type FanBeats, type StaleBeat } from "./fan-shards.js";
+import { lineKeys, lineKeysWithClaims, waitingRoomKeys } from "./keys.js";
 import { type ScriptName, waitingRoomScripts } from "./scripts.js";
 
 /** Stale beats read per shard per round; a shard that fills its page is read again at once. */
@@ -105,13 +105,14 @@ async function sweepRound(
   limit: number,
 ): Promise<Round | null> {
   const k = waitingRoomKeys(eventId);
-  const [tail, abandonSeconds, openedAt, drawnAt, drawn] = await redis.hmget(
+  const [tail, abandonSeconds, openedAt, drawnAt, drawn, claims] = await redis.hmget(
     k.room,
     "tail",
     "abandonSeconds",
     "openedAt",
     "drawnAt",
     "drawn",
+    "claims",
   );
   if (tail === null && abandonSeconds === null) return null;
   const none: Round = { stale: 0, abandoned: 0, forgotten: 0, sweptAt: 0, behind: false };
@@ -122,6 +123,7 @@ async function sweepRound(
   const settled = await Promise.allSettled(
     shards.map((shard) => beats.stale(eventId, shard, { abandonMs, startMs, limit })),
   );
+  if (Number(claims) === 2) return recordsRound(run, beats, eventId, settled, { abandonMs, startMs }, limit);
   // A shard that cannot be read (its master failing over): the others' stale fans are still given
   // up, but the sweep is not complete, so the line admits nobody once the last complete one is
   // 3 s old. Every shard failing is the sweep failing.
@@ -152,4 +154,74 @@ async function sweepRound(
   );
   const forgotten = removed.reduce((a, b) => a + b, 0);
   return { stale: stale.length, abandoned: Number(reply[1]), forgotten, sweptAt: Number(reply[3]), behind };
+}
+
+/**
+ * A round in a room whose records live on the fan shards (`claims` 2; docs/redis-cluster.md "Steps
+ * 2 and 3, call by call", step 3): the record and the beat are on one slot, so each shard gives its
+ * stale fans up itself (fan-records-5.lua 'give-up': the beat as it is then, the record still in
+ * line), with no call on the event's slot per fan. Then every place a shard gave up or vacated and
+ * has not yet told (its `given`, the give-ups of polls and rejoins included, and those a sweeper
+ * that died left) goes to the event's slot in one call (claims-9.lua 'gone': ahead of the cursor
+ * vacated, passed lost with its offer back, claimed kept), and only then does each shard forget
+ * them ('ack'). Each step idempotent: a sweeper dying between two leaves the next round the rest.
+ */
+async function recordsRound(
+  run: RunScript<ScriptName>,
+  beats: FanBeats,
+  eventId: string,
+  settled: PromiseSettledResult<StaleBeat[]>[],
+  clock: AbandonClock,
+  limit: number,
+): Promise<Round> {
+  const read = settled.flatMap((s, shard) => (s.status === "fulfilled" ? [{ shard, page: s.value }] : []));
+  const unread = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (unread && read.length === 0) throw unread.reason;
+  const stale = read.reduce((n, { page }) => n + page.length, 0);
+  const givenUp = await Promise.allSettled(
+    read.map(({ shard, page }) =>
+      beats.records.giveUp(
+        eventId,
+        shard,
+        page.map((b) => b.fanId),
+        clock,
+      ),
+    ),
+  );
+  const lists = await Promise.allSettled(
+    Array.from({ length: beats.shards }, (_, shard) => beats.records.given(eventId, shard, limit)),
+  );
+  // Complete only when every shard was read and gave up what it read, and told all it holds.
+  const behind =
+    unread !== undefined ||
+    read.some(({ page }) => page.length >= limit) ||
+    givenUp.some((g) => g.status === "rejected") ||
+    lists.some((l) => l.status === "rejected" || l.value.length >= limit);
+  const told = lists.flatMap((l, shard) => (l.status === "fulfilled" ? [{ shard, places: l.value }] : []));
+  const places = told.flatMap(({ places }) => places);
+  const abandoned = places.filter((p) => p.abandoned).length;
+  const k = waitingRoomKeys(eventId);
+  const reply = await run<unknown[]>("claims", lineKeysWithClaims(k), [
+    "gone",
+    abandoned,
+    behind ? "0" : "1",
+    ...places.map((p) => p.place),
+  ]);
+  if (!Array.isArray(reply)) throw new Error(`claims-9 gone: unexpected reply ${String(reply)}`);
+  const acked = await Promise.all(
+    told.map(({ shard, places }) =>
+      beats.records.ack(
+        eventId,
+        shard,
+        places.map((p) => p.member),
+      ),
+    ),
+  );
+  return {
+    stale,
+    abandoned,
+    forgotten: acked.reduce((a, b) => a + b, 0),
+    sweptAt: Number(reply[7]),
+    behind,
+  };
 }

@@ -22,6 +22,10 @@ export const waitingRoomScripts = scriptFamily({
     sessionActive: "waiting-room/session-active-3",
     // the fan shards' sweep (fan-sweep.ts), for rooms with fanShards (docs/redis-cluster.md)
     abandon: "waiting-room/abandon-8",
+    // a room whose records live on the fan shards (`claims` 2; docs/redis-cluster.md "Steps 2 and
+    // 3, call by call"): the event's slot's half
+    range: "waiting-room/line-range-8",
+    claims: "waiting-room/claims-9",
   },
   readOnly: ["sessionActive"],
 });

@@ -11,7 +11,9 @@ import { registerScripts, type RunScript, scriptFamily } from "../../src/redis/s
 import { createWaitingRoom, type WaitingRoom, waitingRoomKeys } from "../../src/waiting-room/index.js";
 import { lineKeys, lineKeysWithClaims } from "../../src/waiting-room/keys.js";
 import { uniqueId } from "../gateway/harness.js";
-import { eventId as roomEventId, ok, SECRET, sleep } from "./helpers.js";
+import { byFanShard, createFanBeats, recordKeysOfBeats } from "../../src/waiting-room/fan-shards.js";
+import { sweepFanShards } from "../../src/waiting-room/fan-sweep.js";
+import { eventId as roomEventId, ok, SECRET, shardKeysOf, shardOfIn, sleep } from "./helpers.js";
 
 const family = scriptFamily({ name: "fan-records-test", files: { records: "waiting-room/fan-records-5" } });
 
@@ -52,7 +54,8 @@ function shard() {
       return s === null ? null : Number(s);
     },
     setBeat: (fanId: string, ms: number) => redis.zadd(keys[0]!, String(ms), fanId),
-    given: async () => (await redis.zrange(keys[3]!, "0", "-1")).map(Number),
+    /** `given`'s members: "x:<place>" a fan given up, "<place>" a place vacated. */
+    given: () => redis.zrange(keys[3]!, "0", "-1"),
     pre: (fanId: string) => redis.zscore(keys[2]!, fanId),
   };
 }
@@ -94,13 +97,13 @@ describe("fan records: the join (step 1)", () => {
     const again = await s.join(ABANDON, drawnSince(), "f1", "w", 150);
     expect(again[0]).toMatchObject({ outcome: "again", record: "w|101|0||0|0", old: 0 });
     expect(Number(again[0]!.age)).toBeGreaterThanOrEqual(0);
-    expect(await s.given()).toEqual([150]);
+    expect(await s.given()).toEqual(["150"]);
 
     // a fan twice in one call: the second finds the first's record
     const twice = await s.join(ABANDON, drawnSince(), "f3", "w", 160, "f3", "w", 161);
     expect(twice.map((j) => j.outcome)).toEqual(["new", "again"]);
     expect(await s.record("f3")).toBe("w|160|0||0|0");
-    expect(await s.given()).toEqual([150, 161]);
+    expect(await s.given()).toEqual(["150", "161"]);
   });
 
   it("enters pre-queued fans in the shard's pre-queue; an arrival number is never a place to give back", async () => {
@@ -125,7 +128,7 @@ describe("fan records: the join (step 1)", () => {
     // every tab is answered the one record
     expect(new Set(outcomes.map((o) => o.record))).toEqual(new Set([record]));
     const place = Number(record.split("|")[1]);
-    expect(await s.given()).toEqual(places.filter((p) => p !== place));
+    expect(await s.given()).toEqual(places.filter((p) => p !== place).map(String));
   });
 
   it("a lapsed place is given up and the rejoin takes its reservation; never before the draw", async () => {
@@ -135,7 +138,7 @@ describe("fan records: the join (step 1)", () => {
     const re = await s.join(ABANDON, drawnSince(), "late", "w", 90);
     expect(re[0]).toMatchObject({ outcome: "rejoin", record: "w|90|0||0|0", old: 10 });
     expect(Number(re[0]!.age)).toBeGreaterThanOrEqual(ABANDON + 2_000);
-    expect(await s.given()).toEqual([10]);
+    expect(await s.given()).toEqual(["x:10"]);
     expect(await s.beat("late")).toBeGreaterThan(Date.now() - 5_000);
 
     // the same old beat while the draw is pending (startMs 0): nobody lapses
@@ -154,9 +157,9 @@ describe("fan records: the join (step 1)", () => {
     expect(replies.map((j) => j.outcome)).toEqual(["revoked", "admitted"]);
     expect(replies[1]!.record).toBe("a|6|0|e1.1|999|888");
     // the revoked fan's place 5 and its reservation 40; 41 waits for the caller, who vacates it
-    expect(await s.given()).toEqual([5, 40]);
+    expect(await s.given()).toEqual(["5", "40"]);
     expect(await s.call("vacate", 41)).toEqual([expect.any(Number), 1]);
-    expect(await s.given()).toEqual([5, 40, 41]);
+    expect(await s.given()).toEqual(["5", "40", "41"]);
   });
 
   it("after the draw's freeze a new pre-queued reservation writes nothing; a member's repeat join stands", async () => {
@@ -194,7 +197,7 @@ describe("fan records: the poll and the claim's write (step 2)", () => {
     expect(lost[1]).toBe("x|1|2||0|0");
     expect(Number(lost[2])).toBeGreaterThanOrEqual(ABANDON + 1_000);
     expect(await s.beat("b")).toBeNull();
-    expect(await s.given()).toEqual([1]);
+    expect(await s.given()).toEqual(["x:1"]);
 
     expect((await s.call("poll", ABANDON, drawnSince(), "stranger")).slice(1)).toEqual(["", ""]);
   });
@@ -230,7 +233,7 @@ describe("fan records: the poll and the claim's write (step 2)", () => {
       } else {
         // the revocation first: the claim's write fails on r (its session is ended by the caller)
         expect(cas[2]).toBe(record);
-        expect(await s.given()).toEqual([8]);
+        expect(await s.given()).toEqual(["8"]);
       }
     }
   });
@@ -256,7 +259,7 @@ describe("fan records: the sweep (step 3)", () => {
     expect(await s.record("rejoined")).toBe("w|30|0||0|0");
     expect(await s.beat("done")).toBeNull();
     // the rejoin gave its lapsed place 3 up itself; the sweep gave 1
-    expect(await s.given()).toEqual([1, 3]);
+    expect(await s.given()).toEqual(["x:1", "x:3"]);
   });
 
   it("a poll and the give-up of one fan racing: the fan is either polling at its place or given up, never both", async () => {
@@ -274,16 +277,16 @@ describe("fan records: the sweep (step 3)", () => {
       expect(record).toBe("x|12|0||0|0");
       expect(poll[1]).toBe("x|12|0||0|0");
       expect(giveUp.slice(1).length).toBeLessThanOrEqual(1);
-      expect(await s.given()).toEqual([12]);
+      expect(await s.given()).toEqual(["x:12"]);
     }
   });
 
   it("hands the given places over until the event's slot acknowledges them", async () => {
     const s = shard();
     await s.call("vacate", 9, 4, 7, 0);
-    expect((await s.call("given", 2)).slice(1)).toEqual([4, 7]);
-    expect((await s.call("ack", 4, 7, 99))[1]).toBe(2);
-    expect((await s.call("given", 10)).slice(1)).toEqual([9]);
+    expect((await s.call("given", 2)).slice(1)).toEqual(["4", "7"]);
+    expect((await s.call("ack", "4", "7", "99"))[1]).toBe(2);
+    expect((await s.call("given", 10)).slice(1)).toEqual(["9"]);
     await expect(s.call("nonsense")).rejects.toThrow(/unknown mode/);
   });
 });
@@ -341,7 +344,35 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
       claims: (i: number, ...args: (string | number)[]) =>
         slotRuns[i % slotRuns.length]!<unknown[]>("claims", lineKeysWithClaims(k), args.map(String)),
       rate: (admitPerSecond: number) => room.updateSettings(evt, { admitPerSecond }),
+      evt,
+      /** The room's shards, as a gateway's fan-line.ts makes them. */
+      beats: async () => {
+        const [tags, key] = await redis.hmget(k.room, "fanShardTags", "fanShardKey");
+        const list = (tags ?? "").split(",");
+        return createFanBeats(redis, { shards: list.length, tagsOf: () => list, shardKey: key });
+      },
     };
+  }
+
+  /**
+   * Fans joining as the protocol's step 1 has a gateway join them: one range on the event's slot,
+   * then each shard's records and beats (the gateway's join in such a room is not built yet).
+   */
+  async function joinFans(s: Awaited<ReturnType<typeof slot>>, ids: string[]) {
+    const reply = (await s.range(0, ids.length)) as unknown[];
+    const [kind, first, startMs, abandonMs] = [String(reply[1]), Number(reply[2]), reply[3], reply[4]];
+    const shardKeys = await shardKeysOf(clients[0]!, s.evt);
+    const shardOf = await shardOfIn(clients[0]!, s.evt);
+    const placeOf = new Map(ids.map((id, j) => [id, first + j + 1]));
+    for (const [shard, group] of byFanShard(ids, shardOf)) {
+      await runs[0]!("records", recordKeysOfBeats(shardKeys[shard]!), [
+        "join",
+        String(abandonMs),
+        String(startMs),
+        ...group.flatMap((id) => [id, kind, String(placeOf.get(id))]),
+      ]);
+    }
+    return { placeOf, shardKeys, shardOf };
   }
 
   it("gives concurrent batches ranges that never overlap and cover the line, with no fan id sent", async () => {
@@ -478,5 +509,75 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     expect(await s.claims(0, "revoke", served + 2)).toEqual(["barred"]);
     expect(await clients[0]!.zscore(s.k.gone, String(served + 2))).toBe(String(served + 2));
     expect(await s.field("revoked")).toBe(3);
+  });
+
+  it("sweeps on the shards: stale fans given up there, their places told to the event's slot once", async () => {
+    // open a minute ago, so a beat a minute old has lapsed; 3 s to lose a place
+    const s = await slot({ maxActive: 4, abandonSeconds: 3, onSaleAt: Date.now() - 60_000 });
+    const ids = Array.from({ length: 12 }, (_, i) => `sw${i + 1}`);
+    const { placeOf, shardKeys, shardOf } = await joinFans(s, ids);
+    const keysOf = (id: string) => recordKeysOfBeats(shardKeys[shardOf(id)]!);
+    const beats = await s.beats();
+    ok(await s.rate(1_000));
+    await sleep(20);
+    // nobody is offered a place while no sweep has completed for 3 s (admission.lua sweep_lagging)
+    expect((await s.claims(0, "claim", 1, "sw1"))[0]).toBe("ahead");
+    expect(await sweepFanShards(clients[0]!, beats, s.evt)).toMatchObject({ stale: 0, abandoned: 0, behind: false });
+    // the cursor offers places 1-4 (maxActive 4); fan 1 claims its place, as its poll would
+    const session = await s.claims(0, "claim", placeOf.get("sw1")!, "sw1");
+    expect(session[0]).toBe("session");
+    const casReply = await runs[0]!<unknown[]>("records", keysOf("sw1"), [
+      "cas",
+      "sw1",
+      `w|1|0||0|0`,
+      `a|1|0|${session[1]}|${session[2]}|${session[3]}`,
+    ]);
+    expect(casReply[1]).toBe(1);
+    expect(await s.field("served")).toBe(4);
+    ok(await s.rate(0));
+    // fans 2 (passed, offered), 7 and 9 (ahead) stop polling: their beats a minute old
+    const old = String(Date.now() - 60_000);
+    for (const id of ["sw2", "sw7", "sw9"]) await clients[0]!.zadd(keysOf(id)[0]!, old, id);
+    // and fan 3 joins again (a reload): its new reservation, place 13, is vacated, not abandoned
+    const again = await joinFans(s, ["sw3"]);
+    expect(again.placeOf.get("sw3")).toBe(13);
+
+    const swept = await sweepFanShards(clients[0]!, beats, s.evt);
+    expect(swept).toMatchObject({ stale: 3, abandoned: 3, behind: false });
+    expect(swept!.sweptAt).toBeGreaterThan(0);
+    for (const id of ["sw2", "sw7", "sw9"]) {
+      expect((await clients[0]!.hget(keysOf(id)[1]!, id))?.startsWith(`x|${placeOf.get(id)}|`)).toBe(true);
+    }
+    // ahead: vacated for the cursor to skip; passed: lost, its offer back; counted once
+    expect(await clients[0]!.zrange(s.k.gone, "0", "-1")).toEqual(["7", "9", "13"]);
+    expect(await clients[0]!.zscore(s.k.active, "offer:2")).toBeNull();
+    expect(await clients[0]!.hget(s.k.claims, "2")).toBe("x");
+    expect(await s.field("abandoned")).toBe(3);
+    expect(await s.field("sweptAt")).toBe(swept!.sweptAt);
+    for (const key of shardKeys) expect(await clients[0]!.zcard(recordKeysOfBeats(key)[3]!)).toBe(0);
+    // the claimed place kept its session; a second sweep finds nothing more
+    expect((await s.claims(0, "claim", 1, "sw1"))[0]).toBe("session");
+    expect(await sweepFanShards(clients[0]!, beats, s.evt)).toMatchObject({ stale: 0, abandoned: 0 });
+    expect(await s.field("abandoned")).toBe(3);
+  });
+
+  it("a sweeper dying after the give-ups loses nothing: the next sweep tells the places", async () => {
+    const s = await slot({ maxActive: 4, abandonSeconds: 3, onSaleAt: Date.now() - 60_000 });
+    const ids = Array.from({ length: 6 }, (_, i) => `dy${i + 1}`);
+    const { placeOf, shardKeys, shardOf } = await joinFans(s, ids);
+    const beats = await s.beats();
+    const old = String(Date.now() - 60_000);
+    const keys = recordKeysOfBeats(shardKeys[shardOf("dy5")]!);
+    await clients[0]!.zadd(keys[0]!, old, "dy5");
+    // the dead sweeper's steps: the stale read and the give-up, and nothing after
+    const openedAt = await s.field("openedAt");
+    const given = await beats.records.giveUp(s.evt, shardOf("dy5"), ["dy5"], { abandonMs: 3_000, startMs: openedAt });
+    expect(given).toEqual([placeOf.get("dy5")]);
+    expect(await clients[0]!.zcard(s.k.gone)).toBe(0);
+    // the next sweep reads no stale beat (the give-up dropped it) and still tells the place
+    expect(await sweepFanShards(clients[0]!, beats, s.evt)).toMatchObject({ stale: 0, abandoned: 1 });
+    expect(await clients[0]!.zrange(s.k.gone, "0", "-1")).toEqual([String(placeOf.get("dy5"))]);
+    expect(await clients[0]!.zcard(keys[3]!)).toBe(0);
+    expect(await s.field("abandoned")).toBe(1);
   });
 });
