@@ -14,11 +14,16 @@
   ARGV[2]     membership hash M
   ARGV[3]     beacon ('' when none)
   ARGV[4]     draw key K
+  ARGV[5]     a room whose records live on the fan shards (room.lua shard_records): how many fans
+              the draw placed (its members, read from the shards' pre-queues, which the drawer
+              wrote 1..members into). Fewer than preCount when arrival numbers were given and never
+              written (a gateway lost mid-join): places members+1..preCount are vacated here, so
+              the cursor skips them
 
   Returns the snapshot plus 'changed' 1|0, or
     -1  unknown event
     -8  the pre-queue has not closed yet (Redis time < onSaleAt)
-    -9  the places written do not cover 1..preCount
+    -9  the places written do not cover 1..preCount (shard records: more members than preCount)
 ]]
 --- @include "admission"
 --- @include "views"
@@ -33,7 +38,14 @@ if r.openedAt == 0 then
 end
 local changed = 0
 if r.drawn == 0 then
-  if redis.call('ZCARD', K_PRE) ~= r.preCount
+  if shard_records(r) then
+    local members = tonumber(ARGV[5]) or -1
+    if members < 0 or members > r.preCount then
+      save_room(r)
+      return -9
+    end
+    for place = members + 1, r.preCount do redis.call('ZADD', K_GONE, place, place) end
+  elseif redis.call('ZCARD', K_PRE) ~= r.preCount
     or redis.call('ZCOUNT', K_PRE, 1, r.preCount) ~= r.preCount then
     save_room(r)
     return -9

@@ -14,12 +14,21 @@ import { drawKey, drawOrder, entryOf, membershipHash } from "../lottery/draw.js"
 import { roundAt } from "../lottery/drand.js";
 import type { DrawRecord } from "../lottery/store.js";
 import { keysFor, notFound, type RoomContext } from "./context.js";
+import type { FanBeats } from "./fan-shards.js";
 import { lineKeys } from "./keys.js";
 import { Fields, infoFrom, ReplyShapeError } from "./replies.js";
 import type { NotFound, Unavailable, WaitingRoomInfo } from "./types.js";
 
 const SCAN_COUNT = 1_000;
 const WRITE_CHUNK = 1_000;
+/**
+ * A room whose records live on the fan shards (`claims` 2): how long after the close the draw
+ * waits before it freezes the shards' pre-queues, so that a pre-queue join whose range the event's
+ * slot gave before the close has written its record (docs/redis-cluster.md "Steps 2 and 3, call
+ * by call", step 6). A join later than this is refused by its frozen shard and takes a place after
+ * the pre-queue.
+ */
+export const DRAW_GRACE_MS = 2_000;
 /** Longer than a draw of a million fans takes; a dead holder's lock is free after it. */
 const LOCK_MS = 120_000;
 
@@ -42,14 +51,16 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
   const lockKey = `${k.room}:draw-lock`;
   return ctx.guarded("draw", eventId, async (): Promise<DrawResult> => {
     const { redis } = ctx;
-    const [openedAt, drawn, preCount, seed, beacon] = await redis.hmget(
+    const [openedAt, drawn, preCount, seed, beacon, claims] = await redis.hmget(
       k.room,
       "openedAt",
       "drawn",
       "preCount",
       "seed",
       "beacon",
+      "claims",
     );
+    const onShards = Number(claims) === 2;
     if (seed === null || seed === undefined) return notFound;
     if (!openedAt || openedAt === "0") return { ok: false, reason: "not_closed" };
     if (drawn === "1") {
@@ -79,17 +90,25 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
       if (inputs.reason === "no_seed") throw new ReplyShapeError(`draw of ${eventId}: no committed seed`);
       return { ok: false, reason: inputs.reason };
     }
+    // Records on the shards: the joins given arrival numbers before the close land first.
+    if (onShards && Date.now() < Number(openedAt) + DRAW_GRACE_MS) return { ok: false, reason: "drawing" };
     const token = randomBytes(8).toString("hex");
     if ((await redis.set(lockKey, token, "PX", LOCK_MS, "NX")) !== "OK") return { ok: false, reason: "drawing" };
     try {
-      const fanIds = new Set<string>();
+      const shards = onShards ? (await ctx.fanLine.roomOf(eventId)).beats : null;
+      if (onShards && !shards) throw new ReplyShapeError(`draw of ${eventId}: records on shards, no shards`);
+      const fanIds = shards ? await shardMembers(shards, eventId) : new Set<string>();
       let cursor = "0";
-      do {
-        const [next, flat] = await redis.zscan(k.pre, cursor, "COUNT", SCAN_COUNT);
-        for (let i = 0; i < flat.length; i += 2) fanIds.add(String(flat[i]));
-        cursor = next;
-      } while (cursor !== "0");
-      if (fanIds.size !== Number(preCount)) {
+      if (!shards) {
+        do {
+          const [next, flat] = await redis.zscan(k.pre, cursor, "COUNT", SCAN_COUNT);
+          for (let i = 0; i < flat.length; i += 2) fanIds.add(String(flat[i]));
+          cursor = next;
+        } while (cursor !== "0");
+      }
+      // Records on the shards: arrival numbers given and never written (a gateway lost mid-join)
+      // are nobody's, so the members may be fewer (lottery-drawn-8.lua vacates their places).
+      if (shards ? fanIds.size > Number(preCount) : fanIds.size !== Number(preCount)) {
         throw new ReplyShapeError(`draw of ${eventId}: ${fanIds.size} fans in the pre-queue, ${preCount} at the close`);
       }
       const fanOf = new Map<string, string>();
@@ -112,7 +131,13 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
         // order stands in Redis, the sealed one is what is published (snapshot.ts).
         ctx.log?.warn({ eventId, sealed: sealed.m, membershipHash: m }, "the pre-queue differs from the sealed draw");
       }
-      for (let start = 0; start < order.length; start += WRITE_CHUNK) {
+      if (shards)
+        await placeOnShards(
+          shards,
+          eventId,
+          order.map((entry) => fanOf.get(entry)!),
+        );
+      for (let start = 0; !shards && start < order.length; start += WRITE_CHUNK) {
         const pipeline = redis.pipeline();
         const args: (string | number)[] = [];
         for (let i = start; i < Math.min(order.length, start + WRITE_CHUNK); i++) {
@@ -121,7 +146,16 @@ export async function drawPreQueue(ctx: RoomContext, eventId: string): Promise<D
         pipeline.zadd(k.pre, "XX", ...args);
         await pipeline.exec();
       }
-      const result = await finish(ctx, eventId, k, inputs.seed, m, sealed.beacon, key);
+      const result = await finish(
+        ctx,
+        eventId,
+        k,
+        inputs.seed,
+        m,
+        sealed.beacon,
+        key,
+        shards ? order.length : undefined,
+      );
       // This process's cached view still shows the draw pending (its pre-queued fans would be told
       // their arrival numbers for a refresh): read again before answering from it.
       if (result.ok) ctx.views?.invalidate(eventId);
@@ -205,11 +239,58 @@ async function finish(
   m: string,
   beacon: string,
   key: string,
+  members?: number,
 ): Promise<DrawResult> {
-  const { reply, outcome } = await ctx.script("lotteryDrawn", lineKeys(k), [seed, m, beacon, key]);
+  const { reply, outcome } = await ctx.script("lotteryDrawn", lineKeys(k), [
+    seed,
+    m,
+    beacon,
+    key,
+    ...(members === undefined ? [] : [members]),
+  ]);
   if (outcome === "not_found") return notFound;
   if (outcome === "not_closed") return { ok: false, reason: "not_closed" };
   if (outcome) throw new ReplyShapeError(`lotteryDrawn of ${eventId}: ${outcome}`);
   const f = new Fields(reply);
   return { ok: true, changed: f.flag("changed"), info: infoFrom(f) };
+}
+
+/**
+ * Records on the shards (step 6 of docs/redis-cluster.md "Steps 2 and 3, call by call"): every
+ * shard's pre-queue frozen, then its members read page by page. Frozen first, so no pre-queue join
+ * lands on a shard after its members were read (a straggler is refused there and placed after the
+ * pre-queue), and the membership hashed is the one placed.
+ */
+async function shardMembers(shards: FanBeats, eventId: string): Promise<Set<string>> {
+  const all = Array.from({ length: shards.shards }, (_, shard) => shard);
+  await Promise.all(all.map((shard) => shards.records.freeze(eventId, shard)));
+  const fanIds = new Set<string>();
+  await Promise.all(
+    all.map(async (shard) => {
+      for (let from = 0; ; from += SCAN_COUNT) {
+        const page = await shards.records.members(eventId, shard, from, SCAN_COUNT);
+        for (const fanId of page) fanIds.add(fanId);
+        if (page.length < SCAN_COUNT) return;
+      }
+    }),
+  );
+  return fanIds;
+}
+
+/** Each fan's drawn place (its index in `order`, from 1) written into its shard's pre-queue, in chunks. */
+async function placeOnShards(shards: FanBeats, eventId: string, order: readonly string[]): Promise<void> {
+  const byShard = new Map<number, [string, number][]>();
+  for (const [i, fanId] of order.entries()) {
+    const shard = shards.shardOf(fanId);
+    const list = byShard.get(shard);
+    if (list) list.push([fanId, i + 1]);
+    else byShard.set(shard, [[fanId, i + 1]]);
+  }
+  await Promise.all(
+    [...byShard].map(async ([shard, places]) => {
+      for (let start = 0; start < places.length; start += WRITE_CHUNK) {
+        await shards.records.place(eventId, shard, places.slice(start, start + WRITE_CHUNK));
+      }
+    }),
+  );
 }

@@ -411,6 +411,12 @@ export interface ShardRecords {
   given(eventId: string, shard: number, limit: number): Promise<GivenPlace[]>;
   /** The event's slot took these (`member`s of `given`): the shard forgets them. */
   ack(eventId: string, shard: number, members: readonly string[]): Promise<number>;
+  /** The draw: the shard's pre-queue takes nobody more (a straggling pre-queue join is refused there). */
+  freeze(eventId: string, shard: number): Promise<void>;
+  /** The draw: the shard's pre-queued fan ids, in byte order, `count` from `from`. */
+  members(eventId: string, shard: number, from: number, count: number): Promise<string[]>;
+  /** The draw: each fan's drawn place written into the shard's pre-queue (those there). */
+  place(eventId: string, shard: number, places: readonly (readonly [string, number])[]): Promise<void>;
 }
 
 export interface GivenPlace {
@@ -474,6 +480,17 @@ export function createFanBeats(
       if (members.length === 0) return 0;
       const reply = await run<unknown[]>("records", recordKeys(eventId, shard), ["ack", ...members]);
       return Number(reply[1]);
+    },
+    async freeze(eventId, shard) {
+      await run("records", recordKeys(eventId, shard), ["freeze"]);
+    },
+    async members(eventId, shard, from, count) {
+      const reply = await run<unknown[]>("records", recordKeys(eventId, shard), ["members", from, count]);
+      return reply.slice(1).map(String);
+    },
+    async place(eventId, shard, places) {
+      if (places.length === 0) return;
+      await run("records", recordKeys(eventId, shard), ["place", ...places.flat()]);
     },
   };
   // `kept` calls still in flight (those given up on included), per shard key.

@@ -13,6 +13,8 @@ import { lineKeys, lineKeysWithClaims } from "../../src/waiting-room/keys.js";
 import { uniqueId } from "../gateway/harness.js";
 import { byFanShard, createFanBeats, recordKeysOfBeats } from "../../src/waiting-room/fan-shards.js";
 import { sweepFanShards } from "../../src/waiting-room/fan-sweep.js";
+import { DRAW_GRACE_MS } from "../../src/waiting-room/draw.js";
+import { drawKey, drawOrder, entryOf, membershipHash } from "../../src/lottery/draw.js";
 import { eventId as roomEventId, ok, SECRET, shardKeysOf, shardOfIn, sleep } from "./helpers.js";
 
 const family = scriptFamily({ name: "fan-records-test", files: { records: "waiting-room/fan-records-5" } });
@@ -579,5 +581,54 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     expect(await clients[0]!.zrange(s.k.gone, "0", "-1")).toEqual([String(placeOf.get("dy5"))]);
     expect(await clients[0]!.zcard(keys[3]!)).toBe(0);
     expect(await s.field("abandoned")).toBe(1);
+  });
+
+  it("draws over the shards: frozen, the members placed 1..n as the committed order, lost numbers vacated", async () => {
+    const s = await slot({ onSaleAt: Date.now() + 1_200 });
+    const ids = Array.from({ length: 40 }, (_, i) => `dr${i + 1}`);
+    await joinFans(s, ids.slice(0, 20));
+    // a gateway lost between the range and its shards' writes: arrival numbers 21-23 nobody holds
+    expect(((await s.range(0, 3)) as unknown[])[2]).toBe("20");
+    await joinFans(s, ids.slice(20));
+    await sleep(1_300);
+    const opened = await room.openNow(s.evt);
+    expect(opened.ok && opened.info.lottery.seed).toBeTruthy();
+    expect(await s.field("preCount")).toBe(43);
+    expect(await s.field("drawn")).toBe(1);
+    // not before the grace after the close: the joins numbered before it land first
+    expect((await s.field("drawnAt")) - (await s.field("openedAt"))).toBeGreaterThanOrEqual(DRAW_GRACE_MS);
+    // every member on its shard at its drawn place, the places exactly 1..40
+    const shardKeys = await shardKeysOf(clients[0]!, s.evt);
+    const shardOf = await shardOfIn(clients[0]!, s.evt);
+    const placeOf = new Map<string, number>();
+    for (const id of ids) {
+      const score = await clients[0]!.zscore(recordKeysOfBeats(shardKeys[shardOf(id)]!)[2]!, id);
+      placeOf.set(id, Number(score));
+    }
+    expect([...placeOf.values()].sort((a, b) => a - b)).toEqual(ids.map((_, i) => i + 1));
+    // the order is the committed one: seed, membership of exactly these fans, no beacon
+    const [seed, m] = await clients[0]!.hmget(s.k.room, "seed", "membershipHash");
+    expect(m).toBe(membershipHash(ids.map(entryOf)));
+    const order = drawOrder(drawKey(seed!, m!), ids.map(entryOf));
+    expect(order.map((entry) => placeOf.get(ids.find((id) => entryOf(id) === entry)!))).toEqual(
+      ids.map((_, i) => i + 1),
+    );
+    // the lost numbers' places are vacated for the cursor to skip
+    expect(await clients[0]!.zrange(s.k.gone, "0", "-1")).toEqual(["41", "42", "43"]);
+    // a pre-queue join straggling past the draw is refused by its frozen shard
+    const straggler = await runs[0]!<unknown[]>("records", recordKeysOfBeats(shardKeys[shardOf("late")]!), [
+      "join",
+      "30000",
+      "0",
+      "late",
+      "p",
+      "44",
+    ]);
+    expect(straggler[1]).toEqual(["frozen", "", "", 0]);
+    // a second draw changes nothing
+    expect((await room.openNow(s.evt)).ok).toBe(true);
+    expect(await clients[0]!.zscore(recordKeysOfBeats(shardKeys[shardOf("dr1")]!)[2]!, "dr1")).toBe(
+      String(placeOf.get("dr1")),
+    );
   });
 });
