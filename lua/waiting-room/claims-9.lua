@@ -26,7 +26,8 @@
 
   Returns
     claim   { 'session', sid, exp, at } | { 'lost' } | { 'revoked' } | { 'ahead' }
-    revoke  { 'ended', sid } (a session was there and is ended) | { 'barred' } | { 'claimed-before', 'x' or 'r' }
+    revoke  { 'ended', sid, freed 1|0 } (a session was claimed there: ended, its slot freed when it
+            was still live) | { 'barred' } | { 'claimed-before', 'x' or 'r' }
     gone    { 'vacated', n (to `gone`), 'offersBack', n, 'claimed', n (left as claimed), 'sweptAt', ms or 0 }
     -1 unknown event
 ]]
@@ -96,13 +97,15 @@ if mode == 'revoke' then
   elseif before then
     local sid = string.match(before, '^([^|]*)|')
     local exp = tonumber(redis.call('ZSCORE', K_ACTIVE, sid))
+    local freed = 0
     if exp and exp > now then
       redis.call('ZREM', K_ACTIVE, sid)
+      freed = 1
       serve(r, now)
     end
     redis.call('HSET', K_CLAIMS, int(place), 'r')
     r.revoked = r.revoked + 1
-    out = { 'ended', sid }
+    out = { 'ended', sid, freed }
   else
     redis.call('HSET', K_CLAIMS, int(place), 'r')
     if r.openedAt > 0 and place <= r.served then

@@ -11,7 +11,7 @@
  */
 import type { Logger } from "../logger.js";
 import type { RedisClient } from "../redis/scripts.js";
-import { beatsKeyOf, createFanBeats, type FanBeats, VIEW_COPIES, viewKeyOf } from "./fan-shards.js";
+import { beatsKeyOf, createFanBeats, type FanBeats, recordKeysOfBeats, VIEW_COPIES, viewKeyOf } from "./fan-shards.js";
 import { type FanSweepOptions, sweepFanShards } from "./fan-sweep.js";
 import { waitingRoomKeys } from "./keys.js";
 
@@ -123,7 +123,12 @@ export function createFanLine(
       const tags = await redis.hget(waitingRoomKeys(eventId).room, "fanShardTags");
       if (!tags) return [];
       const list = tags.split(",");
-      return [...list.map(beatsKeyOf), ...list.slice(0, VIEW_COPIES).map(viewKeyOf)];
+      // a room whose records live on the shards (`claims` 2) keeps its records, pre-queue, given
+      // places and freeze beside the beats (fan-records-5.lua): every shard's, whatever the room
+      return [
+        ...list.flatMap((tag) => recordKeysOfBeats(beatsKeyOf(tag))),
+        ...list.slice(0, VIEW_COPIES).map(viewKeyOf),
+      ];
     },
   };
 }

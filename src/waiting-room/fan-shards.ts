@@ -411,6 +411,10 @@ export interface ShardRecords {
   given(eventId: string, shard: number, limit: number): Promise<GivenPlace[]>;
   /** The event's slot took these (`member`s of `given`): the shard forgets them. */
   ack(eventId: string, shard: number, members: readonly string[]): Promise<number>;
+  /** A fan's record as its shard holds it (includes/fans.lua's text), or null. */
+  record(eventId: string, fanId: string): Promise<string | null>;
+  /** The operator revokes the fan: its record to r whatever it was (written when absent); answers the record before. */
+  revoke(eventId: string, fanId: string): Promise<string | null>;
   /** The draw: the shard's pre-queue takes nobody more (a straggling pre-queue join is refused there). */
   freeze(eventId: string, shard: number): Promise<void>;
   /** The draw: the shard's pre-queued fan ids, in byte order, `count` from `from`. */
@@ -480,6 +484,11 @@ export function createFanBeats(
       if (members.length === 0) return 0;
       const reply = await run<unknown[]>("records", recordKeys(eventId, shard), ["ack", ...members]);
       return Number(reply[1]);
+    },
+    record: (eventId, fanId) => redis.hget(recordKeys(eventId, shardOf(fanId))[1]!, fanId),
+    async revoke(eventId, fanId) {
+      const reply = await run<unknown[]>("records", recordKeys(eventId, shardOf(fanId)), ["revoke", fanId]);
+      return reply[1] ? String(reply[1]) : null;
     },
     async freeze(eventId, shard) {
       await run("records", recordKeys(eventId, shard), ["freeze"]);

@@ -8,8 +8,8 @@ import { Cluster } from "ioredis";
 import { z } from "zod";
 import { ADMIT_RATE_RULE, isAdmitRate, withinAdmitRange } from "../admit-rate.js";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
-import { newFanShardKey, placeFanShards } from "./fan-shards.js";
-import { allKeys, lineKeysWithChanges } from "./keys.js";
+import { type FanBeats, newFanShardKey, placeFanShards } from "./fan-shards.js";
+import { allKeys, lineKeysWithChanges, lineKeysWithClaims } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
 import { AUTO_ADMIT_FIELDS, changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
 import { MAX_POW_BITS } from "./proof-of-work.js";
@@ -319,12 +319,16 @@ export async function revokeFan(ctx: RoomContext, eventId: string, fanId: string
   const k = keysFor(eventId);
   if (!k) return notFound;
   const record = await ctx.guarded("revokeFan", eventId, async () => {
-    const [exists, restoredAt, raw] = await Promise.all([
+    const [exists, restoredAt, raw, claims] = await Promise.all([
       ctx.redis.exists(k.room),
       ctx.redis.hget(k.room, "restoredAt"),
       ctx.redis.hget(k.fans, fanId),
+      ctx.redis.hget(k.room, "claims"),
     ]);
-    return { ok: true as const, exists: exists > 0, restored: restoredAt !== null, raw };
+    // A room whose records live on the fan shards (`claims` 2): the record is the fan's shard's.
+    const shards = Number(claims) === 2 ? (await ctx.fanLine.roomOf(eventId)).beats : null;
+    const own = shards ? await shards.records.record(eventId, fanId) : raw;
+    return { ok: true as const, exists: exists > 0, restored: restoredAt !== null, raw: own, shards };
   });
   if (!record.ok) return record;
   if (!record.exists) return notFound;
@@ -355,9 +359,41 @@ export async function revokeFan(ctx: RoomContext, eventId: string, fanId: string
       return { ok: false, reason: "unavailable", message: "the revocation could not be recorded; retry" };
     }
   }
+  if (record.shards) return revokeOnShards(ctx, eventId, fanId, record.shards);
   const ended = await endSession(ctx, eventId, sessionId, "revoked");
   if (!ended.ok) return ended.reason === "unknown_session" ? { ok: false, reason: "unknown_fan" } : ended;
   return { ok: true, sessionId, freed: ended.freed, status: ended.status };
+}
+
+/**
+ * A room whose records live on the fan shards (docs/redis-cluster.md "Steps 2 and 3, call by
+ * call", step 5), after the revocation was recorded: the record to `r` on the fan's shard first
+ * (a poll then claims nothing more), then the place barred on the event's slot, the session
+ * claimed there ended (claims-9.lua 'revoke'). A claim that raced the first step has its session
+ * ended by the second; one after it is refused.
+ */
+async function revokeOnShards(
+  ctx: RoomContext,
+  eventId: string,
+  fanId: string,
+  shards: FanBeats,
+): Promise<RevokeFanResult> {
+  const k = keysFor(eventId);
+  if (!k) return notFound;
+  return ctx.guarded("revokeFan", eventId, async () => {
+    const before = await shards.records.revoke(eventId, fanId);
+    const place = Number(before?.split("|")[1] ?? 0);
+    const { reply, outcome } = await ctx.script("claims", lineKeysWithClaims(k), ["revoke", place]);
+    if (outcome === "not_found") return notFound;
+    if (!Array.isArray(reply)) throw new ReplyShapeError(`claims revoke of ${eventId}: ${String(reply)}`);
+    const sessionId = reply[0] === "ended" ? String(reply[1]) : (FAN_RECORD.exec(before ?? "")?.[2] ?? "");
+    return {
+      ok: true as const,
+      sessionId,
+      freed: reply[0] === "ended" && Number(reply[2]) === 1,
+      status: "revoked" as const,
+    };
+  });
 }
 
 /** Revokes a fan id a restored room does not know: recorded first, then a revoked record. */

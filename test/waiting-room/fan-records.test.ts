@@ -500,7 +500,7 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     await sleep(20);
     const session = await s.claims(0, "claim", 1, "f1");
     expect(session[0]).toBe("session");
-    expect(await s.claims(0, "revoke", 1)).toEqual(["ended", session[1]]);
+    expect(await s.claims(0, "revoke", 1)).toEqual(["ended", session[1], 1]);
     expect(await clients[0]!.zscore(s.k.active, String(session[1]))).toBeNull();
     expect(await s.claims(0, "revoke", 2)).toEqual(["barred"]);
     expect(await s.claims(1, "claim", 2, "f2")).toEqual(["revoked"]);
@@ -630,5 +630,45 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     expect(await clients[0]!.zscore(recordKeysOfBeats(shardKeys[shardOf("dr1")]!)[2]!, "dr1")).toBe(
       String(placeOf.get("dr1")),
     );
+    // removing the room takes the shards' records, pre-queues and freezes with it
+    ok(await room.remove(s.evt));
+    for (const key of shardKeys.flatMap(recordKeysOfBeats)) expect(await clients[0]!.exists(key), key).toBe(0);
+  });
+
+  it("revokes on the shards: the record first, then the place barred and the session ended", async () => {
+    const s = await slot({ maxActive: 10 });
+    const { placeOf, shardKeys, shardOf } = await joinFans(s, ["rv1", "rv2"]);
+    ok(await s.rate(1_000));
+    await sleep(20);
+    const session = await s.claims(0, "claim", placeOf.get("rv1")!, "rv1");
+    expect(session[0]).toBe("session");
+    const keys = recordKeysOfBeats(shardKeys[shardOf("rv1")]!);
+    const admitted = `a|${placeOf.get("rv1")}|0|${session[1]}|${session[2]}|${session[3]}`;
+    expect(
+      (await runs[0]!<unknown[]>("records", keys, ["cas", "rv1", `w|${placeOf.get("rv1")}|0||0|0`, admitted]))[1],
+    ).toBe(1);
+
+    // a fan still in line has no session to revoke, as in every room
+    expect(await room.revokeFan(s.evt, "rv2")).toMatchObject({ ok: false, reason: "no_session", status: "waiting" });
+    expect(await room.revokeFan(s.evt, "nobody")).toMatchObject({ ok: false, reason: "unknown_fan" });
+    expect(await room.revokeFan(s.evt, "rv1")).toEqual({
+      ok: true,
+      sessionId: session[1],
+      freed: true,
+      status: "revoked",
+    });
+    expect((await clients[0]!.hget(keys[1]!, "rv1"))?.startsWith("r|")).toBe(true);
+    expect(await clients[0]!.zscore(s.k.active, String(session[1]))).toBeNull();
+    expect(await clients[0]!.hget(s.k.claims, String(placeOf.get("rv1")))).toBe("r");
+    // its access token's session check now refuses it, and a join is refused on its shard
+    const epoch = await clients[0]!.hget(s.k.room, "epoch");
+    expect(await room.isSessionActive(s.evt, String(session[1]), epoch ?? "", "rv1")).toMatchObject({
+      ok: true,
+      active: false,
+    });
+    const again = await runs[0]!<unknown[]>("records", keys, ["join", "30000", "0", "rv1", "w", "99"]);
+    expect((again[1] as unknown[])[0]).toBe("revoked");
+    // a second revocation changes nothing
+    expect(await room.revokeFan(s.evt, "rv1")).toMatchObject({ ok: true, status: "revoked" });
   });
 });
