@@ -32,8 +32,8 @@
     -1 unknown event
 ]]
 --- @include "admission"
+--- @include "place-claims"
 
-local K_CLAIMS = KEYS[9]
 local mode = ARGV[1]
 local r = load_room()
 if not r then return -1 end
@@ -52,38 +52,16 @@ end
 if mode == 'claim' then
   local place, fanId = tonumber(ARGV[2]), ARGV[3]
   tick(r, now)
-  local before = redis.call('HGET', K_CLAIMS, int(place))
-  if before then
-    save_room(r)
-    if before == 'x' then return { 'lost' } end
-    if before == 'r' then return { 'revoked' } end
-    local sid, exp, at = string.match(before, '^([^|]*)|(%d+)|(%d+)$')
-    return { 'session', sid, exp, at }
-  end
-  if r.openedAt == 0 or place > r.served then
+  -- a place not passed has no claim to answer, but a revoked one ahead of the cursor (barred)
+  local decided = redis.call('HEXISTS', K_CLAIMS, int(place)) == 1
+  if not decided and (r.openedAt == 0 or place > r.served) then
     save_room(r)
     return { 'ahead' }
   end
-  local givenBack = tonumber(redis.call('ZSCORE', K_ACTIVE, OFFER .. int(place)))
-  if not givenBack or givenBack <= now then
-    if givenBack then offer_back(place) end
-    redis.call('HSET', K_CLAIMS, int(place), 'x')
-    r.abandoned = r.abandoned + 1
-    save_room(r)
-    return { 'lost' }
-  end
-  redis.call('ZREM', K_ACTIVE, OFFER .. int(place))
-  r.offered = r.offered - 1
-  r.sessSeq = r.sessSeq + 1
-  local sid = r.epoch .. '.' .. int(r.sessSeq)
-  local exp = now + r.sessionSeconds * 1000
-  local at = math.min(now, givenBack - r.abandonSeconds * 1000 - OFFER_GRACE_MS)
-  redis.call('ZADD', K_ACTIVE, int(exp), sid)
-  redis.call('HSET', K_SESSIONS, sid, fanId)
-  redis.call('HSET', K_CLAIMS, int(place), sid .. '|' .. int(exp) .. '|' .. int(at))
-  r.admitted = r.admitted + 1
+  local kind, sid, exp, at = claim_place(r, place, fanId, now)
   save_room(r)
-  return { 'session', sid, int(exp), int(at) }
+  if kind == 'session' then return { 'session', sid, int(exp), int(at) } end
+  return { kind }
 end
 
 if mode == 'revoke' then

@@ -27,6 +27,11 @@ export interface ShardedRoom {
   shards: number;
   /** The heartbeat writer of this room's shards (null without shards). */
   beats: FanBeats | null;
+  /**
+   * The fans' records live on the shards (`claims` 2; docs/redis-cluster.md "Steps 2 and 3, call
+   * by call"): a poll Redis answers reads the record there (line.ts). Fixed at the room's creation.
+   */
+  recordsOnShards?: boolean;
 }
 
 export interface FanLine {
@@ -56,11 +61,12 @@ export function createFanLine(
   const sweeping = new Set<string>();
 
   const read = async (eventId: string): Promise<ShardedRoom> => {
-    const [epoch, tagList, shardKey] = await redis.hmget(
+    const [epoch, tagList, shardKey, claims] = await redis.hmget(
       waitingRoomKeys(eventId).room,
       "epoch",
       "fanShardTags",
       "fanShardKey",
+      "claims",
     );
     // No room: remembered for a second, so polls of an unknown event cost one Redis call, not two.
     // A room created meanwhile is learnt from the first reply that names it (a join batch answers
@@ -76,6 +82,7 @@ export function createFanLine(
       epoch,
       shards: tags.length,
       beats: tags.length > 0 ? createFanBeats(redis, { shards: tags.length, tagsOf: () => tags, shardKey }) : null,
+      ...(Number(claims) === 2 && tags.length > 0 ? { recordsOnShards: true } : {}),
     };
     if (known.size >= ROOMS_KEPT) known.clear();
     known.set(eventId, room);

@@ -411,6 +411,13 @@ export interface ShardRecords {
   given(eventId: string, shard: number, limit: number): Promise<GivenPlace[]>;
   /** The event's slot took these (`member`s of `given`): the shard forgets them. */
   ack(eventId: string, shard: number, members: readonly string[]): Promise<number>;
+  /**
+   * A poll Redis answers: the fan's record as its shard settles it (a lapsed place given up, a
+   * drawn pre-queued fan at its place), its beat written; null when the shard has no record.
+   */
+  poll(eventId: string, fanId: string, clock: AbandonClock): Promise<{ record: string; age: number | null } | null>;
+  /** The record written back only while it is still `old` (the claim's write); false when it was not. */
+  cas(eventId: string, fanId: string, old: string, record: string): Promise<boolean>;
   /** A fan's record as its shard holds it (includes/fans.lua's text), or null. */
   record(eventId: string, fanId: string): Promise<string | null>;
   /** The operator revokes the fan: its record to r whatever it was (written when absent); answers the record before. */
@@ -484,6 +491,21 @@ export function createFanBeats(
       if (members.length === 0) return 0;
       const reply = await run<unknown[]>("records", recordKeys(eventId, shard), ["ack", ...members]);
       return Number(reply[1]);
+    },
+    async poll(eventId, fanId, clock) {
+      const reply = await run<unknown[]>("records", recordKeys(eventId, shardOf(fanId)), [
+        "poll",
+        clock.abandonMs,
+        clock.startMs,
+        fanId,
+      ]);
+      const record = String(reply[1] ?? "");
+      if (record === "") return null;
+      return { record, age: reply[2] === "" || reply[2] === undefined ? null : Number(reply[2]) };
+    },
+    async cas(eventId, fanId, old, record) {
+      const reply = await run<unknown[]>("records", recordKeys(eventId, shardOf(fanId)), ["cas", fanId, old, record]);
+      return Number(reply[1]) === 1;
     },
     record: (eventId, fanId) => redis.hget(recordKeys(eventId, shardOf(fanId))[1]!, fanId),
     async revoke(eventId, fanId) {

@@ -6,7 +6,8 @@
  */
 import { scriptOutcome } from "./codes.js";
 import { keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
-import { isEventId, isFanId, limitKey, lineKeys, type WaitingRoomKeys } from "./keys.js";
+import type { FanBeats } from "./fan-shards.js";
+import { isEventId, isFanId, limitKey, lineKeys, lineKeysWithClaims, type WaitingRoomKeys } from "./keys.js";
 import { MAX_POW_BITS } from "./proof-of-work.js";
 import { Fields, limitedFrom, ReplyShapeError, refusedFrom } from "./replies.js";
 import type {
@@ -47,6 +48,9 @@ async function statusOnce(
     // A room with fan shards: the poll's beat first, on the fan's shard, which says how old the
     // one before it was, so the line can tell a place that lapsed meanwhile (status-10.lua ARGV[6]).
     const room = await ctx.fanLine.roomOf(eventId);
+    if (room.recordsOnShards && room.beats) {
+      return statusOnShards(ctx, k, eventId, fanId, room.beats, [ip.key, fan.key], [...ip.args, ...fan.args]);
+    }
     const polled = room.beats ? await room.beats.poll(eventId, fanId) : null;
     const { reply, outcome } = await ctx.script(
       "status",
@@ -74,6 +78,69 @@ async function statusOnce(
     else if (f.flag("sweep")) ctx.fanLine.sweep(eventId, room);
     return { ok: true as const, fanId, place };
   });
+}
+
+/** Tries of a poll whose record changed on its shard between the read and the write back. */
+const RECORD_TRIES = 3;
+
+/**
+ * A poll Redis answers in a room whose records live on the fan shards (docs/redis-cluster.md
+ * "Steps 2 and 3, call by call", step 2): the room's abandon clock (the event's slot, plain
+ * reads), the record on the fan's shard (fan-records-5.lua 'poll': its beat written, a lapsed
+ * place given up), the event's slot's answer from that record (status-shard-11.lua: the claim of
+ * a passed place), and the record written back to the shard only while it is still the one read.
+ * A record changed meanwhile (a revocation, a second tab's poll) is read again: the claim is the
+ * place's, so a poll tried again gets the same session, and a revoked record keeps no token.
+ */
+async function statusOnShards(
+  ctx: RestoringContext,
+  k: WaitingRoomKeys,
+  eventId: string,
+  fanId: string,
+  shards: FanBeats,
+  limitKeys: readonly string[],
+  limitArgs: readonly (string | number)[],
+): Promise<StatusResult> {
+  const [abandonSeconds, openedAt, drawnAt, drawn] = await ctx.redis.hmget(
+    k.room,
+    "abandonSeconds",
+    "openedAt",
+    "drawnAt",
+    "drawn",
+  );
+  if (abandonSeconds === null) return notFound;
+  const clock = {
+    abandonMs: Number(abandonSeconds) * 1000,
+    startMs: Number(openedAt) > 0 && Number(drawn) ? Math.max(Number(openedAt), Number(drawnAt) || 0) : 0,
+  };
+  // the limits are taken by the first try only
+  let limits = limitArgs;
+  for (let attempt = 0; attempt < RECORD_TRIES; attempt++) {
+    const polled = await shards.records.poll(eventId, fanId, clock);
+    if (!polled) return { ok: false as const, reason: "not_joined" as const };
+    const { reply, outcome } = await ctx.script(
+      "statusShard",
+      [...lineKeysWithClaims(k), ...limitKeys],
+      [fanId, ...limits, polled.record],
+    );
+    limits = [0, 0, 0, 0];
+    const limited = limitedFrom(reply);
+    if (limited) return limited;
+    if (outcome === "not_found") return notFound;
+    if (outcome === "not_joined") return { ok: false as const, reason: outcome };
+    if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
+    const f = new Fields(reply);
+    const record = f.str("record");
+    if (record !== "" && !(await shards.records.cas(eventId, fanId, polled.record, record))) continue;
+    const place = ctx.placeFrom(f, eventId, fanId);
+    ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
+    if (f.flag("sweep")) {
+      const room = await ctx.fanLine.roomOf(eventId);
+      ctx.fanLine.sweep(eventId, room);
+    }
+    return { ok: true as const, fanId, place };
+  }
+  throw new ReplyShapeError(`status of ${eventId}: the fan's record kept changing`);
 }
 
 async function joinOnce(

@@ -26,6 +26,7 @@ export const waitingRoomScripts = scriptFamily({
     // 3, call by call"): the event's slot's half
     range: "waiting-room/line-range-8",
     claims: "waiting-room/claims-9",
+    statusShard: "waiting-room/status-shard-11",
   },
   readOnly: ["sessionActive"],
 });

@@ -671,4 +671,73 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     // a second revocation changes nothing
     expect(await room.revokeFan(s.evt, "rv1")).toMatchObject({ ok: true, status: "revoked" });
   });
+
+  it("answers polls from the shards' records: waiting, claimed once by concurrent polls, never over maxActive", async () => {
+    const s = await slot({ maxActive: 3 });
+    const ids = Array.from({ length: 10 }, (_, i) => `pl${i + 1}`);
+    const { placeOf } = await joinFans(s, ids);
+    const gateways = [
+      room,
+      ...clients.slice(1, 3).map((redis) => createWaitingRoom({ redis, secret: SECRET, lineCache: false })),
+    ];
+    try {
+      const first = ok(await gateways[1]!.statusOf(s.evt, "pl4")).place;
+      expect(first).toMatchObject({ status: "waiting", position: placeOf.get("pl4"), ahead: 3 });
+      ok(await s.rate(1_000));
+      await sleep(20);
+      const sessions = new Map<string, string>();
+      for (let round = 0; round < 12; round++) {
+        // every fan polls through every gateway at once
+        const polls = await Promise.all(ids.flatMap((id) => gateways.map((g) => g.statusOf(s.evt, id))));
+        for (const p of polls) {
+          const { fanId, place } = ok(p);
+          if (place.status !== "admitted") continue;
+          const known = sessions.get(fanId);
+          if (known) expect(place.sessionId).toBe(known);
+          else sessions.set(fanId, place.sessionId);
+        }
+        const live = await clients[0]!.zrangebyscore(s.k.active, `(${Date.now()}`, "+inf");
+        expect(live.length).toBeLessThanOrEqual(3);
+        // one admitted fan completes its purchase: its session ends, a slot frees
+        const session = live.find((m) => !m.startsWith("offer:"));
+        if (session) await clients[0]!.zrem(s.k.active, session);
+        await sleep(5);
+      }
+      // admitted in the line's order, each with one session of its own, its record on its shard
+      expect(sessions.size).toBeGreaterThan(3);
+      const admitted = [...sessions.keys()].map((id) => placeOf.get(id)!).sort((a, b) => a - b);
+      expect(admitted).toEqual(admitted.map((_, i) => i + 1));
+      expect(new Set(sessions.values()).size).toBe(sessions.size);
+      const shardKeys = await shardKeysOf(clients[0]!, s.evt);
+      const shardOf = await shardOfIn(clients[0]!, s.evt);
+      for (const [id, sid] of sessions) {
+        const record = await clients[0]!.hget(recordKeysOfBeats(shardKeys[shardOf(id)]!)[1]!, id);
+        expect(record?.split("|")[3]).toBe(sid);
+      }
+    } finally {
+      for (const g of gateways.slice(1)) await g.close();
+    }
+  });
+
+  it("a poll after the abandon time loses the place; a pre-queued fan waits at its drawn place", async () => {
+    const s = await slot({ onSaleAt: Date.now() + 1_000, abandonSeconds: 3 });
+    await joinFans(s, ["pq1", "pq2", "pq3"]);
+    expect(ok(await room.statusOf(s.evt, "pq2")).place).toMatchObject({ status: "prequeue", position: 2, ahead: 2 });
+    await sleep(1_100);
+    ok(await room.openNow(s.evt));
+    const drawn = ok(await room.statusOf(s.evt, "pq2")).place;
+    expect(drawn.status).toBe("waiting");
+    const shardKeys = await shardKeysOf(clients[0]!, s.evt);
+    const shardOf = await shardOfIn(clients[0]!, s.evt);
+    const keys = recordKeysOfBeats(shardKeys[shardOf("pq2")]!);
+    expect(drawn.position).toBe(Number(await clients[0]!.zscore(keys[2]!, "pq2")));
+    expect(await clients[0]!.hget(keys[1]!, "pq2")).toBe(`w|${drawn.position}|2||0|0`);
+    // pq3 stops polling: its beat older than the abandon time since the draw
+    const drawnAt = await s.field("drawnAt");
+    const keys3 = recordKeysOfBeats(shardKeys[shardOf("pq3")]!);
+    await clients[0]!.zadd(keys3[0]!, String(drawnAt - 1), "pq3");
+    await sleep(3_100);
+    expect(ok(await room.statusOf(s.evt, "pq3")).place.status).toBe("abandoned");
+    expect(await room.statusOf(s.evt, "stranger")).toMatchObject({ ok: false, reason: "not_joined" });
+  });
 });

@@ -28,8 +28,15 @@ local function effective_rate(r, live)
   return r.admitPerSecond
 end
 
+-- The pre-queue's size: its members here, or, a room whose records live on the fan shards, the
+-- arrival numbers given (room.lua shard_records: the members are on the shards).
+local function pre_card(r)
+  if shard_records(r) then return r.preSeq end
+  return redis.call('ZCARD', K_PRE)
+end
+
 local function waiting_count(r)
-  if r.openedAt == 0 then return redis.call('ZCARD', K_PRE) end
+  if r.openedAt == 0 then return pre_card(r) end
   return r.tail - r.served - redis.call('ZCOUNT', K_GONE, '(' .. int(r.served), '+inf')
 end
 
@@ -42,7 +49,7 @@ local function fan_view(r, fanId, f, now, memo)
     -- end up ahead
     position = f.n
     provisional = 1
-    ahead = (memo.preCard or redis.call('ZCARD', K_PRE)) - 1
+    ahead = (memo.preCard or pre_card(r)) - 1
   elseif f.s == 'p' or f.s == 'w' then
     status = 'waiting'
     position = place_of(r, fanId, f)
