@@ -25,21 +25,12 @@
 ]]
 --- @include "admission"
 --- @include "views"
---- @include "token-bucket"
+--- @include "poll-limits"
 
 local fanId = ARGV[1]
 local now = now_ms()
--- The per-IP limit first: when it refuses, the fan's bucket is not touched. Written out, not a
--- loop over a table of limits: no table is built on a poll that has no limit.
-local ipRate, fanRate = tonumber(ARGV[2]), tonumber(ARGV[4])
-if ipRate > 0 then
-  local allowed, retry = take_token(KEYS[9], ipRate, tonumber(ARGV[3]), 1, now)
-  if allowed == 0 then return { 'limited', 'ip', 'retryAfterMs', int(retry) } end
-end
-if fanRate > 0 then
-  local allowed, retry = take_token(KEYS[10], fanRate, tonumber(ARGV[5]), 1, now)
-  if allowed == 0 then return { 'limited', 'fan', 'retryAfterMs', int(retry) } end
-end
+local limited = poll_limited(KEYS[9], KEYS[10], now)
+if limited then return limited end
 
 local r = load_room()
 if not r then return -1 end

@@ -22,19 +22,12 @@
 --- @include "admission"
 --- @include "place-claims"
 --- @include "views"
---- @include "token-bucket"
+--- @include "poll-limits"
 
 local fanId = ARGV[1]
 local now = now_ms()
-local ipRate, fanRate = tonumber(ARGV[2]), tonumber(ARGV[4])
-if ipRate > 0 then
-  local allowed, retry = take_token(KEYS[10], ipRate, tonumber(ARGV[3]), 1, now)
-  if allowed == 0 then return { 'limited', 'ip', 'retryAfterMs', int(retry) } end
-end
-if fanRate > 0 then
-  local allowed, retry = take_token(KEYS[11], fanRate, tonumber(ARGV[5]), 1, now)
-  if allowed == 0 then return { 'limited', 'fan', 'retryAfterMs', int(retry) } end
-end
+local limited = poll_limited(KEYS[10], KEYS[11], now)
+if limited then return limited end
 
 local r = load_room()
 if not r then return -1 end
