@@ -36,7 +36,9 @@
   ARGV[22]    the fan shards' key (16 hex digits; fanShardOf hashes a fan id under it), stored with
               the tags as `fanShardKey`
   ARGV[23]    claims '1' | '0': the cursor offers sessions that the fans claim (room.lua
-              claims), stored when this call creates the room, never changed after
+              claims), stored when this call creates the room, never changed after; '2': and the
+              fans' records live on the fan shards (room.lua shard_records), only with shards
+              (without, '1')
   ARGV[24..]  fan ids the operator revoked (optional): each gets a revoked record, so it may not
               take a place in the new room
 
@@ -81,7 +83,11 @@ if not r then
     redis.call('HSET', K_ROOM, 'fanShards', int(shards), 'fanShardTags', ARGV[21])
     if (ARGV[22] or '') ~= '' then redis.call('HSET', K_ROOM, 'fanShardKey', ARGV[22]) end
   end
-  if ARGV[23] == '1' then redis.call('HSET', K_ROOM, 'claims', '1') end
+  if ARGV[23] == '2' and shards > 0 and (ARGV[21] or '') ~= '' then
+    redis.call('HSET', K_ROOM, 'claims', '2')
+  elseif ARGV[23] == '1' or ARGV[23] == '2' then
+    redis.call('HSET', K_ROOM, 'claims', '1')
+  end
   for i = 24, #ARGV do
     redis.call('HSETNX', KEYS[2], ARGV[i], 'r|0|0||0|0')
   end

@@ -14,6 +14,7 @@ import { OUTCOME_MESSAGES, type ScriptOutcome, scriptOutcome } from "./codes.js"
 import { createFanLine, type FanLine } from "./fan-line.js";
 import type { FanSweepOptions } from "./fan-sweep.js";
 import { createJoinBatcher, type JoinBatcher, takeJoinBuckets } from "./join-batch.js";
+import { createShardJoiner, type ShardJoiner } from "./shard-joins.js";
 import { isEventId, waitingRoomKeys, type WaitingRoomKeys } from "./keys.js";
 import type { LineViews } from "./line-view.js";
 import { createPlaceReader, type PlaceReader } from "./places.js";
@@ -50,12 +51,15 @@ export interface RoomContext {
   run: RunScript<ScriptName>;
   /** New fans' joins, batched per event (join-batch.ts). */
   joins: JoinBatcher;
+  /** Joins in a room whose records live on the fan shards (shard-joins.ts), batched per event. */
+  shardJoins: ShardJoiner;
   /** The rooms' fan shards as this process knows them, their heartbeats and sweeps (fan-line.ts). */
   fanLine: FanLine;
   /** Fan shards of a room this process creates (configure-9.lua ARGV[20]; 0: none). */
   fanShardsForNewRooms: number;
   /** A room this process creates offers sessions that its fans claim (configure-9.lua ARGV[23]). */
-  claimsForNewRooms: boolean;
+  /** "shards": and the fans' records live on the fan shards (configure-9.lua claims '2'; not yet for production). */
+  claimsForNewRooms: boolean | "shards";
   /** A script's reply, with its negative code read as an outcome (logged at debug). */
   script(
     name: ScriptName,
@@ -138,6 +142,7 @@ export function createRoomContext(
     fanLine,
     fanShardsForNewRooms: 0,
     claimsForNewRooms: false,
+    shardJoins: createShardJoiner(run),
     joins: createJoinBatcher(run, {
       ...(onJoinBatch ? { onBatch: onJoinBatch } : {}),
       // A process whose cached view of the line answers new places (line-view.ts) asks Redis for

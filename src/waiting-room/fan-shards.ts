@@ -412,6 +412,20 @@ export interface ShardRecords {
   /** The event's slot took these (`member`s of `given`): the shard forgets them. */
   ack(eventId: string, shard: number, members: readonly string[]): Promise<number>;
   /**
+   * A batch's join on one shard (fan-records-5.lua 'join'): each fan's reservation (a place, or an
+   * arrival number when `kind` is 'p') written as its record unless it has one, its beat written.
+   * One answer a fan, in order: 1 new, else [outcome, record, previous beat's age, old place].
+   */
+  join(
+    eventId: string,
+    shard: number,
+    clock: AbandonClock,
+    kind: "w" | "p",
+    reservations: readonly (readonly [string, number])[],
+  ): Promise<unknown[]>;
+  /** Places reserved and not taken (an admitted fan's join): told to the event's slot by the sweep. */
+  vacate(eventId: string, shard: number, places: readonly number[]): Promise<void>;
+  /**
    * A poll Redis answers: the fan's record as its shard settles it (a lapsed place given up, a
    * drawn pre-queued fan at its place), its beat written; null when the shard has no record.
    */
@@ -491,6 +505,15 @@ export function createFanBeats(
       if (members.length === 0) return 0;
       const reply = await run<unknown[]>("records", recordKeys(eventId, shard), ["ack", ...members]);
       return Number(reply[1]);
+    },
+    async join(eventId, shard, clock, kind, reservations) {
+      const args: (string | number)[] = ["join", clock.abandonMs, clock.startMs];
+      for (const [fanId, n] of reservations) args.push(fanId, kind, n);
+      const reply = await run<unknown[]>("records", recordKeys(eventId, shard), args);
+      return reply.slice(1);
+    },
+    async vacate(eventId, shard, places) {
+      if (places.length > 0) await run("records", recordKeys(eventId, shard), ["vacate", ...places]);
     },
     async poll(eventId, fanId, clock) {
       const reply = await run<unknown[]>("records", recordKeys(eventId, shardOf(fanId)), [

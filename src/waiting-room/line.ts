@@ -7,6 +7,8 @@
 import { scriptOutcome } from "./codes.js";
 import { keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
 import type { FanBeats } from "./fan-shards.js";
+import type { BatchedJoin } from "./join-batch.js";
+import type { ShardJoinRoom } from "./shard-joins.js";
 import { isEventId, isFanId, limitKey, lineKeys, lineKeysWithClaims, type WaitingRoomKeys } from "./keys.js";
 import { MAX_POW_BITS } from "./proof-of-work.js";
 import { Fields, limitedFrom, ReplyShapeError, refusedFrom } from "./replies.js";
@@ -155,6 +157,11 @@ async function joinOnce(
   const proofBits = credentials.proofBits ?? 0;
   const invite = credentials.invite === true;
   return ctx.guarded("join", eventId, async () => {
+    const room = await ctx.fanLine.roomOf(eventId);
+    if (room.recordsOnShards && room.beats) {
+      const request = { fanId, bucket: ip.key, limit: ip.args, proofBits, invite };
+      return joinOnShards(ctx, k, eventId, { epoch: room.epoch, shards: room.shards, beats: room.beats }, request);
+    }
     const keys = lineKeys(k);
     // A fan new to a line that is moving: placed in this process's next batch of the event's joins
     // (join-batch.ts, join-batch-n.lua), no tick. Anything else it hands to join-9.lua (the IP's
@@ -208,6 +215,62 @@ async function joinOnce(
     ctx.views?.learn(eventId, fanId, place, epoch);
     return { ok: true as const, created: f.flag("created"), fanId, queueToken, place, invites: f.flag("invites") };
   });
+}
+
+/**
+ * A join in a room whose records live on the fan shards (shard-joins.ts: a range on the event's
+ * slot, the records on the shards). A new place is answered from this process's view of the line
+ * when it can (as a batch's viewless reply); anything else (a repeat join, an admitted fan, no
+ * view) by the fan's poll, which Redis answers from its record. A pre-queue join its frozen shard
+ * refused (after the draw) joins again, at the back.
+ */
+async function joinOnShards(
+  ctx: RestoringContext,
+  k: WaitingRoomKeys,
+  eventId: string,
+  room: ShardJoinRoom,
+  request: BatchedJoin,
+): Promise<JoinResult> {
+  let outcome = await ctx.shardJoins.join(eventId, lineKeys(k), room, request);
+  if (outcome.kind === "frozen") outcome = await ctx.shardJoins.join(eventId, lineKeys(k), room, request);
+  switch (outcome.kind) {
+    case "limited": {
+      const limited = limitedFrom(outcome.reply);
+      if (!limited) throw new ReplyShapeError("join: a limit without its refusal");
+      return limited;
+    }
+    case "refused": {
+      if (outcome.reason === "invite") return { ok: false, reason: "invite_required" };
+      const powBits = Number(await ctx.redis.hget(k.room, "powBits"));
+      return { ok: false, reason: "pow_required", powBits };
+    }
+    case "not_found":
+      return notFound;
+    case "closed":
+    case "revoked":
+      return { ok: false, reason: outcome.kind };
+    case "reshard":
+    case "frozen":
+      ctx.fanLine.forget(eventId);
+      throw new ReplyShapeError(`join of ${eventId}: the room changed under the join (${outcome.kind})`);
+  }
+  const queueToken = ctx.tokens.signQueueToken({ fanId: request.fanId, eventId, epoch: room.epoch });
+  const created = outcome.kind === "placed" && outcome.created;
+  if (outcome.kind === "placed" && outcome.created && !outcome.prequeue) {
+    const cached = ctx.views?.placeOfNewFan(eventId, outcome.position, room.epoch);
+    if (cached) {
+      ctx.views?.learn(eventId, request.fanId, cached, room.epoch);
+      return { ok: true, created, fanId: request.fanId, queueToken, place: cached, invites: false };
+    }
+  }
+  // the join's own limit was taken; the poll that answers it takes none
+  const noLimits = [limitKey(eventId, "ip:status", ""), limitKey(eventId, "fan:status", request.fanId)];
+  const polled = await statusOnShards(ctx, k, eventId, request.fanId, room.beats, noLimits, [0, 0, 0, 0]);
+  if (!polled.ok) {
+    if (polled.reason === "not_found" || polled.reason === "unavailable") return polled;
+    throw new ReplyShapeError(`join of ${eventId}: a place just taken, then ${polled.reason}`);
+  }
+  return { ok: true, created, fanId: request.fanId, queueToken, place: polled.place, invites: false };
 }
 
 /** The poll answered from this process's view of the line, or null when Redis must answer. */

@@ -175,7 +175,7 @@ export async function configureRoom(
       how.closed ? "1" : "0",
       // the fan shards' tags and key, if this call creates the room (placed off the event's own master)
       ...(await shardArgs(ctx, eventId)),
-      ctx.claimsForNewRooms ? "1" : "0",
+      ctx.claimsForNewRooms === "shards" ? "2" : ctx.claimsForNewRooms ? "1" : "0",
       ...(how.revoked ?? []),
     ]);
     if (outcome === "already_open") return { ok: false as const, reason: outcome };

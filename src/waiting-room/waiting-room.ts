@@ -123,8 +123,11 @@ export interface WaitingRoomOptions {
    * by count and offers each a session, which the fan at that place claims at its next poll
    * (lua/waiting-room/includes/admission.lua; docs/waiting-room.md "Admission by claims"). Fixed
    * per room when it is created. Default false: the cursor admits the fan at each place by name.
+   * "shards" (with `fanShards`): and the fans' records live on the fan shards (docs/redis-cluster.md
+   * "Steps 2 and 3, call by call"). Being built: the join and the lookups of such a room, and its
+   * restore after a Redis loss, are not yet; no setting of the gateway selects it.
    */
-  claims?: boolean;
+  claims?: boolean | "shards";
   /**
    * How the fan shards' sweep reads (fan-sweep.ts): stale beats per shard per round
    * (SWEEP_PER_SHARD, 512) and how long one sweep keeps reading a backlog (SWEEP_BUDGET_MS, 1 s).

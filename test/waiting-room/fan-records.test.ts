@@ -740,4 +740,63 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     expect(ok(await room.statusOf(s.evt, "pq3")).place.status).toBe("abandoned");
     expect(await room.statusOf(s.evt, "stranger")).toMatchObject({ ok: false, reason: "not_joined" });
   });
+
+  it("joins through the gateway's calls: a range and the shards' records, batched, every fan one place", async () => {
+    const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 4 });
+    const evt = roomEventId("shj");
+    try {
+      ok(
+        await made.configure(evt, {
+          onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+          admitPerSecond: 0,
+          maxActive: 10,
+          sessionSeconds: 60,
+        }),
+      );
+      const k = waitingRoomKeys(evt);
+      expect(await clients[0]!.hget(k.room, "claims")).toBe("2");
+      const gateways = [made, ...clients.slice(4, 6).map((redis) => createWaitingRoom({ redis, secret: SECRET }))];
+      try {
+        // 60 fans through three gateways at once, and each fan's second tab too
+        const ids = Array.from({ length: 60 }, (_, i) => `j${i + 1}`);
+        const joins = await Promise.all(
+          ids.flatMap((id, i) => [gateways[i % 3]!.join(evt, id), gateways[(i + 1) % 3]!.join(evt, id)]),
+        );
+        const placeOf = new Map<string, number>();
+        for (const j of joins) {
+          const joined = ok(j);
+          expect(joined.place.status).toBe("waiting");
+          const held = placeOf.get(joined.fanId);
+          if (held !== undefined) expect(joined.place.position).toBe(held);
+          else placeOf.set(joined.fanId, joined.place.position);
+        }
+        // one place a fan: 60 places, each fan's one record on its shard, none on the event's slot
+        expect(new Set(placeOf.values()).size).toBe(60);
+        expect(await clients[0]!.exists(k.fans)).toBe(0);
+        const shardKeys = await shardKeysOf(clients[0]!, evt);
+        const shardOf = await shardOfIn(clients[0]!, evt);
+        for (const [id, place] of placeOf) {
+          expect(await clients[0]!.hget(recordKeysOfBeats(shardKeys[shardOf(id)]!)[1]!, id)).toBe(`w|${place}|0||0|0`);
+        }
+        // 120 reservations for 60 fans: the second tabs' places were given back, still on their
+        // shards or told to the event's slot already by a sweep (a gateway's view refresh runs one)
+        const tail = Number(await clients[0]!.hget(k.room, "tail"));
+        expect(tail).toBe(120);
+        const given = (
+          await Promise.all(shardKeys.map((key) => clients[0]!.zrange(recordKeysOfBeats(key)[3]!, "0", "-1")))
+        ).flat();
+        const vacated = new Set([...given, ...(await clients[0]!.zrange(k.gone, "0", "-1"))].map(Number));
+        expect(vacated.size).toBe(60);
+        for (const place of placeOf.values()) expect(vacated.has(place)).toBe(false);
+        // their polls answer the same places; the repeat join a reload makes too
+        const again = ok(await gateways[2]!.join(evt, "j7"));
+        expect(again).toMatchObject({ created: false, place: { position: placeOf.get("j7") } });
+        expect(ok(await gateways[1]!.statusOf(evt, "j7")).place.position).toBe(placeOf.get("j7"));
+      } finally {
+        for (const g of gateways.slice(1)) await g.close();
+      }
+    } finally {
+      await made.close();
+    }
+  });
 });
