@@ -37,6 +37,9 @@
  *
  * BENCH_FAN_SHARDS=12 creates the room with twelve fan shards (WAITING_ROOM_FAN_SHARDS): its
  * heartbeats, the joins' among them, and their sweeps go to the shards' masters.
+ * BENCH_CLAIMS=shards (with BENCH_FAN_SHARDS) creates the room with its fans' records on the fan
+ * shards too (issue 28 steps 2 and 3, docs/redis-cluster.md "Steps 2 and 3, call by call": a join is
+ * a range on the event's slot and the records on the shards; not yet selectable in the gateway).
  * BENCH_CLAIMS=1 creates the room admitting by claims (WAITING_ROOM_CLAIMS): no fifo, the tick
  * offers places by count and the fans claim them.
  * BENCH_FUNCTIONS=0 runs the scripts through EVALSHA instead of as Redis Functions (the default).
@@ -78,7 +81,7 @@ const env = z
     /** Fan shards of the room (WAITING_ROOM_FAN_SHARDS): 0 keeps the heartbeats on the event's slot. */
     BENCH_FAN_SHARDS: z.coerce.number().int().min(0).max(256).default(0),
     /** 1: the room admits by claims (WAITING_ROOM_CLAIMS: no fifo, the tick offers, the fans claim). */
-    BENCH_CLAIMS: z.enum(["0", "1"]).default("0"),
+    BENCH_CLAIMS: z.enum(["0", "1", "shards"]).default("0"),
     /** 1: every fan id on shard 0 (an attacker's choice of ids); needs BENCH_FAN_SHARDS. */
     BENCH_AIM_SHARD: z.enum(["0", "1"]).default("0"),
     /** 1: each of a fan's polls goes to the next gateway, not always to the one it joined through. */
@@ -249,7 +252,11 @@ async function oneCluster(masterCount: number): Promise<{ masters: number; phase
       redis,
       secret: randomBytes(32).toString("hex"),
       fanShards: env.BENCH_FAN_SHARDS,
-      ...(env.BENCH_CLAIMS === "1" ? { claims: true } : {}),
+      ...(env.BENCH_CLAIMS === "1"
+        ? { claims: true }
+        : env.BENCH_CLAIMS === "shards"
+          ? { claims: "shards" as const }
+          : {}),
     }),
   );
   const eventId = `bench_${randomBytes(6).toString("hex")}`;

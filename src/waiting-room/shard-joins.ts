@@ -14,7 +14,7 @@
  */
 import type { RunScript } from "../redis/scripts.js";
 import type { FanBeats } from "./fan-shards.js";
-import { type BatchedJoin, MAX_JOIN_BATCH, takeJoinBuckets } from "./join-batch.js";
+import { type BatchedJoin, type JoinBatchCounters, MAX_JOIN_BATCH, takeJoinBuckets } from "./join-batch.js";
 import { ReplyShapeError } from "./replies.js";
 import type { ScriptName } from "./scripts.js";
 
@@ -37,6 +37,8 @@ export type ShardJoinOutcome =
 
 export interface ShardJoiner {
   join(eventId: string, keys: readonly string[], room: ShardJoinRoom, request: BatchedJoin): Promise<ShardJoinOutcome>;
+  /** Batches sent, joins in them and the largest batch, since the process started (for the bench). */
+  counters(): JoinBatchCounters;
 }
 
 export interface ShardJoinRoom {
@@ -60,11 +62,15 @@ interface EventQueue {
 
 export function createShardJoiner(run: RunScript<ScriptName>): ShardJoiner {
   const events = new Map<string, EventQueue>();
+  const counters: JoinBatchCounters = { batches: 0, joins: 0, largest: 0 };
 
   const send = (eventId: string, q: EventQueue): void => {
     if (q.sending || q.queue.length === 0) return;
     const batch = q.queue.splice(0, MAX_JOIN_BATCH);
     q.sending = true;
+    counters.batches += 1;
+    counters.joins += batch.length;
+    counters.largest = Math.max(counters.largest, batch.length);
     joinBatch(
       run,
       eventId,
@@ -89,10 +95,14 @@ export function createShardJoiner(run: RunScript<ScriptName>): ShardJoiner {
   return {
     join(eventId, keys, room, request) {
       let q = events.get(eventId);
-      if (!q || q.room !== room) {
-        if (events.size >= 1_000) events.clear();
+      if (!q) {
+        if (events.size >= 1_000) forgetIdle(events);
         q = { keys, room, queue: [], sending: false };
         events.set(eventId, q);
+      } else if (q.room.epoch !== room.epoch) {
+        // the room was created again: the next batch goes to the new one (this one's answers
+        // `reshard` for anything still queued for the old)
+        q.room = room;
       }
       const queue = q;
       return new Promise<ShardJoinOutcome>((resolve, reject) => {
@@ -101,7 +111,12 @@ export function createShardJoiner(run: RunScript<ScriptName>): ShardJoiner {
         if (queue.queue.length === 1 && !queue.sending) setImmediate(() => send(eventId, queue));
       });
     },
+    counters: () => ({ ...counters }),
   };
+}
+
+function forgetIdle(events: Map<string, EventQueue>): void {
+  for (const [eventId, q] of events) if (!q.sending && q.queue.length === 0) events.delete(eventId);
 }
 
 async function joinBatch(

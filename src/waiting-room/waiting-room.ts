@@ -436,7 +436,12 @@ export function createWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     },
     remove: async (eventId) => changed(eventId, await removeRoom(ctx, eventId)),
     lineCacheCounters: () => views?.counters() ?? noLineCacheCounters(),
-    joinBatchCounters: () => ctx.joins.counters(),
+    joinBatchCounters: () => {
+      // both batchers: a room's records on the event's slot (join-batch.ts) or on its shards (shard-joins.ts)
+      const a = ctx.joins.counters();
+      const b = ctx.shardJoins.counters();
+      return { batches: a.batches + b.batches, joins: a.joins + b.joins, largest: Math.max(a.largest, b.largest) };
+    },
     joinBucketKey: (eventId, subject) => {
       const onEvent = limitKey(eventId, "ip:join", subject);
       const room = ctx.fanLine.knownRoom(eventId);
