@@ -68,56 +68,11 @@
     members  fan ids       place  places changed
 ]]
 --- @include "now-ms"
+--- @include "shard-record"
 
-local K_BEATS, K_FANS, K_PRE, K_GIVEN, K_FROZEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now = now_ms()
 local nowText = string.format('%d', now)
 local mode = ARGV[1]
-
-local function text(n)
-  return string.format('%d', n)
-end
-
-local function unpack_record(raw)
-  local s, pos, n, sid, exp, at = string.match(raw, '^(%a)|(%d+)|(%d+)|([^|]*)|(%d+)|(%d+)$')
-  return { s = s, pos = tonumber(pos), n = tonumber(n), sid = sid, exp = exp, at = at }
-end
-
-local function pack_record(f)
-  return f.s .. '|' .. text(f.pos) .. '|' .. text(f.n) .. '|' .. f.sid .. '|' .. f.exp .. '|' .. f.at
-end
-
-local function in_line(f)
-  return f.s == 'w' or f.s == 'p'
-end
-
--- The place a record holds: a pre-queued fan's is its drawn place (0 before the draw).
-local function place_of(fanId, f)
-  if f.s == 'p' then return tonumber(redis.call('ZSCORE', K_PRE, fanId)) or 0 end
-  return f.pos
-end
-
--- A place to tell the event's slot: `abandoned` when its fan was given up (counted there).
-local function give(place, abandoned)
-  if place > 0 then redis.call('ZADD', K_GIVEN, place, abandoned and 'x:' .. text(place) or text(place)) end
-end
-
--- A place not polled for the abandon time since the clock's start is lost (includes/fans.lua
--- is_stale); nobody's before the draw (startMs 0).
-local function lapsed(beat, abandonMs, startMs)
-  if startMs <= 0 then return false end
-  return math.max(beat or 0, startMs) < now - abandonMs
-end
-
--- Gives the fan's place up: the record to x at its place, the beat dropped, the place to `given`.
-local function give_up(fanId, f)
-  f.pos = place_of(fanId, f)
-  f.s = 'x'
-  redis.call('HSET', K_FANS, fanId, pack_record(f))
-  redis.call('ZREM', K_BEATS, fanId)
-  give(f.pos, true)
-  return f.pos
-end
 
 if mode == 'join' then
   local abandonMs, startMs = tonumber(ARGV[2]), tonumber(ARGV[3]) or 0
@@ -151,7 +106,7 @@ if mode == 'join' then
       outcome = 'frozen'
     elseif not f then
       outcome = 'new'
-    elseif in_line(f) and not lapsed(before or 0, abandonMs, startMs) then
+    elseif in_line(f) and not lapsed(before or 0, abandonMs, startMs, now) then
       outcome = 'again'
     elseif in_line(f) then
       outcome = 'rejoin'
@@ -200,7 +155,7 @@ if mode == 'poll' then
   local before = redis.call('ZSCORE', K_BEATS, fanId)
   local age = before and text(math.max(0, now - tonumber(before))) or ''
   if in_line(f) then
-    if lapsed(tonumber(before), abandonMs, startMs) then
+    if lapsed(tonumber(before), abandonMs, startMs, now) then
       give_up(fanId, f)
     else
       redis.call('ZADD', K_BEATS, 'GT', nowText, fanId)
@@ -248,7 +203,7 @@ if mode == 'give-up' then
   for i = 4, #ARGV do
     local fanId = ARGV[i]
     local score = tonumber(redis.call('ZSCORE', K_BEATS, fanId))
-    if score and lapsed(score, abandonMs, startMs) then
+    if score and lapsed(score, abandonMs, startMs, now) then
       local raw = redis.call('HGET', K_FANS, fanId)
       local f = raw and unpack_record(raw)
       if f and in_line(f) then
