@@ -22,8 +22,9 @@
   pending, when no place lapses), compared with this master's clock, as beats-1.lua 'stale' does.
 
   ARGV[1] mode:
-    'join'     ARGV[2] abandonMs, ARGV[3] startMs, then triples: fanId, 'w' or 'p', the place or
-               the arrival number the event's slot reserved for it (step 1 of the protocol). Per fan:
+    'join'     ARGV[2] abandonMs, ARGV[3] startMs, ARGV[4] 'w' places or 'p' arrival numbers, then
+               pairs: fanId, the place or the arrival number the event's slot reserved for it
+               (step 1 of the protocol). Per fan:
                  no record: the reservation is its record ('new'), with its beat, and a pre-queued
                    fan enters `pre`; but on a frozen shard a pre-queued reservation writes nothing
                    ('frozen': the caller reserves again, after the close)
@@ -57,7 +58,8 @@
     'place'    ARGV[2..] pairs fanId, drawn place: written into `pre` for fans there (ZADD XX)
 
   Returns { now, ... }:
-    join     per fan, in ARGV order: 1 for a new fan (its reservation is its record), else
+    join     { now } alone when every fan was new (each took its reservation: a crowd's call);
+             else per fan, in ARGV order: 1 for a new fan (its reservation is its record), else
              { outcome, the record now, the previous beat's age (ms; '' none), the place given up
              by a rejoin (0 none) }
     poll     the record ('' none), the previous beat's age ('' none)
@@ -75,29 +77,61 @@ local nowText = string.format('%d', now)
 local mode = ARGV[1]
 
 if mode == 'join' then
-  local abandonMs, startMs = tonumber(ARGV[2]), tonumber(ARGV[3]) or 0
+  local abandonMs, startMs, kind = tonumber(ARGV[2]), tonumber(ARGV[3]) or 0, ARGV[4]
   local out = { now }
-  local frozen = redis.call('EXISTS', K_FROZEN) == 1
-  -- Every fan's record and beat read at once, and every write of the call made at once below
-  -- (one HSET, one ZADD of beats, of pre-queue members, of places given): a command a fan was
-  -- most of this call's cost (bench:redis-instructions). `rec` and `beatOf` follow the call's own
-  -- writes, so a fan twice in one call finds its first reservation.
+  local n = (#ARGV - 4) / 2
+  if n < 1 then return out end
+  local frozen = kind == 'p' and redis.call('EXISTS', K_FROZEN) == 1
+  -- Every fan's record read at once, and every write of the call made at once (one HSET, one ZADD
+  -- of beats, of pre-queue members, of places given): a command a fan was most of this call's cost
+  -- (bench:redis-instructions).
   local ids = {}
-  for i = 4, #ARGV - 2, 3 do ids[#ids + 1] = ARGV[i] end
-  if #ids == 0 then return out end
+  for k = 1, n do ids[k] = ARGV[3 + 2 * k] end
   local raws = redis.call('HMGET', K_FANS, unpack(ids))
+  -- A crowd of new fans, the usual case: nobody has a record, nobody twice, the shard not frozen.
+  -- Their reservations are their records and their beats are now: the answer is `now` alone.
+  local fresh = not frozen
+  if fresh then
+    local seen = {}
+    for k = 1, n do
+      if raws[k] or seen[ids[k]] then
+        fresh = false
+        break
+      end
+      seen[ids[k]] = true
+    end
+  end
+  if fresh then
+    local records, beats = {}, { 'GT' }
+    local prefix, suffix = 'w|', '|0||0|0'
+    if kind == 'p' then prefix, suffix = 'p|0|', '||0|0' end
+    for k = 1, n do
+      local fanId = ids[k]
+      records[2 * k - 1], records[2 * k] = fanId, prefix .. ARGV[4 + 2 * k] .. suffix
+      beats[2 * k], beats[2 * k + 1] = nowText, fanId
+    end
+    redis.call('HSET', K_FANS, unpack(records))
+    redis.call('ZADD', K_BEATS, unpack(beats))
+    if kind == 'p' then
+      local members = {}
+      for k = 1, n do members[2 * k - 1], members[2 * k] = '0', ids[k] end
+      redis.call('ZADD', K_PRE, unpack(members))
+    end
+    return out
+  end
+  -- Otherwise fan by fan, `rec` and `beatOf` following the call's own writes, so a fan twice in
+  -- one call finds its first reservation.
   local scores = redis.call('ZMSCORE', K_BEATS, unpack(ids))
   local rec, beatOf = {}, {}
-  for j, fanId in ipairs(ids) do
+  for k, fanId in ipairs(ids) do
     if rec[fanId] == nil then
-      rec[fanId] = raws[j] or false
-      beatOf[fanId] = tonumber(scores[j]) or false
+      rec[fanId] = raws[k] or false
+      beatOf[fanId] = tonumber(scores[k]) or false
     end
   end
   local records, beats, members, given = {}, { 'GT' }, {}, {}
-  for j, fanId in ipairs(ids) do
-    local a = 4 + 3 * (j - 1)
-    local kind, numberText = ARGV[a + 1], ARGV[a + 2]
+  for k, fanId in ipairs(ids) do
+    local numberText = ARGV[4 + 2 * k]
     local raw, before = rec[fanId], beatOf[fanId]
     local age = before and text(math.max(0, now - before)) or ''
     local outcome, old = nil, 0
@@ -136,9 +170,8 @@ if mode == 'join' then
       beats[#beats + 1] = fanId
       beatOf[fanId] = now
     end
-    -- a new fan's answer is 1 (its reservation, which the caller knows, is its record): one
-    -- integer, as most of a crowd is new, not four fields to turn into a reply
-    if outcome == 'new' then out[j + 1] = 1 else out[j + 1] = { outcome, raw or '', age, old } end
+    -- a new fan's answer is 1 (its reservation, which the caller knows, is its record)
+    if outcome == 'new' then out[k + 1] = 1 else out[k + 1] = { outcome, raw or '', age, old } end
   end
   if #records > 0 then redis.call('HSET', K_FANS, unpack(records)) end
   if #beats > 1 then redis.call('ZADD', K_BEATS, unpack(beats)) end

@@ -414,7 +414,8 @@ export interface ShardRecords {
   /**
    * A batch's join on one shard (fan-records-5.lua 'join'): each fan's reservation (a place, or an
    * arrival number when `kind` is 'p') written as its record unless it has one, its beat written.
-   * One answer a fan, in order: 1 new, else [outcome, record, previous beat's age, old place].
+   * One answer a fan, in order: 1 new, else [outcome, record, previous beat's age, old place]
+   * (the shard answers `now` alone when all are new: read here as 1 each).
    */
   join(
     eventId: string,
@@ -507,10 +508,11 @@ export function createFanBeats(
       return Number(reply[1]);
     },
     async join(eventId, shard, clock, kind, reservations) {
-      const args: (string | number)[] = ["join", clock.abandonMs, clock.startMs];
-      for (const [fanId, n] of reservations) args.push(fanId, kind, n);
+      const args: (string | number)[] = ["join", clock.abandonMs, clock.startMs, kind];
+      for (const [fanId, n] of reservations) args.push(fanId, n);
       const reply = await run<unknown[]>("records", recordKeys(eventId, shard), args);
-      return reply.slice(1);
+      // `now` alone: every fan new
+      return reply.length === 1 ? reservations.map(() => 1) : reply.slice(1);
     },
     async vacate(eventId, shard, places) {
       if (places.length > 0) await run("records", recordKeys(eventId, shard), ["vacate", ...places]);

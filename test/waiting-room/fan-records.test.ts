@@ -68,11 +68,13 @@ function shard() {
  */
 function joined(reply: unknown[], args: readonly (string | number)[]) {
   const out: { outcome: string; record: string; age: string; old: number }[] = [];
-  for (let j = 1; j < reply.length; j++) {
-    const r = reply[j];
+  const kind = String(args[3]);
+  const fans = (args.length - 4) / 2;
+  // `now` alone: every fan new
+  const answers = reply.length === 1 ? Array.from({ length: fans }, () => 1) : reply.slice(1);
+  for (const [j, r] of answers.entries()) {
     if (r === 1) {
-      const kind = String(args[3 + 3 * (j - 1) + 1]);
-      const n = String(args[3 + 3 * (j - 1) + 2]);
+      const n = String(args[5 + 2 * j]);
       out.push({ outcome: "new", record: kind === "p" ? `p|0|${n}||0|0` : `w|${n}|0||0|0`, age: "", old: 0 });
     } else {
       const [outcome, record, age, old] = r as unknown[];
@@ -89,20 +91,20 @@ const drawnSince = () => Date.now() - 60_000;
 describe("fan records: the join (step 1)", () => {
   it("writes a new fan's reservation with its beat, keeps a standing one's, gives unused places back", async () => {
     const s = shard();
-    const first = await s.join(ABANDON, drawnSince(), "f1", "w", 101, "f2", "w", 102);
+    const first = await s.join(ABANDON, drawnSince(), "w", "f1", 101, "f2", 102);
     expect(first.map((j) => j.outcome)).toEqual(["new", "new"]);
     expect(first[0]).toMatchObject({ record: "w|101|0||0|0", age: "", old: 0 });
     expect(await s.record("f2")).toBe("w|102|0||0|0");
     expect(await s.beat("f1")).toBeGreaterThan(Date.now() - 5_000);
 
     // a repeat join (a reload): the record stands, the new reservation is given back
-    const again = await s.join(ABANDON, drawnSince(), "f1", "w", 150);
+    const again = await s.join(ABANDON, drawnSince(), "w", "f1", 150);
     expect(again[0]).toMatchObject({ outcome: "again", record: "w|101|0||0|0", old: 0 });
     expect(Number(again[0]!.age)).toBeGreaterThanOrEqual(0);
     expect(await s.given()).toEqual(["150"]);
 
     // a fan twice in one call: the second finds the first's record
-    const twice = await s.join(ABANDON, drawnSince(), "f3", "w", 160, "f3", "w", 161);
+    const twice = await s.join(ABANDON, drawnSince(), "w", "f3", 160, "f3", 161);
     expect(twice.map((j) => j.outcome)).toEqual(["new", "again"]);
     expect(await s.record("f3")).toBe("w|160|0||0|0");
     expect(await s.given()).toEqual(["150", "161"]);
@@ -110,10 +112,10 @@ describe("fan records: the join (step 1)", () => {
 
   it("enters pre-queued fans in the shard's pre-queue; an arrival number is never a place to give back", async () => {
     const s = shard();
-    const first = await s.join(ABANDON, 0, "p1", "p", 1, "p2", "p", 2);
+    const first = await s.join(ABANDON, 0, "p", "p1", 1, "p2", 2);
     expect(first.map((j) => j.record)).toEqual(["p|0|1||0|0", "p|0|2||0|0"]);
     expect(await s.pre("p1")).toBe("0");
-    const again = await s.join(ABANDON, 0, "p1", "p", 7);
+    const again = await s.join(ABANDON, 0, "p", "p1", 7);
     expect(again[0]).toMatchObject({ outcome: "again", record: "p|0|1||0|0" });
     expect(await s.given()).toEqual([]);
   });
@@ -121,7 +123,7 @@ describe("fan records: the join (step 1)", () => {
   it("two tabs of one fan joining at once hold one place; every other reservation is given back", async () => {
     const s = shard();
     const places = Array.from({ length: 24 }, (_, i) => 500 + i);
-    const outcomes = (await Promise.all(places.map((p, i) => s.joinOn(i)(ABANDON, drawnSince(), "tabs", "w", p)))).map(
+    const outcomes = (await Promise.all(places.map((p, i) => s.joinOn(i)(ABANDON, drawnSince(), "w", "tabs", p)))).map(
       (r) => r[0]!,
     );
     const won = outcomes.filter((o) => o.outcome === "new");
@@ -135,27 +137,27 @@ describe("fan records: the join (step 1)", () => {
 
   it("a lapsed place is given up and the rejoin takes its reservation; never before the draw", async () => {
     const s = shard();
-    await s.call("join", ABANDON, drawnSince(), "late", "w", 10);
+    await s.call("join", ABANDON, drawnSince(), "w", "late", 10);
     await s.setBeat("late", Date.now() - ABANDON - 2_000);
-    const re = await s.join(ABANDON, drawnSince(), "late", "w", 90);
+    const re = await s.join(ABANDON, drawnSince(), "w", "late", 90);
     expect(re[0]).toMatchObject({ outcome: "rejoin", record: "w|90|0||0|0", old: 10 });
     expect(Number(re[0]!.age)).toBeGreaterThanOrEqual(ABANDON + 2_000);
     expect(await s.given()).toEqual(["x:10"]);
     expect(await s.beat("late")).toBeGreaterThan(Date.now() - 5_000);
 
     // the same old beat while the draw is pending (startMs 0): nobody lapses
-    await s.call("join", ABANDON, 0, "early", "p", 3);
+    await s.call("join", ABANDON, 0, "p", "early", 3);
     await s.setBeat("early", Date.now() - 600_000);
-    const kept = await s.join(ABANDON, 0, "early", "p", 9);
+    const kept = await s.join(ABANDON, 0, "p", "early", 9);
     expect(kept[0]).toMatchObject({ outcome: "again", record: "p|0|3||0|0" });
   });
 
   it("a revoked fan is refused and its reservation given back; an admitted one's is left to the caller", async () => {
     const s = shard();
-    await s.call("join", ABANDON, drawnSince(), "rev", "w", 5, "adm", "w", 6);
+    await s.call("join", ABANDON, drawnSince(), "w", "rev", 5, "adm", 6);
     await s.call("revoke", "rev");
     await s.call("cas", "adm", "w|6|0||0|0", "a|6|0|e1.1|999|888");
-    const replies = await s.join(ABANDON, drawnSince(), "rev", "w", 40, "adm", "w", 41);
+    const replies = await s.join(ABANDON, drawnSince(), "w", "rev", 40, "adm", 41);
     expect(replies.map((j) => j.outcome)).toEqual(["revoked", "admitted"]);
     expect(replies[1]!.record).toBe("a|6|0|e1.1|999|888");
     // the revoked fan's place 5 and its reservation 40; 41 waits for the caller, who vacates it
@@ -166,16 +168,16 @@ describe("fan records: the join (step 1)", () => {
 
   it("after the draw's freeze a new pre-queued reservation writes nothing; a member's repeat join stands", async () => {
     const s = shard();
-    await s.call("join", ABANDON, 0, "in", "p", 1);
+    await s.call("join", ABANDON, 0, "p", "in", 1);
     expect((await s.call("freeze"))[1]).toBe(1);
     expect((await s.call("freeze"))[1]).toBe(0);
-    const replies = await s.join(ABANDON, 0, "straggler", "p", 2, "in", "p", 3);
+    const replies = await s.join(ABANDON, 0, "p", "straggler", 2, "in", 3);
     expect(replies.map((j) => j.outcome)).toEqual(["frozen", "again"]);
     expect(await s.record("straggler")).toBeNull();
     expect(await s.pre("straggler")).toBeNull();
     expect(await s.beat("straggler")).toBeNull();
     // the caller reserves again after the close: a place at the back, which a frozen shard takes
-    const back = await s.join(ABANDON, 0, "straggler", "w", 77);
+    const back = await s.join(ABANDON, 0, "w", "straggler", 77);
     expect(back[0]).toMatchObject({ outcome: "new", record: "w|77|0||0|0" });
   });
 });
@@ -183,7 +185,7 @@ describe("fan records: the join (step 1)", () => {
 describe("fan records: the poll and the claim's write (step 2)", () => {
   it("settles a drawn pre-queued fan at its place, gives a lapsed place up, knows no stranger", async () => {
     const s = shard();
-    await s.call("join", ABANDON, 0, "a", "p", 1, "b", "p", 2);
+    await s.call("join", ABANDON, 0, "p", "a", 1, "b", 2);
     const members = (await s.call("members", 0, 10)).slice(1);
     expect(members).toEqual(["a", "b"]);
     expect((await s.call("place", "a", 2, "b", 1, "nobody", 3))[1]).toBe(2);
@@ -206,7 +208,7 @@ describe("fan records: the poll and the claim's write (step 2)", () => {
 
   it("of many writes from one record at once, exactly one lands; the others read the winner's", async () => {
     const s = shard();
-    await s.call("join", ABANDON, drawnSince(), "c", "w", 3);
+    await s.call("join", ABANDON, drawnSince(), "w", "c", 3);
     const writes = Array.from({ length: 16 }, (_, i) => `a|3|0|e1.${i}|999|888`);
     const replies = await Promise.all(writes.map((w, i) => s.on(i)("cas", "c", "w|3|0||0|0", w)));
     const landed = replies.filter((r) => r[1] === 1);
@@ -221,7 +223,7 @@ describe("fan records: the poll and the claim's write (step 2)", () => {
   it("a revocation racing a claim's write: whichever lands first, the record ends revoked", async () => {
     for (let round = 0; round < 10; round++) {
       const s = shard();
-      await s.call("join", ABANDON, drawnSince(), "r", "w", 8);
+      await s.call("join", ABANDON, drawnSince(), "w", "r", 8);
       const [cas, revoke] = await Promise.all([
         s.on(round)("cas", "r", "w|8|0||0|0", "a|8|0|e1.1|999|888"),
         s.on(round + 1)("revoke", "r"),
@@ -244,14 +246,14 @@ describe("fan records: the poll and the claim's write (step 2)", () => {
 describe("fan records: the sweep (step 3)", () => {
   it("gives up a fan whose beat is the one read; spares one whose beat was kept since, or who rejoined", async () => {
     const s = shard();
-    await s.call("join", ABANDON, drawnSince(), "gone", "w", 1, "back", "w", 2, "rejoined", "w", 3, "done", "w", 4);
+    await s.call("join", ABANDON, drawnSince(), "w", "gone", 1, "back", 2, "rejoined", 3, "done", 4);
     const old = Date.now() - ABANDON - 5_000;
     for (const f of ["gone", "back", "rejoined", "done"]) await s.setBeat(f, old);
     // the sweep has read the four beats ('stale'); meanwhile one's beat is kept (a poll a gateway
     // answered from its cache within the abandon time, its beat sent after: beats-1.lua 'keep'),
     // one rejoins, one is admitted
     await s.setBeat("back", Date.now());
-    await s.call("join", ABANDON, drawnSince(), "rejoined", "w", 30);
+    await s.call("join", ABANDON, drawnSince(), "w", "rejoined", 30);
     await s.call("cas", "done", "w|4|0||0|0", "a|4|0|e1.1|999|888");
     await s.setBeat("done", old); // a beat left behind: given no place, only dropped
     const given = await s.call("give-up", ABANDON, drawnSince(), "gone", "back", "rejoined", "done");
@@ -267,7 +269,7 @@ describe("fan records: the sweep (step 3)", () => {
   it("a poll and the give-up of one fan racing: the fan is either polling at its place or given up, never both", async () => {
     for (let round = 0; round < 10; round++) {
       const s = shard();
-      await s.call("join", ABANDON, drawnSince(), "f", "w", 12);
+      await s.call("join", ABANDON, drawnSince(), "w", "f", 12);
       const old = Date.now() - ABANDON - 100;
       await s.setBeat("f", old);
       const [poll, giveUp] = await Promise.all([
@@ -371,7 +373,8 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
         "join",
         String(abandonMs),
         String(startMs),
-        ...group.flatMap((id) => [id, kind, String(placeOf.get(id))]),
+        kind,
+        ...group.flatMap((id) => [id, String(placeOf.get(id))]),
       ]);
     }
     return { placeOf, shardKeys, shardOf };
@@ -620,8 +623,8 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
       "join",
       "30000",
       "0",
-      "late",
       "p",
+      "late",
       "44",
     ]);
     expect(straggler[1]).toEqual(["frozen", "", "", 0]);
@@ -666,7 +669,7 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
       ok: true,
       active: false,
     });
-    const again = await runs[0]!<unknown[]>("records", keys, ["join", "30000", "0", "rv1", "w", "99"]);
+    const again = await runs[0]!<unknown[]>("records", keys, ["join", "30000", "0", "w", "rv1", "99"]);
     expect((again[1] as unknown[])[0]).toBe("revoked");
     // a second revocation changes nothing
     expect(await room.revokeFan(s.evt, "rv1")).toMatchObject({ ok: true, status: "revoked" });
