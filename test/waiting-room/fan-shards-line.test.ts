@@ -185,12 +185,14 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     const polledAt = Date.now();
     for (const fanId of polled) expect(ok(await room.statusOf(evt, fanId)).place.status).toBe("waiting");
     expect(room.lineCacheCounters().answered - counted.answered).toBe(polled.length);
-    // A refresh after the polls holds their five beats (fewer than BEATS_SENT_AT, none old)...
-    await until(async () => (room.lineCacheCounters().beatsHeld > counted.beatsHeld ? true : undefined), 2_000, 10);
-    // ...and sends them once the oldest has waited BEATS_HELD_MS: never sooner.
+    // A refresh after the polls holds their five beats (fewer than BEATS_SENT_AT, none old) and
+    // sends them once the oldest has waited BEATS_HELD_MS: never sooner. (Whether a refresh is seen
+    // holding them is not asked: on a loaded machine the first refresh after the polls may come
+    // after BEATS_HELD_MS, and then sends them at once, as it must. The bound is what holds; it
+    // fails whenever a refresh sends them sooner, and refreshes come every VIEW_REFRESH_MS.)
     const sentAt = await until(
       async () => (room.lineCacheCounters().beats - counted.beats >= polled.length ? Date.now() : undefined),
-      BEATS_HELD_MS + 2_000,
+      BEATS_HELD_MS + 4_000,
       10,
     );
     expect(sentAt - polledAt).toBeGreaterThanOrEqual(BEATS_HELD_MS);
