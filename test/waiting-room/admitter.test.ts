@@ -212,8 +212,11 @@ describe.each(["single", "cluster"] as const)("one admitter per event, on %s", (
       expect(c.lookups, said).toBeGreaterThanOrEqual(50);
       expect(c.found, said).toBeGreaterThanOrEqual(c.lookups - 3);
       // ...while its view came from a copy: a lookup no longer takes the refresh to the event's
-      // slot (before, a refresh with lookups was a line-view call there: about half of these).
-      expect(c.fromCopy, said).toBeGreaterThanOrEqual(c.refreshes - 3);
+      // slot (before, a refresh with lookups was a line-view call there: about half of these). A
+      // few refreshes go there anyway when the copy is older than COPY_MAX_AGE_MS (the admitter's
+      // own refresh delayed on a loaded machine: CI saw 21 of 25 from a copy), so the bound is
+      // three quarters, which the old code (half) misses.
+      expect(c.fromCopy, said).toBeGreaterThanOrEqual(Math.ceil(0.75 * c.refreshes));
     }
     // Every answer, from the cache or from Redis, is the place Redis holds.
     const ids = [...told.keys()];
