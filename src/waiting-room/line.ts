@@ -136,10 +136,7 @@ async function statusOnShards(
     if (record !== "" && !(await shards.records.cas(eventId, fanId, polled.record, record))) continue;
     const place = ctx.placeFrom(f, eventId, fanId);
     ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
-    if (f.flag("sweep")) {
-      const room = await ctx.fanLine.roomOf(eventId);
-      ctx.fanLine.sweep(eventId, room);
-    }
+    if (f.flag("sweep")) ctx.fanLine.sweep(eventId, await ctx.fanLine.roomOf(eventId));
     return { ok: true as const, fanId, place };
   }
   throw new ReplyShapeError(`status of ${eventId}: the fan's record kept changing`);
@@ -157,7 +154,8 @@ async function joinOnce(
   const proofBits = credentials.proofBits ?? 0;
   const invite = credentials.invite === true;
   return ctx.guarded("join", eventId, async () => {
-    const room = await ctx.fanLine.roomOf(eventId);
+    // The room as this process knows it, without a promise hop once read (the join is a hot path).
+    const room = ctx.fanLine.knownRoom(eventId) ?? (await ctx.fanLine.roomOf(eventId));
     if (room.recordsOnShards && room.beats) {
       const request = { fanId, bucket: ip.key, limit: ip.args, proofBits, invite };
       return joinOnShards(ctx, k, eventId, { epoch: room.epoch, shards: room.shards, beats: room.beats }, request);
