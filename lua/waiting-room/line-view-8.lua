@@ -139,7 +139,8 @@ if goneAhead > 0 and cap > 0 and not goneSame then
   gone = redis.call('ZRANGEBYSCORE', K_GONE, '(' .. int(r.served), '+inf', 'LIMIT', 0, cap)
 end
 local preSize = 0
-if r.openedAt == 0 then preSize = redis.call('ZCARD', K_PRE) end
+-- its members here, or the arrival numbers given in a room whose records live on the fan shards
+if r.openedAt == 0 then preSize = pre_card(r) end
 
 return { 'now', int(now), 'served', int(r.served), 'tail', int(r.tail), 'preCount', int(r.preCount),
   'preSize', int(preSize), 'openedAt', int(r.openedAt), 'drawn', int(r.drawn), 'onSaleAt', int(r.onSaleAt),

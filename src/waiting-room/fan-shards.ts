@@ -443,6 +443,16 @@ export interface ShardRecords {
   members(eventId: string, shard: number, from: number, count: number): Promise<string[]>;
   /** The draw: each fan's drawn place written into the shard's pre-queue (those there). */
   place(eventId: string, shard: number, places: readonly (readonly [string, number])[]): Promise<void>;
+  /**
+   * The line view's lookups (line-view.ts): each fan's record on its shard and, when `drawn`, its
+   * drawn place in the shard's pre-queue, in `fanIds`' order; plain reads (HMGET, ZMSCORE in one
+   * MULTI a shard touched, no script), all shards at once.
+   */
+  lookup(
+    eventId: string,
+    fanIds: readonly string[],
+    drawn: boolean,
+  ): Promise<{ records: (string | null)[]; drawnPlaces: (string | null)[] | null }>;
 }
 
 export interface GivenPlace {
@@ -547,6 +557,29 @@ export function createFanBeats(
     async place(eventId, shard, places) {
       if (places.length === 0) return;
       await run("records", recordKeys(eventId, shard), ["place", ...places.flat()]);
+    },
+    async lookup(eventId, fanIds, drawn) {
+      const records = new Map<string, string | null>();
+      const places = new Map<string, string | null>();
+      await Promise.all(
+        [...byFanShard(fanIds, shardOf)].map(async ([shard, ids]) => {
+          const [, fans, pre] = recordKeys(eventId, shard) as [string, string, string];
+          const multi = redis.multi().hmget(fans, ...ids);
+          if (drawn) multi.zmscore(pre, ...ids);
+          const replies = await multi.exec();
+          if (!replies) throw new Error(`lookup on fan shard ${shard}: the transaction was discarded`);
+          for (const [err] of replies) if (err) throw err;
+          const [read, scores] = replies.map(([, value]) => value as (string | null)[]);
+          for (const [i, fanId] of ids.entries()) {
+            records.set(fanId, read?.[i] ?? null);
+            if (drawn) places.set(fanId, scores?.[i] ?? null);
+          }
+        }),
+      );
+      return {
+        records: fanIds.map((fanId) => records.get(fanId) ?? null),
+        drawnPlaces: drawn ? fanIds.map((fanId) => places.get(fanId) ?? null) : null,
+      };
     },
   };
   // `kept` calls still in flight (those given up on included), per shard key.

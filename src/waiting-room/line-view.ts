@@ -48,6 +48,7 @@ import type { RoomContext } from "./context.js";
 import { keysFor } from "./context.js";
 import { lineKeys, type WaitingRoomKeys } from "./keys.js";
 import { Fields, iso, ReplyShapeError, ROOM_STATES } from "./replies.js";
+import type { ShardedRoom } from "./fan-line.js";
 import type { KeptBeats, ViewCopy } from "./fan-shards.js";
 import type { FanPlace, RateLimited, RoomState, StatusLimits } from "./types.js";
 
@@ -599,10 +600,26 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
    * A room with fan shards: the looked-up fans' records on the event's slot, read by plain commands
    * (HGET, HMGET, ZMSCORE in one MULTI: a few µs of Redis, not a line-view-8.lua call), so a
    * gateway that reads its view from a copy looks fans up without a script on the event's slot.
-   * The beats are the shards' (beats-1.lua 'look', beside it).
+   * The beats are the shards' (beats-1.lua 'look', beside it). A room whose records live on the
+   * fan shards reads them there (ShardRecords.lookup), and only the epoch on the event's slot.
    */
-  async function lookUpRecords(keys: Readonly<WaitingRoomKeys>, ids: string[], view: View): Promise<LookedRecords> {
+  async function lookUpRecords(
+    eventId: string,
+    keys: Readonly<WaitingRoomKeys>,
+    ids: string[],
+    view: View,
+    room: ShardedRoom,
+  ): Promise<LookedRecords> {
     const drawn = view.openedAt > 0 && view.drawn && view.preCount > 0;
+    // A room whose records live on the fan shards: the records (and drawn places) are the shards',
+    // the epoch the event's slot's (one HGET).
+    if (room.recordsOnShards && room.beats) {
+      const [epoch, looked] = await Promise.all([
+        ctx.redis.hget(keys.room, "epoch"),
+        room.beats.records.lookup(eventId, ids, drawn),
+      ]);
+      return { epoch: epoch ?? "", ...looked };
+    }
     const multi = ctx.redis
       .multi()
       .hget(keys.room, "epoch")
@@ -665,7 +682,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
             lookupIds.length > 0 && previous
               ? within(
                   Promise.all([
-                    lookUpRecords(k, lookupIds, previous),
+                    lookUpRecords(eventId, k, lookupIds, previous, room),
                     room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
                   ]),
                   VIEW_STALE_MS,

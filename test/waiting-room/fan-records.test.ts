@@ -15,7 +15,7 @@ import { byFanShard, createFanBeats, recordKeysOfBeats } from "../../src/waiting
 import { sweepFanShards } from "../../src/waiting-room/fan-sweep.js";
 import { DRAW_GRACE_MS } from "../../src/waiting-room/draw.js";
 import { drawKey, drawOrder, entryOf, membershipHash } from "../../src/lottery/draw.js";
-import { eventId as roomEventId, ok, SECRET, shardKeysOf, shardOfIn, sleep } from "./helpers.js";
+import { eventId as roomEventId, ok, SECRET, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
 
 const family = scriptFamily({ name: "fan-records-test", files: { records: "waiting-room/fan-records-5" } });
 
@@ -799,6 +799,54 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
         for (const g of gateways.slice(1)) await g.close();
       }
     } finally {
+      await made.close();
+    }
+  });
+
+  it("a gateway that does not know a fan finds its record on the fan's shard in a view refresh (no status call)", async () => {
+    const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 4 });
+    const other = createWaitingRoom({ redis: clients[4]!, secret: SECRET });
+    try {
+      for (const [onSaleAt, status] of [
+        [Date.now() + 3_600_000, "prequeue"],
+        [Date.now() - 1_000, "waiting"],
+      ] as const) {
+        const evt = roomEventId("shlook");
+        ok(
+          await made.configure(evt, {
+            onSaleAt: new Date(onSaleAt).toISOString(),
+            admitPerSecond: 0,
+            maxActive: 10,
+            sessionSeconds: 60,
+          }),
+        );
+        const ids = Array.from({ length: 24 }, (_, i) => `${status}${i + 1}`);
+        const joins = (await Promise.all(ids.map((id) => made.join(evt, id)))).map(ok);
+        const positionOf = new Map(joins.map((j) => [j.fanId, j.place.position]));
+        // the other gateway learns the room from the last fan's poll (Redis answers it; the head
+        // of a line is Redis's to answer), and its view
+        const first = ids.at(-1)!;
+        const rest = ids.slice(0, -1);
+        expect(ok(await other.statusOf(evt, first)).place.status).toBe(status);
+        await until(async () => {
+          const p = other.cachedStatus(evt, first);
+          return p && "place" in p && p.place.status === status ? true : undefined;
+        });
+        // the rest, all at once, through a gateway that never saw them: found in its next
+        // refresh on their shards (the event's slot has no record of them), answered from the view
+        const found = other.lineCacheCounters().found;
+        const polls = (await Promise.all(rest.map((id) => other.statusOf(evt, id)))).map(ok);
+        expect(other.lineCacheCounters().found - found).toBe(rest.length);
+        for (const p of polls) {
+          const position = positionOf.get(p.fanId)!;
+          // pre-queued: everyone else may end up ahead (the arrival numbers the event's slot gave)
+          const ahead = status === "prequeue" ? ids.length - 1 : position - 1;
+          expect(p.place).toMatchObject({ status, position, ahead });
+        }
+        ok(await made.remove(evt));
+      }
+    } finally {
+      await other.close();
       await made.close();
     }
   });
