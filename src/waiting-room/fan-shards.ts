@@ -453,6 +453,8 @@ export interface ShardRecords {
     fanIds: readonly string[],
     drawn: boolean,
   ): Promise<{ records: (string | null)[]; drawnPlaces: (string | null)[] | null }>;
+  /** The lottery's page: the fans drawn to places `from`..`to`, in place order, read from every shard's pre-queue. */
+  drawnBetween(eventId: string, from: number, to: number): Promise<string[]>;
 }
 
 export interface GivenPlace {
@@ -580,6 +582,18 @@ export function createFanBeats(
         records: fanIds.map((fanId) => records.get(fanId) ?? null),
         drawnPlaces: drawn ? fanIds.map((fanId) => places.get(fanId) ?? null) : null,
       };
+    },
+    async drawnBetween(eventId, from, to) {
+      const pages = await Promise.all(
+        Array.from({ length: shards }, (_, shard) =>
+          redis.zrangebyscore(recordKeys(eventId, shard)[2]!, from, to, "WITHSCORES"),
+        ),
+      );
+      const drawn: { fanId: string; place: number }[] = [];
+      for (const page of pages) {
+        for (let i = 0; i + 1 < page.length; i += 2) drawn.push({ fanId: page[i]!, place: Number(page[i + 1]) });
+      }
+      return drawn.sort((a, b) => a.place - b.place).map((d) => d.fanId);
     },
   };
   // `kept` calls still in flight (those given up on included), per shard key.

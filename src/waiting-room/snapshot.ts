@@ -175,7 +175,14 @@ export async function lotteryPage(
     if (outcome === "not_found") return notFound;
     if (outcome === "not_drawn") return { ok: false as const, reason: outcome };
     if (outcome || !Array.isArray(reply)) throw new ReplyShapeError("lotteryPage: unexpected reply");
-    const [preQueued, ...fanIds] = reply.map(String);
+    const [preQueued, ...onSlot] = reply.map(String);
+    // A room whose records live on the fan shards: the drawn places are in the shards' pre-queues
+    // (written before the room was marked drawn, draw.ts), none on the event's slot.
+    const room = await ctx.fanLine.roomOf(eventId);
+    const fanIds =
+      room.recordsOnShards && room.beats
+        ? await room.beats.records.drawnBetween(eventId, offset + 1, offset + limit)
+        : onSlot;
     return { ok: true as const, preQueued: Number(preQueued), offset, entries: fanIds.map(entryOf), fanIds };
   });
 }

@@ -616,6 +616,14 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     expect(order.map((entry) => placeOf.get(ids.find((id) => entryOf(id) === entry)!))).toEqual(
       ids.map((_, i) => i + 1),
     );
+    // the lottery's audit pages list the fans in that order, read from the shards' pre-queues
+    const byPlace = [...placeOf].sort((a, b) => a[1] - b[1]).map(([id]) => id);
+    const pages = [
+      await room.lotteryPage(s.evt, { offset: 0, limit: 15 }),
+      await room.lotteryPage(s.evt, { offset: 15, limit: 30 }),
+    ];
+    expect(pages.map((p) => (p.ok ? p.fanIds : p)).flat()).toEqual(byPlace);
+    expect(pages[1]).toMatchObject({ ok: true, offset: 15, preQueued: 43 });
     // the lost numbers' places are vacated for the cursor to skip
     expect(await clients[0]!.zrange(s.k.gone, "0", "-1")).toEqual(["41", "42", "43"]);
     // a pre-queue join straggling past the draw is refused by its frozen shard
