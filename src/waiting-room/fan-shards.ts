@@ -56,8 +56,12 @@ export function keySlot(key: string): number {
   return crc16(Buffer.from(key, "utf8")) % CLUSTER_SLOTS;
 }
 
-/** The K shard tags of an event, shard k's slot in [k * 16384 / K, (k + 1) * 16384 / K). */
-export function fanShardTags(eventId: string, shards = DEFAULT_FAN_SHARDS): string[] {
+/**
+ * The K shard tags of an event, shard k's slot in [k * 16384 / K, (k + 1) * 16384 / K). A
+ * `generation` (a room whose records live on the shards: its epoch) makes them the room's own, so
+ * a room created again after its event's slot was lost never finds the lost room's records.
+ */
+export function fanShardTags(eventId: string, shards = DEFAULT_FAN_SHARDS, generation = ""): string[] {
   if (!isEventId(eventId)) throw new RangeError(`invalid event id: ${JSON.stringify(eventId)}`);
   if (!Number.isInteger(shards) || shards < 1 || shards > MAX_FAN_SHARDS) {
     throw new RangeError(`fan shards: 1 to ${MAX_FAN_SHARDS}, not ${shards}`);
@@ -68,7 +72,7 @@ export function fanShardTags(eventId: string, shards = DEFAULT_FAN_SHARDS): stri
     const high = Math.floor(((k + 1) * CLUSTER_SLOTS) / shards);
     // A range of 16384/K slots is hit once in K tries on average; 256 shards: 64 slots, ~256 tries.
     for (let salt = 0; ; salt++) {
-      const tag = `evt:${eventId}:s${k}.${salt}`;
+      const tag = `evt:${eventId}:${generation}s${k}.${salt}`;
       const slot = keySlot(`{${tag}}`);
       if (slot >= low && slot < high) {
         tags.push(tag);
@@ -90,8 +94,9 @@ export function placeFanShards(
   eventId: string,
   shards: number,
   ownerOf?: (slot: number) => string | undefined,
+  generation = "",
 ): string[] {
-  const even = fanShardTags(eventId, shards);
+  const even = fanShardTags(eventId, shards, generation);
   if (!ownerOf) return even;
   const eventOwner = ownerOf(keySlot(`{evt:${eventId}}`));
   const masters = new Set<string>();
@@ -106,7 +111,7 @@ export function placeFanShards(
     if (ownerOf(keySlot(`{${tag}}`)) === target) return tag;
     // A master holds about 1/M of the slots: a few tries each. Bounded, in case the map is odd.
     for (let salt = 0; salt < 100_000; salt++) {
-      const candidate = `evt:${eventId}:s${k}.m${salt}`;
+      const candidate = `evt:${eventId}:${generation}s${k}.m${salt}`;
       if (ownerOf(keySlot(`{${candidate}}`)) === target) return candidate;
     }
     return tag;

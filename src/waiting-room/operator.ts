@@ -8,7 +8,7 @@ import { Cluster } from "ioredis";
 import { z } from "zod";
 import { ADMIT_RATE_RULE, isAdmitRate, withinAdmitRange } from "../admit-rate.js";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
-import { type FanBeats, newFanShardKey, placeFanShards } from "./fan-shards.js";
+import { createFanBeats, type FanBeats, newFanShardKey, placeFanShards } from "./fan-shards.js";
 import { allKeys, lineKeysWithChanges, lineKeysWithClaims } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
 import { AUTO_ADMIT_FIELDS, changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
@@ -154,6 +154,18 @@ export async function configureRoom(
   }
   const epoch = randomBytes(8).toString("hex");
   return ctx.guarded(mode, eventId, async () => {
+    // A room whose records live on the shards gets shard keys of its own (its epoch in the tags):
+    // a room restored after its event's slot was lost never reads the lost room's records.
+    const onShards = ctx.claimsForNewRooms === "shards";
+    const shards = await shardArgs(ctx, eventId, onShards ? `${epoch.slice(0, 8)}:` : "");
+    // Restored with revocations, records on the shards: each revoked fan's record written on its
+    // shard first (a join there is refused), so a restorer dying before the room exists leaves
+    // no room that lets them in. A room another restorer created meanwhile keeps its own shards.
+    if (onShards && mode === "restore" && (how.revoked?.length ?? 0) > 0 && Number(shards[0]) > 0) {
+      const tags = shards[1].split(",");
+      const beats = createFanBeats(ctx.redis, { shards: tags.length, tagsOf: () => tags, shardKey: shards[2] });
+      for (const fanId of how.revoked ?? []) await beats.records.revoke(eventId, fanId);
+    }
     const { reply, outcome } = await ctx.script("configure", lineKeysWithChanges(k), [
       String(s.onSaleAt),
       String(s.admitPerSecond),
@@ -174,7 +186,7 @@ export async function configureRoom(
       how.settingsVersion ? String(Math.floor(how.settingsVersion)) : "",
       how.closed ? "1" : "0",
       // the fan shards' tags and key, if this call creates the room (placed off the event's own master)
-      ...(await shardArgs(ctx, eventId)),
+      ...shards,
       ctx.claimsForNewRooms === "shards" ? "2" : ctx.claimsForNewRooms ? "1" : "0",
       ...(how.revoked ?? []),
     ]);
@@ -201,7 +213,7 @@ export async function configureRoom(
  * configure-9.lua's ARGV[20] (the count), ARGV[21] (the tags, comma-separated) and ARGV[22] (the
  * shard key, fanShardOf's: new for each room); '0', '', '' for none.
  */
-async function shardArgs(ctx: RoomContext, eventId: string): Promise<[string, string, string]> {
+async function shardArgs(ctx: RoomContext, eventId: string, generation: string): Promise<[string, string, string]> {
   const shards = ctx.fanShardsForNewRooms;
   if (shards <= 0) return ["0", "", ""];
   // On a cluster, where each tag would live: the masters' slot ranges as the cluster says now
@@ -214,7 +226,7 @@ async function shardArgs(ctx: RoomContext, eventId: string): Promise<[string, st
       return master ? `${master[0]}:${master[1]}` : undefined;
     };
   }
-  const tags = placeFanShards(eventId, shards, ownerOf);
+  const tags = placeFanShards(eventId, shards, ownerOf, generation);
   return [String(tags.length), tags.join(","), newFanShardKey()];
 }
 
@@ -336,7 +348,7 @@ export async function revokeFan(ctx: RoomContext, eventId: string, fanId: string
     // A room restored after a Redis loss cannot tell a fan it never knew from one admitted in the
     // lost room, whose access token (of the lost room's epoch) the claim path still trusts: the fan
     // id is revoked (recorded, and a revoked record here), which refuses that token and its joins.
-    if (record.restored && ctx.records) return revokeUnseen(ctx, eventId, fanId);
+    if (record.restored && ctx.records) return revokeUnseen(ctx, eventId, fanId, record.shards);
     return { ok: false, reason: "unknown_fan" };
   }
   const match = FAN_RECORD.exec(record.raw);
@@ -396,8 +408,17 @@ async function revokeOnShards(
   });
 }
 
-/** Revokes a fan id a restored room does not know: recorded first, then a revoked record. */
-async function revokeUnseen(ctx: RoomContext, eventId: string, fanId: string): Promise<RevokeFanResult> {
+/**
+ * Revokes a fan id a restored room does not know: recorded first, then a revoked record. In a room
+ * whose records live on the shards the event's slot's record still refuses the lost room's access
+ * token (session-active-3.lua reads it across epochs), and the shard's refuses a join.
+ */
+async function revokeUnseen(
+  ctx: RoomContext,
+  eventId: string,
+  fanId: string,
+  shards: FanBeats | null = null,
+): Promise<RevokeFanResult> {
   const k = keysFor(eventId);
   if (!k || !ctx.records) return notFound;
   try {
@@ -412,6 +433,9 @@ async function revokeUnseen(ctx: RoomContext, eventId: string, fanId: string): P
     set: (await ctx.redis.hsetnx(k.fans, fanId, "r|0|0||0|0")) === 1,
   }));
   if (!written.ok) return written;
+  // On the shards: the record to r there whatever it became meanwhile (a join in between), its
+  // place barred and any session claimed there ended.
+  if (shards) return revokeOnShards(ctx, eventId, fanId, shards);
   // The fan joined in between: revoke what it has now.
   if (!written.set) return revokeFan(ctx, eventId, fanId);
   ctx.log?.info({ eventId, fanId }, "fan revoked in a restored room (its session, if any, was in the room Redis lost)");

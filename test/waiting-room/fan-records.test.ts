@@ -9,7 +9,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { registerScripts, type RunScript, scriptFamily } from "../../src/redis/scripts.js";
 import { createWaitingRoom, type WaitingRoom, waitingRoomKeys } from "../../src/waiting-room/index.js";
-import { lineKeys, lineKeysWithClaims } from "../../src/waiting-room/keys.js";
+import { allKeys, lineKeys, lineKeysWithClaims } from "../../src/waiting-room/keys.js";
 import { uniqueId } from "../gateway/harness.js";
 import { byFanShard, createFanBeats, recordKeysOfBeats } from "../../src/waiting-room/fan-shards.js";
 import { sweepFanShards } from "../../src/waiting-room/fan-sweep.js";
@@ -806,6 +806,53 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
       } finally {
         for (const g of gateways.slice(1)) await g.close();
       }
+    } finally {
+      await made.close();
+    }
+  });
+
+  it("a room restored after its event's slot was lost: shards of its own, the revoked refused on them", async () => {
+    const evt = roomEventId("shrestore");
+    const settings = { onSaleAt: Date.now() - 1_000, admitPerSecond: 0, maxActive: 10, sessionSeconds: 60 };
+    // the decisions kept outside Redis (DynamoDB's in the gateway), as the restore reads them
+    const revoked = new Set<string>();
+    const made = createWaitingRoom({
+      redis: clients[3]!,
+      secret: SECRET,
+      claims: "shards",
+      fanShards: 4,
+      restore: async (id) => (id === evt ? { ...settings, revoked: [...revoked] } : null),
+      records: {
+        claimIdentity: async (_e, _i, fanId) => ({ holder: fanId, fresh: true }),
+        releaseIdentity: async () => undefined,
+        recordRevocation: async (_e, fanId) => void revoked.add(fanId),
+      },
+    });
+    try {
+      ok(await made.configure(evt, { ...settings, onSaleAt: new Date(settings.onSaleAt).toISOString() }));
+      for (const id of ["x", "y", "ann", "bad"]) ok(await made.join(evt, id));
+      const k = waitingRoomKeys(evt);
+      const lostTags = await clients[0]!.hget(k.room, "fanShardTags");
+      revoked.add("bad");
+      // the event's slot is lost (its master failed over to a replica that had not synced); the
+      // shards keep the lost room's records
+      await clients[0]!.unlink(...allKeys(k));
+      // ann's next join restores the room: a new place 1, not her lost record's place 3
+      const again = ok(await made.join(evt, "ann"));
+      expect(again).toMatchObject({ created: true, place: { status: "waiting", position: 1 } });
+      const tags = await clients[0]!.hget(k.room, "fanShardTags");
+      expect(await clients[0]!.hget(k.room, "restoredAt")).not.toBeNull();
+      expect(tags).not.toBe(lostTags);
+      // the revoked fan is refused by its shard in the new room, from its first join
+      expect(await made.join(evt, "bad")).toEqual({ ok: false, reason: "revoked" });
+      // and a fan the restored room never saw, revoked now, is refused too
+      expect(await made.revokeFan(evt, "stranger")).toMatchObject({ ok: true, status: "revoked" });
+      expect(revoked.has("stranger")).toBe(true);
+      expect(await made.join(evt, "stranger")).toEqual({ ok: false, reason: "revoked" });
+      // (the refused joins' reservations were given back: a newcomer is let in as usual)
+      expect(ok(await made.join(evt, "newcomer"))).toMatchObject({ created: true, place: { status: "waiting" } });
+      for (const tag of lostTags!.split(",")) await clients[0]!.unlink(...recordKeysOfBeats(`wr:{${tag}}:beats`));
+      ok(await made.remove(evt));
     } finally {
       await made.close();
     }
