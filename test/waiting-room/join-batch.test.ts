@@ -86,11 +86,23 @@ describe("joins batched per event", () => {
       // the heartbeat it counts as: the place's last poll moved
       expect(Number(await lastBeat(redis!, evt, ids[150]!))).toBeGreaterThan(Number(before));
       for (const i of [0, 150, 299]) {
-        const { etaSeconds: _eta, ...polled } = ok(await gw.room.statusOf(evt, ids[i]!)).place as {
+        const {
+          etaSeconds: _eta,
+          ahead,
+          ...polled
+        } = ok(await gw.room.statusOf(evt, ids[i]!)).place as {
           etaSeconds?: number;
+          ahead: number;
         };
-        const { etaSeconds: _joinedEta, ...answered } = again[i]!.place as { etaSeconds?: number };
+        const {
+          etaSeconds: _joinedEta,
+          ahead: aheadJoined,
+          ...answered
+        } = again[i]!.place as { etaSeconds?: number; ahead: number };
         expect(answered).toEqual(polled);
+        // "first" (place 1) is not polled: with abandonSeconds 1 it lapses about now, so the join's
+        // answer and the poll after it may count one fan ahead more or less (CI saw 150 and 151)
+        expect(Math.abs(ahead - aheadJoined)).toBeLessThanOrEqual(1);
       }
 
       // A place not polled for abandonSeconds does not stand: join-9.lua settles it (lost) and
