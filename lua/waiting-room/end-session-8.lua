@@ -42,9 +42,17 @@ if mine then
     r.completed = r.completed + 1
   end
 end
+-- A room whose records live on the fan shards has no record here: the session ends in `active`,
+-- counted as above, and the fan's shard record is settled by its next poll (status-shard-11.lua
+-- reads an admitted record whose session left `active` early as completed) or, for a revocation,
+-- by the caller (sessions.ts: the record to r on the shard).
+local status = 'unknown'
+if not f and shard_records(r) and freed == 1 then
+  if reason == 'revoked' then r.revoked = r.revoked + 1 else r.completed = r.completed + 1 end
+  status = reason
+end
 if freed == 1 then serve(r, now) end
 
 save_room(r)
-local status = 'unknown'
 if f then status = STATE_NAMES[f.s] end
 return { 'freed', int(freed), 'fanId', fanId, 'status', status }

@@ -43,6 +43,10 @@ local f = unpack_fan(sent)
 if f.s == 'a' and f.exp <= now then
   -- its session ran out: the expiry was counted when the tick collected it
   f.s = 'e'
+elseif f.s == 'a' and not redis.call('ZSCORE', K_ACTIVE, f.sid) then
+  -- its session ended before its expiry (end-session-8.lua: a purchase; a revocation writes r on
+  -- the shard itself): completed, counted there
+  f.s = 'c'
 elseif f.s == 'w' and r.openedAt > 0 and f.pos <= r.served then
   -- the place was passed: the claim (includes/place-claims.lua, as claims-9.lua 'claim')
   local kind, sid, exp, at = claim_place(r, f.pos, fanId, now)

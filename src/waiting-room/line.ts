@@ -229,8 +229,23 @@ async function joinOnShards(
   room: ShardJoinRoom,
   request: BatchedJoin,
 ): Promise<JoinResult> {
-  let outcome = await ctx.shardJoins.join(eventId, lineKeys(k), room, request);
-  if (outcome.kind === "frozen") outcome = await ctx.shardJoins.join(eventId, lineKeys(k), room, request);
+  const joinAgain = () => ctx.shardJoins.join(eventId, lineKeys(k), room, request);
+  let outcome = await joinAgain();
+  if (outcome.kind === "frozen") outcome = await joinAgain();
+  // the join's own limit was taken; the polls that answer it take none
+  const noLimits = [limitKey(eventId, "ip:status", ""), limitKey(eventId, "fan:status", request.fanId)];
+  const poll = () => statusOnShards(ctx, k, eventId, request.fanId, room.beats, noLimits, [0, 0, 0, 0]);
+  // An admitted fan's record: its poll settles it (a session that ended since is expired or
+  // completed there), and a fan whose session ended takes a new place at the back, as join-9.lua
+  // does in one call. One try: a fan admitted again in between keeps that session.
+  let settled: StatusResult | null = null;
+  if (outcome.kind === "admitted") {
+    settled = await poll();
+    if (settled.ok && ENDED.has(settled.place.status)) {
+      outcome = await joinAgain();
+      settled = null;
+    }
+  }
   switch (outcome.kind) {
     case "limited": {
       const limited = limitedFrom(outcome.reply);
@@ -261,15 +276,19 @@ async function joinOnShards(
       return { ok: true, created, fanId: request.fanId, queueToken, place: cached, invites: false };
     }
   }
-  // the join's own limit was taken; the poll that answers it takes none
-  const noLimits = [limitKey(eventId, "ip:status", ""), limitKey(eventId, "fan:status", request.fanId)];
-  const polled = await statusOnShards(ctx, k, eventId, request.fanId, room.beats, noLimits, [0, 0, 0, 0]);
+  const polled = settled ?? (await poll());
   if (!polled.ok) {
     if (polled.reason === "not_found" || polled.reason === "unavailable") return polled;
     throw new ReplyShapeError(`join of ${eventId}: a place just taken, then ${polled.reason}`);
   }
-  return { ok: true, created, fanId: request.fanId, queueToken, place: polled.place, invites: false };
+  // A place given back (not made by this join) in a line for invited fans goes only with the
+  // invite (the routes refuse it without): the room's setting, read for repeat joins only.
+  const invites = !created && Number(await ctx.redis.hget(k.room, "invites")) === 1;
+  return { ok: true, created, fanId: request.fanId, queueToken, place: polled.place, invites };
 }
+
+/** A fan's place that ended: its join takes a new place at the back. */
+const ENDED: ReadonlySet<string> = new Set(["expired", "completed", "abandoned"]);
 
 /** The poll answered from this process's view of the line, or null when Redis must answer. */
 export function cachedStatus(

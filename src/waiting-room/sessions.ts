@@ -22,7 +22,12 @@ export async function endSession(
     if (outcome === "unknown_session") return { ok: false as const, reason: outcome };
     if (outcome) throw new ReplyShapeError(`endSession: unexpected ${outcome}`);
     const f = new Fields(reply);
-    if (reason === "revoked") ctx.log?.info({ eventId, sessionId }, "session revoked");
+    if (reason === "revoked") {
+      ctx.log?.info({ eventId, sessionId }, "session revoked");
+      // A room whose records live on the fan shards: the fan barred on its shard too (its record r)
+      const room = await ctx.fanLine.roomOf(eventId);
+      if (room.recordsOnShards && room.beats) await room.beats.records.revoke(eventId, f.str("fanId"));
+    }
     return {
       ok: true as const,
       freed: f.flag("freed"),

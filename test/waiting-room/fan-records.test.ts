@@ -811,6 +811,62 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     }
   });
 
+  it("sessions end as in today's rooms: a purchase's fan placed again at once, a revoked one barred; the invite line", async () => {
+    const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 4 });
+    const evt = roomEventId("shjoin2");
+    try {
+      ok(
+        await made.configure(evt, {
+          onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+          admitPerSecond: 1_000,
+          maxActive: 10,
+          sessionSeconds: 60,
+        }),
+      );
+      ok(await made.join(evt, "amy"));
+      const admitted = await until(async () => {
+        const place = ok(await made.statusOf(evt, "amy")).place;
+        return place.status === "admitted" ? place : undefined;
+      });
+      // a live session: the repeat join answers it, no new place
+      expect(ok(await made.join(evt, "amy"))).toMatchObject({ created: false, place: { status: "admitted" } });
+      // her session ends (a purchase): her next join is a new place at the back, in that one join
+      ok(await made.completeSession(evt, admitted.status === "admitted" ? admitted.sessionId : ""));
+      const again = ok(await made.join(evt, "amy"));
+      expect(again.created).toBe(true);
+      expect(["waiting", "admitted"]).toContain(again.place.status);
+      expect(again.place.position).toBeGreaterThan(admitted.position);
+      expect(ok(await made.stats(evt)).stats.completed).toBe(1);
+      // the operator revokes a session by its id: ended, counted, and the fan barred on its shard
+      ok(await made.join(evt, "rex"));
+      const rex = await until(async () => {
+        const place = ok(await made.statusOf(evt, "rex")).place;
+        return place.status === "admitted" ? place : undefined;
+      });
+      expect(ok(await made.revokeSession(evt, rex.status === "admitted" ? rex.sessionId : ""))).toMatchObject({
+        freed: true,
+        fanId: "rex",
+        status: "revoked",
+      });
+      expect(ok(await made.statusOf(evt, "rex")).place.status).toBe("revoked");
+      expect(await made.join(evt, "rex")).toEqual({ ok: false, reason: "revoked" });
+      expect(ok(await made.stats(evt)).stats.revoked).toBe(1);
+      // an invite line: a place given back goes with the invite only. The range refuses a join
+      // without one before any record is read (what the route answers a repeat join without its
+      // invite in any room: invite_required); with it, the place comes back flagged, as today's
+      const invite = { credentials: { proofBits: 0, invite: true } };
+      ok(await made.updateSettings(evt, { invites: true }));
+      expect(ok(await made.join(evt, "ivy", invite))).toMatchObject({ created: true, invites: false });
+      expect(ok(await made.join(evt, "ivy", invite))).toMatchObject({ created: false, invites: true });
+      expect(ok(await made.join(evt, "amy", invite))).toMatchObject({ created: false, invites: true });
+      expect(await made.join(evt, "ivy")).toEqual({ ok: false, reason: "invite_required" });
+      expect(await made.join(evt, "ned")).toEqual({ ok: false, reason: "invite_required" });
+      ok(await made.remove(evt));
+    } finally {
+      await made.close();
+    }
+  });
+
   it("a room restored after its event's slot was lost: shards of its own, the revoked refused on them", async () => {
     const evt = roomEventId("shrestore");
     const settings = { onSaleAt: Date.now() - 1_000, admitPerSecond: 0, maxActive: 10, sessionSeconds: 60 };
