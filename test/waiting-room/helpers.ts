@@ -42,8 +42,11 @@ export function gateways(
       secret: SECRET,
       ...(options.lineCache === undefined ? {} : options),
       ...(fanShards > 0 ? { fanShards } : {}),
-      // TEST_LINE_CLAIMS=1: the rooms admit by claims (WAITING_ROOM_CLAIMS), the whole suite in that mode
+      // TEST_LINE_CLAIMS=1: the rooms admit by claims (WAITING_ROOM_CLAIMS), the whole suite in that mode;
+      // TEST_LINE_CLAIMS=shards (with TEST_FAN_SHARDS): their records live on the fan shards
+      // (createWaitingRoom's `claims: "shards"`, no gateway setting yet)
       ...(process.env.TEST_LINE_CLAIMS === "1" ? { claims: true } : {}),
+      ...(process.env.TEST_LINE_CLAIMS === "shards" && fanShards > 0 ? { claims: "shards" as const } : {}),
     }),
   );
   const room = rooms[0];
