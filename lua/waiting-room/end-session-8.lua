@@ -47,9 +47,16 @@ end
 -- reads an admitted record whose session left `active` early as completed) or, for a revocation,
 -- by the caller (sessions.ts: the record to r on the shard).
 local status = 'unknown'
-if not f and shard_records(r) and freed == 1 then
-  if reason == 'revoked' then r.revoked = r.revoked + 1 else r.completed = r.completed + 1 end
-  status = reason
+if not f and shard_records(r) then
+  if freed == 1 then
+    if reason == 'revoked' then r.revoked = r.revoked + 1 else r.completed = r.completed + 1 end
+    status = reason
+  elseif exp then
+    status = 'expired'
+  else
+    -- ended before (completed, revoked or expired and collected): this call's kind, as a repeat of it
+    status = reason
+  end
 end
 if freed == 1 then serve(r, now) end
 

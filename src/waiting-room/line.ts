@@ -259,7 +259,18 @@ async function joinOnShards(
     }
     case "not_found":
       return notFound;
-    case "closed":
+    case "closed": {
+      // A closed room keeps the places it gave (the range refuses before any record is read): a
+      // fan with a record is answered by its poll, unless its place ended (no new place now).
+      if ((await room.beats.records.record(eventId, request.fanId)) === null) return { ok: false, reason: "closed" };
+      const kept = await poll();
+      if (kept.ok && kept.place.status === "revoked") return { ok: false, reason: "revoked" };
+      if (kept.ok && ENDED.has(kept.place.status)) return { ok: false, reason: "closed" };
+      if (!kept.ok)
+        return kept.reason === "not_found" || kept.reason === "unavailable" ? kept : { ok: false, reason: "closed" };
+      const queueToken = ctx.tokens.signQueueToken({ fanId: request.fanId, eventId, epoch: room.epoch });
+      return { ok: true, created: false, fanId: request.fanId, queueToken, place: kept.place, invites: false };
+    }
     case "revoked":
       return { ok: false, reason: outcome.kind };
     case "reshard":

@@ -811,7 +811,7 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     }
   });
 
-  it("sessions end as in today's rooms: a purchase's fan placed again at once, a revoked one barred; the invite line", async () => {
+  it("joins as in today's rooms: a purchase's fan placed again at once, a revoked one barred, the invite line, a closed room", async () => {
     const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 4 });
     const evt = roomEventId("shjoin2");
     try {
@@ -861,6 +861,16 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
       expect(ok(await made.join(evt, "amy", invite))).toMatchObject({ created: false, invites: true });
       expect(await made.join(evt, "ivy")).toEqual({ ok: false, reason: "invite_required" });
       expect(await made.join(evt, "ned")).toEqual({ ok: false, reason: "invite_required" });
+      // a closed room keeps the places it gave (the range refuses first; the record answers) and
+      // gives no new one, nor one to a fan whose place ended
+      ok(await made.updateSettings(evt, { closed: true, invites: false }));
+      expect(ok(await made.join(evt, "ivy"))).toMatchObject({
+        created: false,
+        place: { position: expect.any(Number) },
+      });
+      expect(await made.join(evt, "newbie")).toEqual({ ok: false, reason: "closed" });
+      expect(await made.join(evt, "rex")).toEqual({ ok: false, reason: "revoked" });
+      expect(await made.join(evt, "amy")).toMatchObject({ ok: true, created: false });
       ok(await made.remove(evt));
     } finally {
       await made.close();
