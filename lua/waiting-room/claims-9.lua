@@ -20,7 +20,8 @@
               back; a place lost before stays lost
     'gone'    ARGV[2] the fans given up in this call (the `abandoned` count), ARGV[3] '1' when the
               sweep read every stale beat (sweptAt is recorded, as abandon-8.lua), ARGV[4..] the
-              places the shards gave up or vacated (fan-records-5.lua 'given'): each ahead of the
+              places the shards gave up or vacated (fan-records-5.lua 'given'; 'v:<place>' for a
+              reservation no fan took, taken back out of `joined` once): each ahead of the
               cursor goes to `gone`, each passed is lost ('x') and gives its offer back, unless
               claimed
 
@@ -101,19 +102,27 @@ end
 if mode == 'gone' then
   tick(r, now)
   local vacated, back, claimed, sweptAt = 0, 0, 0, 0
+  -- reservations no fan took (a repeat join's, 'v:<place>'): counted joined by the range, taken
+  -- back here once each (a place told again by an overlapping sweep is found done)
+  local untaken = 0
   for i = 4, #ARGV do
-    local place = tonumber(ARGV[i])
+    local reservation = string.sub(ARGV[i], 1, 2) == 'v:'
+    local place = tonumber(reservation and string.sub(ARGV[i], 3) or ARGV[i])
     if redis.call('HEXISTS', K_CLAIMS, int(place)) == 1 then
       claimed = claimed + 1
     elseif r.openedAt == 0 or place > r.served then
-      vacated = vacated + redis.call('ZADD', K_GONE, int(place), int(place))
+      local added = redis.call('ZADD', K_GONE, int(place), int(place))
+      vacated = vacated + added
+      if reservation and added == 1 then untaken = untaken + 1 end
     else
       -- passed: lost for good, so a claim of it later is answered so and counted once
       redis.call('HSET', K_CLAIMS, int(place), 'x')
       if offer_back(place) then back = back + 1 end
+      if reservation then untaken = untaken + 1 end
     end
   end
   r.abandoned = r.abandoned + (tonumber(ARGV[2]) or 0)
+  r.joined = math.max(0, r.joined - untaken)
   if ARGV[3] == '1' and r.openedAt > 0 and r.drawn ~= 0 then
     sweptAt = now
     r.sweptAt = now

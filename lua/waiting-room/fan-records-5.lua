@@ -11,8 +11,9 @@
   KEYS[3]  wr:{<tag>}:pre     ZSET the shard's pre-queued fans: score 0, then the drawn place
   KEYS[4]  wr:{<tag>}:given   ZSET places given up here and not yet told to the event's slot,
                               scored with the place: member 'x:<place>' for a fan given up (the
-                              room counts it abandoned), '<place>' for a place vacated (a
-                              reservation not taken, a revoked fan's). The sweep's `gone` call
+                              room counts it abandoned), 'v:<place>' for a reservation not taken
+                              (the room counted it joined: taken back), '<place>' for another
+                              place vacated (a revoked fan's). The sweep's `gone` call
                               carries them and then acknowledges them ('ack'), so a gateway dying
                               in between loses none
   KEYS[5]  wr:{<tag>}:frozen  STRING set by the draw: the shard's pre-queue takes nobody more
@@ -163,7 +164,7 @@ if mode == 'join' then
       end
     elseif kind == 'w' and (outcome == 'again' or outcome == 'revoked') then
       given[#given + 1] = numberText
-      given[#given + 1] = numberText
+      given[#given + 1] = 'v:' .. numberText
     end
     if outcome == 'new' or outcome == 'rejoin' or outcome == 'again' then
       beats[#beats + 1] = nowText
@@ -265,7 +266,7 @@ if mode == 'vacate' then
   local added = 0
   for i = 2, #ARGV do
     local place = tonumber(ARGV[i]) or 0
-    if place > 0 then added = added + redis.call('ZADD', K_GIVEN, place, text(place)) end
+    if place > 0 then added = added + redis.call('ZADD', K_GIVEN, place, 'v:' .. text(place)) end
   end
   return { now, added }
 end

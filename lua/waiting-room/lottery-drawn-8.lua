@@ -45,6 +45,9 @@ if r.drawn == 0 then
       return -9
     end
     for place = members + 1, r.preCount do redis.call('ZADD', K_GONE, place, place) end
+    -- the arrival numbers nobody holds (a repeat join's, a gateway's lost mid-join) were counted
+    -- joined by the range: the pre-queue joined as its members
+    r.joined = math.max(0, r.joined - (r.preCount - members))
   elseif redis.call('ZCARD', K_PRE) ~= r.preCount
     or redis.call('ZCOUNT', K_PRE, 1, r.preCount) ~= r.preCount then
     save_room(r)

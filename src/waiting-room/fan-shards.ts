@@ -466,6 +466,8 @@ export interface GivenPlace {
   member: string;
   place: number;
   abandoned: boolean;
+  /** A reservation a join did not take (a repeat join's, an admitted fan's): `joined` counted it. */
+  reservation: boolean;
 }
 
 export function createFanBeats(
@@ -516,7 +518,8 @@ export function createFanBeats(
       return reply.slice(1).map((m) => {
         const member = String(m);
         const abandoned = member.startsWith("x:");
-        return { member, place: Number(abandoned ? member.slice(2) : member), abandoned };
+        const reservation = member.startsWith("v:");
+        return { member, place: Number(abandoned || reservation ? member.slice(2) : member), abandoned, reservation };
       });
     },
     async ack(eventId, shard, members) {

@@ -205,7 +205,7 @@ async function recordsRound(
     "gone",
     abandoned,
     behind ? "0" : "1",
-    ...places.map((p) => p.place),
+    ...places.map((p) => (p.reservation ? `v:${p.place}` : p.place)),
   ]);
   if (!Array.isArray(reply)) throw new Error(`claims-9 gone: unexpected reply ${String(reply)}`);
   const acked = await Promise.all(

@@ -101,13 +101,13 @@ describe("fan records: the join (step 1)", () => {
     const again = await s.join(ABANDON, drawnSince(), "w", "f1", 150);
     expect(again[0]).toMatchObject({ outcome: "again", record: "w|101|0||0|0", old: 0 });
     expect(Number(again[0]!.age)).toBeGreaterThanOrEqual(0);
-    expect(await s.given()).toEqual(["150"]);
+    expect(await s.given()).toEqual(["v:150"]);
 
     // a fan twice in one call: the second finds the first's record
     const twice = await s.join(ABANDON, drawnSince(), "w", "f3", 160, "f3", 161);
     expect(twice.map((j) => j.outcome)).toEqual(["new", "again"]);
     expect(await s.record("f3")).toBe("w|160|0||0|0");
-    expect(await s.given()).toEqual(["150", "161"]);
+    expect(await s.given()).toEqual(["v:150", "v:161"]);
   });
 
   it("enters pre-queued fans in the shard's pre-queue; an arrival number is never a place to give back", async () => {
@@ -132,7 +132,7 @@ describe("fan records: the join (step 1)", () => {
     // every tab is answered the one record
     expect(new Set(outcomes.map((o) => o.record))).toEqual(new Set([record]));
     const place = Number(record.split("|")[1]);
-    expect(await s.given()).toEqual(places.filter((p) => p !== place).map(String));
+    expect(await s.given()).toEqual(places.filter((p) => p !== place).map((p) => `v:${p}`));
   });
 
   it("a lapsed place is given up and the rejoin takes its reservation; never before the draw", async () => {
@@ -160,10 +160,11 @@ describe("fan records: the join (step 1)", () => {
     const replies = await s.join(ABANDON, drawnSince(), "w", "rev", 40, "adm", 41);
     expect(replies.map((j) => j.outcome)).toEqual(["revoked", "admitted"]);
     expect(replies[1]!.record).toBe("a|6|0|e1.1|999|888");
-    // the revoked fan's place 5 and its reservation 40; 41 waits for the caller, who vacates it
-    expect(await s.given()).toEqual(["5", "40"]);
+    // the revoked fan's place 5 and its reservation 40 (a reservation not taken: `joined` counted
+    // it); 41 waits for the caller, who vacates it
+    expect(await s.given()).toEqual(["5", "v:40"]);
     expect(await s.call("vacate", 41)).toEqual([expect.any(Number), 1]);
-    expect(await s.given()).toEqual(["5", "40", "41"]);
+    expect(await s.given()).toEqual(["5", "v:40", "v:41"]);
   });
 
   it("after the draw's freeze a new pre-queued reservation writes nothing; a member's repeat join stands", async () => {
@@ -288,9 +289,9 @@ describe("fan records: the sweep (step 3)", () => {
   it("hands the given places over until the event's slot acknowledges them", async () => {
     const s = shard();
     await s.call("vacate", 9, 4, 7, 0);
-    expect((await s.call("given", 2)).slice(1)).toEqual(["4", "7"]);
-    expect((await s.call("ack", "4", "7", "99"))[1]).toBe(2);
-    expect((await s.call("given", 10)).slice(1)).toEqual(["9"]);
+    expect((await s.call("given", 2)).slice(1)).toEqual(["v:4", "v:7"]);
+    expect((await s.call("ack", "v:4", "v:7", "v:99"))[1]).toBe(2);
+    expect((await s.call("given", 10)).slice(1)).toEqual(["v:9"]);
     await expect(s.call("nonsense")).rejects.toThrow(/unknown mode/);
   });
 });
@@ -598,6 +599,8 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     expect(opened.ok && opened.info.lottery.seed).toBeTruthy();
     expect(await s.field("preCount")).toBe(43);
     expect(await s.field("drawn")).toBe(1);
+    // 43 numbers counted joined by the range, 40 fans: the draw counts its members
+    expect(await s.field("joined")).toBe(40);
     // not before the grace after the close: the joins numbered before it land first
     expect((await s.field("drawnAt")) - (await s.field("openedAt"))).toBeGreaterThanOrEqual(DRAW_GRACE_MS);
     // every member on its shard at its drawn place, the places exactly 1..40
@@ -803,6 +806,21 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
         const again = ok(await gateways[2]!.join(evt, "j7"));
         expect(again).toMatchObject({ created: false, place: { position: placeOf.get("j7") } });
         expect(ok(await gateways[1]!.statusOf(evt, "j7")).place.position).toBe(placeOf.get("j7"));
+        // the 61 reservations no fan took are taken back out of `joined` as a sweep tells them
+        // (the gateways' own sweeps may run too), once each: told again, as by a sweep that
+        // overlapped another, they change nothing
+        const [tagList, shardKey] = await clients[0]!.hmget(k.room, "fanShardTags", "fanShardKey");
+        const tags = (tagList ?? "").split(",");
+        const beats = createFanBeats(clients[0]!, { shards: tags.length, tagsOf: () => tags, shardKey });
+        await sweepFanShards(clients[0]!, beats, evt);
+        expect(ok(await made.stats(evt)).stats).toMatchObject({ joined: 60, waiting: 60, lastPosition: 121 });
+        const slotRun = registerScripts(
+          clients[0]!,
+          scriptFamily({ name: "gone-again", files: { claims: "waiting-room/claims-9" } }),
+        );
+        const told = [...vacated].slice(0, 5).map((p) => `v:${p}`);
+        await slotRun("claims", lineKeysWithClaims(k), ["gone", "0", "1", ...told]);
+        expect(ok(await made.stats(evt)).stats).toMatchObject({ joined: 60, waiting: 60 });
       } finally {
         for (const g of gateways.slice(1)) await g.close();
       }
