@@ -18,12 +18,13 @@
     'revoke'  ARGV[2] place (0: the fan held none): the place barred ('r'); a session claimed
               there is ended; a place ahead of the cursor is vacated, a passed one's offer given
               back; a place lost before stays lost
-    'gone'    ARGV[2] the fans given up in this call (the `abandoned` count), ARGV[3] '1' when the
-              sweep read every stale beat (sweptAt is recorded, as abandon-8.lua), ARGV[4..] the
-              places the shards gave up or vacated (fan-records-5.lua 'given'; 'v:<place>' for a
-              reservation no fan took, taken back out of `joined` once): each ahead of the
-              cursor goes to `gone`, each passed is lost ('x') and gives its offer back, unless
-              claimed
+    'gone'    ARGV[2] '1' when the sweep read every stale beat (sweptAt is recorded, as
+              abandon-8.lua), ARGV[3..] the places the shards gave up or vacated, as their `given`
+              names them (fan-records-5.lua): 'x:<place>' a fan given up (counted `abandoned`),
+              'v:<place>' a reservation no fan took (taken back out of `joined`), '<place>'
+              another place vacated. Each ahead of the cursor goes to `gone`, each passed is lost
+              ('x') and gives its offer back, unless claimed; each is counted only the first time
+              it is told (a place told again by an overlapping sweep is found done)
 
   Returns
     claim   { 'session', sid, exp, at } | { 'lost' } | { 'revoked' } | { 'ahead' }
@@ -102,28 +103,31 @@ end
 if mode == 'gone' then
   tick(r, now)
   local vacated, back, claimed, sweptAt = 0, 0, 0, 0
-  -- reservations no fan took (a repeat join's, 'v:<place>'): counted joined by the range, taken
-  -- back here once each (a place told again by an overlapping sweep is found done)
-  local untaken = 0
-  for i = 4, #ARGV do
-    local reservation = string.sub(ARGV[i], 1, 2) == 'v:'
-    local place = tonumber(reservation and string.sub(ARGV[i], 3) or ARGV[i])
+  -- what each place was, counted when it is done here the first time: a fan given up (x:) in
+  -- `abandoned`; a reservation no fan took (v:), which the range counted joined, out of `joined`
+  local counts = { ['x:'] = 0, ['v:'] = 0 }
+  for i = 3, #ARGV do
+    local tag = string.sub(ARGV[i], 1, 2)
+    if not counts[tag] then tag = nil end
+    local place = tonumber(tag and string.sub(ARGV[i], 3) or ARGV[i])
+    local first = false
     if redis.call('HEXISTS', K_CLAIMS, int(place)) == 1 then
       claimed = claimed + 1
     elseif r.openedAt == 0 or place > r.served then
       local added = redis.call('ZADD', K_GONE, int(place), int(place))
       vacated = vacated + added
-      if reservation and added == 1 then untaken = untaken + 1 end
+      first = added == 1
     else
       -- passed: lost for good, so a claim of it later is answered so and counted once
       redis.call('HSET', K_CLAIMS, int(place), 'x')
       if offer_back(place) then back = back + 1 end
-      if reservation then untaken = untaken + 1 end
+      first = true
     end
+    if tag and first then counts[tag] = counts[tag] + 1 end
   end
-  r.abandoned = r.abandoned + (tonumber(ARGV[2]) or 0)
-  r.joined = math.max(0, r.joined - untaken)
-  if ARGV[3] == '1' and r.openedAt > 0 and r.drawn ~= 0 then
+  r.abandoned = r.abandoned + counts['x:']
+  r.joined = math.max(0, r.joined - counts['v:'])
+  if ARGV[2] == '1' and r.openedAt > 0 and r.drawn ~= 0 then
     sweptAt = now
     r.sweptAt = now
   end

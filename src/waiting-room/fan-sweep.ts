@@ -201,11 +201,12 @@ async function recordsRound(
   const places = told.flatMap(({ places }) => places);
   const abandoned = places.filter((p) => p.abandoned).length;
   const k = waitingRoomKeys(eventId);
+  // each place as its shard named it (x: given up, v: a reservation no fan took): the event's
+  // slot counts each once, however often it is told
   const reply = await run<unknown[]>("claims", lineKeysWithClaims(k), [
     "gone",
-    abandoned,
     behind ? "0" : "1",
-    ...places.map((p) => (p.reservation ? `v:${p.place}` : p.place)),
+    ...places.map((p) => p.member),
   ]);
   if (!Array.isArray(reply)) throw new Error(`claims-9 gone: unexpected reply ${String(reply)}`);
   const acked = await Promise.all(
