@@ -150,15 +150,17 @@ describe.each(["single", "cluster"] as const)("one admitter per event, on %s", (
     );
 
     // Every gateway told its waiting fans a place that agrees with Redis's cursor: ahead = position
-    // - served - 1 (nobody left), within what the line admits in a view's age (2/s). The fans the
-    // cursor passed (the first few of the first gateway's) were admitted.
+    // - served - 1 (nobody left), within what the line admits (2/s) in a view's greatest age (a
+    // view answers up to 1 s old: VIEW_STALE_MS) and the 200 ms between the last round and the
+    // read of `served`, the cursor moving once more meanwhile: 3 (CI, loaded, saw 3 with 2 asked).
+    // The fans the cursor passed (the first few of the first gateway's) were admitted.
     for (const group of last) {
       for (const fan of group) {
         if (fan.status !== "waiting") {
           expect(fan.status).toBe("admitted");
           continue;
         }
-        expect(Math.abs(fan.position - 1 - fan.ahead - served), JSON.stringify(fan)).toBeLessThanOrEqual(2);
+        expect(Math.abs(fan.position - 1 - fan.ahead - served), JSON.stringify(fan)).toBeLessThanOrEqual(3);
       }
     }
     // the last two gateways' fans are all behind the cursor (2/s for about 4 s, 30 fans ahead)
