@@ -75,8 +75,11 @@ export interface ServicesConfig {
   lineCache?: boolean;
   /** WAITING_ROOM_FAN_SHARDS: fan shards of the rooms this process creates (default 0: none). */
   fanShards?: number;
-  /** WAITING_ROOM_CLAIMS: the rooms this process creates admit by claims (default false). */
-  claims?: boolean;
+  /**
+   * WAITING_ROOM_CLAIMS: the rooms this process creates admit by claims (default false); "shards"
+   * (no environment setting yet: tests and benches) keeps their records on the fan shards.
+   */
+  claims?: boolean | "shards";
   /** The simulated provider's ledger in a Redis of its own (PAYMENT_REDIS_URL); default `redisUrl`. */
   paymentRedisUrl?: string;
   /** DRAND_RELAYS: where a draw waiting for its drand round fetches it (src/lottery/drand-relay.ts); none: it does not. */
@@ -209,7 +212,7 @@ export function buildServices(config: ServicesConfig): Services {
     ...(config.drandRelays?.length ? { drandRounds: drandRelays(config.drandRelays) } : {}),
     ...(config.lineCache === false ? { lineCache: false } : {}),
     ...(config.fanShards ? { fanShards: config.fanShards } : {}),
-    ...(config.claims ? { claims: true } : {}),
+    ...(config.claims ? { claims: config.claims } : {}),
     onJoinBatch: (size) => metrics.joinBatchSize.observe(size),
   });
   metrics.readLineViewFrom(() => waitingRoom.lineCacheCounters());

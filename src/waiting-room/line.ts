@@ -235,6 +235,21 @@ async function joinOnShards(
   // the join's own limit was taken; the polls that answer it take none
   const noLimits = [limitKey(eventId, "ip:status", ""), limitKey(eventId, "fan:status", request.fanId)];
   const poll = () => statusOnShards(ctx, k, eventId, request.fanId, room.beats, noLimits, [0, 0, 0, 0]);
+  /**
+   * A join the range refused before any record was read (closed, a proof or an invite missing): the
+   * place the fan's record keeps, answered by its poll; a revoked fan refused so; null when the fan
+   * has no record or its place ended (the refusal stands: no new place).
+   */
+  const keptPlace = async (): Promise<JoinResult | null> => {
+    if ((await room.beats.records.record(eventId, request.fanId)) === null) return null;
+    const kept = await poll();
+    if (!kept.ok) return kept.reason === "not_found" || kept.reason === "unavailable" ? kept : null;
+    if (kept.place.status === "revoked") return { ok: false, reason: "revoked" };
+    if (ENDED.has(kept.place.status)) return null;
+    const queueToken = ctx.tokens.signQueueToken({ fanId: request.fanId, eventId, epoch: room.epoch });
+    const invites = Number(await ctx.redis.hget(k.room, "invites")) === 1;
+    return { ok: true, created: false, fanId: request.fanId, queueToken, place: kept.place, invites };
+  };
   // An admitted fan's record: its poll settles it (a session that ended since is expired or
   // completed there), and a fan whose session ended takes a new place at the back, as join-9.lua
   // does in one call. One try: a fan admitted again in between keeps that session.
@@ -253,24 +268,20 @@ async function joinOnShards(
       return limited;
     }
     case "refused": {
+      // A fan in line or admitted keeps its place without the proof or the invite a new place asks
+      // (the range refuses before any record is read), as in today's rooms; the routes then ask an
+      // invite line's invite of a place given back (`invites`).
+      const kept = await keptPlace();
+      if (kept) return kept;
       if (outcome.reason === "invite") return { ok: false, reason: "invite_required" };
       const powBits = Number(await ctx.redis.hget(k.room, "powBits"));
       return { ok: false, reason: "pow_required", powBits };
     }
     case "not_found":
       return notFound;
-    case "closed": {
-      // A closed room keeps the places it gave (the range refuses before any record is read): a
-      // fan with a record is answered by its poll, unless its place ended (no new place now).
-      if ((await room.beats.records.record(eventId, request.fanId)) === null) return { ok: false, reason: "closed" };
-      const kept = await poll();
-      if (kept.ok && kept.place.status === "revoked") return { ok: false, reason: "revoked" };
-      if (kept.ok && ENDED.has(kept.place.status)) return { ok: false, reason: "closed" };
-      if (!kept.ok)
-        return kept.reason === "not_found" || kept.reason === "unavailable" ? kept : { ok: false, reason: "closed" };
-      const queueToken = ctx.tokens.signQueueToken({ fanId: request.fanId, eventId, epoch: room.epoch });
-      return { ok: true, created: false, fanId: request.fanId, queueToken, place: kept.place, invites: false };
-    }
+    case "closed":
+      // A closed room keeps the places it gave and gives no new one.
+      return (await keptPlace()) ?? { ok: false, reason: "closed" };
     case "revoked":
       return { ok: false, reason: outcome.kind };
     case "reshard":

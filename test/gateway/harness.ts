@@ -87,8 +87,12 @@ export async function startGateway(options: {
     // TEST_FAN_SHARDS=K: the rooms these gateways create keep their heartbeats in K fan shards
     // (WAITING_ROOM_FAN_SHARDS), to run a suite in that mode, as test/waiting-room/helpers.ts does.
     ...(Number(process.env.TEST_FAN_SHARDS ?? 0) > 0 ? { fanShards: Number(process.env.TEST_FAN_SHARDS) } : {}),
-    // TEST_LINE_CLAIMS=1: the rooms admit by claims (WAITING_ROOM_CLAIMS)
+    // TEST_LINE_CLAIMS=1: the rooms admit by claims (WAITING_ROOM_CLAIMS); =shards (with
+    // TEST_FAN_SHARDS): their records live on the fan shards, as test/waiting-room/helpers.ts
     ...(process.env.TEST_LINE_CLAIMS === "1" ? { claims: true } : {}),
+    ...(process.env.TEST_LINE_CLAIMS === "shards" && Number(process.env.TEST_FAN_SHARDS ?? 0) > 0
+      ? { claims: "shards" as const }
+      : {}),
     limits: { ratePerIp: 0, ratePerFan: 0, ratePerOperatorIp: 0, ...options.limits },
     queues: options.workers ?? false,
     ...(options.deliverWebhooks

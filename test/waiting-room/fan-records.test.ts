@@ -873,16 +873,22 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
       expect(ok(await made.statusOf(evt, "rex")).place.status).toBe("revoked");
       expect(await made.join(evt, "rex")).toEqual({ ok: false, reason: "revoked" });
       expect(ok(await made.stats(evt)).stats.revoked).toBe(1);
-      // an invite line: a place given back goes with the invite only. The range refuses a join
-      // without one before any record is read (what the route answers a repeat join without its
-      // invite in any room: invite_required); with it, the place comes back flagged, as today's
+      // an invite line: a new place asks the invite; a place given back comes back flagged, with
+      // the invite or without (the routes then ask it), as today's rooms answer (the range refuses
+      // before any record is read: the fan's record answers)
       const invite = { credentials: { proofBits: 0, invite: true } };
       ok(await made.updateSettings(evt, { invites: true }));
       expect(ok(await made.join(evt, "ivy", invite))).toMatchObject({ created: true, invites: false });
       expect(ok(await made.join(evt, "ivy", invite))).toMatchObject({ created: false, invites: true });
       expect(ok(await made.join(evt, "amy", invite))).toMatchObject({ created: false, invites: true });
-      expect(await made.join(evt, "ivy")).toEqual({ ok: false, reason: "invite_required" });
+      expect(ok(await made.join(evt, "ivy"))).toMatchObject({ created: false, invites: true });
       expect(await made.join(evt, "ned")).toEqual({ ok: false, reason: "invite_required" });
+      expect(await made.join(evt, "rex")).toEqual({ ok: false, reason: "revoked" });
+      // a proof of work: asked of a new place only, not of a fan in line
+      ok(await made.updateSettings(evt, { invites: false, powBits: 8 }));
+      expect(ok(await made.join(evt, "ivy"))).toMatchObject({ created: false, invites: false });
+      expect(await made.join(evt, "pat")).toEqual({ ok: false, reason: "pow_required", powBits: 8 });
+      ok(await made.updateSettings(evt, { powBits: 0 }));
       // a closed room keeps the places it gave (the range refuses first; the record answers) and
       // gives no new one, nor one to a fan whose place ended
       ok(await made.updateSettings(evt, { closed: true, invites: false }));
