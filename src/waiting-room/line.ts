@@ -241,7 +241,7 @@ async function joinOnShards(
    * has no record or its place ended (the refusal stands: no new place).
    */
   const keptPlace = async (): Promise<JoinResult | null> => {
-    if ((await room.beats.records.record(eventId, request.fanId)) === null) return null;
+    // the poll reads the record on its shard: none, `not_joined`
     const kept = await poll();
     if (!kept.ok) return kept.reason === "not_found" || kept.reason === "unavailable" ? kept : null;
     if (kept.place.status === "revoked") return { ok: false, reason: "revoked" };

@@ -164,7 +164,7 @@ export async function configureRoom(
     if (onShards && mode === "restore" && (how.revoked?.length ?? 0) > 0 && Number(shards[0]) > 0) {
       const tags = shards[1].split(",");
       const beats = createFanBeats(ctx.redis, { shards: tags.length, tagsOf: () => tags, shardKey: shards[2] });
-      for (const fanId of how.revoked ?? []) await beats.records.revoke(eventId, fanId);
+      await Promise.all((how.revoked ?? []).map((fanId) => beats.records.revoke(eventId, fanId)));
     }
     const { reply, outcome } = await ctx.script("configure", lineKeysWithChanges(k), [
       String(s.onSaleAt),
