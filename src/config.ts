@@ -136,8 +136,14 @@ const gatewaySchema = z.object({
    * The waiting rooms this gateway creates admit by claims (docs/waiting-room.md "Admission by
    * claims"): the cursor offers a session at each place it passes and the fan there claims it at
    * its next poll, so admission reads no fan's record. Fixed per room at creation. Off by default.
+   * `shards` (with WAITING_ROOM_FAN_SHARDS > 0): and the fans' records live on the fan shards, so a
+   * join's and a poll's record calls spread over a cluster's masters too (docs/redis-cluster.md
+   * "Steps 2 and 3, call by call"; about one fan shard a master).
    */
-  WAITING_ROOM_CLAIMS: bool.default(false),
+  WAITING_ROOM_CLAIMS: z
+    .enum(["true", "false", "1", "0", "yes", "no", "shards"])
+    .default("false")
+    .transform((v): boolean | "shards" => (v === "shards" ? "shards" : v === "true" || v === "1" || v === "yes")),
   /**
    * drand relays (comma-separated base URLs, e.g. https://api.drand.sh,https://drand.cloudflare.com)
    * a draw waiting for its drand round fetches the round from (src/lottery/drand-relay.ts); only a
@@ -329,8 +335,8 @@ export type GatewayConfig = {
   drandRelays: string[];
   /** WAITING_ROOM_FAN_SHARDS: fan shards of the rooms this gateway creates (0: none). */
   fanShards: number;
-  /** WAITING_ROOM_CLAIMS: the rooms this gateway creates admit by claims. */
-  claims: boolean;
+  /** WAITING_ROOM_CLAIMS: the rooms this gateway creates admit by claims; "shards": their records on the fan shards. */
+  claims: boolean | "shards";
   httpKeepAliveTimeoutMs: number;
   sse: { maxStreams: number; maxStreamsPerIp: number; backlogBytes: number; writeTimeoutMs: number };
   demoEvent: boolean;
@@ -427,6 +433,11 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
   if (present.REDIS_URL && present.REDIS_CLUSTER_NODES) {
     problems.push(
       "REDIS_CLUSTER_NODES: set either REDIS_URL (one server) or REDIS_CLUSTER_NODES (a cluster), not both",
+    );
+  }
+  if (result.success && result.data.WAITING_ROOM_CLAIMS === "shards" && result.data.WAITING_ROOM_FAN_SHARDS === 0) {
+    problems.push(
+      "WAITING_ROOM_CLAIMS: shards keeps the fans' records on the fan shards; set WAITING_ROOM_FAN_SHARDS too (about one a master)",
     );
   }
   const clusterTls = truthy.has(present.REDIS_CLUSTER_TLS ?? "");

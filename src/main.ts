@@ -67,7 +67,7 @@ async function main(): Promise<void> {
     ...(config.paymentRedisUrl ? { paymentRedisUrl: config.paymentRedisUrl } : {}),
     ...(config.drandRelays.length > 0 ? { drandRelays: config.drandRelays } : {}),
     ...(config.fanShards > 0 ? { fanShards: config.fanShards } : {}),
-    ...(config.claims ? { claims: true } : {}),
+    ...(config.claims ? { claims: config.claims } : {}),
     dynamodb: {
       endpoint: infra.dynamoEndpoint,
       region: config.dynamodb.region,

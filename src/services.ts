@@ -77,7 +77,7 @@ export interface ServicesConfig {
   fanShards?: number;
   /**
    * WAITING_ROOM_CLAIMS: the rooms this process creates admit by claims (default false); "shards"
-   * (no environment setting yet: tests and benches) keeps their records on the fan shards.
+   * (with `fanShards`) keeps their records on the fan shards.
    */
   claims?: boolean | "shards";
   /** The simulated provider's ledger in a Redis of its own (PAYMENT_REDIS_URL); default `redisUrl`. */

@@ -124,8 +124,8 @@ export interface WaitingRoomOptions {
    * (lua/waiting-room/includes/admission.lua; docs/waiting-room.md "Admission by claims"). Fixed
    * per room when it is created. Default false: the cursor admits the fan at each place by name.
    * "shards" (with `fanShards`): and the fans' records live on the fan shards (docs/redis-cluster.md
-   * "Steps 2 and 3, call by call"). Being built: the join and the lookups of such a room, and its
-   * restore after a Redis loss, are not yet; no setting of the gateway selects it.
+   * "Steps 2 and 3, call by call"; WAITING_ROOM_CLAIMS=shards). Without `fanShards` it admits
+   * by claims with its records on the event's slot.
    */
   claims?: boolean | "shards";
   /**

@@ -81,6 +81,14 @@ describe("config", () => {
     expect(() => loadGatewayConfig({ WAITING_ROOM_CLAIMS: "maybe" }, [])).toThrow(/WAITING_ROOM_CLAIMS/);
   });
 
+  it("takes WAITING_ROOM_CLAIMS=shards only with fan shards to keep the records on", () => {
+    const both = loadGatewayConfig({ WAITING_ROOM_CLAIMS: "shards", WAITING_ROOM_FAN_SHARDS: "3" }, []);
+    expect({ claims: both.claims, fanShards: both.fanShards }).toEqual({ claims: "shards", fanShards: 3 });
+    expect(() => loadGatewayConfig({ WAITING_ROOM_CLAIMS: "shards" }, [])).toThrow(
+      /WAITING_ROOM_CLAIMS: shards .*set WAITING_ROOM_FAN_SHARDS too/,
+    );
+  });
+
   it("stops with a message naming each bad variable", () => {
     const bad = () => loadGatewayConfig({ PORT: "eighty", ADMIN_TOKEN: "short", REDIS_URL: "not a url" }, []);
     expect(bad).toThrow(ConfigError);

@@ -225,14 +225,26 @@ export async function admitFans(gw: Gateway, eventId: string, fanIds: string[]):
     }),
   );
   const admitted = new Map<string, AdmittedFan>();
+  const last = new Map<string, unknown>();
+  // Bounded by time, not by rounds, with a pause between rounds: a poll the line view answers takes
+  // well under a millisecond, so 200 quick rounds could all fall within one view refresh (~100 ms)
+  // and never see the cursor reach a fan its view had not (the view's documented lag).
+  const deadline = Date.now() + 30_000;
   for (let round = 0; admitted.size < joined.length; round++) {
-    if (round > 200) throw new Error(`only ${admitted.size} of ${joined.length} fans admitted`);
+    if (round > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    if (Date.now() > deadline) {
+      const waiting = [...last].filter(([fanId]) => !admitted.has(fanId)).slice(0, 3);
+      throw new Error(
+        `only ${admitted.size} of ${joined.length} fans admitted; last polls: ${JSON.stringify(waiting)}`,
+      );
+    }
     await Promise.all(
       joined
         .filter((f) => !admitted.has(f.fanId))
         .map(async (f) => {
           const res = await gw.request(`/v1/events/${eventId}/queue/status`, { token: f.queueToken });
           const body = (await res.json()) as { status: string; accessToken?: string };
+          last.set(f.fanId, body);
           if (body.status === "admitted" && body.accessToken) {
             admitted.set(f.fanId, { ...f, accessToken: body.accessToken });
           }

@@ -148,7 +148,12 @@ describe("one round trip", () => {
     const joinSent = await commandsSent(async () => {
       expect((await join(eventId, "rt_two")).status).toBe(201);
     }, "rt_two");
-    expect(joinSent).toEqual({ script: 1 + beats });
+    // A room whose records live on the fan shards (TEST_LINE_CLAIMS=shards) reserves the place on
+    // the event's slot (a call naming no fan) and writes the record on the fan's shard; this
+    // gateway has no line view to answer the new place from, so the fan's poll answers it (its
+    // shard's call and the event slot's): three naming the fan.
+    const onShards = process.env.TEST_LINE_CLAIMS === "shards" && beats === 1;
+    expect(joinSent).toEqual({ script: onShards ? 3 : 1 + beats });
   });
 
   it("a malformed join to an event nobody created is one call, its address's bucket: the room is not read", async () => {

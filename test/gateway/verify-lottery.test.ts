@@ -11,6 +11,7 @@ import { randomnessOf } from "../../src/lottery/drand.js";
 import { verifyRemoteDraw } from "../../src/lottery/verify-remote.js";
 import { commitmentOf, generateSeed, lotteryOrder } from "../../src/waiting-room/index.js";
 import { testChain } from "../support/drand-chain.js";
+import { preKeyOf, writePlaces } from "../waiting-room/helpers.js";
 import {
   ADMIN_TOKEN,
   createTable,
@@ -91,15 +92,15 @@ describe("verify-lottery", () => {
     const bad = await gw.request(`/v1/events/${eventId}/queue/lottery?cursor=abc`);
     expect(bad.status).toBe(400);
 
-    // Tampered with: a fan slipped in at the front, after the close.
-    const pre = `wr:{evt:${eventId}}:pre`;
-    await redis.zadd(pre, 0.5, "slipped-in");
+    // Tampered with: a fan slipped in at place 1 beside the fan drawn there, after the close
+    // (wherever the room keeps its pre-queue: the event's slot, or each fan's shard).
+    await writePlaces(redis, eventId, [["slipped-in", 1]]);
     expect((await verifyRemoteDraw(server.url, eventId)).pass).toBe(false);
     const failed = await cli(eventId);
     expect(failed.code).toBe(1);
     expect(failed.out).toContain("FAIL");
     // Or a fan removed.
-    await redis.zrem(pre, "slipped-in", "fan-7");
+    for (const fanId of ["slipped-in", "fan-7"]) await redis.zrem(await preKeyOf(redis, eventId, fanId), fanId);
     const removed = await verifyRemoteDraw(server.url, eventId);
     expect(removed.pass).toBe(false);
     expect(removed.checks.membershipHash).toBe(false);
@@ -154,12 +155,15 @@ describe("verify-lottery", () => {
     // The operator rewrites the seed and its commitment (and the places to match) after the draw:
     // against the commitment served now everything agrees; against the one recorded at join, not.
     const room = `wr:{evt:${eventId}}:room`;
-    const pre = `wr:{evt:${eventId}}:pre`;
     const [beacon] = await redis.hmget(room, "beacon");
     const forgedSeed = generateSeed();
     await redis.hset(room, "seed", forgedSeed, "commitment", commitmentOf(forgedSeed));
     const forgedOrder = lotteryOrder(forgedSeed, fanIds, beacon ?? "");
-    await redis.zadd(pre, ...forgedOrder.flatMap((fanId, i) => [i + 1, fanId]));
+    await writePlaces(
+      redis,
+      eventId,
+      forgedOrder.map((fanId, i) => [fanId, i + 1] as const),
+    );
     expect((await verifyRemoteDraw(server.url, eventId)).pass).toBe(true);
     const moved = await verifyRemoteDraw(server.url, eventId, { commitment: recorded });
     expect(moved.pass).toBe(false);
@@ -175,7 +179,11 @@ describe("verify-lottery", () => {
     const [seed] = await redis.hmget(room, "seed");
     await redis.hset(room, "beacon", chosen);
     const chosenOrder = lotteryOrder(seed!, fanIds, chosen);
-    await redis.zadd(pre, ...chosenOrder.flatMap((fanId, i) => [i + 1, fanId]));
+    await writePlaces(
+      redis,
+      eventId,
+      chosenOrder.map((fanId, i) => [fanId, i + 1] as const),
+    );
     const rebeaconed = await verifyRemoteDraw(server.url, eventId);
     expect(rebeaconed.checks.order).toBe(true);
     expect(rebeaconed.beaconCheck?.ok).toBe(false);

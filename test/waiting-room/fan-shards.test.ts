@@ -225,7 +225,9 @@ describe.each([
 
 describe("the sweep's verdicts on the event's slot (abandon-8.lua)", () => {
   it("gives up stale places ahead of the cursor, and spares a recent beat, a place taken after the sweep began, and everyone before the draw", async () => {
-    const gw = gateways(1, inject("redisUrl"), { lineCache: false });
+    // abandon-8.lua judges the records on the event's slot (a room whose records live on the fan
+    // shards gives up on the shards: fan-records.test.ts)
+    const gw = gateways(1, inject("redisUrl"), { lineCache: false, onEventSlot: true });
     try {
       const evt = roomEventId("sweep");
       await openPausedLine(gw.room, evt);

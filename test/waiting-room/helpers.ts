@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { type Cluster, Redis } from "ioredis";
 import { inject, onTestFinished } from "vitest";
 import { halfSipKeyFromHex } from "../../src/halfsiphash.js";
-import { beatsKeyOf, fanShardOf } from "../../src/waiting-room/fan-shards.js";
+import { beatsKeyOf, fanShardOf, recordKeysOfBeats } from "../../src/waiting-room/fan-shards.js";
 import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
 import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
 
@@ -24,13 +24,15 @@ export interface Gateways {
 }
 
 /**
+ * `onEventSlot` for tests of the scripts a room with its records on the event's slot calls (with
+ * TEST_LINE_CLAIMS=shards, the other rooms keep them on the fan shards).
  * `lineCache: false` for tests of the line's scripts themselves (what one call does): the line
  * cache's refreshes (src/waiting-room/line-view.ts) run the tick in the background too.
  */
 export function gateways(
   count: number,
   url: string = inject("redisUrl"),
-  options: { lineCache?: boolean } = {},
+  options: { lineCache?: boolean; onEventSlot?: boolean } = {},
 ): Gateways {
   const clients = Array.from({ length: count }, () => new Redis(url, { maxRetriesPerRequest: 1 }));
   // TEST_FAN_SHARDS=K runs these rooms with K fan shards (lua/waiting-room/beats-1.lua), to try the
@@ -40,13 +42,17 @@ export function gateways(
     createWaitingRoom({
       redis,
       secret: SECRET,
-      ...(options.lineCache === undefined ? {} : options),
+      ...(options.lineCache === undefined ? {} : { lineCache: options.lineCache }),
       ...(fanShards > 0 ? { fanShards } : {}),
       // TEST_LINE_CLAIMS=1: the rooms admit by claims (WAITING_ROOM_CLAIMS), the whole suite in that mode;
       // TEST_LINE_CLAIMS=shards (with TEST_FAN_SHARDS): their records live on the fan shards
       // (createWaitingRoom's `claims: "shards"`, no gateway setting yet)
       ...(process.env.TEST_LINE_CLAIMS === "1" ? { claims: true } : {}),
-      ...(process.env.TEST_LINE_CLAIMS === "shards" && fanShards > 0 ? { claims: "shards" as const } : {}),
+      // `onEventSlot`: the fans' records stay on the event's slot whatever TEST_LINE_CLAIMS says
+      // (for a test of the scripts only such a room calls)
+      ...(process.env.TEST_LINE_CLAIMS === "shards" && fanShards > 0 && !options.onEventSlot
+        ? { claims: "shards" as const }
+        : {}),
     }),
   );
   const room = rooms[0];
@@ -174,4 +180,50 @@ export async function lastBeat(redis: Redis | Cluster, eventId: string, fanId: s
   const key = tags.length > 0 ? (tags[(await shardOfIn(redis, eventId))(fanId)] as string) : k.seen;
   const score = await redis.zscore(key, fanId);
   return score === null ? null : Number(score);
+}
+
+/**
+ * Fans' records (includes/fans.lua's text, or null each) wherever the room keeps them: the event's
+ * slot's `fans` hash, or, in a room whose records live on the fan shards (`claims` 2 in the room
+ * hash: TEST_LINE_CLAIMS=shards), each fan's shard's `fans` hash.
+ */
+export async function recordsOf(redis: Redis | Cluster, eventId: string, fanIds: readonly string[]) {
+  const k = waitingRoomKeys(eventId);
+  if ((await redis.hget(k.room, "claims")) !== "2") return fanIds.length ? redis.hmget(k.fans, ...fanIds) : [];
+  const [keys, shardOf] = [await shardKeysOf(redis, eventId), await shardOfIn(redis, eventId)];
+  return Promise.all(fanIds.map((fanId) => redis.hget(recordKeysOfBeats(keys[shardOf(fanId)]!)[1]!, fanId)));
+}
+
+/** One fan's record wherever the room keeps it (recordsOf). */
+export async function recordOf(redis: Redis | Cluster, eventId: string, fanId: string): Promise<string | null> {
+  return (await recordsOf(redis, eventId, [fanId]))[0] ?? null;
+}
+
+/**
+ * The suite runs with the fans' records on the fan shards (TEST_LINE_CLAIMS=shards with
+ * TEST_FAN_SHARDS): a join reserves its place in the event's slot before its shard reads the fan's
+ * record, so a repeat join's reservation counts in `joined` and `lastPosition` until the sweep
+ * gives it back (docs/redis-cluster.md "Steps 2 and 3, call by call").
+ */
+export const RECORDS_ON_SHARDS =
+  process.env.TEST_LINE_CLAIMS === "shards" && Number(process.env.TEST_FAN_SHARDS ?? 0) > 0;
+
+/**
+ * The pre-queue key holding a fan (its arrival number, then its drawn place): the event's slot's
+ * `pre`, or, in a room whose records live on the fan shards, the fan's shard's.
+ */
+export async function preKeyOf(redis: Redis | Cluster, eventId: string, fanId: string): Promise<string> {
+  const k = waitingRoomKeys(eventId);
+  if ((await redis.hget(k.room, "claims")) !== "2") return k.pre;
+  const [keys, shardOf] = [await shardKeysOf(redis, eventId), await shardOfIn(redis, eventId)];
+  return recordKeysOfBeats(keys[shardOf(fanId)]!)[2]!;
+}
+
+/** Fans written at drawn places (`[fanId, place]`) into the pre-queue each is kept in (preKeyOf). */
+export async function writePlaces(
+  redis: Redis | Cluster,
+  eventId: string,
+  places: readonly (readonly [string, number])[],
+) {
+  for (const [fanId, place] of places) await redis.zadd(await preKeyOf(redis, eventId, fanId), place, fanId);
 }

@@ -17,6 +17,8 @@ import {
   gateways,
   lastBeat,
   ok,
+  recordOf,
+  recordsOf,
   SECRET,
   sampleMax,
   sleep,
@@ -79,8 +81,7 @@ async function keepPollingUntilGone(
   stoppers: Set<string>,
   rooms = gw.rooms,
 ): Promise<boolean> {
-  const k = waitingRoomKeys(evt);
-  const abandoned = async () => (await raw.hmget(k.fans, ...stoppers)).every((r) => r?.startsWith("x|"));
+  const abandoned = async () => (await recordsOf(raw, evt, [...stoppers])).every((r) => r?.startsWith("x|"));
   for (let i = 0; i < 200 && !(await abandoned()); i++) {
     await fanOut(rooms, keepers, (r, fanId) => r.statusOf(evt, fanId));
     await sleep(300);
@@ -315,7 +316,6 @@ describe("the line cache", () => {
     await until(async () => (ok(await room.statusOf(evt, ids[0]!)).place.status === "admitted" ? true : undefined));
     const keeper = ids[10]!;
     const leaver = ids[11]!;
-    const k = waitingRoomKeys(evt);
     const joinedSeen = Number(await lastBeat(raw, evt, keeper));
     const started = Date.now();
     let cachedPolls = 0;
@@ -336,9 +336,9 @@ describe("the line cache", () => {
     expect(statusCalls.length).toBeLessThan(cachedPolls);
     // ...and its heartbeats reached Redis: the place is kept, seen lately.
     expect(Number(await lastBeat(raw, evt, keeper))).toBeGreaterThan(joinedSeen + 4_000);
-    expect((await raw.hget(k.fans, keeper))?.startsWith("w|")).toBe(true);
+    expect((await recordOf(raw, evt, keeper))?.startsWith("w|")).toBe(true);
     // The fan who joined with it and never polled again lost the place.
-    expect((await raw.hget(k.fans, leaver))?.startsWith("x|")).toBe(true);
+    expect((await recordOf(raw, evt, leaver))?.startsWith("x|")).toBe(true);
   });
 
   it("a fan that joined through another process is looked up in that process's next refresh, not sent to Redis", async () => {
