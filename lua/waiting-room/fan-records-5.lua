@@ -2,9 +2,9 @@
   A fan shard's half of the line's records (issue 28 steps 2 and 3): the records, the pre-queue
   and the beats of the fans whose shard this is, on one slot, so a record and its beat are
   checked and written in one call. docs/redis-cluster.md "Steps 2 and 3, call by call" is the
-  protocol; each mode below names its step there. Built ahead of its callers: no room uses it yet
-  (the event's slot's half, `range`, `claim` and `gone`, and the gateway's calls come next), and
-  test/waiting-room/fan-records.test.ts holds it to the protocol.
+  protocol; each mode below names its step there. A room created with WAITING_ROOM_CLAIMS=shards
+  calls it (room field `claims` 2), and test/waiting-room/fan-records.test.ts holds it to the
+  protocol.
 
   KEYS[1]  wr:{<tag>}:beats   ZSET fanId -> last join or poll (ms, this master's clock): step 1's
   KEYS[2]  wr:{<tag>}:fans    HASH fanId -> record "s|pos|n|sid|exp|at" (includes/fans.lua's text)
@@ -57,6 +57,9 @@
     'freeze'   (step 6) the shard's pre-queue takes nobody more
     'members'  ARGV[2] from, ARGV[3] count: the pre-queued fan ids, in byte order (the draw pages them)
     'place'    ARGV[2..] pairs fanId, drawn place: written into `pre` for fans there (ZADD XX)
+    'look'     ARGV[2] how recent (ms) a beat must be, ARGV[3] '1' once the line is drawn, ARGV[4..]
+               fan ids a gateway did not know (the line view's lookups): a recent beat refreshed
+               to now (ZADD XX GT), and each fan's record and drawn place read, in one call
 
   Returns { now, ... }:
     join     { now } alone when every fan was new (each took its reservation: a crowd's call);
@@ -69,6 +72,8 @@
     give-up  the places given up
     given    members       ack  removed        vacate  places added   freeze  1 newly frozen, 0 already
     members  fan ids       place  places changed
+    look     per fan, in ARGV order: 1 when its beat was recent (refreshed) else 0, its record
+             ('' none), its drawn place ('' none, or not drawn)
 ]]
 --- @include "now-ms"
 --- @include "shard-record"
@@ -279,6 +284,32 @@ if mode == 'members' then
   local from, count = tonumber(ARGV[2]), tonumber(ARGV[3])
   local out = { now }
   for _, fanId in ipairs(redis.call('ZRANGE', K_PRE, from, from + count - 1)) do out[#out + 1] = fanId end
+  return out
+end
+
+if mode == 'look' then
+  -- A line view's lookups (line-view.ts), in one call a shard: each fan's beat checked (recent:
+  -- refreshed to now, as beats-1.lua 'look' does) with its record and, once drawn, its drawn place.
+  local out = { now }
+  if #ARGV < 4 then return out end
+  local recent = now - tonumber(ARGV[2])
+  local scores = redis.call('ZMSCORE', K_BEATS, unpack(ARGV, 4))
+  local records = redis.call('HMGET', K_FANS, unpack(ARGV, 4))
+  local places = ARGV[3] == '1' and redis.call('ZMSCORE', K_PRE, unpack(ARGV, 4)) or {}
+  local args = { 'XX', 'GT' }
+  for i = 4, #ARGV do
+    local j = i - 3
+    local score = tonumber(scores[j])
+    local found = score ~= nil and score > recent
+    if found then
+      args[#args + 1] = nowText
+      args[#args + 1] = ARGV[i]
+    end
+    out[#out + 1] = found and 1 or 0
+    out[#out + 1] = records[j] or ''
+    out[#out + 1] = places[j] or ''
+  end
+  if #args > 2 then redis.call('ZADD', K_BEATS, unpack(args)) end
   return out
 end
 

@@ -449,15 +449,18 @@ export interface ShardRecords {
   /** The draw: each fan's drawn place written into the shard's pre-queue (those there). */
   place(eventId: string, shard: number, places: readonly (readonly [string, number])[]): Promise<void>;
   /**
-   * The line view's lookups (line-view.ts): each fan's record on its shard and, when `drawn`, its
-   * drawn place in the shard's pre-queue, in `fanIds`' order; plain reads (HMGET, ZMSCORE in one
-   * MULTI a shard touched, no script), all shards at once.
+   * The line view's lookups (line-view.ts), one call a shard touched (fan-records-5.lua 'look'), all
+   * at once: each fan `found` when its beat is within `recentMs` (then refreshed to now, as a poll's
+   * beat), with its record and, when `drawn`, its drawn place, in `fanIds`' order. A shard that
+   * fails or takes longer than `waitMs` finds none of its fans (their polls go to Redis).
    */
-  lookup(
+  look(
     eventId: string,
     fanIds: readonly string[],
+    recentMs: number,
     drawn: boolean,
-  ): Promise<{ records: (string | null)[]; drawnPlaces: (string | null)[] | null }>;
+    waitMs: number,
+  ): Promise<{ found: Set<string>; records: (string | null)[]; drawnPlaces: (string | null)[] | null }>;
   /** The lottery's page: the fans drawn to places `from`..`to`, in place order, read from every shard's pre-queue. */
   drawnBetween(eventId: string, from: number, to: number): Promise<string[]>;
 }
@@ -568,25 +571,27 @@ export function createFanBeats(
       if (places.length === 0) return;
       await run("records", recordKeys(eventId, shard), ["place", ...places.flat()]);
     },
-    async lookup(eventId, fanIds, drawn) {
-      const records = new Map<string, string | null>();
-      const places = new Map<string, string | null>();
+    async look(eventId, fanIds, recentMs, drawn, waitMs) {
+      const found = new Set<string>();
+      const records = new Map<string, string>();
+      const places = new Map<string, string>();
       await Promise.all(
         [...byFanShard(fanIds, shardOf)].map(async ([shard, ids]) => {
-          const [, fans, pre] = recordKeys(eventId, shard) as [string, string, string];
-          const multi = redis.multi().hmget(fans, ...ids);
-          if (drawn) multi.zmscore(pre, ...ids);
-          const replies = await multi.exec();
-          if (!replies) throw new Error(`lookup on fan shard ${shard}: the transaction was discarded`);
-          for (const [err] of replies) if (err) throw err;
-          const [read, scores] = replies.map(([, value]) => value as (string | null)[]);
+          const args = ["look", recentMs, drawn ? "1" : "0", ...ids];
+          const { reply } = await settle(run<unknown[]>("records", recordKeys(eventId, shard), args), waitMs);
+          if (!reply) return;
           for (const [i, fanId] of ids.entries()) {
-            records.set(fanId, read?.[i] ?? null);
-            if (drawn) places.set(fanId, scores?.[i] ?? null);
+            const at = 1 + 3 * i;
+            if (Number(reply[at]) === 1) found.add(fanId);
+            const record = String(reply[at + 1] ?? "");
+            if (record !== "") records.set(fanId, record);
+            const place = String(reply[at + 2] ?? "");
+            if (place !== "") places.set(fanId, place);
           }
         }),
       );
       return {
+        found,
         records: fanIds.map((fanId) => records.get(fanId) ?? null),
         drawnPlaces: drawn ? fanIds.map((fanId) => places.get(fanId) ?? null) : null,
       };

@@ -49,7 +49,7 @@ import { keysFor } from "./context.js";
 import { lineKeys, type WaitingRoomKeys } from "./keys.js";
 import { Fields, iso, ReplyShapeError, ROOM_STATES } from "./replies.js";
 import type { ShardedRoom } from "./fan-line.js";
-import type { KeptBeats, ViewCopy } from "./fan-shards.js";
+import type { FanBeats, KeptBeats, ViewCopy } from "./fan-shards.js";
 import type { FanPlace, RateLimited, RoomState, StatusLimits } from "./types.js";
 
 /** How often the view is read (and the heartbeats sent), per event, while it is polled. */
@@ -601,25 +601,10 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
    * (HGET, HMGET, ZMSCORE in one MULTI: a few µs of Redis, not a line-view-8.lua call), so a
    * gateway that reads its view from a copy looks fans up without a script on the event's slot.
    * The beats are the shards' (beats-1.lua 'look', beside it). A room whose records live on the
-   * fan shards reads them there (ShardRecords.lookup), and only the epoch on the event's slot.
+   * fan shards looks its fans up on the shards alone (lookUpOnShards).
    */
-  async function lookUpRecords(
-    eventId: string,
-    keys: Readonly<WaitingRoomKeys>,
-    ids: string[],
-    view: View,
-    room: ShardedRoom,
-  ): Promise<LookedRecords> {
+  async function lookUpRecords(keys: Readonly<WaitingRoomKeys>, ids: string[], view: View): Promise<LookedRecords> {
     const drawn = view.openedAt > 0 && view.drawn && view.preCount > 0;
-    // A room whose records live on the fan shards: the records (and drawn places) are the shards',
-    // the epoch the event's slot's (one HGET).
-    if (room.recordsOnShards && room.beats) {
-      const [epoch, looked] = await Promise.all([
-        ctx.redis.hget(keys.room, "epoch"),
-        room.beats.records.lookup(eventId, ids, drawn),
-      ]);
-      return { epoch: epoch ?? "", ...looked };
-    }
     const multi = ctx.redis
       .multi()
       .hget(keys.room, "epoch")
@@ -635,6 +620,25 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       records: records as (string | null)[],
       drawnPlaces: drawn && Array.isArray(drawnPlaces) ? (drawnPlaces as (string | null)[]) : null,
     };
+  }
+
+  /**
+   * A room whose records live on the fan shards: each shard touched checks its fans' beats and
+   * reads their records (and drawn places) in one call (fan-records-5.lua 'look'), nothing on the
+   * event's slot. The shards' keys carry the room's epoch (their tags), so the records read are of
+   * the room `room` is: its epoch is theirs.
+   */
+  async function lookUpOnShards(
+    eventId: string,
+    ids: string[],
+    view: View,
+    room: ShardedRoom,
+    beats: FanBeats,
+    recentMs: number,
+  ): Promise<[LookedRecords, Set<string>]> {
+    const drawn = view.openedAt > 0 && view.drawn && view.preCount > 0;
+    const { found, ...looked } = await beats.records.look(eventId, ids, recentMs, drawn, KEEP_WAIT_MS);
+    return [{ epoch: room.epoch, ...looked }, found];
   }
 
   async function refresh(eventId: string, line: EventLine, sendBeats = false): Promise<void> {
@@ -681,10 +685,12 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
           const looking =
             lookupIds.length > 0 && previous
               ? within(
-                  Promise.all([
-                    lookUpRecords(eventId, k, lookupIds, previous, room),
-                    room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
-                  ]),
+                  room.recordsOnShards
+                    ? lookUpOnShards(eventId, lookupIds, previous, room, room.beats, recentMs)
+                    : Promise.all([
+                        lookUpRecords(k, lookupIds, previous),
+                        room.beats.looked(eventId, lookupIds, recentMs, KEEP_WAIT_MS),
+                      ]),
                   VIEW_STALE_MS,
                 )
               : Promise.resolve(null);

@@ -286,6 +286,27 @@ describe("fan records: the sweep (step 3)", () => {
     }
   });
 
+  it("looks fans up in one call: a recent beat found and refreshed, a lapsed one not, each record and drawn place read", async () => {
+    const s = shard();
+    await s.join(ABANDON, drawnSince(), "w", "near", 5, "far", 6);
+    await s.join(ABANDON, 0, "p", "early", 1);
+    await s.call("place", "early", 3);
+    await s.setBeat("far", Date.now() - 10_000);
+    const before = { near: await s.beat("near"), far: await s.beat("far") };
+    await sleep(5);
+    const reply = await s.call("look", 3_000, "1", "near", "far", "early", "ghost");
+    expect(reply.slice(1)).toEqual([1, "w|5|0||0|0", "", 0, "w|6|0||0|0", "", 1, "p|0|1||0|0", "3", 0, "", ""]);
+    // the found fans' beats moved to the call's time (a lookup is a poll's beat); a lapsed beat
+    // stays lapsed (the sweep's to judge), and a fan with no beat gets none
+    expect(await s.beat("near")).toBe(Number(reply[0]));
+    expect(Number(reply[0])).toBeGreaterThan(before.near!);
+    expect(await s.beat("far")).toBe(before.far);
+    expect(await s.beat("ghost")).toBeNull();
+    // before the draw no drawn place is read
+    expect((await s.call("look", 3_000, "0", "early")).slice(1)).toEqual([1, "p|0|1||0|0", ""]);
+    expect(await s.call("look", 3_000, "0")).toHaveLength(1);
+  });
+
   it("hands the given places over until the event's slot acknowledges them", async () => {
     const s = shard();
     await s.call("vacate", 9, 4, 7, 0);
