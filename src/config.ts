@@ -138,7 +138,7 @@ const gatewaySchema = z.object({
    * its next poll, so admission reads no fan's record. Fixed per room at creation. Off by default.
    * `shards` (with WAITING_ROOM_FAN_SHARDS > 0): and the fans' records live on the fan shards, so a
    * join's and a poll's record calls spread over a cluster's masters too (docs/redis-cluster.md
-   * "Steps 2 and 3, call by call"; about one fan shard a master).
+   * "Steps 2 and 3, call by call"; on m masters, m - 1 fan shards: one on each master but the event's).
    */
   WAITING_ROOM_CLAIMS: z
     .enum(["true", "false", "1", "0", "yes", "no", "shards"])
@@ -437,7 +437,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env, argv: st
   }
   if (result.success && result.data.WAITING_ROOM_CLAIMS === "shards" && result.data.WAITING_ROOM_FAN_SHARDS === 0) {
     problems.push(
-      "WAITING_ROOM_CLAIMS: shards keeps the fans' records on the fan shards; set WAITING_ROOM_FAN_SHARDS too (about one a master)",
+      "WAITING_ROOM_CLAIMS: shards keeps the fans' records on the fan shards; set WAITING_ROOM_FAN_SHARDS too (on m masters, m - 1)",
     );
   }
   const clusterTls = truthy.has(present.REDIS_CLUSTER_TLS ?? "");
