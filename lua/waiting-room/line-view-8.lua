@@ -147,5 +147,6 @@ return { 'now', int(now), 'served', int(r.served), 'tail', int(r.tail), 'preCoun
   'roomState', room_state(r), 'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
   'admitPerSecond', r.rateText, 'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch,
   'goneAhead', int(goneAhead), 'goneVersion', goneVersion, 'goneSame', goneSame and '1' or '0',
-  'fanShards', int(r.fanShards), 'sweep', sweep and '1' or '0', 'lease', lease and '1' or '0',
+  'fanShards', int(r.fanShards), 'recordsOnShards', shard_records(r) and '1' or '0',
+  'sweep', sweep and '1' or '0', 'lease', lease and '1' or '0',
   'gone', gone, 'missing', missing, 'found', found }

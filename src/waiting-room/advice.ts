@@ -26,6 +26,11 @@ export interface AdviceInput {
    * beacon's value (docs/waiting-room.md, "The lottery").
    */
   drawPendingMs?: number;
+  /**
+   * How long after the close the draw starts (DRAW_GRACE_MS in a room whose records live on the fan
+   * shards, which waits for joins in flight; 0 otherwise): counted into the draw's expected time.
+   */
+  drawGraceMs?: number;
   /** In [0, 1): where in the spread of the pre-queue's first polls after the draw this fan falls. */
   random?: number;
 }
@@ -71,6 +76,16 @@ export const DRAW_POLLS_PER_SECOND = 20_000;
  * it is waiting for its beacon (or slow), and the fans poll at the DRAW_WAIT_* pace.
  */
 export const DRAW_EXPECTED_MS = 250;
+/**
+ * A room whose records live on the fan shards (`claims` 2): how long after the close the draw
+ * waits before it freezes the shards' pre-queues, so that a pre-queue join whose range the event's
+ * slot gave before the close has written its record (docs/redis-cluster.md "Steps 2 and 3, call
+ * by call", step 6). A join later than this is refused by its frozen shard and takes a place after
+ * the pre-queue. The advice counts it into the draw's expected time (`drawGraceMs`): without it a
+ * pre-queued fan polling at the close was told the draw was overdue and to come back in 2-5 s,
+ * and the first fans the cursor passed after the draw learned it seconds late.
+ */
+export const DRAW_GRACE_MS = 2_000;
 export const DRAW_MS_PER_FAN = 0.03;
 /**
  * While an overdue draw waits, a pre-queued fan polls again DRAW_WAIT_POLL_MS plus a random part
@@ -151,7 +166,7 @@ function adviseDrawPending(input: AdviceInput, pendingMs: number, keepPlace: num
   const fans = input.ahead + 1;
   const random = input.random ?? Math.random();
   const limitMs = Math.min(MAX_POLL_SECONDS, keepPlace) * 1000;
-  const drawLeftMs = DRAW_EXPECTED_MS + fans * DRAW_MS_PER_FAN - Math.max(0, pendingMs);
+  const drawLeftMs = (input.drawGraceMs ?? 0) + DRAW_EXPECTED_MS + fans * DRAW_MS_PER_FAN - Math.max(0, pendingMs);
   if (drawLeftMs > 0) {
     const spreadMs = (fans / DRAW_POLLS_PER_SECOND) * 1000 * random;
     const eta = input.admitPerSecond > 0 ? Math.ceil(drawLeftMs / 1000 + input.ahead / 2 / input.admitPerSecond) : null;

@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
 import { drawKey, drawOrder, entryOf, membershipHash } from "../lottery/draw.js";
 import { roundAt } from "../lottery/drand.js";
 import type { DrawRecord } from "../lottery/store.js";
+import { DRAW_GRACE_MS } from "./advice.js";
 import { keysFor, notFound, type RoomContext } from "./context.js";
 import type { FanBeats } from "./fan-shards.js";
 import { lineKeys } from "./keys.js";
@@ -21,14 +22,8 @@ import type { NotFound, Unavailable, WaitingRoomInfo } from "./types.js";
 
 const SCAN_COUNT = 1_000;
 const WRITE_CHUNK = 1_000;
-/**
- * A room whose records live on the fan shards (`claims` 2): how long after the close the draw
- * waits before it freezes the shards' pre-queues, so that a pre-queue join whose range the event's
- * slot gave before the close has written its record (docs/redis-cluster.md "Steps 2 and 3, call
- * by call", step 6). A join later than this is refused by its frozen shard and takes a place after
- * the pre-queue.
- */
-export const DRAW_GRACE_MS = 2_000;
+// How long the draw of a room whose records live on the fan shards waits after the close (advice.ts).
+export { DRAW_GRACE_MS };
 /** Longer than a draw of a million fans takes; a dead holder's lock is free after it. */
 const LOCK_MS = 120_000;
 

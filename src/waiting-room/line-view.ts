@@ -43,7 +43,7 @@ import { randomUUID } from "node:crypto";
 import { createLocalBuckets } from "../local-buckets.js";
 import { redisReady } from "../redis/availability.js";
 import { onceEvery } from "../throttle.js";
-import { adviseFan } from "./advice.js";
+import { adviseFan, DRAW_GRACE_MS } from "./advice.js";
 import type { RoomContext } from "./context.js";
 import { keysFor } from "./context.js";
 import { lineKeys, type WaitingRoomKeys } from "./keys.js";
@@ -126,6 +126,8 @@ interface RoomFigures {
   goneComplete: boolean;
   /** The room's fan shards (0: none): its heartbeats may be held for BEATS_HELD_MS. */
   fanShards: number;
+  /** The fans' records live on the fan shards (`claims` 2): the draw waits DRAW_GRACE_MS after the close. */
+  recordsOnShards: boolean;
 }
 
 interface View extends RoomFigures {
@@ -295,6 +297,7 @@ function prequeuePlace(view: View, position: number, redisNow: number): FanPlace
     untilOnSaleSeconds: Math.max(0, (view.onSaleAt - redisNow) / 1000),
     abandonSeconds: view.abandonSeconds,
     ...(closed ? { drawPendingMs: Math.max(0, redisNow - view.onSaleAt) } : {}),
+    ...(view.recordsOnShards ? { drawGraceMs: DRAW_GRACE_MS } : {}),
   });
   return { status: "prequeue", provisional: true, onSaleAt: iso(view.onSaleAt), position, ahead, ...advice };
 }
@@ -379,6 +382,7 @@ function readView(
       goneVersion,
       goneComplete: same ? previous.goneComplete : gone.length >= goneAhead,
       fanShards: f.num("fanShards"),
+      recordsOnShards: f.has("recordsOnShards"),
       goneListId: same ? previous.goneListId : `${goneVersion}/${served}/${gone.length}`,
     },
     missing: (tail[3] as unknown[]).map(String),
@@ -429,6 +433,7 @@ function copyHeadOf(view: View): string {
     goneVersion: view.goneVersion,
     goneComplete: view.goneComplete,
     fanShards: view.fanShards,
+    recordsOnShards: view.recordsOnShards,
   };
   return JSON.stringify(head);
 }
@@ -485,6 +490,8 @@ function viewFromCopy(copy: ViewCopy, receivedAt: number, previous: View | null)
     goneVersion: h.goneVersion,
     goneComplete: same && previous ? previous.goneComplete : h.goneComplete,
     fanShards: h.fanShards,
+    // (a copy an earlier version wrote has none)
+    recordsOnShards: h.recordsOnShards === true,
     goneListId: copy.listId,
   };
 }

@@ -4,6 +4,7 @@
  * trip, its rate limits taken inside the same script; the status poll is the hot path of an
  * on-sale, so nothing here adds a call to it.
  */
+import { DRAW_GRACE_MS } from "./advice.js";
 import { scriptOutcome } from "./codes.js";
 import { keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
 import type { FanBeats } from "./fan-shards.js";
@@ -94,6 +95,8 @@ const RECORD_TRIES = 3;
  * A record changed meanwhile (a revocation, a second tab's poll) is read again: the claim is the
  * place's, so a poll tried again gets the same session, and a revoked record keeps no token.
  */
+const ON_SHARDS = { drawGraceMs: DRAW_GRACE_MS };
+
 async function statusOnShards(
   ctx: RestoringContext,
   k: WaitingRoomKeys,
@@ -134,7 +137,8 @@ async function statusOnShards(
     const f = new Fields(reply);
     const record = f.str("record");
     if (record !== "" && !(await shards.records.cas(eventId, fanId, polled.record, record))) continue;
-    const place = ctx.placeFrom(f, eventId, fanId);
+    // (the draw of such a room waits DRAW_GRACE_MS after the close: the advice counts it)
+    const place = ctx.placeFrom(f, eventId, fanId, ON_SHARDS);
     ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
     if (f.flag("sweep")) ctx.fanLine.sweep(eventId, await ctx.fanLine.roomOf(eventId));
     return { ok: true as const, fanId, place };

@@ -10,7 +10,8 @@ import type { FanPlace } from "./types.js";
 /** Signed access tokens kept for polls of the same session; the oldest go first past this many. */
 const ACCESS_TOKENS_KEPT = 20_000;
 
-export type PlaceReader = (f: Fields, eventId: string, fanId: string) => FanPlace;
+/** `drawGraceMs`: the room's draw waits this long after the close (advice.ts DRAW_GRACE_MS). */
+export type PlaceReader = (f: Fields, eventId: string, fanId: string, room?: { drawGraceMs?: number }) => FanPlace;
 
 export function createPlaceReader(tokens: TokenService): PlaceReader {
   // An admitted fan polls with the same session until it ends, and the access token's claims are a
@@ -35,7 +36,7 @@ export function createPlaceReader(tokens: TokenService): PlaceReader {
     return token;
   }
 
-  return (f, eventId, fanId) => {
+  return (f, eventId, fanId, room) => {
     const status = f.oneOf("status", FAN_STATUSES);
     const now = f.num("now");
     const onSaleAt = f.num("onSaleAt");
@@ -51,6 +52,7 @@ export function createPlaceReader(tokens: TokenService): PlaceReader {
       abandonSeconds: f.num("abandonSeconds"),
       // past the on-sale and not drawn: the draw is running or waiting for its beacon
       drawPendingMs: status === "prequeue" && now >= onSaleAt && !f.flag("drawn") ? now - onSaleAt : undefined,
+      ...(room?.drawGraceMs ? { drawGraceMs: room.drawGraceMs } : {}),
     });
     const common = { position, ahead, ...advice };
     switch (status) {

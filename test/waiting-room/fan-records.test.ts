@@ -973,6 +973,45 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     }
   });
 
+  it("a pre-queued fan polling in the draw's grace after the close is told to come back as the draw ends, not that it is overdue", async () => {
+    const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 3 });
+    const plain = createWaitingRoom({ redis: clients[4]!, secret: SECRET, lineCache: false });
+    try {
+      const evt = roomEventId("shgrace");
+      const onSaleAt = new Date(Date.now() + 3_600_000).toISOString();
+      ok(await made.configure(evt, { onSaleAt, admitPerSecond: 10, maxActive: 10, sessionSeconds: 60 }));
+      const ids = ["g1", "g2", "g3", "g4", "g5"];
+      for (const id of ids) expect(ok(await made.join(evt, id)).place.status).toBe("prequeue");
+      const opening = made.openNow(evt);
+      await sleep(300);
+      // The draw starts DRAW_GRACE_MS after the close: a fan polling 300 ms in hears when it should
+      // be done, with an ETA, from Redis and from a gateway's view alike (overdue would be no ETA and
+      // 2-5 s: the first fans passed after the draw learned it seconds late).
+      const inGrace = (place: { status: string; etaSeconds?: number | null; pollAfterMs?: number }) => {
+        expect(place.status).toBe("prequeue");
+        expect(place.etaSeconds).toEqual(expect.any(Number));
+        expect(place.pollAfterMs).toBeLessThanOrEqual(DRAW_GRACE_MS + 300);
+        expect(place.pollAfterMs).toBeGreaterThan(DRAW_GRACE_MS / 2);
+      };
+      inGrace(ok(await plain.statusOf(evt, "g1")).place);
+      const cached = await until(
+        async () => {
+          const p = await made.statusOf(evt, "g2");
+          return p.ok && p.cached && p.place.status === "prequeue" ? p.place : undefined;
+        },
+        1_200,
+        20,
+      );
+      inGrace(cached);
+      ok(await opening);
+      expect(ok(await plain.statusOf(evt, "g1")).place.status).toMatch(/^(?:waiting|admitted)$/);
+      ok(await made.remove(evt));
+    } finally {
+      await plain.close();
+      await made.close();
+    }
+  });
+
   it("a gateway that does not know a fan finds its record on the fan's shard in a view refresh (no status call)", async () => {
     const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 4 });
     const other = createWaitingRoom({ redis: clients[4]!, secret: SECRET });

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { scriptOutcome, SCRIPT_OUTCOMES } from "../../src/waiting-room/codes.js";
 import { isFanId, lineKeys, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import {
+  DRAW_GRACE_MS,
   DRAW_EXPECTED_MS,
   DRAW_MS_PER_FAN,
   DRAW_POLLS_PER_SECOND,
@@ -252,6 +253,33 @@ describe("advice while the draw is pending (issue 28 item 7)", () => {
         },
       ),
     );
+  });
+
+  it("counts the grace a room with its records on the fan shards waits before its draw, not overdue in it", () => {
+    // 10 fans, the close 100 ms ago: the draw starts 2 s after the close, done about 250 ms later.
+    const graced = (pendingMs: number) =>
+      adviseFan({
+        ...base,
+        ahead: 9,
+        abandonSeconds: 60,
+        drawPendingMs: pendingMs,
+        drawGraceMs: DRAW_GRACE_MS,
+        random: 0,
+      });
+    const leftMs = DRAW_GRACE_MS + expectedMs(10) - 100;
+    expect(graced(100)).toEqual({
+      etaSeconds: Math.ceil(leftMs / 1000 + 9 / 2 / 10),
+      pollAfterSeconds: Math.ceil(leftMs / 1000),
+      pollAfterMs: Math.round(leftMs + ETA_MARGIN_MS),
+    });
+    // the same fan without the grace was told the draw was overdue: come back in 2-5 s
+    expect(adviseFan({ ...base, ahead: 9, abandonSeconds: 60, drawPendingMs: 400, random: 0 }).etaSeconds).toBeNull();
+    expect(graced(400).pollAfterMs).toBe(Math.round(DRAW_GRACE_MS + expectedMs(10) - 400 + ETA_MARGIN_MS));
+    // past the grace and the draw's expected time, overdue as in any room
+    expect(graced(DRAW_GRACE_MS + expectedMs(10) + 1)).toMatchObject({
+      etaSeconds: null,
+      pollAfterMs: DRAW_WAIT_POLL_MS,
+    });
   });
 
   it("while a draw with no beacon should still be running, polls again as it ends, spread as at the on-sale", () => {
