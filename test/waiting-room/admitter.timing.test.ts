@@ -6,6 +6,10 @@
  * one refresh an interval, not one a gateway. When the admitter dies, another gateway takes the
  * lease and nobody's view goes old. Three gateways polling at once, on one server and on a 3-master
  * cluster.
+ *
+ * It counts refreshes and stale answers over seconds of real time, so it runs in the serial part
+ * (`*.timing.test.ts`, alone): in the parallel part a stalled box once left every gateway's view
+ * stale for over a second (9 refreshes in 3 s where 30 are due).
  */
 import type { Cluster } from "ioredis";
 import { Redis } from "ioredis";
