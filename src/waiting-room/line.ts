@@ -162,7 +162,16 @@ async function joinOnce(
     const room = ctx.fanLine.knownRoom(eventId) ?? (await ctx.fanLine.roomOf(eventId));
     if (room.recordsOnShards && room.beats) {
       const request = { fanId, bucket: ip.key, limit: ip.args, proofBits, invite };
-      return joinOnShards(ctx, k, eventId, { epoch: room.epoch, shards: room.shards, beats: room.beats }, request);
+      const joined = await joinOnShards(ctx, k, eventId, shardJoinRoom(room, room.beats), request);
+      if (joined !== RESHARD) return joined;
+      // The room is not the one this process knew (created again, a restore after a Redis loss):
+      // read again, sent again once (the range touched nothing).
+      const fresh = await ctx.fanLine.roomOf(eventId);
+      if (fresh.recordsOnShards && fresh.beats) {
+        const again = await joinOnShards(ctx, k, eventId, shardJoinRoom(fresh, fresh.beats), request);
+        if (again === RESHARD) throw new ReplyShapeError("join: the room's shards keep changing");
+        return again;
+      }
     }
     const keys = lineKeys(k);
     // A fan new to a line that is moving: placed in this process's next batch of the event's joins
@@ -226,13 +235,20 @@ async function joinOnce(
  * view) by the fan's poll, which Redis answers from its record. A pre-queue join its frozen shard
  * refused (after the draw) joins again, at the back.
  */
+/** A join the range refused because the room is not the one this process knew: join again. */
+const RESHARD = Symbol("reshard");
+
+function shardJoinRoom(room: { epoch: string; shards: number }, beats: FanBeats): ShardJoinRoom {
+  return { epoch: room.epoch, shards: room.shards, beats };
+}
+
 async function joinOnShards(
   ctx: RestoringContext,
   k: WaitingRoomKeys,
   eventId: string,
   room: ShardJoinRoom,
   request: BatchedJoin,
-): Promise<JoinResult> {
+): Promise<JoinResult | typeof RESHARD> {
   const joinAgain = () => ctx.shardJoins.join(eventId, lineKeys(k), room, request);
   let outcome = await joinAgain();
   if (outcome.kind === "frozen") outcome = await joinAgain();
@@ -289,6 +305,8 @@ async function joinOnShards(
     case "revoked":
       return { ok: false, reason: outcome.kind };
     case "reshard":
+      ctx.fanLine.forget(eventId);
+      return RESHARD;
     case "frozen":
       ctx.fanLine.forget(eventId);
       throw new ReplyShapeError(`join of ${eventId}: the room changed under the join (${outcome.kind})`);

@@ -973,6 +973,41 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     }
   });
 
+  it("a join through a gateway that knew the room before it was created again is placed in the new room, not refused", async () => {
+    const knew = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 3 });
+    const other = createWaitingRoom({ redis: clients[4]!, secret: SECRET, claims: "shards", fanShards: 3 });
+    try {
+      const evt = roomEventId("shagain");
+      const settings = {
+        onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+        admitPerSecond: 0,
+        maxActive: 10,
+        sessionSeconds: 60,
+      };
+      ok(await knew.configure(evt, settings));
+      expect(ok(await knew.join(evt, "before")).created).toBe(true);
+      // The room goes and is created again elsewhere (as a restore after a Redis loss does): new
+      // epoch, new shard keys. This gateway still knows the old room.
+      ok(await other.remove(evt));
+      ok(await other.configure(evt, settings));
+      // Ten joins at once through it: the range refuses the old room's, and each joins the new one.
+      const joins = (await Promise.all(Array.from({ length: 10 }, (_, i) => knew.join(evt, `after${i}`)))).map(ok);
+      expect(joins.every((j) => j.created && j.place.status !== "prequeue")).toBe(true);
+      expect(joins.map((j) => j.place.position).sort((a, b) => a - b)).toEqual(
+        Array.from({ length: 10 }, (_, i) => i + 1),
+      );
+      const epoch = await clients[0]!.hget(waitingRoomKeys(evt).room, "epoch");
+      const tags = await shardKeysOf(clients[0]!, evt);
+      expect(tags.every((key) => key.includes(`:${epoch!.slice(0, 8)}:`))).toBe(true);
+      const shardOf = await shardOfIn(clients[0]!, evt);
+      expect(await clients[0]!.hget(recordKeysOfBeats(tags[shardOf("after0")]!)[1]!, "after0")).toMatch(/^[wa]\|/);
+      ok(await other.remove(evt));
+    } finally {
+      await other.close();
+      await knew.close();
+    }
+  });
+
   it("a pre-queued fan polling in the draw's grace after the close is told to come back as the draw ends, not that it is overdue", async () => {
     const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 3 });
     const plain = createWaitingRoom({ redis: clients[4]!, secret: SECRET, lineCache: false });
