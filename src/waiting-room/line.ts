@@ -86,6 +86,9 @@ async function statusOnce(
 /** Tries of a poll whose record changed on its shard between the read and the write back. */
 const RECORD_TRIES = 3;
 
+/** A room whose records live on the fan shards: its draw waits DRAW_GRACE_MS after the close. */
+const ON_SHARDS = { drawGraceMs: DRAW_GRACE_MS };
+
 /**
  * A poll Redis answers in a room whose records live on the fan shards (docs/redis-cluster.md
  * "Steps 2 and 3, call by call", step 2): the room's abandon clock (the event's slot, plain
@@ -95,8 +98,6 @@ const RECORD_TRIES = 3;
  * A record changed meanwhile (a revocation, a second tab's poll) is read again: the claim is the
  * place's, so a poll tried again gets the same session, and a revoked record keeps no token.
  */
-const ON_SHARDS = { drawGraceMs: DRAW_GRACE_MS };
-
 async function statusOnShards(
   ctx: RestoringContext,
   k: WaitingRoomKeys,
@@ -228,13 +229,6 @@ async function joinOnce(
   });
 }
 
-/**
- * A join in a room whose records live on the fan shards (shard-joins.ts: a range on the event's
- * slot, the records on the shards). A new place is answered from this process's view of the line
- * when it can (as a batch's viewless reply); anything else (a repeat join, an admitted fan, no
- * view) by the fan's poll, which Redis answers from its record. A pre-queue join its frozen shard
- * refused (after the draw) joins again, at the back.
- */
 /** A join the range refused because the room is not the one this process knew: join again. */
 const RESHARD = Symbol("reshard");
 
@@ -242,6 +236,14 @@ function shardJoinRoom(room: { epoch: string; shards: number }, beats: FanBeats)
   return { epoch: room.epoch, shards: room.shards, beats };
 }
 
+/**
+ * A join in a room whose records live on the fan shards (shard-joins.ts: a range on the event's
+ * slot, the records on the shards). A new place is answered from this process's view of the line
+ * when it can (as a batch's viewless reply); anything else (a repeat join, an admitted fan, no
+ * view) by the fan's poll, which Redis answers from its record. A pre-queue join its frozen shard
+ * refused (after the draw) joins again, at the back. RESHARD when the range found another room than
+ * `room` (created again meanwhile): nothing was taken, the caller reads the room again.
+ */
 async function joinOnShards(
   ctx: RestoringContext,
   k: WaitingRoomKeys,
