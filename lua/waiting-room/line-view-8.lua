@@ -52,8 +52,9 @@
   may be losing it: Redis answers that poll, status-10.lua). The caller learns the fans found and
   answers their polls from its view; it sends the others' polls here as before.
 
-  Returns a flat key/value list: now, served, tail, preCount, preSize, openedAt, drawn, onSaleAt,
-  roomState, rate, full, admitPerSecond, abandonSeconds, epoch, goneAhead (how many vacated places
+  Returns a flat key/value list: now, served, tail, preCount, preSize, openedAt, drawn, drawnAt
+  (with openedAt and abandonSeconds the abandon clock a poll in a room whose records live on the
+  shards judges by), onSaleAt, roomState, rate, full, admitPerSecond, abandonSeconds, epoch, goneAhead (how many vacated places
   are ahead of the cursor), goneVersion, goneSame (1: the caller's list stands, `gone` is empty),
   fanShards, sweep (1: this caller runs the sweep now), lease (1: this caller is the admitter), then 'gone' and its list (ascending places, at most ARGV[1]),
   'missing' and its list and 'found' and its list (one a lookup, in ARGV order: 0 not found, else
@@ -143,7 +144,7 @@ local preSize = 0
 if r.openedAt == 0 then preSize = pre_card(r) end
 
 return { 'now', int(now), 'served', int(r.served), 'tail', int(r.tail), 'preCount', int(r.preCount),
-  'preSize', int(preSize), 'openedAt', int(r.openedAt), 'drawn', int(r.drawn), 'onSaleAt', int(r.onSaleAt),
+  'preSize', int(preSize), 'openedAt', int(r.openedAt), 'drawn', int(r.drawn), 'drawnAt', int(r.drawnAt), 'onSaleAt', int(r.onSaleAt),
   'roomState', room_state(r), 'rate', dec(effective_rate(r, live)), 'full', live >= r.maxActive and 1 or 0,
   'admitPerSecond', r.rateText, 'abandonSeconds', int(r.abandonSeconds), 'epoch', r.epoch,
   'goneAhead', int(goneAhead), 'goneVersion', goneVersion, 'goneSame', goneSame and '1' or '0',

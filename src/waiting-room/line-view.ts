@@ -49,7 +49,7 @@ import { keysFor } from "./context.js";
 import { lineKeys, type WaitingRoomKeys } from "./keys.js";
 import { Fields, iso, ReplyShapeError, ROOM_STATES } from "./replies.js";
 import type { ShardedRoom } from "./fan-line.js";
-import type { FanBeats, KeptBeats, ViewCopy } from "./fan-shards.js";
+import type { AbandonClock, FanBeats, KeptBeats, ViewCopy } from "./fan-shards.js";
 import type { FanPlace, RateLimited, RoomState, StatusLimits } from "./types.js";
 
 /** How often the view is read (and the heartbeats sent), per event, while it is polled. */
@@ -92,6 +92,15 @@ const BEATS_SENT_AT = 128;
  * takes the lease once the admitter's has lapsed (line-view-8.lua LEASE_MS, 1 s).
  */
 export const COPY_MAX_AGE_MS = 300;
+/**
+ * How old a view may be for a poll Redis answers to take the room's abandon clock from it
+ * (`abandonClock`). The clock moves only at the close, the draw and a change of abandonSeconds; a
+ * view this fresh is behind by at most about three refreshes (a copy's age counted). Behind at the
+ * draw, it says the draw is pending, when no place lapses: the poll waits a refresh for its drawn
+ * place. Behind a change of abandonSeconds, it judges one beat by the old time, as a sweep that read
+ * the room just before the change does.
+ */
+const CLOCK_MAX_AGE_MS = 300;
 /** Heartbeats per script call (Lua's unpack stack), the rest in further calls of the same refresh. */
 const BEATS_PER_CALL = 2_000;
 /** Fans remembered per event; the least recently learned go first (their next poll asks Redis). */
@@ -113,6 +122,8 @@ interface RoomFigures {
   preCount: number;
   openedAt: number;
   drawn: boolean;
+  /** When the draw ran (0: not drawn; -1: unknown, a copy an earlier version wrote). */
+  drawnAt: number;
   onSaleAt: number;
   roomState: RoomState;
   rate: number;
@@ -190,6 +201,13 @@ export interface LineViews {
    * answers, too many lookups), or when the refresh did not find it: Redis answers then.
    */
   lookup(eventId: string, fanId: string): Promise<boolean>;
+  /**
+   * The room's abandon clock (fan-shards.ts AbandonClock) from this process's view, when the view
+   * of the room `epoch` was read within CLOCK_MAX_AGE_MS; null otherwise (the caller reads the room).
+   * A poll Redis answers in a room whose records live on the shards judges the fan's beat by it
+   * (line.ts statusOnShards): one call fewer on the event's slot.
+   */
+  abandonClock(eventId: string, epoch: string): AbandonClock | null;
   /**
    * True when this process's view can answer a place taken now at the back of the line (fresh,
    * the line open and drawn): its join batches ask Redis for no fan view (join-batch-n.lua).
@@ -371,6 +389,7 @@ function readView(
       preCount: f.num("preCount"),
       openedAt: f.num("openedAt"),
       drawn: f.flag("drawn"),
+      drawnAt: f.num("drawnAt"),
       onSaleAt: f.num("onSaleAt"),
       roomState: f.oneOf("roomState", ROOM_STATES),
       rate: f.num("rate"),
@@ -423,6 +442,7 @@ function copyHeadOf(view: View): string {
     preCount: view.preCount,
     openedAt: view.openedAt,
     drawn: view.drawn,
+    drawnAt: view.drawnAt,
     onSaleAt: view.onSaleAt,
     roomState: view.roomState,
     rate: view.rate,
@@ -479,6 +499,8 @@ function viewFromCopy(copy: ViewCopy, receivedAt: number, previous: View | null)
     preCount: h.preCount,
     openedAt: h.openedAt,
     drawn: h.drawn,
+    // (a copy an earlier version wrote has none: unknown, so no abandon clock is taken from it)
+    drawnAt: typeof h.drawnAt === "number" && Number.isFinite(h.drawnAt) ? h.drawnAt : -1,
     onSaleAt: h.onSaleAt,
     roomState,
     rate: h.rate,
@@ -966,6 +988,16 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       }
       counts.answered += 1;
       return place;
+    },
+
+    abandonClock(eventId, epoch) {
+      const view = lines.get(eventId)?.view;
+      if (!view || view.epoch !== epoch || view.drawnAt < 0) return null;
+      if (Date.now() - view.fetchedAt > CLOCK_MAX_AGE_MS) return null;
+      return {
+        abandonMs: view.abandonSeconds * 1000,
+        startMs: view.openedAt > 0 && view.drawn ? Math.max(view.openedAt, view.drawnAt) : 0,
+      };
     },
 
     answersNewPlaces(eventId) {

@@ -7,7 +7,7 @@
 import { DRAW_GRACE_MS } from "./advice.js";
 import { scriptOutcome } from "./codes.js";
 import { keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
-import type { FanBeats } from "./fan-shards.js";
+import type { AbandonClock, FanBeats } from "./fan-shards.js";
 import type { BatchedJoin } from "./join-batch.js";
 import type { ShardJoinRoom } from "./shard-joins.js";
 import { isEventId, isFanId, limitKey, lineKeys, lineKeysWithClaims, type WaitingRoomKeys } from "./keys.js";
@@ -52,7 +52,8 @@ async function statusOnce(
     // one before it was, so the line can tell a place that lapsed meanwhile (status-10.lua ARGV[6]).
     const room = await ctx.fanLine.roomOf(eventId);
     if (room.recordsOnShards && room.beats) {
-      return statusOnShards(ctx, k, eventId, fanId, room.beats, [ip.key, fan.key], [...ip.args, ...fan.args]);
+      const on = { epoch: room.epoch, beats: room.beats };
+      return statusOnShards(ctx, k, eventId, fanId, on, [ip.key, fan.key], [...ip.args, ...fan.args]);
     }
     const polled = room.beats ? await room.beats.poll(eventId, fanId) : null;
     const { reply, outcome } = await ctx.script(
@@ -83,30 +84,71 @@ async function statusOnce(
   });
 }
 
-/** Tries of a poll whose record changed on its shard between the read and the write back. */
-const RECORD_TRIES = 3;
-
 /** A room whose records live on the fan shards: its draw waits DRAW_GRACE_MS after the close. */
 const ON_SHARDS = { drawGraceMs: DRAW_GRACE_MS };
 
 /**
  * A poll Redis answers in a room whose records live on the fan shards (docs/redis-cluster.md
- * "Steps 2 and 3, call by call", step 2): the room's abandon clock (the event's slot, plain
- * reads), the record on the fan's shard (fan-records-5.lua 'poll': its beat written, a lapsed
- * place given up), the event's slot's answer from that record (status-shard-11.lua: the claim of
- * a passed place), and the record written back to the shard only while it is still the one read.
- * A record changed meanwhile (a revocation, a second tab's poll) is read again: the claim is the
- * place's, so a poll tried again gets the same session, and a revoked record keeps no token.
+ * "Steps 2 and 3, call by call", step 2), two round trips: the record on the fan's shard
+ * (fan-records-5.lua 'poll': its beat written, a lapsed place given up), judged by the room's abandon
+ * clock (this process's fresh view of the room, else read from the event's slot), then the event's
+ * slot's answer from that record (status-shard-11.lua: the claim of a passed place).
+ *
+ * The record that answer settles is written back to the shard only while it is still the one read
+ * (fan-records-5.lua 'cas'), sent before the fan is answered but not waited for. The event's slot
+ * decides what the record caches (the claims: a place claimed again gets the same session, a place
+ * revoked none, a revocation ends a session claimed there), so a write back that finds the record
+ * changed (a revocation, a second tab's poll) or is lost with its gateway changes no answer: the
+ * fan's next poll reads the record as it is and the slot answers the same. Waiting for it was one
+ * more round trip on the poll that admits the fan, in a gateway whose event loop is busiest then.
  */
 async function statusOnShards(
   ctx: RestoringContext,
   k: WaitingRoomKeys,
   eventId: string,
   fanId: string,
-  shards: FanBeats,
+  room: { epoch: string; beats: FanBeats },
   limitKeys: readonly string[],
   limitArgs: readonly (string | number)[],
 ): Promise<StatusResult> {
+  const clock = ctx.views?.abandonClock(eventId, room.epoch) ?? (await abandonClockOf(ctx, k));
+  if (!clock) return notFound;
+  const polled = await room.beats.records.poll(eventId, fanId, clock);
+  if (!polled) return { ok: false as const, reason: "not_joined" as const };
+  const { reply, outcome } = await ctx.script(
+    "statusShard",
+    [...lineKeysWithClaims(k), ...limitKeys],
+    [fanId, ...limitArgs, polled.record],
+  );
+  const limited = limitedFrom(reply);
+  if (limited) return limited;
+  if (outcome === "not_found") return notFound;
+  if (outcome === "not_joined") return { ok: false as const, reason: outcome };
+  if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
+  const f = new Fields(reply);
+  const record = f.str("record");
+  if (record !== "") {
+    room.beats.records.cas(eventId, fanId, polled.record, record).then(
+      (written) => {
+        if (!written)
+          ctx.log?.debug({ eventId, fanId }, "fan record changed before the poll's write back: left as it is");
+      },
+      (err: unknown) =>
+        ctx.log?.warn(
+          { eventId, fanId, err: (err as Error).message },
+          "fan record not written back: the next poll settles it",
+        ),
+    );
+  }
+  // (the draw of such a room waits DRAW_GRACE_MS after the close: the advice counts it)
+  const place = ctx.placeFrom(f, eventId, fanId, ON_SHARDS);
+  ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
+  if (f.flag("sweep")) ctx.fanLine.sweep(eventId, await ctx.fanLine.roomOf(eventId));
+  return { ok: true as const, fanId, place };
+}
+
+/** The room's abandon clock as the event's slot holds it now; null when there is no room. */
+async function abandonClockOf(ctx: RestoringContext, k: WaitingRoomKeys): Promise<AbandonClock | null> {
   const [abandonSeconds, openedAt, drawnAt, drawn] = await ctx.redis.hmget(
     k.room,
     "abandonSeconds",
@@ -114,37 +156,11 @@ async function statusOnShards(
     "drawnAt",
     "drawn",
   );
-  if (abandonSeconds === null) return notFound;
-  const clock = {
+  if (abandonSeconds === null) return null;
+  return {
     abandonMs: Number(abandonSeconds) * 1000,
     startMs: Number(openedAt) > 0 && Number(drawn) ? Math.max(Number(openedAt), Number(drawnAt) || 0) : 0,
   };
-  // the limits are taken by the first try only
-  let limits = limitArgs;
-  for (let attempt = 0; attempt < RECORD_TRIES; attempt++) {
-    const polled = await shards.records.poll(eventId, fanId, clock);
-    if (!polled) return { ok: false as const, reason: "not_joined" as const };
-    const { reply, outcome } = await ctx.script(
-      "statusShard",
-      [...lineKeysWithClaims(k), ...limitKeys],
-      [fanId, ...limits, polled.record],
-    );
-    limits = [0, 0, 0, 0];
-    const limited = limitedFrom(reply);
-    if (limited) return limited;
-    if (outcome === "not_found") return notFound;
-    if (outcome === "not_joined") return { ok: false as const, reason: outcome };
-    if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
-    const f = new Fields(reply);
-    const record = f.str("record");
-    if (record !== "" && !(await shards.records.cas(eventId, fanId, polled.record, record))) continue;
-    // (the draw of such a room waits DRAW_GRACE_MS after the close: the advice counts it)
-    const place = ctx.placeFrom(f, eventId, fanId, ON_SHARDS);
-    ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
-    if (f.flag("sweep")) ctx.fanLine.sweep(eventId, await ctx.fanLine.roomOf(eventId));
-    return { ok: true as const, fanId, place };
-  }
-  throw new ReplyShapeError(`status of ${eventId}: the fan's record kept changing`);
 }
 
 async function joinOnce(
@@ -256,7 +272,7 @@ async function joinOnShards(
   if (outcome.kind === "frozen") outcome = await joinAgain();
   // the join's own limit was taken; the polls that answer it take none
   const noLimits = [limitKey(eventId, "ip:status", ""), limitKey(eventId, "fan:status", request.fanId)];
-  const poll = () => statusOnShards(ctx, k, eventId, request.fanId, room.beats, noLimits, [0, 0, 0, 0]);
+  const poll = () => statusOnShards(ctx, k, eventId, request.fanId, room, noLimits, [0, 0, 0, 0]);
   /**
    * A join the range refused before any record was read (closed, a proof or an invite missing): the
    * place the fan's record keeps, answered by its poll; a revoked fan refused so; null when the fan

@@ -15,6 +15,7 @@ import { byFanShard, createFanBeats, recordKeysOfBeats } from "../../src/waiting
 import { sweepFanShards } from "../../src/waiting-room/fan-sweep.js";
 import { DRAW_GRACE_MS } from "../../src/waiting-room/draw.js";
 import { drawKey, drawOrder, entryOf, membershipHash } from "../../src/lottery/draw.js";
+import { monitorRedis } from "../support/redis-monitor.js";
 import { eventId as roomEventId, ok, SECRET, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
 
 const family = scriptFamily({ name: "fan-records-test", files: { records: "waiting-room/fan-records-5" } });
@@ -1042,6 +1043,77 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
       expect(ok(await plain.statusOf(evt, "g1")).place.status).toMatch(/^(?:waiting|admitted)$/);
       ok(await made.remove(evt));
     } finally {
+      await plain.close();
+      await made.close();
+    }
+  });
+
+  it("a poll Redis answers judges the beat by the gateway's fresh view of the room: no read of the room, the same verdicts", async () => {
+    const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 3 });
+    const plain = createWaitingRoom({ redis: clients[4]!, secret: SECRET, lineCache: false });
+    const monitor = await monitorRedis(inject("redisUrl"));
+    try {
+      const evt = roomEventId("shclock");
+      const k = waitingRoomKeys(evt);
+      // the reads of the room's abandon clock (line.ts abandonClockOf), by the gateway that made them
+      const clockReads: string[] = [];
+      monitor.on(({ args, source }) => {
+        // (the sweep's read of the room starts with `tail`)
+        if (args[0]?.toLowerCase() === "hmget" && args[1] === k.room && args[2] === "abandonSeconds") {
+          clockReads.push(source);
+        }
+      });
+      const onSaleAt = new Date(Date.now() + 3_600_000).toISOString();
+      ok(
+        await made.configure(evt, {
+          onSaleAt,
+          admitPerSecond: 0,
+          maxActive: 10,
+          sessionSeconds: 60,
+          abandonSeconds: 3,
+        }),
+      );
+      const ids = ["c1", "c2", "c3", "c4", "c5", "c6"];
+      for (const id of ids) expect(ok(await made.join(evt, id)).place.status).toBe("prequeue");
+      ok(await made.openNow(evt));
+      const drawnAt = Number(await clients[0]!.hget(k.room, "drawnAt"));
+      const shardKeys = await shardKeysOf(clients[0]!, evt);
+      const shardOf = await shardOfIn(clients[0]!, evt);
+      const fansKey = (id: string) => recordKeysOfBeats(shardKeys[shardOf(id)]!)[1]!;
+      const placeOf = async (id: string) =>
+        Number(await clients[0]!.zscore(recordKeysOfBeats(shardKeys[shardOf(id)]!)[2]!, id));
+      // the first two places are near the head (nobody admitted): Redis answers their polls
+      const byPlace = new Map<number, string>();
+      for (const id of ids) byPlace.set(await placeOf(id), id);
+      const [one, two] = [byPlace.get(1)!, byPlace.get(2)!];
+      // a fan whose beat lapsed since the draw (it stopped polling before the close)
+      const gone = byPlace.get(6)!;
+      await clients[0]!.zadd(recordKeysOfBeats(shardKeys[shardOf(gone)]!)[0]!, String(drawnAt - 1), gone);
+      // once the view that made the room read it again after the draw (openNow invalidates it)
+      await sleep(150);
+      clockReads.length = 0;
+      const viaView = ok(await made.statusOf(evt, one));
+      expect(viaView.cached).toBeFalsy();
+      // a drawn pre-queued fan's record settled at its place: the view's clock says the draw ran
+      expect(viaView.place).toMatchObject({ status: "waiting", position: 1, ahead: 0 });
+      // (written back after the answer: the poll does not wait for it)
+      await until(async () => ((await clients[0]!.hget(fansKey(one), one))?.startsWith("w|1|") ? true : undefined));
+      const viaRoom = ok(await plain.statusOf(evt, two));
+      expect(viaRoom.place).toMatchObject({ status: "waiting", position: 2, ahead: 1 });
+      await sleep(3_100);
+      // the lapsed fan is given up (by this poll, judged by the view's clock, or by the sweep first)
+      const lapsed = ok(await made.statusOf(evt, gone));
+      expect(lapsed.place.status).toBe("abandoned");
+      // a marker through another client: everything sent before it has been relayed
+      const marker = `clock-marker-${Math.random()}`;
+      const seen = new Promise<void>((resolve) => monitor.on(({ args }) => args[1] === marker && resolve()));
+      await clients[0]!.echo(marker);
+      await seen;
+      // the gateway without a view read the room for its poll; the one with a fresh view did not
+      expect(clockReads).toHaveLength(1);
+      ok(await made.remove(evt));
+    } finally {
+      monitor.close();
       await plain.close();
       await made.close();
     }
