@@ -209,6 +209,14 @@ export interface LineViews {
    */
   abandonClock(eventId: string, epoch: string): AbandonClock | null;
   /**
+   * The place of a fan this process knows as waiting there, in the room `epoch`, and has seen
+   * within the keep time (so the place cannot have lapsed); null otherwise. A poll Redis answers
+   * in a room whose records live on the shards asks the event's slot about that place while it
+   * reads the record (line.ts statusOnShards), and keeps the slot's answer only when the record
+   * says the same place.
+   */
+  knownPlace(eventId: string, fanId: string, epoch: string): number | null;
+  /**
    * True when this process's view can answer a place taken now at the back of the line (fresh,
    * the line open and drawn): its join batches ask Redis for no fan view (join-batch-n.lua).
    */
@@ -998,6 +1006,14 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         abandonMs: view.abandonSeconds * 1000,
         startMs: view.openedAt > 0 && view.drawn ? Math.max(view.openedAt, view.drawnAt) : 0,
       };
+    },
+
+    knownPlace(eventId, fanId, epoch) {
+      const line = lines.get(eventId);
+      const view = line?.view;
+      const fan = line?.fans.get(fanId);
+      if (!view || !fan || fan.status !== "waiting" || fan.epoch !== epoch || view.epoch !== epoch) return null;
+      return Date.now() - fan.seenAt <= keepMsOf(view) ? fan.position : null;
     },
 
     answersNewPlaces(eventId) {

@@ -89,18 +89,25 @@ const ON_SHARDS = { drawGraceMs: DRAW_GRACE_MS };
 
 /**
  * A poll Redis answers in a room whose records live on the fan shards (docs/redis-cluster.md
- * "Steps 2 and 3, call by call", step 2), two round trips: the record on the fan's shard
- * (fan-records-5.lua 'poll': its beat written, a lapsed place given up), judged by the room's abandon
- * clock (this process's fresh view of the room, else read from the event's slot), then the event's
- * slot's answer from that record (status-shard-11.lua: the claim of a passed place).
+ * "Steps 2 and 3, call by call", step 2): the record on the fan's shard (fan-records-5.lua 'poll':
+ * its beat written, a lapsed place given up), judged by the room's abandon clock (this process's
+ * fresh view of the room, else read from the event's slot), and the event's slot's answer from
+ * that record (status-shard-11.lua: the claim of a passed place).
  *
- * The record that answer settles is written back to the shard only while it is still the one read
+ * A fan this process knows as waiting at a place, and has seen within the keep time, is asked of
+ * both at once: the slot answers the record `w|place`, and that answer stands when the shard's
+ * record says that place; otherwise (the fan left it: a session ended and a new place, a revocation)
+ * the slot is asked again with the record as it is. So the poll that admits a fan is one round
+ * trip, as by name. Only a place the fan holds is claimed: an offer is live only at a place whose
+ * fan neither lapsed (seen within the keep time) nor left it (a left place is claimed or barred).
+ *
+ * The record the answer settles is written back to the shard only while it is still the one read
  * (fan-records-5.lua 'cas'), sent before the fan is answered but not waited for. The event's slot
  * decides what the record caches (the claims: a place claimed again gets the same session, a place
  * revoked none, a revocation ends a session claimed there), so a write back that finds the record
  * changed (a revocation, a second tab's poll) or is lost with its gateway changes no answer: the
- * fan's next poll reads the record as it is and the slot answers the same. Waiting for it was one
- * more round trip on the poll that admits the fan, in a gateway whose event loop is busiest then.
+ * fan's next poll reads the record as it is and the slot answers the same. Each round trip costs a
+ * turn of the gateway's event loop, which is busiest when fans are being admitted.
  */
 async function statusOnShards(
   ctx: RestoringContext,
@@ -113,20 +120,36 @@ async function statusOnShards(
 ): Promise<StatusResult> {
   const clock = ctx.views?.abandonClock(eventId, room.epoch) ?? (await abandonClockOf(ctx, k));
   if (!clock) return notFound;
-  const polled = await room.beats.records.poll(eventId, fanId, clock);
+  const keys = [...lineKeysWithClaims(k), ...limitKeys];
+  const slot = (record: string, limits: readonly (string | number)[]) =>
+    ctx.script("statusShard", keys, [fanId, ...limits, record]);
+  const known = ctx.views?.knownPlace(eventId, fanId, room.epoch) ?? null;
+  const [polled, first] = await Promise.all([
+    room.beats.records.poll(eventId, fanId, clock),
+    known === null ? null : slot(`w|${known}|0||0|0`, limitArgs),
+  ]);
+  if (first) {
+    const limited = limitedFrom(first.reply);
+    if (limited) return limited;
+    if (first.outcome === "not_found") return notFound;
+  }
   if (!polled) return { ok: false as const, reason: "not_joined" as const };
-  const { reply, outcome } = await ctx.script(
-    "statusShard",
-    [...lineKeysWithClaims(k), ...limitKeys],
-    [fanId, ...limitArgs, polled.record],
-  );
+  const [status, place, arrival] = polled.record.split("|");
+  // the slot's answer about the known place stands when the record holds that place (the limits
+  // were taken by it: not again)
+  const kept = first && status === "w" && Number(place) === known;
+  if (first && !kept)
+    ctx.log?.debug({ eventId, fanId, known, record: polled.record }, "fan's place moved: asked again");
+  const { reply, outcome } = kept ? first : await slot(polled.record, first ? [0, 0, 0, 0] : limitArgs);
   const limited = limitedFrom(reply);
   if (limited) return limited;
   if (outcome === "not_found") return notFound;
   if (outcome === "not_joined") return { ok: false as const, reason: outcome };
   if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
   const f = new Fields(reply);
-  const record = f.str("record");
+  let record = f.str("record");
+  // (answered from `w|place|0`: the record keeps its own arrival number)
+  if (kept && record !== "") record = record.replace(/^([^|]*\|[^|]*\|)[^|]*/, `$1${arrival}`);
   if (record !== "") {
     room.beats.records.cas(eventId, fanId, polled.record, record).then(
       (written) => {
@@ -141,10 +164,10 @@ async function statusOnShards(
     );
   }
   // (the draw of such a room waits DRAW_GRACE_MS after the close: the advice counts it)
-  const place = ctx.placeFrom(f, eventId, fanId, ON_SHARDS);
-  ctx.views?.learn(eventId, fanId, place, f.str("epoch"));
+  const answered = ctx.placeFrom(f, eventId, fanId, ON_SHARDS);
+  ctx.views?.learn(eventId, fanId, answered, f.str("epoch"));
   if (f.flag("sweep")) ctx.fanLine.sweep(eventId, await ctx.fanLine.roomOf(eventId));
-  return { ok: true as const, fanId, place };
+  return { ok: true as const, fanId, place: answered };
 }
 
 /** The room's abandon clock as the event's slot holds it now; null when there is no room. */

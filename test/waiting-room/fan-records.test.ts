@@ -1119,6 +1119,94 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     }
   });
 
+  it("a fan a gateway knows at its place is claimed in one round trip; one who left that place is answered from its record", async () => {
+    const a = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 3 });
+    const b = createWaitingRoom({ redis: clients[4]!, secret: SECRET });
+    const monitor = await monitorRedis(inject("redisUrl"));
+    try {
+      const evt = roomEventId("shknown");
+      const k = waitingRoomKeys(evt);
+      ok(
+        await a.configure(evt, {
+          onSaleAt: new Date(Date.now() - 1_000).toISOString(),
+          admitPerSecond: 0,
+          maxActive: 10,
+          sessionSeconds: 60,
+        }),
+      );
+      const ids = Array.from({ length: 8 }, (_, i) => `kn${i + 1}`);
+      for (const id of ids) ok(await a.join(evt, id));
+      const shardKeys = await shardKeysOf(clients[0]!, evt);
+      const shardOf = await shardOfIn(clients[0]!, evt);
+      const fansKey = (id: string) => recordKeysOfBeats(shardKeys[shardOf(id)]!)[1]!;
+      // gateway b learns kn4 and kn5 waiting at their places (and answers them from its view)
+      for (const [id, position] of [
+        ["kn4", 4],
+        ["kn5", 5],
+      ] as const) {
+        expect(ok(await b.statusOf(evt, id)).place).toMatchObject({ status: "waiting", position });
+        await until(async () => (b.cachedStatus(evt, id) ? true : undefined));
+      }
+      // kn5's record as a drawn fan's: its arrival number (42) kept through the claim
+      expect(await clients[0]!.hget(fansKey("kn5"), "kn5")).toBe("w|5|0||0|0");
+      await clients[0]!.hset(fansKey("kn5"), "kn5", "w|5|42||0|0");
+      ok(await a.updateSettings(evt, { admitPerSecond: 1_000 }));
+      // kn4 is admitted through a, its session completed, and it joins again: a new place at the back
+      const s1 = await until(async () => {
+        const p = ok(await a.statusOf(evt, "kn4")).place;
+        return p.status === "admitted" ? p.sessionId : undefined;
+      });
+      ok(await a.updateSettings(evt, { admitPerSecond: 0 }));
+      ok(await a.completeSession(evt, s1));
+      // (the place after the one its first reservation took: that went back, the record being admitted)
+      const again = ok(await a.join(evt, "kn4")).place;
+      expect(again).toMatchObject({ status: "waiting", position: expect.any(Number) });
+      expect(again.position).toBeGreaterThan(8);
+      await until(async () => (Number(await clients[0]!.hget(k.room, "served")) >= 5 ? true : undefined));
+      // once b's view has seen the cursor pass them (it no longer answers their polls itself)
+      await until(async () =>
+        b.cachedStatus(evt, "kn5") === null && b.cachedStatus(evt, "kn4") === null ? true : undefined,
+      );
+      // the records b's polls of them send the event's slot (status-shard-11.lua; not the shards' write
+      // backs), told by b's connection
+      const bAddress = `127.0.0.1:${(clients[4] as unknown as { stream: { localPort: number } }).stream.localPort}`;
+      const sent: { fanId: string; record: string }[] = [];
+      monitor.on(({ args, source }) => {
+        if (source !== bAddress || !/^(?:evalsha|eval|fcall)(?:_ro)?$/i.test(args[0] ?? "")) return;
+        const fanId = args.find((x) => /^kn[45]$/.test(x));
+        const record = args.find((x) => /^[wpaxrec]\|/.test(x));
+        if (fanId && record && !args.includes("cas")) sent.push({ fanId, record });
+      });
+      const viaB = async (fanId: string) => ok(await b.statusOf(evt, fanId)).place;
+      // b still knows kn5 at place 5, passed: the slot is asked about that place while the record is
+      // read, and its claim stands (the record says the same place)
+      const claimed = await viaB("kn5");
+      expect(claimed.status).toBe("admitted");
+      const sid = claimed.status === "admitted" ? claimed.sessionId : "";
+      expect(ok(await a.statusOf(evt, "kn5")).place).toMatchObject({ status: "admitted", sessionId: sid });
+      await until(async () =>
+        (await clients[0]!.hget(fansKey("kn5"), "kn5"))?.startsWith(`a|5|42|${sid}|`) ? true : undefined,
+      );
+      // b still knows kn4 at place 4, where the slot keeps its ended session: the record says its new
+      // place, so the slot is asked again, and kn4 is waiting there, not admitted in the old session
+      expect(await viaB("kn4")).toMatchObject({ status: "waiting", position: again.position });
+      expect(await clients[0]!.hget(k.claims, "4")).toMatch(new RegExp(`^${s1.replace(".", "\\.")}\\|`));
+      const marker = `known-marker-${Math.random()}`;
+      const seen = new Promise<void>((resolve) => monitor.on(({ args }) => args[1] === marker && resolve()));
+      await clients[0]!.echo(marker);
+      await seen;
+      const records = (id: string) => sent.filter((c) => c.fanId === id).map((c) => c.record);
+      // kn5: one call on the slot, about the known place; kn4: one more, about its new place
+      expect(records("kn5")).toEqual(["w|5|0||0|0"]);
+      expect(records("kn4")).toEqual(["w|4|0||0|0", `w|${again.position}|0||0|0`]);
+      ok(await a.remove(evt));
+    } finally {
+      monitor.close();
+      await b.close();
+      await a.close();
+    }
+  });
+
   it("a gateway that does not know a fan finds its record on the fan's shard in a view refresh (no status call)", async () => {
     const made = createWaitingRoom({ redis: clients[3]!, secret: SECRET, claims: "shards", fanShards: 4 });
     const other = createWaitingRoom({ redis: clients[4]!, secret: SECRET });
