@@ -6,8 +6,11 @@
   answers, from that record: the limits first, the tick, a session past its expiry ended, the claim
   of a passed place (as claims-9.lua 'claim': `claims` makes a retried claim the same claim), then
   the fan view. The caller writes the record this answers back to the shard, compared with the one
-  it sent (fan-records-5.lua 'cas'), and answers the fan without waiting for that write: `claims`
-  here decides, and a record left behind is settled the same way by the fan's next poll.
+  it sent (fan-records-5.lua 'cas'): a claim's before it answers the fan (a record changed
+  meanwhile is read again), any other without waiting (`claims` here decided; a record left behind
+  is settled the same way by the fan's next poll). A gateway that knows the fan at a place sends
+  `w|place` here while its shard's call reads the record, and keeps this answer only when the
+  record says that place.
 
   KEYS[1..8]  the line's keys (includes/room.lua)
   KEYS[9]     claims (claims-9.lua)

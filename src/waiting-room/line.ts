@@ -97,16 +97,17 @@ const ON_SHARDS = { drawGraceMs: DRAW_GRACE_MS };
  * A fan this process knows as waiting at a place, and has seen within the keep time, is asked of
  * both at once: the slot answers the record `w|place`, and that answer stands when the shard's
  * record says that place; otherwise (the fan left it: a session ended and a new place, a revocation)
- * the slot is asked again with the record as it is. So the poll that admits a fan is one round
+ * the slot is asked again with the record as it is. So a poll that claims nothing is one round
  * trip, as by name. Only a place the fan holds is claimed: an offer is live only at a place whose
  * fan neither lapsed (seen within the keep time) nor left it (a left place is claimed or barred).
  *
  * The record the answer settles is written back to the shard only while it is still the one read
- * (fan-records-5.lua 'cas'), sent before the fan is answered but not waited for. The event's slot
- * decides what the record caches (the claims: a place claimed again gets the same session, a place
- * revoked none, a revocation ends a session claimed there), so a write back that finds the record
- * changed (a revocation, a second tab's poll) or is lost with its gateway changes no answer: the
- * fan's next poll reads the record as it is and the slot answers the same. Each round trip costs a
+ * (fan-records-5.lua 'cas'). A claim's (`a`, the session) is written before the access token goes
+ * out, and a record changed meanwhile (a revocation, a second tab's poll) is read again: the claim
+ * is the place's, so a poll tried again gets the same session, and a revoked record keeps no token.
+ * So the poll that admits a fan is two round trips. Any other write back (a place lost, a session
+ * that ended) is sent and not waited for: the event's slot decided, the record caches it, and one
+ * lost with its gateway is settled the same way by the fan's next poll. Each round trip costs a
  * turn of the gateway's event loop, which is busiest when fans are being admitted.
  */
 async function statusOnShards(
@@ -123,51 +124,80 @@ async function statusOnShards(
   const keys = [...lineKeysWithClaims(k), ...limitKeys];
   const slot = (record: string, limits: readonly (string | number)[]) =>
     ctx.script("statusShard", keys, [fanId, ...limits, record]);
-  const known = ctx.views?.knownPlace(eventId, fanId, room.epoch) ?? null;
-  const [polled, first] = await Promise.all([
-    room.beats.records.poll(eventId, fanId, clock),
-    known === null ? null : slot(`w|${known}|0||0|0`, limitArgs),
-  ]);
-  if (first) {
-    const limited = limitedFrom(first.reply);
+  // the limits are taken by the first call on the slot only
+  let limits = limitArgs;
+  let known = ctx.views?.knownPlace(eventId, fanId, room.epoch) ?? null;
+  for (let attempt = 0; attempt < RECORD_TRIES; attempt++) {
+    const [polled, first] = await Promise.all([
+      room.beats.records.poll(eventId, fanId, clock),
+      known === null ? null : slot(`w|${known}|0||0|0`, limits),
+    ]);
+    if (first) {
+      limits = NO_LIMITS;
+      const limited = limitedFrom(first.reply);
+      if (limited) return limited;
+      if (first.outcome === "not_found") return notFound;
+    }
+    if (!polled) return { ok: false as const, reason: "not_joined" as const };
+    const [status, place, arrival] = polled.record.split("|");
+    // the slot's answer about the known place stands when the record holds that place
+    const kept = first && status === "w" && Number(place) === known;
+    if (first && !kept)
+      ctx.log?.debug({ eventId, fanId, known, record: polled.record }, "fan's place moved: asked again");
+    const { reply, outcome } = kept ? first : await slot(polled.record, limits);
+    limits = NO_LIMITS;
+    known = null;
+    const limited = limitedFrom(reply);
     if (limited) return limited;
-    if (first.outcome === "not_found") return notFound;
+    if (outcome === "not_found") return notFound;
+    if (outcome === "not_joined") return { ok: false as const, reason: outcome };
+    if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
+    const f = new Fields(reply);
+    let record = f.str("record");
+    // (answered from `w|place|0`: the record keeps its own arrival number)
+    if (kept && record !== "") record = record.replace(/^([^|]*\|[^|]*\|)[^|]*/, `$1${arrival}`);
+    if (record.startsWith("a|")) {
+      // A claim: on the record before the access token goes out, so that what the record says
+      // (an operator's revocation reads it) never lags a token; changed meanwhile, read again.
+      if (!(await room.beats.records.cas(eventId, fanId, polled.record, record))) continue;
+    } else if (record !== "") writeBack(ctx, room.beats, eventId, fanId, polled.record, record);
+    // (the draw of such a room waits DRAW_GRACE_MS after the close: the advice counts it)
+    const answered = ctx.placeFrom(f, eventId, fanId, ON_SHARDS);
+    ctx.views?.learn(eventId, fanId, answered, f.str("epoch"));
+    if (f.flag("sweep")) ctx.fanLine.sweep(eventId, await ctx.fanLine.roomOf(eventId));
+    return { ok: true as const, fanId, place: answered };
   }
-  if (!polled) return { ok: false as const, reason: "not_joined" as const };
-  const [status, place, arrival] = polled.record.split("|");
-  // the slot's answer about the known place stands when the record holds that place (the limits
-  // were taken by it: not again)
-  const kept = first && status === "w" && Number(place) === known;
-  if (first && !kept)
-    ctx.log?.debug({ eventId, fanId, known, record: polled.record }, "fan's place moved: asked again");
-  const { reply, outcome } = kept ? first : await slot(polled.record, first ? [0, 0, 0, 0] : limitArgs);
-  const limited = limitedFrom(reply);
-  if (limited) return limited;
-  if (outcome === "not_found") return notFound;
-  if (outcome === "not_joined") return { ok: false as const, reason: outcome };
-  if (outcome) throw new ReplyShapeError(`status: unexpected ${outcome}`);
-  const f = new Fields(reply);
-  let record = f.str("record");
-  // (answered from `w|place|0`: the record keeps its own arrival number)
-  if (kept && record !== "") record = record.replace(/^([^|]*\|[^|]*\|)[^|]*/, `$1${arrival}`);
-  if (record !== "") {
-    room.beats.records.cas(eventId, fanId, polled.record, record).then(
-      (written) => {
-        if (!written)
-          ctx.log?.debug({ eventId, fanId }, "fan record changed before the poll's write back: left as it is");
-      },
-      (err: unknown) =>
-        ctx.log?.warn(
-          { eventId, fanId, err: (err as Error).message },
-          "fan record not written back: the next poll settles it",
-        ),
-    );
-  }
-  // (the draw of such a room waits DRAW_GRACE_MS after the close: the advice counts it)
-  const answered = ctx.placeFrom(f, eventId, fanId, ON_SHARDS);
-  ctx.views?.learn(eventId, fanId, answered, f.str("epoch"));
-  if (f.flag("sweep")) ctx.fanLine.sweep(eventId, await ctx.fanLine.roomOf(eventId));
-  return { ok: true as const, fanId, place: answered };
+  throw new ReplyShapeError(`status of ${eventId}: the fan's record kept changing`);
+}
+
+/** Tries of a poll whose claim found the fan's record changed on its shard before its write. */
+const RECORD_TRIES = 3;
+const NO_LIMITS = [0, 0, 0, 0];
+
+/**
+ * A record that is no claim (a place lost, a session that ended) written back without the fan's
+ * answer waiting for it: the event's slot decided, the record only caches it, and a record left
+ * as it was is settled the same way by the fan's next poll.
+ */
+function writeBack(
+  ctx: RestoringContext,
+  beats: FanBeats,
+  eventId: string,
+  fanId: string,
+  old: string,
+  record: string,
+) {
+  beats.records.cas(eventId, fanId, old, record).then(
+    (written) => {
+      if (!written)
+        ctx.log?.debug({ eventId, fanId }, "fan record changed before the poll's write back: left as it is");
+    },
+    (err: unknown) =>
+      ctx.log?.warn(
+        { eventId, fanId, err: (err as Error).message },
+        "fan record not written back: the next poll settles it",
+      ),
+  );
 }
 
 /** The room's abandon clock as the event's slot holds it now; null when there is no room. */
