@@ -118,6 +118,8 @@ async function statusOnShards(
   room: { epoch: string; beats: FanBeats },
   limitKeys: readonly string[],
   limitArgs: readonly (string | number)[],
+  /** The fan's place as its join just found it on the shard (else the view's, when it knows the fan). */
+  placed?: number,
 ): Promise<StatusResult> {
   const clock = ctx.views?.abandonClock(eventId, room.epoch) ?? (await abandonClockOf(ctx, k));
   if (!clock) return notFound;
@@ -126,7 +128,7 @@ async function statusOnShards(
     ctx.script("statusShard", keys, [fanId, ...limits, record]);
   // the limits are taken by the first call on the slot only
   let limits = limitArgs;
-  let known = ctx.views?.knownPlace(eventId, fanId, room.epoch) ?? null;
+  let known = placed ?? ctx.views?.knownPlace(eventId, fanId, room.epoch) ?? null;
   for (let attempt = 0; attempt < RECORD_TRIES; attempt++) {
     const [polled, first] = await Promise.all([
       room.beats.records.poll(eventId, fanId, clock),
@@ -325,7 +327,8 @@ async function joinOnShards(
   if (outcome.kind === "frozen") outcome = await joinAgain();
   // the join's own limit was taken; the polls that answer it take none
   const noLimits = [limitKey(eventId, "ip:status", ""), limitKey(eventId, "fan:status", request.fanId)];
-  const poll = () => statusOnShards(ctx, k, eventId, request.fanId, room, noLimits, [0, 0, 0, 0]);
+  const poll = (placed?: number) =>
+    statusOnShards(ctx, k, eventId, request.fanId, room, noLimits, [0, 0, 0, 0], placed);
   /**
    * A join the range refused before any record was read (closed, a proof or an invite missing): the
    * place the fan's record keeps, answered by its poll; a revoked fan refused so; null when the fan
@@ -391,7 +394,9 @@ async function joinOnShards(
       return { ok: true, created, fanId: request.fanId, queueToken, place: cached, invites: false };
     }
   }
-  const polled = settled ?? (await poll());
+  // (a place in line the shard just answered: the event's slot is asked about it while the record is read)
+  const placed = outcome.kind === "placed" && !outcome.prequeue ? outcome.position : undefined;
+  const polled = settled ?? (await poll(placed));
   if (!polled.ok) {
     if (polled.reason === "not_found" || polled.reason === "unavailable") return polled;
     throw new ReplyShapeError(`join of ${eventId}: a place just taken, then ${polled.reason}`);
