@@ -30,7 +30,8 @@
     claim   { 'session', sid, exp, at } | { 'lost' } | { 'revoked' } | { 'ahead' }
     revoke  { 'ended', sid, freed 1|0 } (a session was claimed there: ended, its slot freed when it
             was still live) | { 'barred' } | { 'claimed-before', 'x' or 'r' }
-    gone    { 'vacated', n (to `gone`), 'offersBack', n, 'claimed', n (left as claimed), 'sweptAt', ms or 0 }
+    gone    { 'vacated', n (to `gone`), 'offersBack', n, 'claimed', n (left as claimed), 'sweptAt', ms or 0,
+            'abandoned', n (the fans given up counted now: not those an overlapping sweep told first) }
     -1 unknown event
 ]]
 --- @include "admission"
@@ -134,7 +135,8 @@ if mode == 'gone' then
   -- the offers given back free their slots: the cursor may offer the next places now
   if back > 0 then serve(r, now) end
   save_room(r)
-  return { 'vacated', int(vacated), 'offersBack', int(back), 'claimed', int(claimed), 'sweptAt', int(sweptAt) }
+  return { 'vacated', int(vacated), 'offersBack', int(back), 'claimed', int(claimed), 'sweptAt', int(sweptAt),
+    'abandoned', int(counts['x:']) }
 end
 
 return redis.error_reply('claims: unknown mode ' .. tostring(mode))

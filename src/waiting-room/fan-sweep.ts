@@ -199,7 +199,6 @@ async function recordsRound(
     lists.some((l) => l.status === "rejected" || l.value.length >= limit);
   const told = lists.flatMap((l, shard) => (l.status === "fulfilled" ? [{ shard, places: l.value }] : []));
   const places = told.flatMap(({ places }) => places);
-  const abandoned = places.filter((p) => p.abandoned).length;
   const k = waitingRoomKeys(eventId);
   // each place as its shard named it (x: given up, v: a reservation no fan took): the event's
   // slot counts each once, however often it is told
@@ -220,7 +219,8 @@ async function recordsRound(
   );
   return {
     stale,
-    abandoned,
+    // as the event's slot counted them: a place an overlapping sweep told first is not counted again
+    abandoned: Number(reply[9] ?? 0),
     forgotten: acked.reduce((a, b) => a + b, 0),
     sweptAt: Number(reply[7]),
     behind,

@@ -511,13 +511,18 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
       "1",
       "sweptAt",
       expect.any(String),
+      "abandoned",
+      String(1 + ahead.length),
     ]);
     expect(await clients[0]!.zscore(s.k.gone, "6")).toBe(ahead.length > 0 ? "6" : null);
     // the lost place's fan claims after (a poll that read its record before the give-up): lost
     expect((await s.claims(1, "claim", 2, "f2"))[0]).toBe("lost");
     expect(await s.field("abandoned")).toBe(1 + ahead.length);
-    // told again (a sweep that overlapped another): nothing more is counted
-    await s.claims(0, "gone", "1", "x:1", "x:2", ...ahead.map((p) => `x:${p}`));
+    // told again (a sweep that overlapped another): nothing more is counted, nor answered counted
+    expect((await s.claims(0, "gone", "1", "x:1", "x:2", ...ahead.map((p) => `x:${p}`))).slice(-2)).toEqual([
+      "abandoned",
+      "0",
+    ]);
     expect(await s.field("abandoned")).toBe(1 + ahead.length);
     // the claimed place's session stands
     expect((await s.claims(2, "claim", 1, "f1"))[0]).toBe("session");
@@ -591,6 +596,26 @@ describe("the event's slot's half: ranges, claims, give-ups", () => {
     expect((await s.claims(0, "claim", 1, "sw1"))[0]).toBe("session");
     expect(await sweepFanShards(clients[0]!, beats, s.evt)).toMatchObject({ stale: 0, abandoned: 0 });
     expect(await s.field("abandoned")).toBe(3);
+  });
+
+  it("a place two overlapping sweeps both tell is counted abandoned once, and reported so by the sweep", async () => {
+    const s = await slot({ maxActive: 4, abandonSeconds: 3, onSaleAt: Date.now() - 60_000 });
+    const ids = Array.from({ length: 6 }, (_, i) => `ov${i + 1}`);
+    const { placeOf, shardKeys, shardOf } = await joinFans(s, ids);
+    const beats = await s.beats();
+    const keys = recordKeysOfBeats(shardKeys[shardOf("ov5")]!);
+    await clients[0]!.zadd(keys[0]!, String(Date.now() - 60_000), "ov5");
+    const openedAt = await s.field("openedAt");
+    expect(await beats.records.giveUp(s.evt, shardOf("ov5"), ["ov5"], { abandonMs: 3_000, startMs: openedAt })).toEqual(
+      [placeOf.get("ov5")],
+    );
+    // the other sweep told the event's slot and has not yet acknowledged it on the shard
+    await s.claims(1, "gone", "0", `x:${placeOf.get("ov5")}`);
+    expect(await s.field("abandoned")).toBe(1);
+    // this sweep tells it again: the slot counts nothing more, and the sweep reports what it counted
+    expect(await sweepFanShards(clients[0]!, beats, s.evt)).toMatchObject({ stale: 0, abandoned: 0 });
+    expect(await s.field("abandoned")).toBe(1);
+    expect(await clients[0]!.zcard(keys[3]!)).toBe(0);
   });
 
   it("a sweeper dying after the give-ups loses nothing: the next sweep tells the places", async () => {
