@@ -402,6 +402,22 @@ export interface AbandonClock {
 }
 
 /**
+ * The abandon clock of the room's fields: its abandon time, and its start once the line is drawn,
+ * max(openedAt, drawnAt) (0 before: no place lapses while the draw is pending).
+ */
+export function abandonClockFrom(room: {
+  abandonSeconds: number;
+  openedAt: number;
+  drawn: boolean;
+  drawnAt: number;
+}): AbandonClock {
+  return {
+    abandonMs: room.abandonSeconds * 1000,
+    startMs: room.openedAt > 0 && room.drawn ? Math.max(room.openedAt, room.drawnAt || 0) : 0,
+  };
+}
+
+/**
  * The calls of lua/waiting-room/fan-records-5.lua that a room whose records live on the fan shards
  * makes (docs/redis-cluster.md "Steps 2 and 3, call by call"). The sweep's, so far: the gateway's
  * join, poll and revocation in such a room come next.

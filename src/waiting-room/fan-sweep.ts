@@ -18,7 +18,7 @@
  * after 3 s), instead of admitting fans whose beats say they left.
  */
 import { type RedisClient, registerScripts, type RunScript } from "../redis/scripts.js";
-import { type AbandonClock, byFanShard, type FanBeats, type StaleBeat } from "./fan-shards.js";
+import { type AbandonClock, abandonClockFrom, byFanShard, type FanBeats, type StaleBeat } from "./fan-shards.js";
 import { lineKeys, lineKeysWithClaims, waitingRoomKeys } from "./keys.js";
 import { type ScriptName, waitingRoomScripts } from "./scripts.js";
 
@@ -116,9 +116,14 @@ async function sweepRound(
   );
   if (tail === null && abandonSeconds === null) return null;
   const none: Round = { stale: 0, abandoned: 0, forgotten: 0, sweptAt: 0, behind: false };
-  if (!Number(openedAt) || !Number(drawn)) return none;
-  const startMs = Math.max(Number(openedAt), Number(drawnAt) || 0);
-  const abandonMs = Number(abandonSeconds) * 1000;
+  const { abandonMs, startMs } = abandonClockFrom({
+    abandonSeconds: Number(abandonSeconds),
+    openedAt: Number(openedAt),
+    drawn: Number(drawn) !== 0,
+    drawnAt: Number(drawnAt),
+  });
+  // (0 until the line is opened and drawn: no place lapses before)
+  if (startMs === 0) return none;
   const shards = Array.from({ length: beats.shards }, (_, shard) => shard);
   const settled = await Promise.allSettled(
     shards.map((shard) => beats.stale(eventId, shard, { abandonMs, startMs, limit })),

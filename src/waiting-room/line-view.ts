@@ -49,7 +49,7 @@ import { keysFor } from "./context.js";
 import { lineKeys, type WaitingRoomKeys } from "./keys.js";
 import { Fields, iso, ReplyShapeError, ROOM_STATES } from "./replies.js";
 import type { ShardedRoom } from "./fan-line.js";
-import type { AbandonClock, FanBeats, KeptBeats, ViewCopy } from "./fan-shards.js";
+import { type AbandonClock, abandonClockFrom, type FanBeats, type KeptBeats, type ViewCopy } from "./fan-shards.js";
 import type { FanPlace, RateLimited, RoomState, StatusLimits } from "./types.js";
 
 /** How often the view is read (and the heartbeats sent), per event, while it is polled. */
@@ -605,6 +605,9 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
    */
   const keepMsOf = (view: View) =>
     view.abandonSeconds * 1000 - 2 * refreshMs - (view.fanShards > 0 ? BEATS_HELD_MS : 0) - 1_000;
+  /** A fan of the view's room seen here within the keep time: its place cannot have been lost. */
+  const keptHere = (fan: KnownFan, view: View, now: number) =>
+    fan.epoch === view.epoch && now - fan.seenAt <= keepMsOf(view);
 
   /** A heartbeat owed for `fanId` since `at` (the oldest owed sets when they must go). */
   function owe(line: EventLine, fanId: string, at: number) {
@@ -968,10 +971,9 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
         counts.staleAsked += 1;
         return null;
       }
-      if (fan.epoch !== view.epoch) return null;
       // Seen here recently enough that the place cannot have been lost (every poll answered here
       // reaches Redis within a refresh); otherwise Redis tells (and records this poll).
-      if (fan.status === "redis" || now - fan.seenAt > keepMsOf(view)) return null;
+      if (fan.status === "redis" || !keptHere(fan, view, now)) return null;
       const redisNow = now + view.clockOffset;
       let place: FanPlace;
       if (fan.status === "prequeue") {
@@ -1002,18 +1004,15 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       const view = lines.get(eventId)?.view;
       if (!view || view.epoch !== epoch || view.drawnAt < 0) return null;
       if (Date.now() - view.fetchedAt > CLOCK_MAX_AGE_MS) return null;
-      return {
-        abandonMs: view.abandonSeconds * 1000,
-        startMs: view.openedAt > 0 && view.drawn ? Math.max(view.openedAt, view.drawnAt) : 0,
-      };
+      return abandonClockFrom(view);
     },
 
     knownPlace(eventId, fanId, epoch) {
       const line = lines.get(eventId);
       const view = line?.view;
       const fan = line?.fans.get(fanId);
-      if (!view || !fan || fan.status !== "waiting" || fan.epoch !== epoch || view.epoch !== epoch) return null;
-      return Date.now() - fan.seenAt <= keepMsOf(view) ? fan.position : null;
+      if (!view || !fan || fan.status !== "waiting" || view.epoch !== epoch) return null;
+      return keptHere(fan, view, Date.now()) ? fan.position : null;
     },
 
     answersNewPlaces(eventId) {
@@ -1052,7 +1051,7 @@ export function createLineViews(ctx: RoomContext, options: LineViewOptions = {})
       // status-10.lua call each was the whole pre-queue's herd at the on-sale).
       const known = line.fans.get(fanId);
       const drawnPlace = known?.status === "prequeue" && view.openedAt > 0 && view.drawn;
-      if (known && !drawnPlace && known.epoch === view.epoch && now - known.seenAt <= keepMsOf(view)) {
+      if (known && !drawnPlace && keptHere(known, view, now)) {
         return Promise.resolve(false);
       }
       // Only where the view could answer: a drawn line, or a pre-queue before the on-sale; in a room

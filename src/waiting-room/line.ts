@@ -7,7 +7,7 @@
 import { DRAW_GRACE_MS } from "./advice.js";
 import { scriptOutcome } from "./codes.js";
 import { keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
-import type { AbandonClock, FanBeats } from "./fan-shards.js";
+import { type AbandonClock, abandonClockFrom, type FanBeats } from "./fan-shards.js";
 import type { BatchedJoin } from "./join-batch.js";
 import type { ShardJoinRoom } from "./shard-joins.js";
 import { isEventId, isFanId, limitKey, lineKeys, lineKeysWithClaims, type WaitingRoomKeys } from "./keys.js";
@@ -121,7 +121,7 @@ async function statusOnShards(
   /** The fan's place as its join just found it on the shard (else the view's, when it knows the fan). */
   placed?: number,
 ): Promise<StatusResult> {
-  const clock = ctx.views?.abandonClock(eventId, room.epoch) ?? (await abandonClockOf(ctx, k));
+  const clock = ctx.views?.abandonClock(eventId, room.epoch) ?? (await readAbandonClock(ctx, k));
   if (!clock) return notFound;
   const keys = [...lineKeysWithClaims(k), ...limitKeys];
   const slot = (record: string, limits: readonly (string | number)[]) =>
@@ -157,7 +157,11 @@ async function statusOnShards(
     const f = new Fields(reply);
     let record = f.str("record");
     // (answered from `w|place|0`: the record keeps its own arrival number)
-    if (kept && record !== "") record = record.replace(/^([^|]*\|[^|]*\|)[^|]*/, `$1${arrival}`);
+    if (kept && record !== "") {
+      const fields = record.split("|");
+      fields[2] = arrival ?? "0";
+      record = fields.join("|");
+    }
     if (record.startsWith("a|")) {
       // A claim: on the record before the access token goes out, so that what the record says
       // (an operator's revocation reads it) never lags a token; changed meanwhile, read again.
@@ -203,7 +207,7 @@ function writeBack(
 }
 
 /** The room's abandon clock as the event's slot holds it now; null when there is no room. */
-async function abandonClockOf(ctx: RestoringContext, k: WaitingRoomKeys): Promise<AbandonClock | null> {
+async function readAbandonClock(ctx: RestoringContext, k: WaitingRoomKeys): Promise<AbandonClock | null> {
   const [abandonSeconds, openedAt, drawnAt, drawn] = await ctx.redis.hmget(
     k.room,
     "abandonSeconds",
@@ -212,10 +216,12 @@ async function abandonClockOf(ctx: RestoringContext, k: WaitingRoomKeys): Promis
     "drawn",
   );
   if (abandonSeconds === null) return null;
-  return {
-    abandonMs: Number(abandonSeconds) * 1000,
-    startMs: Number(openedAt) > 0 && Number(drawn) ? Math.max(Number(openedAt), Number(drawnAt) || 0) : 0,
-  };
+  return abandonClockFrom({
+    abandonSeconds: Number(abandonSeconds),
+    openedAt: Number(openedAt),
+    drawn: Number(drawn) !== 0,
+    drawnAt: Number(drawnAt),
+  });
 }
 
 async function joinOnce(
