@@ -319,9 +319,12 @@ describe("admission", () => {
     const evt = eventId("etapolls");
     ok(await room.configure(evt, { onSaleAt: past(), admitPerSecond: 10, maxActive: 1_000, sessionSeconds: 60 }));
     const ids = fans(10);
+    const started = Date.now();
+    let joinedBy = started;
     const journeys = await Promise.all(
       ids.map(async (fanId, i) => {
         const joined = ok(await gw.rooms[i % gw.rooms.length]!.join(evt, fanId)).place;
+        joinedBy = Math.max(joinedBy, Date.now());
         let place: FanPlace = joined;
         let polls = 0;
         while (place.status !== "admitted") {
@@ -335,6 +338,10 @@ describe("admission", () => {
       }),
     );
     expect(journeys.map((j) => j.polls).filter((n) => n > 1)).toEqual([]);
-    expect(journeys.filter((j) => j.polls === 0).length).toBeLessThanOrEqual(1);
+    // A join answers admitted only a place the cursor had passed: the first place, and one more for
+    // each tenth of a second (10/s) the joins took on a loaded machine (with the records on the
+    // shards a join is answered by a poll after its shard's call, so a slow join can find its place passed).
+    const passedWhileJoining = 1 + Math.floor(((joinedBy - started) / 1000) * 10);
+    expect(journeys.filter((j) => j.polls === 0).length).toBeLessThanOrEqual(passedWhileJoining);
   });
 });
