@@ -1,8 +1,10 @@
 /**
  * The abandon clock of a pre-queued fan starts at the draw, not at the close (issue 28 item 7):
  * while the draw waits for its beacon nobody's place can be lost, and after it a fan who does not
- * poll loses the place abandonSeconds after the draw. Real Redis, the test DynamoDB (the lottery
- * store, whose named beacon makes the draw wait); nothing mocked.
+ * poll loses the place abandonSeconds after the draw. And the admission budget is not banked while
+ * the draw waits: the pre-queue is admitted at the rate from the draw on, in each of the three
+ * lines. Real Redis, the test DynamoDB (the lottery store, whose named beacon makes the draw wait);
+ * nothing mocked.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -18,12 +20,13 @@ const ABANDON_SECONDS = 2;
 let dynamo: ReturnType<typeof createDynamoClient>;
 let redis: Redis;
 let room: WaitingRoom;
+let store: ReturnType<typeof createLotteryStore>;
 
 beforeAll(async () => {
   dynamo = createDynamoClient({ endpoint: inject("dynamoEndpoint"), region: "us-east-1" });
   const tableName = `draw_abandon_${freshEventId("t")}`;
   await ensureTable(dynamo, tableName);
-  const store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName });
+  store = createLotteryStore({ doc: createDocumentClient(dynamo), tableName });
   redis = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
   room = createWaitingRoom({ redis, secret: SECRET, lottery: store });
 });
@@ -85,4 +88,72 @@ describe("the abandon clock of the pre-queue", () => {
     expect(ok(await room.statusOf(evt, fans[1]!)).place.status).toBe("abandoned");
     expect(ok(await room.statusOf(evt, fans[0]!)).place).toMatchObject({ status: "waiting", ahead: 0 });
   });
+});
+
+/** The three lines a room can be (src/waiting-room/context.ts): by name, by claims, records on the shards. */
+const LINES = [
+  ["by name", {}],
+  ["by claims", { claims: true }],
+  ["records on the fan shards", { fanShards: 3, claims: "shards" }],
+] as const;
+
+describe("the admission budget while the draw waits", () => {
+  it.each(LINES)(
+    "%s: the pre-queue is admitted at the rate from the draw on, not a second's worth in one instant",
+    async (_line, options) => {
+      const chain = testChain();
+      const evt = freshEventId("budget");
+      const line = createWaitingRoom({ redis, secret: SECRET, lottery: store, ...options });
+      try {
+        const admitPerSecond = 4;
+        ok(
+          await line.configure(evt, {
+            drand: chain.chain,
+            onSaleAt: Date.now() + 3_600_000,
+            admitPerSecond,
+            maxActive: 100,
+            sessionSeconds: 60,
+          }),
+        );
+        const fans = Array.from({ length: 12 }, (_, i) => `pq-${i}-${evt}`);
+        await Promise.all(fans.map((fanId) => line.join(evt, fanId).then(ok)));
+        ok(await line.openNow(evt));
+        // The draw waits for its beacon over a second while the line is asked (each call ticks):
+        // the budget accrues meanwhile and cannot be spent on the pre-queue.
+        for (let i = 0; i < 6; i++) {
+          expect(ok(await line.stats(evt)).stats).toMatchObject({ drawing: true, admitted: 0 });
+          await sleep(250);
+        }
+        ok(await line.recordBeacon(evt, chain.sign(ok(await line.info(evt)).info.lottery.drand!.round)));
+        // A fan's poll starts the draw once the beacon is in (as the first test's does).
+        await until(async () => {
+          const place = ok(await line.statusOf(evt, fans[0]!)).place;
+          return place.status === "prequeue" ? undefined : place;
+        }, 10_000);
+        const k = waitingRoomKeys(evt);
+        // From the draw on, at every look: the places moved (admitted, or offered to be claimed)
+        // are at most the one admission kept plus what the rate paid since drawnAt (Redis time,
+        // read after the stats call's tick, so the bound is never short).
+        let moved = 0;
+        for (let look = 1; look <= 15; look++) {
+          const s = ok(await line.stats(evt)).stats;
+          const [drawnAt, [seconds, micros]] = await Promise.all([
+            redis.hget(k.room, "drawnAt"),
+            redis.time(),
+          ]);
+          const since = Number(seconds) * 1000 + Number(micros) / 1000 - Number(drawnAt);
+          moved = s.admitted + (s.offered ?? 0);
+          expect(moved, `look ${look}: ${since.toFixed(0)} ms after the draw`).toBeLessThanOrEqual(
+            1 + Math.floor((admitPerSecond * since) / 1000),
+          );
+          await sleep(100);
+        }
+        // and the line did move at the rate
+        expect(moved).toBeGreaterThan(0);
+      } finally {
+        await line.close();
+      }
+    },
+    20_000,
+  );
 });

@@ -169,9 +169,12 @@ local function serve(r, now)
     end
   end
   -- Budget is not banked while it cannot be used: an empty line keeps at most one admission
-  -- (so a lone arrival gets in at once), a full room at most one second of admissions.
-  if stop == 'empty' and r.credit > 1 then r.credit = 1 end
-  if stop == 'full' or stop == 'draw' or stop == 'sweep' then
+  -- (so a lone arrival gets in at once), as does a line waiting for its draw (the pre-queue's
+  -- places are offered at the rate from the draw on, not a second's worth in one instant: the
+  -- draw waits for its beacon, or DRAW_GRACE_MS in a room whose records live on the fan shards);
+  -- a full room keeps at most one second of admissions.
+  if (stop == 'empty' or stop == 'draw') and r.credit > 1 then r.credit = 1 end
+  if stop == 'full' or stop == 'sweep' then
     local cap = math.max(1, r.admitPerSecond)
     if r.credit > cap then r.credit = cap end
   end
