@@ -137,10 +137,7 @@ describe("the admission budget while the draw waits", () => {
         let moved = 0;
         for (let look = 1; look <= 15; look++) {
           const s = ok(await line.stats(evt)).stats;
-          const [drawnAt, [seconds, micros]] = await Promise.all([
-            redis.hget(k.room, "drawnAt"),
-            redis.time(),
-          ]);
+          const [drawnAt, [seconds, micros]] = await Promise.all([redis.hget(k.room, "drawnAt"), redis.time()]);
           const since = Number(seconds) * 1000 + Number(micros) / 1000 - Number(drawnAt);
           moved = s.admitted + (s.offered ?? 0);
           expect(moved, `look ${look}: ${since.toFixed(0)} ms after the draw`).toBeLessThanOrEqual(
