@@ -1,19 +1,21 @@
 /**
- * Joins, batched per event in each gateway process (issue 28, goal 2). While one batch of an
- * event's joins is in Redis, the joins that arrive wait in a queue; when it returns, the whole queue
- * goes as the next batch (at most MAX_BATCH fans), in one join-batch-n.lua call. A lone join waits
- * one turn of the event loop (setImmediate, so the joins parsed in the same turn go together) and no
- * more; under a crowd each batch carries what arrived during the last round trip, and one that finds
- * no batch in flight lingers up to JOIN_LINGER_MS for others, until JOIN_LINGER_FULL have come. So the rush pays
- * the script's fixed cost once per batch, not once per fan, and the line's order is the order the
- * process received the joins (the queue is first in, first out, and one batch per event is in
- * flight at a time: Redis runs them in that order).
+ * Joins, batched per event in each gateway process (issue 28, goal 2), by event-batches.ts: while
+ * one batch of an event's joins is in Redis, the joins that arrive wait in a queue; when it
+ * returns, the whole queue goes as the next batch (at most MAX_JOIN_BATCH fans), in one
+ * join-batch-n.lua call. A lone join waits one turn of the event loop (setImmediate, so the joins
+ * parsed in the same turn go together) and no more; under a crowd each batch carries what arrived
+ * during the last round trip, and one that finds no batch in flight lingers up to JOIN_LINGER_MS for
+ * others, until JOIN_LINGER_FULL have come. So the rush pays the script's fixed cost once per batch,
+ * not once per fan, and the line's order is the order the process received the joins (the queue is
+ * first in, first out, and one batch per event is in flight at a time: Redis runs them in that
+ * order).
  *
  * The batch answers each fan what join-9.lua would for a new place, or for a repeat join of a
  * place that stands; the fans it cannot answer without the line's tick (a known fan to settle, a
  * line due to close or empty) come back as ['join'] for line.ts to hand to join-9.lua one by one.
  */
 import type { RunScript } from "../redis/scripts.js";
+import { type BatchCounters, createEventBatches, type Waiting } from "./event-batches.js";
 import type { FanBeats, JoinBucketTake } from "./fan-shards.js";
 import { Fields, ReplyShapeError } from "./replies.js";
 import type { ScriptName } from "./scripts.js";
@@ -22,7 +24,7 @@ import type { ScriptName } from "./scripts.js";
 export const MAX_JOIN_BATCH = 256;
 
 /**
- * While an event's joins keep coming (a batch sent within the last BUSY_MS), a join that finds no
+ * While an event's joins keep coming (a batch sent within the last 50 ms), a join that finds no
  * batch in flight waits this long for others before it is sent: a gateway answering thousands of
  * joins a second collects a dozen or more per call this way, where the round trip alone gathered
  * two or three. A lone join (nothing sent lately) does not wait.
@@ -36,9 +38,6 @@ export const JOIN_LINGER_MS = 2;
  * each round of them the whole 2 ms: 8,467 joins/s at 32 connections, against 15,838 without it.
  */
 export const JOIN_LINGER_FULL = 16;
-const BUSY_MS = 50;
-/** Events whose queues are kept (an idle one only remembers when it last sent) before idle ones go. */
-const EVENTS_KEPT = 1_000;
 
 /** One fan's join, as join-batch-n.lua takes it. */
 export interface BatchedJoin {
@@ -52,11 +51,7 @@ export interface BatchedJoin {
   invite: boolean;
 }
 
-export interface JoinBatchCounters {
-  batches: number;
-  joins: number;
-  largest: number;
-}
+export type JoinBatchCounters = BatchCounters;
 
 export interface JoinBatcher {
   /** The fan's own reply from join-batch-n.lua: rejects when the batch's call failed. */
@@ -65,22 +60,7 @@ export interface JoinBatcher {
   counters(): JoinBatchCounters;
 }
 
-interface Pending {
-  request: BatchedJoin;
-  resolve(reply: unknown): void;
-  reject(err: unknown): void;
-}
-
-interface EventQueue {
-  lineKeys: readonly string[];
-  queue: Pending[];
-  sending: boolean;
-  scheduled: boolean;
-  /** When this event's last batch was sent (performance.now()). */
-  sentAt: number;
-  /** The linger's timer while a batch waits for more joins. */
-  linger: ReturnType<typeof setTimeout> | undefined;
-}
+type Pending = Waiting<BatchedJoin, unknown>;
 
 /** What `prepare` answers for a batch. */
 export interface PreparedBatch {
@@ -142,24 +122,8 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
     prepare,
     viewWanted,
   } = options;
-  const events = new Map<string, EventQueue>();
-  const counters: JoinBatchCounters = { batches: 0, joins: 0, largest: 0 };
 
-  const send = (eventId: string, q: EventQueue): void => {
-    q.scheduled = false;
-    if (q.linger !== undefined) {
-      clearTimeout(q.linger);
-      q.linger = undefined;
-    }
-    if (q.sending) return;
-    if (q.queue.length === 0) return;
-    const batch = q.queue.splice(0, maxBatch);
-    q.sending = true;
-    q.sentAt = performance.now();
-    counters.batches += 1;
-    counters.joins += batch.length;
-    counters.largest = Math.max(counters.largest, batch.length);
-    onBatch?.(batch.length);
+  const send = async (eventId: string, lineKeys: readonly string[], batch: Pending[]): Promise<void> => {
     // The batch's call: each client IP's bucket once in KEYS, numbered from 1 after the line's keys;
     // each distinct limit once (as a rule one: the gateway's setting), and each bucket's limit only
     // when there are several; then one, two or four arguments a fan, the fewest that carry the
@@ -194,97 +158,61 @@ export function createJoinBatcher(run: RunScript<ScriptName>, options: JoinBatch
       }
       return run(
         "joinBatch",
-        [...q.lineKeys, ...buckets.keys()],
+        [...lineKeys, ...buckets.keys()],
         [fans.length, buckets.size, width, ...limits.args(), ...perFan, ...tail],
       );
     };
+    const wanted = () => (viewWanted && !viewWanted(eventId) ? "0" : "1");
+    if (!prepare) {
+      const replies = fanReplies(await call(batch, ["", 0, wanted()]), batch.length);
+      for (const [i, p] of batch.entries()) p.resolve(replies[i]);
+      return;
+    }
+    const prepared = await prepare(
+      eventId,
+      batch.map((p) => p.request),
+    );
     // Who goes in the call: the batch, less the joins a bucket taken by `prepare` refused (answered
     // now) and the fans `prepare` could not write a beat for (or take a bucket of: a 503 each).
+    const { epoch, shards, ages, failed, bucketsTaken } = prepared;
+    const limited = bucketsTaken?.limited;
     let going = batch;
-    const wanted = () => (viewWanted && !viewWanted(eventId) ? "0" : "1");
-    const sent: Promise<{ reply: unknown; prepared?: PreparedBatch }> = prepare
-      ? prepare(
-          eventId,
-          batch.map((p) => p.request),
-        ).then(async (prepared) => {
-          const { epoch, shards, ages, failed, bucketsTaken } = prepared;
-          const limited = bucketsTaken?.limited;
-          if ((failed && failed.fanIds.size > 0) || (limited && limited.size > 0)) {
-            going = [];
-            for (const [i, p] of batch.entries()) {
-              if (limited?.has(i)) p.resolve(limited.get(i));
-              else if (failed?.fanIds.has(p.request.fanId)) p.reject(failed.error);
-              else going.push(p);
-            }
-            if (going.length === 0) return { reply: [[]], prepared };
-          }
-          // The ages only of the fans that had a beat, each after its index in the call (from 1): a
-          // crowd of new fans has none, and an argument costs the script as much as a fan id.
-          const aged: (string | number)[] = [];
-          for (const [i, p] of going.entries()) {
-            const age = ages.get(p.request.fanId);
-            if (age !== undefined) aged.push(i + 1, age);
-          }
-          const reply = await call(going, [epoch, shards, wanted(), ...aged], bucketsTaken !== undefined);
-          return { reply, prepared };
-        })
-      : call(batch, ["", 0, wanted()]).then((reply) => ({ reply }));
-    sent
-      .then(async ({ reply, prepared }) => {
-        const replies = fanReplies(reply, going.length);
-        if (prepared?.untake) {
-          const untaken = going.filter((_, i) => notTaken(replies[i])).map((p) => p.request.fanId);
-          // Best effort: a beat left behind costs a few bytes, never a place.
-          if (untaken.length > 0) await prepared.untake(untaken).catch(() => undefined);
-        }
-        for (const [i, p] of going.entries()) p.resolve(replies[i]);
-      })
-      .catch((err: unknown) => {
-        for (const p of going) p.reject(err);
-      })
-      .finally(() => {
-        q.sending = false;
-        // What arrived during the round trip is the next batch: no wait.
-        send(eventId, q);
-      });
+    if ((failed && failed.fanIds.size > 0) || (limited && limited.size > 0)) {
+      going = [];
+      for (const [i, p] of batch.entries()) {
+        if (limited?.has(i)) p.resolve(limited.get(i));
+        else if (failed?.fanIds.has(p.request.fanId)) p.reject(failed.error);
+        else going.push(p);
+      }
+      if (going.length === 0) return;
+    }
+    // The ages only of the fans that had a beat, each after its index in the call (from 1): a
+    // crowd of new fans has none, and an argument costs the script as much as a fan id.
+    const aged: (string | number)[] = [];
+    for (const [i, p] of going.entries()) {
+      const age = ages.get(p.request.fanId);
+      if (age !== undefined) aged.push(i + 1, age);
+    }
+    const reply = await call(going, [epoch, shards, wanted(), ...aged], bucketsTaken !== undefined);
+    const replies = fanReplies(reply, going.length);
+    if (prepared.untake) {
+      const untaken = going.filter((_, i) => notTaken(replies[i])).map((p) => p.request.fanId);
+      // Best effort: a beat left behind costs a few bytes, never a place.
+      if (untaken.length > 0) await prepared.untake(untaken).catch(() => undefined);
+    }
+    for (const [i, p] of going.entries()) p.resolve(replies[i]);
   };
 
+  const batches = createEventBatches<readonly string[], BatchedJoin, unknown>({
+    send,
+    maxBatch,
+    lingerMs,
+    lingerFull,
+    ...(onBatch ? { onBatch } : {}),
+  });
   return {
-    join(eventId, lineKeys, request) {
-      let q = events.get(eventId);
-      if (!q) {
-        if (events.size >= EVENTS_KEPT) forgetIdle(events);
-        q = {
-          lineKeys,
-          queue: [],
-          sending: false,
-          scheduled: false,
-          sentAt: Number.NEGATIVE_INFINITY,
-          linger: undefined,
-        };
-        events.set(eventId, q);
-      }
-      const queue = q;
-      return new Promise<unknown>((resolve, reject) => {
-        queue.queue.push({ request, resolve, reject });
-        if (queue.sending) return;
-        if (!queue.scheduled) {
-          queue.scheduled = true;
-          if (lingerMs > 0 && lingerFull > 1 && performance.now() - queue.sentAt < BUSY_MS) {
-            queue.linger = setTimeout(() => send(eventId, queue), lingerMs);
-          } else {
-            setImmediate(() => send(eventId, queue));
-          }
-        } else if (queue.linger !== undefined && queue.queue.length >= lingerFull) {
-          // Full enough: the rest of the linger would only delay these fans. The next turn of the
-          // event loop, so the joins parsed in this one still go together.
-          clearTimeout(queue.linger);
-          queue.linger = undefined;
-          setImmediate(() => send(eventId, queue));
-        }
-      });
-    },
-    counters: () => ({ ...counters }),
+    join: (eventId, lineKeys, request) => batches.push(eventId, lineKeys, request),
+    counters: batches.counters,
   };
 }
 
@@ -344,12 +272,6 @@ export async function takeJoinBuckets(
     if (n >= t.allowed) limited.set(i, ["limited", "ip", "retryAfterMs", t.retryAfterMs]);
   }
   return { limited, failedBuckets: failed, ...(failed.size > 0 ? { bucketError: error } : {}) };
-}
-
-function forgetIdle(events: Map<string, EventQueue>): void {
-  for (const [eventId, q] of events) {
-    if (!q.sending && !q.scheduled && q.queue.length === 0) events.delete(eventId);
-  }
 }
 
 /** A fan's batch reply that says the line did not take the fan: no room (-1), or another room. */

@@ -1,18 +1,20 @@
 /**
- * Joins in a room whose records live on the fan shards (`claims` 2; docs/redis-cluster.md "Steps 2
- * and 3, call by call", step 1), batched per event as join-batch.ts batches the others: the joins
- * that arrive while an event's batch is in Redis go as its next batch, so the process's order is the
- * line's. A batch is the per-IP buckets on the shards (takeJoinBuckets, as a sharded room's), one
- * range of places on the event's slot for the fans they let through (line-range-8.lua: no fan id),
- * then each shard touched writes its fans' records and beats (fan-records-5.lua 'join'), all at
- * once. The event's slot sees one small call a batch whatever its fans: the records' work is spread
+ * Joins in a room whose records live on the fan shards (`claims` 2, WAITING_ROOM_CLAIMS=shards;
+ * docs/redis-cluster.md "Steps 2 and 3, call by call", step 1), batched per event by
+ * event-batches.ts as join-batch.ts's are: the joins that arrive while an event's batch is in Redis
+ * go as its next batch, so the process's order is the line's (no linger: a batch goes the turn
+ * after its first join). A batch is the per-IP buckets on the shards (takeJoinBuckets, as a sharded
+ * room's), one range of places on the event's slot for the fans they let through (line-range-8.lua:
+ * no fan id), then each shard touched writes its fans' records and beats (fan-records-5.lua
+ * 'join'), all at once. The event's slot sees one small call a batch whatever its fans: the records' work is spread
  * over the shards' masters.
  *
  * A gateway dying between the range and the shards leaves places reserved and never written: the
  * cursor offers them, nobody claims them, and they are given back after the abandon time and its
- * grace, as the protocol says. Being built: no setting of the gateway creates such a room yet.
+ * grace, as the protocol says.
  */
 import type { RunScript } from "../redis/scripts.js";
+import { createEventBatches } from "./event-batches.js";
 import type { FanBeats } from "./fan-shards.js";
 import { type BatchedJoin, type JoinBatchCounters, MAX_JOIN_BATCH, takeJoinBuckets } from "./join-batch.js";
 import { ReplyShapeError } from "./replies.js";
@@ -47,76 +49,27 @@ export interface ShardJoinRoom {
   beats: FanBeats;
 }
 
-interface Pending {
-  request: BatchedJoin;
-  resolve(outcome: ShardJoinOutcome): void;
-  reject(err: unknown): void;
-}
-
-interface EventQueue {
-  keys: readonly string[];
-  room: ShardJoinRoom;
-  queue: Pending[];
-  sending: boolean;
-}
-
 export function createShardJoiner(run: RunScript<ScriptName>): ShardJoiner {
-  const events = new Map<string, EventQueue>();
-  const counters: JoinBatchCounters = { batches: 0, joins: 0, largest: 0 };
-
-  const send = (eventId: string, q: EventQueue): void => {
-    if (q.sending || q.queue.length === 0) return;
-    const batch = q.queue.splice(0, MAX_JOIN_BATCH);
-    q.sending = true;
-    counters.batches += 1;
-    counters.joins += batch.length;
-    counters.largest = Math.max(counters.largest, batch.length);
-    joinBatch(
-      run,
-      eventId,
-      q.keys,
-      q.room,
-      batch.map((p) => p.request),
-    )
-      .then(
-        (outcomes) => {
-          for (const [i, p] of batch.entries()) p.resolve(outcomes[i]!);
-        },
-        (err: unknown) => {
-          for (const p of batch) p.reject(err);
-        },
-      )
-      .finally(() => {
-        q.sending = false;
-        send(eventId, q);
-      });
-  };
-
-  return {
-    join(eventId, keys, room, request) {
-      let q = events.get(eventId);
-      if (!q) {
-        if (events.size >= 1_000) forgetIdle(events);
-        q = { keys, room, queue: [], sending: false };
-        events.set(eventId, q);
-      } else if (q.room.epoch !== room.epoch) {
-        // the room was created again: the next batch goes to the new one (this one's answers
-        // `reshard` for anything still queued for the old)
-        q.room = room;
-      }
-      const queue = q;
-      return new Promise<ShardJoinOutcome>((resolve, reject) => {
-        queue.queue.push({ request, resolve, reject });
-        // the joins parsed in this turn of the event loop go together
-        if (queue.queue.length === 1 && !queue.sending) setImmediate(() => send(eventId, queue));
-      });
+  // the context of an event's next batch: its line's keys and the room its latest join knew (a room
+  // created again: the next batch goes to the new one; one still queued for the old answers
+  // `reshard`)
+  const batches = createEventBatches<{ keys: readonly string[]; room: ShardJoinRoom }, BatchedJoin, ShardJoinOutcome>({
+    maxBatch: MAX_JOIN_BATCH,
+    send: async (eventId, { keys, room }, batch) => {
+      const outcomes = await joinBatch(
+        run,
+        eventId,
+        keys,
+        room,
+        batch.map((w) => w.request),
+      );
+      for (const [i, w] of batch.entries()) w.resolve(outcomes[i]!);
     },
-    counters: () => ({ ...counters }),
+  });
+  return {
+    join: (eventId, keys, room, request) => batches.push(eventId, { keys, room }, request),
+    counters: batches.counters,
   };
-}
-
-function forgetIdle(events: Map<string, EventQueue>): void {
-  for (const [eventId, q] of events) if (!q.sending && q.queue.length === 0) events.delete(eventId);
 }
 
 async function joinBatch(
