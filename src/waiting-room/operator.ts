@@ -8,7 +8,14 @@ import { Cluster } from "ioredis";
 import { z } from "zod";
 import { ADMIT_RATE_RULE, isAdmitRate, withinAdmitRange } from "../admit-rate.js";
 import { issuesOf, keysFor, notFound, type RestoringContext, type RoomContext } from "./context.js";
-import { createFanBeats, type FanBeats, newFanShardKey, placeFanShards } from "./fan-shards.js";
+import {
+  beatsKeyOf,
+  createFanBeats,
+  type FanBeats,
+  newFanShardKey,
+  placeFanShards,
+  recordKeysOfBeats,
+} from "./fan-shards.js";
 import { allKeys, lineKeysWithChanges, lineKeysWithClaims } from "./keys.js";
 import { commitmentOf, generateSeed } from "./lottery.js";
 import { AUTO_ADMIT_FIELDS, changeFrom, Fields, infoFrom, ReplyShapeError, settingsFrom } from "./replies.js";
@@ -161,10 +168,12 @@ export async function configureRoom(
     // Restored with revocations, records on the shards: each revoked fan's record written on its
     // shard first (a join there is refused), so a restorer dying before the room exists leaves
     // no room that lets them in. A room another restorer created meanwhile keeps its own shards.
+    let revokedOn: string[] = [];
     if (onShards && mode === "restore" && (how.revoked?.length ?? 0) > 0 && Number(shards[0]) > 0) {
       const tags = shards[1].split(",");
       const beats = createFanBeats(ctx.redis, { shards: tags.length, tagsOf: () => tags, shardKey: shards[2] });
       await Promise.all((how.revoked ?? []).map((fanId) => beats.records.revoke(eventId, fanId)));
+      revokedOn = tags;
     }
     const { reply, outcome } = await ctx.script("configure", lineKeysWithChanges(k), [
       String(s.onSaleAt),
@@ -196,6 +205,13 @@ export async function configureRoom(
     // Read again at the next call: a room this call created has the shards it was given, one that
     // existed keeps its own.
     ctx.fanLine.forget(eventId);
+    // A restore that lost the race to another restorer (the room exists): the revoked records it
+    // wrote are under shard tags of its own epoch, which no room names. Taken back, each key alone
+    // (each its own slot); a restorer that dies first leaves them, a few small keys.
+    if (revokedOn.length > 0 && !f.flag("created")) {
+      const orphans = revokedOn.flatMap((tag) => recordKeysOfBeats(beatsKeyOf(tag)));
+      await Promise.all(orphans.map((key) => ctx.redis.unlink(key)));
+    }
     if (f.flag("changed") && mode === "configure") {
       ctx.log?.info({ eventId, settings: s, created: f.flag("created") }, "waiting room configured");
     }

@@ -514,6 +514,38 @@ describe("the waiting-room module: epochs and restore (shared Redis; remove() st
       for (const c of clients) c.disconnect();
     }
   });
+  it("a restore that finds the room there leaves no revoked records under shard keys no room names (records on the shards)", async () => {
+    const redis = client();
+    const evt = freshEventId("orphans");
+    const room = createWaitingRoom({
+      redis,
+      secret: ROOM_SECRET,
+      fanShards: 3,
+      claims: "shards",
+      restore: async (id) => (id === evt ? { ...settings, revoked: ["revoked-1", "revoked-2", "revoked-3"] } : null),
+    });
+    try {
+      ok(await room.configure(evt, settings));
+      ok(await room.join(evt, "in-line"));
+      // Another restorer's room is there: this one writes its revoked records first (on its own
+      // epoch's shards), then finds the room and creates nothing.
+      expect(await room.restoreRoom(evt)).toBe("exists");
+      const named = new Set(((await redis.hget(`wr:{evt:${evt}}:room`, "fanShardTags")) ?? "").split(","));
+      const keys: string[] = [];
+      for await (const batch of redis.scanStream({ match: `wr:{evt:${evt}:*`, count: 1_000 })) {
+        keys.push(...(batch as string[]));
+      }
+      const tagOf = (key: string) => key.slice(key.indexOf("{") + 1, key.indexOf("}"));
+      expect(keys.length).toBeGreaterThan(0); // the room's own shard keys (the fan in line)
+      expect(keys.filter((key) => !named.has(tagOf(key)))).toEqual([]);
+      // The room's own records are untouched: the fan in line is still there.
+      expect(ok(await room.statusOf(evt, "in-line")).place.status).not.toBe("revoked");
+    } finally {
+      await room.close();
+      redis.disconnect();
+    }
+  });
+
   it("a room the operator had paused is created paused, in one step (never open in between)", async () => {
     const redis = client();
     const evt = freshEventId("paused");
