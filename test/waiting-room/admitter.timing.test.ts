@@ -11,51 +11,19 @@
  * (`*.timing.test.ts`, alone): in the parallel part a stalled box once left every gateway's view
  * stale for over a second (9 refreshes in 3 s where 30 are due).
  */
-import type { Cluster } from "ioredis";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { VIEW_COPIES } from "../../src/waiting-room/fan-shards.js";
-import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
+import type { WaitingRoom } from "../../src/waiting-room/index.js";
 import { waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import type { LineCacheCounters } from "../../src/waiting-room/line-view.js";
-import { clusterClient, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
-import { eventId, fanOut, fans, lastBeat, ok, SECRET, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
+import { eventId, fanOut, fans, lastBeat, ok, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
+import { singleAndCluster, type Target } from "./single-and-cluster.js";
 
 const SHARDS = 6;
 
-let cluster: SpawnedRedisCluster;
-let onCluster: Cluster;
-const single = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
-const opened: { room: WaitingRoom; client: Redis | Cluster }[] = [];
-
-beforeAll(async () => {
-  cluster = await spawnRedisCluster({ masters: 3 });
-  onCluster = await clusterClient(cluster);
-}, 120_000);
-
-afterAll(async () => {
-  for (const { room, client } of opened) {
-    await room.close().catch(() => undefined);
-    client.disconnect();
-  }
-  single.disconnect();
-  onCluster?.disconnect();
-  await cluster?.close();
-});
-
-/** A gateway process: its own connection (so it can die alone) and waiting room. */
-function gateway(target: "single" | "cluster", fanShards = SHARDS) {
-  const client =
-    target === "single"
-      ? new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 })
-      : (onCluster.duplicate() as Cluster);
-  const room = createWaitingRoom({ redis: client, secret: SECRET, fanShards });
-  const g = { room, client };
-  opened.push(g);
-  return g;
-}
-
-const raw = (target: "single" | "cluster"): Redis | Cluster => (target === "single" ? single : onCluster);
+const lines = singleAndCluster(SHARDS);
+const { single, raw } = lines;
+const gateway = (target: Target, fanShards = SHARDS) => lines.gateway(target, { fanShards });
 
 /** A line open and moving slowly: most fans wait, so their polls are answered from the caches. */
 async function openLine(room: WaitingRoom, evt: string, admitPerSecond: number) {

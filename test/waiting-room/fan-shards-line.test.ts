@@ -8,60 +8,22 @@
  */
 import type { Cluster } from "ioredis";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { bucketShardOf, fanShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
-import { createWaitingRoom, type WaitingRoom } from "../../src/waiting-room/index.js";
+import type { WaitingRoom } from "../../src/waiting-room/index.js";
 import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
 import { BEATS_HELD_MS } from "../../src/waiting-room/line-view.js";
-import { clusterClient, ownerOf, type SpawnedRedisCluster, spawnRedisCluster } from "../support/redis-cluster.js";
+import { ownerOf } from "../support/redis-cluster.js";
 import { monitorRedis } from "../support/redis-monitor.js";
-import { eventId, fanOut, fans, lastBeat, ok, SECRET, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
+import { eventId, fanOut, fans, lastBeat, ok, shardKeysOf, shardOfIn, sleep, until } from "./helpers.js";
+import { singleAndCluster } from "./single-and-cluster.js";
 
 const SHARDS = 6;
 /** includes/admission.lua SWEEP_LAG_MS: nobody is admitted past a sweep this old. */
 const SWEEP_LAG_MS = 3_000;
 
-let cluster: SpawnedRedisCluster;
-let onCluster: Cluster;
-const single = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
-const opened: { room: WaitingRoom; client?: Redis | Cluster }[] = [];
-
-beforeAll(async () => {
-  cluster = await spawnRedisCluster({ masters: 3 });
-  onCluster = await clusterClient(cluster);
-}, 120_000);
-
-afterAll(async () => {
-  for (const { room, client } of opened) {
-    await room.close().catch(() => undefined);
-    client?.disconnect();
-  }
-  single.disconnect();
-  onCluster?.disconnect();
-  await cluster?.close();
-});
-
-/** A gateway process: its own connection (so it can die alone) and waiting room. */
-function gateway(
-  target: "single" | "cluster",
-  options: { lineCache?: boolean; fanShards?: number; fanSweep?: { perShard?: number; budgetMs?: number } } = {},
-): { room: WaitingRoom; client: Redis | Cluster } {
-  const client =
-    target === "single"
-      ? new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 })
-      : (onCluster.duplicate() as Cluster);
-  const room = createWaitingRoom({
-    redis: client,
-    secret: SECRET,
-    fanShards: options.fanShards ?? SHARDS,
-    ...(options.lineCache === false ? { lineCache: false } : {}),
-    ...(options.fanSweep ? { fanSweep: options.fanSweep } : {}),
-  });
-  opened.push({ room, client });
-  return { room, client };
-}
-
-const raw = (target: "single" | "cluster"): Redis | Cluster => (target === "single" ? single : onCluster);
+const lines = singleAndCluster(SHARDS);
+const { single, raw, gateway } = lines;
 
 async function openLine(room: WaitingRoom, evt: string, abandonSeconds: number, admitPerSecond = 0) {
   ok(
@@ -158,8 +120,8 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     if (target === "cluster") {
       // The shards are placed off the event's own master (which runs the line's scripts), evenly
       // over the other two.
-      const eventMaster = await ownerOf(onCluster, k.room);
-      const owners = await Promise.all(shardKeys.map((key) => ownerOf(onCluster, key)));
+      const eventMaster = await ownerOf(lines.onCluster, k.room);
+      const owners = await Promise.all(shardKeys.map((key) => ownerOf(lines.onCluster, key)));
       expect(owners).not.toContain(eventMaster);
       const perMaster = new Map<string, number>();
       for (const o of owners) perMaster.set(o, (perMaster.get(o) ?? 0) + 1);
@@ -376,7 +338,7 @@ describe.each(["single", "cluster"] as const)("a line with fan shards, on %s", (
     expect(Number((await redis.get(onShard))?.split(" ")[0])).toBeLessThan(1);
     if (target === "cluster") {
       // the shards are placed off the event's master, and so are their buckets
-      expect(await ownerOf(onCluster, onShard)).not.toBe(await ownerOf(onCluster, k.room));
+      expect(await ownerOf(lines.onCluster, onShard)).not.toBe(await ownerOf(lines.onCluster, k.room));
     }
   });
 
@@ -469,17 +431,17 @@ describe("a line with fan shards, one shard's master slow (3-master cluster)", (
     const { room } = gateway("cluster");
     const evt = eventId("fsslow");
     await openLine(room, evt, 30);
-    const { pollAll } = await cachedLine(room, onCluster, evt, "ss");
+    const { pollAll } = await cachedLine(room, lines.onCluster, evt, "ss");
     // The master of shard 0 (not the event's: shards are placed off it) holds every write for 1.5 s.
-    const shardKeys = await shardKeysOf(onCluster, evt);
-    const slowAt = await ownerOf(onCluster, shardKeys[0]!);
-    expect(slowAt).not.toBe(await ownerOf(onCluster, waitingRoomKeys(evt).room));
+    const shardKeys = await shardKeysOf(lines.onCluster, evt);
+    const slowAt = await ownerOf(lines.onCluster, shardKeys[0]!);
+    expect(slowAt).not.toBe(await ownerOf(lines.onCluster, waitingRoomKeys(evt).room));
     const [host, port] = slowAt.split(":");
     const slow = new Redis({ host: host!, port: Number(port), maxRetriesPerRequest: 1 });
     // The script calls that master runs on this event's shards (other tests' lines may still be
     // refreshing on the same cluster), as MONITOR shows them once run.
     const theirs = new Set<string>();
-    for (const key of shardKeys) if ((await ownerOf(onCluster, key)) === slowAt) theirs.add(key);
+    for (const key of shardKeys) if ((await ownerOf(lines.onCluster, key)) === slowAt) theirs.add(key);
     // A plain socket, not ioredis' monitor(): on a busy master it took monitored lines for replies
     // to its handshake and failed this test in CI (test/support/redis-monitor.ts).
     const monitor = await monitorRedis(`redis://${host}:${port}`);
@@ -491,7 +453,7 @@ describe("a line with fan shards, one shard's master slow (3-master cluster)", (
     });
     try {
       // No sweep handed out meanwhile (its reads are calls to that master too): only heartbeats.
-      await onCluster.hset(waitingRoomKeys(evt).room, "sweepAt", String(Date.now() + 3_600_000));
+      await lines.onCluster.hset(waitingRoomKeys(evt).room, "sweepAt", String(Date.now() + 3_600_000));
       await slow.call("CLIENT", "PAUSE", "1500", "WRITE");
       const pausedAt = Date.now();
       // Three rounds of polls, each right after a view refresh completed during the pause (the
