@@ -52,8 +52,10 @@ if (env.MODE === "hello") {
     redisOptions: { enableAutoPipelining: true },
     // LINE_CACHE=off: every poll asks Redis (the line before its cache, for a before/after).
     ...(process.env.LINE_CACHE === "off" ? { lineCache: false } : {}),
-    // WAITING_ROOM_CLAIMS=1 / WAITING_ROOM_FAN_SHARDS=K: the rooms as a gateway with those settings creates them.
+    // WAITING_ROOM_CLAIMS=1 (or shards, with WAITING_ROOM_FAN_SHARDS=K): the rooms as a gateway with
+    // those settings creates them.
     ...(["true", "1", "yes"].includes(process.env.WAITING_ROOM_CLAIMS ?? "") ? { claims: true } : {}),
+    ...(process.env.WAITING_ROOM_CLAIMS === "shards" ? { claims: "shards" as const } : {}),
     ...(Number(process.env.WAITING_ROOM_FAN_SHARDS ?? 0) > 0
       ? { fanShards: Number(process.env.WAITING_ROOM_FAN_SHARDS) }
       : {}),

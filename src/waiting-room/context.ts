@@ -142,7 +142,7 @@ export function createRoomContext(
     fanLine,
     fanShardsForNewRooms: 0,
     claimsForNewRooms: false,
-    shardJoins: createShardJoiner(run),
+    shardJoins: createShardJoiner(run, onJoinBatch ? { onBatch: onJoinBatch } : {}),
     joins: createJoinBatcher(run, {
       ...(onJoinBatch ? { onBatch: onJoinBatch } : {}),
       // A process whose cached view of the line answers new places (line-view.ts) asks Redis for

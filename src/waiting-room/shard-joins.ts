@@ -3,7 +3,8 @@
  * docs/redis-cluster.md "Steps 2 and 3, call by call", step 1), batched per event by
  * event-batches.ts as join-batch.ts's are: the joins that arrive while an event's batch is in Redis
  * go as its next batch, so the process's order is the line's (no linger: a batch goes the turn
- * after its first join). A batch is the per-IP buckets on the shards (takeJoinBuckets, as a sharded
+ * after its first join; under wrk's 64 connections a batch carried 32 joins with or without a
+ * linger of 2 ms, bench:gateway with WAITING_ROOM_CLAIMS=shards). A batch is the per-IP buckets on the shards (takeJoinBuckets, as a sharded
  * room's), one range of places on the event's slot for the fans they let through (line-range-8.lua:
  * no fan id), then each shard touched writes its fans' records and beats (fan-records-5.lua
  * 'join'), all at once. The event's slot sees one small call a batch whatever its fans: the records' work is spread
@@ -14,7 +15,7 @@
  * grace, as the protocol says.
  */
 import type { RunScript } from "../redis/scripts.js";
-import { createEventBatches } from "./event-batches.js";
+import { createEventBatches, type EventBatchOptions } from "./event-batches.js";
 import type { FanBeats } from "./fan-shards.js";
 import { type BatchedJoin, type JoinBatchCounters, MAX_JOIN_BATCH, takeJoinBuckets } from "./join-batch.js";
 import { ReplyShapeError } from "./replies.js";
@@ -49,12 +50,17 @@ export interface ShardJoinRoom {
   beats: FanBeats;
 }
 
-export function createShardJoiner(run: RunScript<ScriptName>): ShardJoiner {
+export function createShardJoiner(
+  run: RunScript<ScriptName>,
+  /** `onBatch`: told every batch's size as it is sent (the gateway's metric, as join-batch.ts's). */
+  options: Pick<EventBatchOptions<unknown, BatchedJoin, ShardJoinOutcome>, "onBatch"> = {},
+): ShardJoiner {
   // the context of an event's next batch: its line's keys and the room its latest join knew (a room
   // created again: the next batch goes to the new one; one still queued for the old answers
   // `reshard`)
   const batches = createEventBatches<{ keys: readonly string[]; room: ShardJoinRoom }, BatchedJoin, ShardJoinOutcome>({
     maxBatch: MAX_JOIN_BATCH,
+    ...(options.onBatch ? { onBatch: options.onBatch } : {}),
     send: async (eventId, { keys, room }, batch) => {
       const outcomes = await joinBatch(
         run,

@@ -3,13 +3,15 @@
  * join really in flight at once through one gateway, so the batches are the ones a crowd makes.
  */
 import { createHash } from "node:crypto";
+import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { familyScripts } from "../../src/redis/scripts.js";
 import { beatsKeyOf, bucketShardOf, shardBucketKey } from "../../src/waiting-room/fan-shards.js";
 import { limitKey, waitingRoomKeys } from "../../src/waiting-room/keys.js";
+import { createWaitingRoom } from "../../src/waiting-room/index.js";
 import { waitingRoomScripts } from "../../src/waiting-room/scripts.js";
 import { monitorRedis } from "../support/redis-monitor.js";
-import { eventId, fans, gateways, lastBeat, ok, RECORDS_ON_SHARDS, sleep } from "./helpers.js";
+import { eventId, fans, gateways, lastBeat, ok, RECORDS_ON_SHARDS, SECRET, sleep } from "./helpers.js";
 
 const gw = gateways(2, undefined, { lineCache: false });
 afterAll(() => gw.close());
@@ -299,5 +301,32 @@ describe("joins batched per event", () => {
     const joined = (await Promise.all(ids.map((fanId, i) => gw.rooms[i % 2]!.join(evt, fanId)))).map(ok);
     const positions = joined.map((j) => j.place.position).sort((a, b) => a - b);
     expect(positions).toEqual(ids.map((_, i) => i + 2));
+  });
+});
+
+describe("the batch-size metric (onJoinBatch)", () => {
+  it.each([
+    ["records on the event's slot", {}],
+    ["records on the fan shards", { fanShards: 3, claims: "shards" as const }],
+  ])("is told every batch a crowd's joins make, %s", async (_line, options) => {
+    const sizes: number[] = [];
+    const client = new Redis(inject("redisUrl"), { maxRetriesPerRequest: 1 });
+    const room = createWaitingRoom({ redis: client, secret: SECRET, onJoinBatch: (n) => sizes.push(n), ...options });
+    try {
+      const evt = eventId("metric");
+      ok(await room.configure(evt, open));
+      ok(await room.join(evt, "first"));
+      const before = room.joinBatchCounters();
+      const joined = (await Promise.all(fans(200, "mt").map((fanId) => room.join(evt, fanId)))).map(ok);
+      const after = room.joinBatchCounters();
+      expect(joined.every((j) => j.created)).toBe(true);
+      // the first join's batch too; each batch told once, with its size
+      expect(sizes.reduce((a, b) => a + b, 0)).toBe(201);
+      expect(sizes.length).toBe(after.batches);
+      expect(after.joins - before.joins).toBe(200);
+    } finally {
+      await room.close();
+      client.disconnect();
+    }
   });
 });
