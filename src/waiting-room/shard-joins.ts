@@ -4,11 +4,11 @@
  * event-batches.ts as join-batch.ts's are: the joins that arrive while an event's batch is in Redis
  * go as its next batch, so the process's order is the line's (no linger: a batch goes the turn
  * after its first join; under wrk's 64 connections a batch carried 32 joins with or without a
- * linger of 2 ms, bench:gateway with WAITING_ROOM_CLAIMS=shards). A batch is the per-IP buckets on the shards (takeJoinBuckets, as a sharded
- * room's), one range of places on the event's slot for the fans they let through (line-range-8.lua:
- * no fan id), then each shard touched writes its fans' records and beats (fan-records-5.lua
- * 'join'), all at once. The event's slot sees one small call a batch whatever its fans: the records' work is spread
- * over the shards' masters.
+ * linger of 2 ms, bench:gateway with WAITING_ROOM_CLAIMS=shards). A batch is the per-IP buckets on
+ * the shards (takeJoinBuckets, as a sharded room's), one range of places on the event's slot for
+ * the fans they let through (line-range-8.lua: no fan id), then each shard touched writes its fans'
+ * records and beats (fan-records-5.lua 'join'), all at once. The event's slot sees one small call a
+ * batch whatever its fans: the records' work is spread over the shards' masters.
  *
  * A gateway dying between the range and the shards leaves places reserved and never written: the
  * cursor offers them, nobody claims them, and they are given back after the abandon time and its
