@@ -155,6 +155,12 @@ export async function admitAll(
 
 export type GatewayBenchRow = LoadResult & {
   ceilingRatio?: number;
+  /**
+   * The hello-world's req/s beside this row: the mean of its runs just before and just after the
+   * row (ceilingRatio divides by it). On a shared machine whose speed drifts by a third within a
+   * minute, a ceiling measured once at the start made the last rows' ratios a measure of the drift.
+   */
+  ceilingBeside?: number;
   extra?: Record<string, number>;
   /** The Redis server's CPU over the run per request (when the bench spawned it): it shares these cores. */
   redisCpuMicrosPerRequest?: number;
@@ -227,18 +233,34 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     if (before !== undefined && after !== undefined && result.requests > 0) {
       result.redisCpuMicrosPerRequest = (after - before) / result.requests;
     }
+    if (run.name !== CEILING) {
+      // The ceiling again, right after the row (the hello-world's process idles while the
+      // gateway runs): the row's ratio is to the mean of the runs on either side of it.
+      const next = await runLoad(helloRun);
+      result.ceilingBeside = (lastCeiling + next.perSecond) / 2;
+      lastCeiling = next.perSecond;
+    }
     return result;
   };
   const results: GatewayBenchRow[] = [];
+  // Up for the whole bench: the ceiling is measured beside every row (ceilingBeside).
   const hello = await startServer("hello", {});
-  const ceiling = await measured({
+  const helloRun: LoadOptions = {
     ...load,
     name: CEILING,
     baseUrl: hello.url,
     serverPid: hello.child.pid,
     next: () => ({ path: "/hello" }),
-  });
-  hello.child.kill("SIGTERM");
+  };
+  let lastCeiling = 0;
+  let ceiling: GatewayBenchRow;
+  try {
+    ceiling = await measured(helloRun);
+  } catch (err) {
+    hello.child.kill("SIGTERM");
+    throw err;
+  }
+  lastCeiling = ceiling.perSecond;
   results.push(ceiling);
 
   const gwTable = `bench_${Date.now()}`;
@@ -246,6 +268,9 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     REDIS_URL: redisUrl,
     DYNAMODB_ENDPOINT: dynamoEndpoint,
     DYNAMODB_TABLE: gwTable,
+  }).catch((err: unknown) => {
+    hello.child.kill("SIGTERM");
+    throw err;
   });
   const pid = gw.child.pid;
   try {
@@ -446,8 +471,9 @@ export async function benchGateway(options: GatewayBenchOptions): Promise<Gatewa
     });
   } finally {
     gw.child.kill("SIGTERM");
+    hello.child.kill("SIGTERM");
   }
-  for (const r of results) r.ceilingRatio = r.perSecond / ceiling.perSecond;
+  for (const r of results) r.ceilingRatio = r.perSecond / (r.ceilingBeside ?? ceiling.perSecond);
   return results;
 }
 
@@ -500,6 +526,7 @@ async function main(): Promise<void> {
         "p50 ms": r.p50Ms.toFixed(2),
         "p99 ms": r.p99Ms.toFixed(2),
         "x ceiling": (r.ceilingRatio ?? 1).toFixed(3),
+        "ceiling req/s": Math.round(r.ceilingBeside ?? r.perSecond),
         "CPU µs/req": r.cpuMicrosPerRequest === undefined ? "" : r.cpuMicrosPerRequest.toFixed(0),
         "Redis µs/req": r.redisCpuMicrosPerRequest === undefined ? "" : r.redisCpuMicrosPerRequest.toFixed(0),
         "bytes/resp": r.bytesPerRequest === undefined ? "" : Math.round(r.bytesPerRequest),

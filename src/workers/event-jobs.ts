@@ -22,7 +22,6 @@
  */
 import { DEFAULT_REQUEST_BUDGET_MS, EVENT_CACHE_MS, type EventDefinition, type Inventory } from "../inventory/index.js";
 import type { Logger } from "../logger.js";
-import type { RedisClient } from "../redis/scripts.js";
 import {
   type Queues,
   SWEEP_BUCKET_MS,
@@ -66,8 +65,8 @@ export function endRunAt(event: ArmableEvent, closeGraceMs = CLOSE_GRACE_MS): nu
 }
 
 export function createEventJobs(options: {
+  /** Their connection's reconnects arm the remembered events again (the schedules live in BullMQ's keys). */
   queues: Queues;
-  redis: RedisClient;
   inventory: Pick<Inventory, "events">;
   logger: Logger;
   /** Default CLOSE_GRACE_MS (tests shorten it, with the event cache it stands for). */
@@ -102,7 +101,7 @@ export function createEventJobs(options: {
   };
 
   const rescheduler = rescheduleOnReconnect(
-    options.redis,
+    options.queues.connection,
     async (eventId) => {
       const event = await inventory.events.get({ eventId });
       return event ? armNow(event, true) : "missing";

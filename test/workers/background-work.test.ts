@@ -390,7 +390,8 @@ describe("an event's jobs end with it", () => {
     expect((await jobsOf(gw, live)).schedulers).toHaveLength(LIVE_SCHEDULERS);
 
     // A reconnect arms what this process remembers, as it is now: the ended event is forgotten.
-    gw.deps.clients.redis.disconnect(true);
+    // (The queues' connection: BullMQ's producers have their own, and the schedules are its keys.)
+    gw.deps.queues!.connection.disconnect(true);
     await pollUntil(
       "the ended event forgotten",
       async () => gw.deps.eventJobs!.remembered(),
