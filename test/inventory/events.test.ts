@@ -183,11 +183,15 @@ describe("createEvent / getEvent", () => {
         fx.newInstance().events.create({ eventId, input: eventInput(fx.clock, { onSaleAt, name: `take ${i}` }) }),
       ),
     );
+    // Replacements that read the same version: one wins, the others conflict. On a loaded machine
+    // one may read the stored event only after another finished its whole build, and then replaces
+    // that version in turn: a second win, over a version of its own. Never two over the same one
+    // (the stored version counts every win), never a failure but a conflict.
     const winners = results.filter((r) => r.ok);
-    expect(winners).toHaveLength(1);
+    expect(winners.length).toBeGreaterThanOrEqual(1);
     expect(results.filter((r) => !r.ok).every((r) => !r.ok && r.reason === "conflict")).toBe(true);
     const stored = await fx.inventory.events.get({ eventId });
-    expect(stored?.version).toBe(2);
+    expect(stored?.version).toBe(1 + winners.length);
     expect(stored?.layoutComplete).toBe(true);
   });
 
