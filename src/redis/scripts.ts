@@ -10,14 +10,15 @@
  * A caller declares its family once (`scriptFamily`: a name for each script file) and registers
  * it on a client with `registerScripts`, which returns the family's runner. The functions an
  * include defines that a script never calls are left out of it (`dropUnusedFunctions`). Files are
- * read when a module is built (never at import time) and once per process. Registration uses ioredis
- * `defineCommand`: EVALSHA, falling back to EVAL on NOSCRIPT, so a restarted Redis costs one
- * extra round trip, never an error. The runner checks every call's key count against the file
+ * read when a module is built (never at import time) and once per process. Without Redis
+ * Functions a script runs through EVALSHA, falling back to EVAL on NOSCRIPT, so a restarted Redis
+ * costs one extra round trip, never an error (plain commands: nothing is defined on the client). The runner checks every call's key count against the file
  * name, so a wrong KEYS list fails in TypeScript, not as a confusing nil inside Lua.
  *
  * Replies: each family keeps one table of its scripts' numeric codes (`codeTable`), so a reply
  * is read as a named outcome in one place and an unknown code is an error, never a guess.
  */
+import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -187,10 +188,10 @@ export type RunScript<N extends string> = <T = unknown>(
   args?: readonly (string | number)[],
 ) => Promise<T>;
 
-type ScriptMethod = (...args: (string | number)[]) => Promise<unknown>;
-
 interface Registered {
-  method: ScriptMethod;
+  /** The source EVAL sends, and its SHA-1 for EVALSHA. */
+  lua: string;
+  sha: string;
   numberOfKeys: number | undefined;
   library: FunctionLibrary;
   readOnly: boolean;
@@ -312,8 +313,7 @@ function reloadLibrary(
 }
 
 /**
- * Defines the family's commands on `redis` once (a client that has a command already keeps it:
- * the name comes from the file, so it is the same script) and returns its runner.
+ * The family's runner on `redis` (nothing is defined on the client).
  *
  * The runner calls each script as a Redis Function (FCALL, src/redis/functions.ts) when the server
  * has them and `useRedisFunctions` did not turn them off, else through EVALSHA. A script's library
@@ -323,36 +323,16 @@ function reloadLibrary(
  * the first load "unknown command", and that client runs EVALSHA from then on.
  */
 export function registerScripts<N extends string>(redis: RedisClient, family: ScriptFamily<N>): RunScript<N> {
-  const methods = redis as unknown as Record<string, ScriptMethod | undefined>;
+  // No ioredis defineCommand: ioredis copies every script defined on a client onto each pipeline
+  // it builds, one per auto-pipelined turn, and 29 scripts made each such pipeline cost 18-33 µs of
+  // CPU against 3 with none (`npm run bench:pipeline`). EVALSHA and EVAL are plain commands here,
+  // auto-pipelined like any other (ioredis routes them on a Cluster by their first key).
   const byName = new Map<string, Registered>();
   for (const script of familyScripts(family)) {
     const readOnly = family.readOnly?.includes(script.name) ?? false;
-    if (typeof methods[script.command] !== "function") {
-      // A script whose key count varies (`-n`) is called as (numkeys, keys..., args...). On a
-      // Cluster, ioredis's auto-pipelining groups a custom command by its first argument, taken
-      // for its key: here the count, so the call joins the pipeline of whatever node serves the
-      // slot of "9", and when that pipeline also holds a command for another node the whole
-      // pipeline fails ("All keys in the pipeline should belong to the same slots allocation
-      // group", redis/ioredis#2109, still so in 6.1). Such scripts skip auto-pipelining and are
-      // routed by their real keys; a fixed count's first argument is its first key, so those keep it.
-      // (FCALL is a command ioredis knows the keys of: it groups it by its first key.)
-      if (script.numberOfKeys === undefined && isCluster(redis)) {
-        const options = redis.options as { autoPipeliningIgnoredCommands?: string[] };
-        options.autoPipeliningIgnoredCommands ??= [];
-        if (!options.autoPipeliningIgnoredCommands.includes(script.command)) {
-          options.autoPipeliningIgnoredCommands.push(script.command);
-        }
-      }
-      redis.defineCommand(script.command, {
-        lua: script.lua,
-        ...(script.numberOfKeys === undefined ? {} : { numberOfKeys: script.numberOfKeys }),
-        ...(readOnly ? { readOnly: true } : {}),
-      });
-    }
-    const method = methods[script.command];
-    if (!method) throw new Error(`command ${script.command} was not defined`);
     byName.set(script.name, {
-      method,
+      lua: script.lua,
+      sha: shaOf(script.lua),
       numberOfKeys: script.numberOfKeys,
       library: libraryOf(script, readOnly),
       readOnly,
@@ -360,10 +340,13 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
   }
   const state = functionsOf(redis);
   for (const { library } of byName.values()) state.registered.set(library.name, library);
+  // EVALSHA, and EVAL (which caches the script) when this server has not seen it: once per
+  // script after each start of a server that keeps no script cache.
   const viaEval = (script: Registered, keys: readonly string[], args: readonly (string | number)[]) =>
-    script.numberOfKeys === undefined
-      ? script.method.call(redis, keys.length, ...keys, ...args)
-      : script.method.call(redis, ...keys, ...args);
+    redis.evalsha(script.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
+      if (!isNoScript(err)) throw err;
+      return redis.eval(script.lua, keys.length, ...keys, ...args);
+    });
   const fcall = (script: Registered, keys: readonly string[], args: readonly (string | number)[]) =>
     script.readOnly
       ? redis.fcall_ro(script.library.name, keys.length, ...keys, ...args)
@@ -404,6 +387,20 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
   };
   return run as RunScript<N>;
 }
+
+const shas = new Map<string, string>();
+/** A script's SHA-1, as EVALSHA names it (once per source). */
+function shaOf(lua: string): string {
+  let sha = shas.get(lua);
+  if (sha === undefined) {
+    sha = createHash("sha1").update(lua).digest("hex");
+    shas.set(lua, sha);
+  }
+  return sha;
+}
+
+/** Redis's answer to an EVALSHA of a script its cache does not hold. */
+const isNoScript = (err: unknown): boolean => err instanceof Error && err.message.startsWith("NOSCRIPT");
 
 /** What `loadScriptLibraries` did. */
 export interface LibrariesLoaded {

@@ -237,8 +237,9 @@ describe("registerScripts with Redis Functions", () => {
       });
       expect(loads(commands)).toEqual([]);
       expect(named(commands, "fcall_ro")).toEqual([]);
-      // EVALSHA, or EVAL for a script this server has not cached yet
-      expect(named(commands, "evalsha").length + named(commands, "eval").length).toBe(2);
+      // EVALSHA each time, and EVAL once when this server had not cached the script yet
+      expect(named(commands, "evalsha")).toHaveLength(2);
+      expect(named(commands, "eval").length).toBeLessThanOrEqual(1);
     } finally {
       useRedisFunctions(true);
       redis.disconnect();
