@@ -219,7 +219,7 @@ export function buildServices(config: ServicesConfig): Services {
   // BullMQ's producers on a connection of their own: BullMQ defines its 64 Lua scripts on the
   // client it is given, and ioredis copies every script defined on a client onto each pipeline it
   // builds, one per auto-pipelined turn. On the commands connection (the line, the holds, the seat
-  // map) that made such a turn cost 230-246 µs of CPU against 98-148 (`npm run bench:pipeline`).
+  // map) that made such a turn cost 131-163 µs of CPU against 77-95 (`npm run bench:pipeline`).
   const queueConnection = config.queues ? connectRedis(target, "commands", config.redisOptions) : undefined;
   if (queueConnection) watchConnection(queueConnection, "redis", config.logger, config.logConnections ?? false);
   const queues = queueConnection ? createQueues(queueConnection, logger) : undefined;

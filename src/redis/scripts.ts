@@ -12,8 +12,9 @@
  * include defines that a script never calls are left out of it (`dropUnusedFunctions`). Files are
  * read when a module is built (never at import time) and once per process. Without Redis
  * Functions a script runs through EVALSHA, falling back to EVAL on NOSCRIPT, so a restarted Redis
- * costs one extra round trip, never an error (plain commands: nothing is defined on the client). The runner checks every call's key count against the file
- * name, so a wrong KEYS list fails in TypeScript, not as a confusing nil inside Lua.
+ * costs one extra round trip, never an error (plain commands: nothing is defined on the client).
+ * The runner checks every call's key count against the file name, so a wrong KEYS list fails in
+ * TypeScript, not as a confusing nil inside Lua.
  *
  * Replies: each family keeps one table of its scripts' numeric codes (`codeTable`), so a reply
  * is read as a named outcome in one place and an unknown code is an error, never a guess.
@@ -388,16 +389,8 @@ export function registerScripts<N extends string>(redis: RedisClient, family: Sc
   return run as RunScript<N>;
 }
 
-const shas = new Map<string, string>();
-/** A script's SHA-1, as EVALSHA names it (once per source). */
-function shaOf(lua: string): string {
-  let sha = shas.get(lua);
-  if (sha === undefined) {
-    sha = createHash("sha1").update(lua).digest("hex");
-    shas.set(lua, sha);
-  }
-  return sha;
-}
+/** A script's SHA-1, as EVALSHA names it. */
+const shaOf = (lua: string): string => createHash("sha1").update(lua).digest("hex");
 
 /** Redis's answer to an EVALSHA of a script its cache does not hold. */
 const isNoScript = (err: unknown): boolean => err instanceof Error && err.message.startsWith("NOSCRIPT");

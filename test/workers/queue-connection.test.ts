@@ -2,10 +2,10 @@
  * BullMQ's producers have a Redis connection of their own (src/services.ts). BullMQ defines its Lua
  * scripts on the client it is given, and ioredis copies every script defined on a client onto each
  * pipeline it builds, one per auto-pipelined turn: on the gateway's commands connection (the line,
- * the holds, the seat map) BullMQ's 64 scripts made each such turn cost about three times as much
- * CPU (`npm run bench:pipeline`). This checks the wiring against a real Redis: the commands client
- * carries no script definition (BullMQ's are on the queues' connection, the gateway defines none), the queues' scripts still answer, and closing the
- * services closes the queues' connection too.
+ * the holds, the seat map) BullMQ's 64 scripts made each such turn cost about twice the CPU (`npm
+ * run bench:pipeline`). This checks the wiring against a real Redis: the commands client carries
+ * no script definition (BullMQ's are on the queues' connection, the gateway defines none), the
+ * queues' scripts still answer, and closing the services closes the queues' connection too.
  */
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
